@@ -1,0 +1,174 @@
+#include "agent/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace gpuguard::agent {
+namespace {
+
+// Thrown inside this file only; load_config_text turns it into an Error.
+struct ConfigError {
+    ErrorCode code;
+    std::string message;
+};
+
+class ConfigReader {
+public:
+    explicit ConfigReader(std::string source) : source_(std::move(source)) {}
+
+    [[noreturn]] void fail_at(const YAML::Node& node, const std::string& key,
+                              const std::string& what) const {
+        const YAML::Mark mark = node.Mark();
+        std::string where = source_;
+        if (mark.line >= 0) {
+            where += ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
+        }
+        throw ConfigError{ErrorCode::kInvalidArgument, where + ": " + key + ": " + what};
+    }
+
+    // Rejects keys of `map` not in `allowed`; `prefix` is the map's own key path.
+    void check_keys(const YAML::Node& map, const std::string& prefix,
+                    const std::set<std::string>& allowed) const {
+        if (!map.IsMap()) fail_at(map, prefix.empty() ? "(top level)" : prefix, "must be a mapping");
+        for (const auto& entry : map) {
+            const auto key = entry.first.as<std::string>();
+            if (!allowed.contains(key)) {
+                std::string known;
+                for (const auto& name : allowed) known += (known.empty() ? "" : ", ") + name;
+                fail_at(entry.first, join(prefix, key), "unknown key (known: " + known + ")");
+            }
+        }
+    }
+
+    template <typename T>
+    T scalar(const YAML::Node& node, const std::string& key, const char* type_name) const {
+        if (!node.IsScalar()) fail_at(node, key, std::string("must be ") + type_name);
+        try {
+            return node.as<T>();
+        } catch (const YAML::Exception&) {
+            fail_at(node, key, std::string("must be ") + type_name);
+        }
+    }
+
+    static std::string join(const std::string& prefix, const std::string& key) {
+        return prefix.empty() ? key : prefix + "." + key;
+    }
+
+private:
+    std::string source_;
+};
+
+const std::set<std::string> kLogLevels = {"trace", "debug", "info", "warn",
+                                          "error", "critical", "off"};
+
+void read_log(const ConfigReader& reader, const YAML::Node& node, LogConfig& log) {
+    reader.check_keys(node, "log", {"level"});
+    if (const auto level = node["level"]) {
+        log.level = reader.scalar<std::string>(level, "log.level", "a string");
+        if (!kLogLevels.contains(log.level)) {
+            reader.fail_at(level, "log.level",
+                           "'" + log.level + "' is not one of trace, debug, info, warn, error, "
+                                             "critical, off");
+        }
+    }
+}
+
+void read_sensor(const ConfigReader& reader, const YAML::Node& node, SensorConfig& sensor) {
+    reader.check_keys(node, "sensor",
+                      {"btf", "ring_buffer_kb", "report_failed_opens", "mount_tracefs",
+                       "extra_gpu_devices"});
+    if (const auto btf = node["btf"]) {
+        sensor.btf_path = reader.scalar<std::string>(btf, "sensor.btf", "a path string");
+    }
+    if (const auto size = node["ring_buffer_kb"]) {
+        const auto kb = reader.scalar<uint32_t>(size, "sensor.ring_buffer_kb", "a positive integer");
+        if (kb < 4 || (kb & (kb - 1)) != 0 || kb > (1u << 20)) {
+            reader.fail_at(size, "sensor.ring_buffer_kb",
+                           std::to_string(kb) + " is not a power of two between 4 and 1048576");
+        }
+        sensor.ring_buffer_kb = kb;
+    }
+    if (const auto flag = node["report_failed_opens"]) {
+        sensor.report_failed_opens =
+            reader.scalar<bool>(flag, "sensor.report_failed_opens", "true or false");
+    }
+    if (const auto flag = node["mount_tracefs"]) {
+        sensor.mount_tracefs = reader.scalar<bool>(flag, "sensor.mount_tracefs", "true or false");
+    }
+    if (const auto list = node["extra_gpu_devices"]) {
+        if (!list.IsSequence()) {
+            reader.fail_at(list, "sensor.extra_gpu_devices", "must be a list of \"MAJOR:MINOR\"");
+        }
+        sensor.extra_gpu_devices.clear();
+        for (size_t i = 0; i < list.size(); ++i) {
+            const std::string key = "sensor.extra_gpu_devices[" + std::to_string(i) + "]";
+            const auto text = reader.scalar<std::string>(list[i], key, "a \"MAJOR:MINOR\" string");
+            auto number = parse_gpu_device_number(text);
+            if (!number) reader.fail_at(list[i], key, number.error().message);
+            sensor.extra_gpu_devices.push_back(number.value());
+        }
+    }
+}
+
+}  // namespace
+
+Result<Config> load_config_text(std::string_view yaml, const std::string& source) {
+    Config config;
+    try {
+        const YAML::Node root = YAML::Load(std::string(yaml));
+        if (root.IsNull()) return config;  // empty file: all defaults
+        const ConfigReader reader(source);
+        reader.check_keys(root, "", {"log", "sensor"});
+        if (const auto log = root["log"]) read_log(reader, log, config.log);
+        if (const auto sensor = root["sensor"]) read_sensor(reader, sensor, config.sensor);
+    } catch (const ConfigError& error) {
+        return fail(error.code, error.message);
+    } catch (const YAML::ParserException& error) {
+        return fail(ErrorCode::kParse, source + ":" + std::to_string(error.mark.line + 1) + ":" +
+                                           std::to_string(error.mark.column + 1) +
+                                           ": YAML syntax error: " + error.msg);
+    } catch (const YAML::Exception& error) {
+        return fail(ErrorCode::kParse, source + ": " + error.what());
+    }
+    return config;
+}
+
+Result<Config> load_config_file(const std::filesystem::path& path) {
+    std::ifstream in(path);
+    if (!in) {
+        const int err = errno;
+        return fail(ErrorCode::kIo, "cannot read config " + path.string() + ": " + std::strerror(err),
+                    err);
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    return load_config_text(text.str(), path.string());
+}
+
+std::string config_to_yaml(const Config& config) {
+    YAML::Emitter out;
+    out << YAML::BeginMap;
+    out << YAML::Key << "log" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "level" << YAML::Value << config.log.level;
+    out << YAML::EndMap;
+    out << YAML::Key << "sensor" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "btf" << YAML::Value << YAML::DoubleQuoted << config.sensor.btf_path;
+    out << YAML::Key << "ring_buffer_kb" << YAML::Value << config.sensor.ring_buffer_kb;
+    out << YAML::Key << "report_failed_opens" << YAML::Value << config.sensor.report_failed_opens;
+    out << YAML::Key << "mount_tracefs" << YAML::Value << config.sensor.mount_tracefs;
+    out << YAML::Key << "extra_gpu_devices" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+    for (const auto& device : config.sensor.extra_gpu_devices) {
+        out << YAML::DoubleQuoted << device.to_string();
+    }
+    out << YAML::EndSeq;
+    out << YAML::EndMap;
+    out << YAML::EndMap;
+    return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace gpuguard::agent

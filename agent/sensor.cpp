@@ -1,0 +1,242 @@
+#include "agent/sensor.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <span>
+
+#include "agent/logging.h"
+#include "agent/sensor_support.h"
+#include "events.h"
+#include "gpuguard_bpf.skel.h"
+
+namespace gpuguard::agent {
+namespace {
+
+struct SkeletonDeleter {
+    void operator()(gpuguard_bpf* skeleton) const { gpuguard_bpf__destroy(skeleton); }
+};
+using SkeletonPtr = std::unique_ptr<gpuguard_bpf, SkeletonDeleter>;
+
+struct RingBufferDeleter {
+    void operator()(ring_buffer* ring) const { ring_buffer__free(ring); }
+};
+using RingBufferPtr = std::unique_ptr<ring_buffer, RingBufferDeleter>;
+
+struct LinkDeleter {
+    void operator()(bpf_link* link) const { bpf_link__destroy(link); }
+};
+using LinkPtr = std::unique_ptr<bpf_link, LinkDeleter>;
+
+const char* record_type_name(uint32_t type) {
+    switch (type) {
+        case GG_EVENT_GPU_OPEN:
+            return "gpu_open";
+        default:
+            return "unknown";
+    }
+}
+
+gg_gpu_dev_key device_key(const GpuDeviceNumber& device) {
+    return gg_gpu_dev_key{device.major, device.minor ? *device.minor : GG_GPU_DEV_ANY_MINOR};
+}
+
+// A program and the tracepoint it needs, for per-hook probing before load.
+struct TracepointProgram {
+    bpf_program* program;
+    const char* category;
+    const char* name;
+    bool required;
+};
+
+}  // namespace
+
+uint64_t SensorStats::total_dropped() const {
+    uint64_t total = 0;
+    for (const auto& type : kernel) total += type.dropped;
+    return total;
+}
+
+struct Sensor::Impl {
+    // Destroyed bottom-up: consumer, then links (detach), then the skeleton (unload).
+    SkeletonPtr skeleton;
+    std::vector<LinkPtr> links;
+    RingBufferPtr ring;
+    EventHandler handler;
+    uint64_t delivered = 0;
+    uint64_t decode_errors = 0;
+    std::vector<std::string> hooks;
+
+    static int on_record(void* context, void* data, size_t size) {
+        auto* self = static_cast<Impl*>(context);
+        auto event = decode_record(std::span(static_cast<const std::byte*>(data), size));
+        if (!event) {
+            // Counted and reported in stats; a bad record never stops the stream.
+            ++self->decode_errors;
+            logger("sensor")->warn("dropping undecodable record ({} bytes): {}", size,
+                                   event.error().message);
+            return 0;
+        }
+        ++self->delivered;
+        if (self->handler) self->handler(event.value());
+        return 0;
+    }
+};
+
+Sensor::Sensor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Sensor::Sensor(Sensor&&) noexcept = default;
+Sensor& Sensor::operator=(Sensor&&) noexcept = default;
+Sensor::~Sensor() = default;
+
+Result<Sensor> Sensor::open(const SensorOptions& options, EventHandler handler) {
+    const auto log = logger("sensor");
+    install_libbpf_logger();
+    const SensorConfig& config = options.config;
+
+    if (auto btf = check_btf(config.btf_path); !btf) return Unexpected{btf.error()};
+    if (auto tracefs = ensure_tracefs(options.tracefs_dir, config.mount_tracefs); !tracefs) {
+        return Unexpected{tracefs.error()};
+    }
+
+    auto impl = std::make_unique<Impl>();
+    impl->handler = std::move(handler);
+
+    LIBBPF_OPTS(bpf_object_open_opts, open_opts);
+    if (!config.btf_path.empty()) open_opts.btf_custom_path = config.btf_path.c_str();
+    impl->skeleton.reset(gpuguard_bpf__open_opts(&open_opts));
+    if (!impl->skeleton) return Unexpected{libbpf_error("opening BPF object gpuguard_bpf", -errno)};
+    gpuguard_bpf* skel = impl->skeleton.get();
+
+    if (skel->rodata->gg_abi_major != GG_ABI_MAJOR) {
+        return fail(ErrorCode::kUnsupported,
+                    "BPF object ABI " + std::to_string(skel->rodata->gg_abi_major) +
+                        " does not match the agent's " + std::to_string(GG_ABI_MAJOR) +
+                        ": rebuild gpuguard");
+    }
+    skel->rodata->cfg_report_failed_opens = config.report_failed_opens ? 1 : 0;
+
+    const uint32_t ring_bytes = config.ring_buffer_kb * 1024;
+    if (int err = bpf_map__set_max_entries(skel->maps.events, ring_bytes); err) {
+        return Unexpected{libbpf_error("sizing ring buffer to " + std::to_string(ring_bytes), err)};
+    }
+
+    // Hooks missing on older kernels (openat2 came in 5.6) are skipped, not fatal.
+    const TracepointProgram programs[] = {
+        {skel->progs.gg_exit_openat, "syscalls", "sys_exit_openat", true},
+        {skel->progs.gg_exit_openat2, "syscalls", "sys_exit_openat2", false},
+    };
+    const std::filesystem::path tracefs = options.tracefs_dir;
+    for (const auto& tp : programs) {
+        std::error_code ec;
+        const bool present =
+            std::filesystem::exists(tracefs / "events" / tp.category / tp.name, ec) ||
+            std::filesystem::exists(
+                std::filesystem::path("/sys/kernel/debug/tracing/events") / tp.category / tp.name,
+                ec);
+        if (present) continue;
+        if (tp.required) {
+            return fail(ErrorCode::kUnsupported,
+                        std::string("tracepoint ") + tp.category + "/" + tp.name +
+                            " is missing: the kernel needs CONFIG_FTRACE_SYSCALLS");
+        }
+        log->warn("tracepoint {}/{} not found: its events will not be reported", tp.category,
+                  tp.name);
+        bpf_program__set_autoload(tp.program, false);
+    }
+
+    if (int err = gpuguard_bpf__load(skel); err) {
+        return Unexpected{libbpf_error("loading BPF programs", err)};
+    }
+    for (const auto& tp : programs) {
+        if (!bpf_program__autoload(tp.program)) continue;
+        bpf_link* link = bpf_program__attach(tp.program);
+        if (!link) {
+            return Unexpected{libbpf_error(std::string("attaching to tracepoint ") + tp.category +
+                                               "/" + tp.name,
+                                           -errno)};
+        }
+        impl->links.emplace_back(link);
+        impl->hooks.push_back(std::string(tp.category) + "/" + tp.name);
+    }
+
+    impl->ring.reset(ring_buffer__new(bpf_map__fd(skel->maps.events), &Impl::on_record,
+                                      impl.get(), nullptr));
+    if (!impl->ring) return Unexpected{libbpf_error("creating ring buffer consumer", -errno)};
+
+    log->info("sensor attached: {} hook(s), ring buffer {} KiB", impl->hooks.size(),
+              config.ring_buffer_kb);
+    Sensor sensor(std::move(impl));
+    for (const auto& device : config.extra_gpu_devices) {
+        if (auto added = sensor.add_gpu_device(device); !added) return Unexpected{added.error()};
+    }
+    return sensor;
+}
+
+Status Sensor::add_gpu_device(const GpuDeviceNumber& device) {
+    const gg_gpu_dev_key key = device_key(device);
+    const gg_gpu_dev_val value{0, 0};
+    if (int err = bpf_map__update_elem(impl_->skeleton->maps.gpu_devices, &key, sizeof(key),
+                                       &value, sizeof(value), BPF_ANY);
+        err) {
+        return Unexpected{libbpf_error("registering GPU device " + device.to_string(), err)};
+    }
+    logger("sensor")->debug("GPU device {} ({}) registered", device.to_string(), device.driver);
+    return {};
+}
+
+Status Sensor::remove_gpu_device(const GpuDeviceNumber& device) {
+    const gg_gpu_dev_key key = device_key(device);
+    if (int err = bpf_map__delete_elem(impl_->skeleton->maps.gpu_devices, &key, sizeof(key), 0);
+        err) {
+        return Unexpected{libbpf_error("removing GPU device " + device.to_string(), err)};
+    }
+    return {};
+}
+
+Result<int> Sensor::poll(std::chrono::milliseconds timeout) {
+    const int handled = ring_buffer__poll(impl_->ring.get(), static_cast<int>(timeout.count()));
+    if (handled == -EINTR) return 0;
+    if (handled < 0) return Unexpected{libbpf_error("polling ring buffer", handled)};
+    return handled;
+}
+
+SensorStats Sensor::stats() const {
+    SensorStats stats;
+    stats.delivered = impl_->delivered;
+    stats.decode_errors = impl_->decode_errors;
+    const int cpus = libbpf_num_possible_cpus();
+    if (cpus <= 0) return stats;
+    std::vector<gg_counters> per_cpu(static_cast<size_t>(cpus));
+    for (uint32_t type = 1; type < GG_EVENT_TYPE_MAX; ++type) {
+        SensorStats::PerType counts{record_type_name(type)};
+        if (bpf_map__lookup_elem(impl_->skeleton->maps.counters, &type, sizeof(type),
+                                 per_cpu.data(), per_cpu.size() * sizeof(gg_counters), 0) == 0) {
+            for (const auto& cpu : per_cpu) {
+                counts.emitted += cpu.emitted;
+                counts.dropped += cpu.dropped;
+            }
+        }
+        stats.kernel.push_back(counts);
+    }
+    return stats;
+}
+
+std::vector<uint32_t> Sensor::program_ids() const {
+    std::vector<uint32_t> ids;
+    bpf_program* program = nullptr;
+    bpf_object__for_each_program(program, impl_->skeleton->obj) {
+        const int fd = bpf_program__fd(program);
+        if (fd < 0) continue;
+        bpf_prog_info info{};
+        uint32_t length = sizeof(info);
+        if (bpf_obj_get_info_by_fd(fd, &info, &length) == 0) ids.push_back(info.id);
+    }
+    return ids;
+}
+
+std::vector<std::string> Sensor::attached_hooks() const { return impl_->hooks; }
+
+}  // namespace gpuguard::agent

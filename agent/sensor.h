@@ -1,0 +1,84 @@
+// Sensor: owns the BPF skeleton, its links and the ring buffer, and turns
+// records into Events. The only user of libbpf besides the feature probe;
+// nothing of libbpf leaks through this header.
+//
+// Lifecycle: open() = check BTF and privileges -> open skeleton -> set
+// rodata and ring size -> probe optional hooks (autoload off) -> load ->
+// attach. Destroying the Sensor detaches and unloads everything.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/config.h"
+#include "agent/event.h"
+#include "agent/gpu_devices.h"
+#include "gpuguard/common/result.h"
+
+namespace gpuguard::agent {
+
+// Kernel-side and delivery counters. Kernel counters are summed over CPUs.
+struct SensorStats {
+    struct PerType {
+        std::string type;      // "gpu_open"
+        uint64_t emitted = 0;  // records the kernel submitted
+        uint64_t dropped = 0;  // ring buffer full: reserve failed
+    };
+    std::vector<PerType> kernel;
+    uint64_t delivered = 0;      // records decoded and handed to the handler
+    uint64_t decode_errors = 0;  // records that failed to decode (counted, skipped)
+
+    uint64_t total_dropped() const;
+};
+
+struct SensorOptions {
+    SensorConfig config;
+    std::string tracefs_dir = "/sys/kernel/tracing";
+};
+
+class Sensor {
+public:
+    using EventHandler = std::function<void(const Event&)>;
+
+    // Loads and attaches the programs. `handler` is called from poll() for
+    // every decoded event. Failures, one line each, saying what to do:
+    //   kNotFound    kernel BTF or the configured BTF file is missing
+    //   kParse       the configured BTF file is not BTF
+    //   kPermission  not root / lacking CAP_BPF+CAP_PERFMON
+    //   kUnsupported ABI mismatch, tracefs unavailable, load refused
+    static Result<Sensor> open(const SensorOptions& options, EventHandler handler);
+
+    Sensor(Sensor&&) noexcept;
+    Sensor& operator=(Sensor&&) noexcept;
+    Sensor(const Sensor&) = delete;
+    Sensor& operator=(const Sensor&) = delete;
+    ~Sensor();
+
+    // Registers a device number (or a whole major) as a GPU in the kernel map.
+    Status add_gpu_device(const GpuDeviceNumber& device);
+    Status remove_gpu_device(const GpuDeviceNumber& device);
+
+    // Waits up to `timeout` for records and handles all that are ready.
+    // Returns the number handled; EINTR counts as 0, not as an error.
+    Result<int> poll(std::chrono::milliseconds timeout);
+
+    SensorStats stats() const;
+
+    // Kernel ids of the loaded programs (bpftool prog show id N).
+    std::vector<uint32_t> program_ids() const;
+
+    // Names of hooks that were attached ("syscalls/sys_exit_openat", ...).
+    std::vector<std::string> attached_hooks() const;
+
+private:
+    struct Impl;
+    explicit Sensor(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gpuguard::agent

@@ -1,0 +1,146 @@
+#include "agent/sensor_probe.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <memory>
+
+#include "agent/logging.h"
+#include "agent/sensor_support.h"
+#include "gpuguard_probe_bpf.skel.h"
+
+namespace gpuguard::agent {
+namespace {
+
+struct ProbeSkeletonDeleter {
+    void operator()(gpuguard_probe_bpf* skeleton) const { gpuguard_probe_bpf__destroy(skeleton); }
+};
+
+std::string errno_text(int err) {
+    const char* name = strerrorname_np(err);
+    return std::string(name ? name : std::to_string(err).c_str()) + " (" + std::strerror(err) + ")";
+}
+
+// Which program of the probe object to load, and whether to attach it too.
+using ProgramPicker = std::function<bpf_program*(gpuguard_probe_bpf*)>;
+
+// Opens a fresh probe object with only the picked program enabled, loads it
+// and optionally attaches it. Returns "" on success or the failure reason.
+std::string load_one(const ProgramPicker& pick, bool attach) {
+    std::unique_ptr<gpuguard_probe_bpf, ProbeSkeletonDeleter> skel(gpuguard_probe_bpf__open());
+    if (!skel) return "opening probe object: " + errno_text(errno);
+    bpf_program* wanted = pick(skel.get());
+    bpf_program* program = nullptr;
+    bpf_object__for_each_program(program, skel->obj) {
+        bpf_program__set_autoload(program, program == wanted);
+    }
+    if (int err = gpuguard_probe_bpf__load(skel.get()); err) {
+        return "load refused: " + errno_text(-err);
+    }
+    if (attach) {
+        bpf_link* link = bpf_program__attach(wanted);
+        if (!link) return "loaded, attach refused: " + errno_text(errno);
+        bpf_link__destroy(link);
+        return "";
+    }
+    return "";
+}
+
+FeatureStatus program_feature(const char* name, const char* description, bool required,
+                              const ProgramPicker& pick, bool attach) {
+    FeatureStatus status{name, description, false, required, ""};
+    const std::string failure = load_one(pick, attach);
+    status.available = failure.empty();
+    status.detail = failure.empty() ? (attach ? "test program loaded and attached"
+                                              : "test program loaded")
+                                    : failure;
+    return status;
+}
+
+std::string read_first_line(const char* path) {
+    std::ifstream in(path);
+    std::string line;
+    std::getline(in, line);
+    return line;
+}
+
+}  // namespace
+
+std::vector<FeatureStatus> probe_kernel_features(const std::string& tracefs_dir,
+                                                 bool allow_mount_tracefs) {
+    install_libbpf_logger();
+    QuietLibbpf quiet;  // refusals are results here, not warnings
+    std::vector<FeatureStatus> features;
+
+    {
+        FeatureStatus btf{"btf", "kernel BTF for CO-RE relocations", false, true, ""};
+        auto checked = check_btf("");
+        btf.available = checked.ok();
+        btf.detail = checked ? std::string(kKernelBtfPath) : checked.error().message;
+        features.push_back(btf);
+    }
+    {
+        FeatureStatus tracefs{"tracefs", "tracefs mounted (tracepoint attach needs it)", false,
+                              true, ""};
+        auto mounted = ensure_tracefs(tracefs_dir, allow_mount_tracefs);
+        tracefs.available = mounted.ok();
+        tracefs.detail = mounted ? tracefs_dir : mounted.error().message;
+        features.push_back(tracefs);
+    }
+    {
+        FeatureStatus ring{"ring_buffer", "BPF ring buffer (kernel -> agent transport)", false,
+                           true, ""};
+        const int ret = libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, nullptr);
+        const std::string failure =
+            ret == 1 ? load_one([](auto* s) { return s->progs.gg_probe_rb; }, false)
+                     : (ret == 0 ? "map type not supported" : "probe failed: " + errno_text(-ret));
+        ring.available = failure.empty();
+        ring.detail = failure.empty() ? "map created, reserve/discard program loaded" : failure;
+        features.push_back(ring);
+    }
+    features.push_back(program_feature(
+        "tracepoint", "syscall tracepoints (opens, ioctls, connects)", true,
+        [](auto* s) { return s->progs.gg_probe_tp; }, true));
+    features.push_back(program_feature(
+        "raw_tracepoint", "raw tracepoints (sys_enter/sys_exit, sched)", false,
+        [](auto* s) { return s->progs.gg_probe_rawtp; }, true));
+    features.push_back(program_feature(
+        "tp_btf", "BTF-typed raw tracepoints", false,
+        [](auto* s) { return s->progs.gg_probe_tpbtf; }, true));
+    features.push_back(program_feature(
+        "fentry", "fentry/fexit on kernel functions", false,
+        [](auto* s) { return s->progs.gg_probe_fentry; }, true));
+    {
+        auto lsm = program_feature(
+            "bpf_lsm", "BPF LSM hooks (in-kernel deny)", false,
+            [](auto* s) { return s->progs.gg_probe_lsm; }, true);
+        const std::string active = read_first_line("/sys/kernel/security/lsm");
+        if (!active.empty()) {
+            lsm.detail += "; active LSMs: " + active;
+        } else {
+            lsm.detail += "; active LSM list unreadable (securityfs not mounted)";
+        }
+        features.push_back(lsm);
+    }
+    features.push_back(program_feature(
+        "cgroup_device", "cgroup/dev programs (deny GPU device access)", false,
+        [](auto* s) { return s->progs.gg_probe_cgdev; }, false));
+    features.push_back(program_feature(
+        "cgroup_connect", "cgroup/connect4 programs (block pool connects)", false,
+        [](auto* s) { return s->progs.gg_probe_conn4; }, false));
+    features.push_back(program_feature(
+        "bpf_send_signal", "bpf_send_signal helper (in-kernel kill)", false,
+        [](auto* s) { return s->progs.gg_probe_signal; }, false));
+
+    for (const auto& feature : features) {
+        logger("sensor")->debug("probe {}: {} ({})", feature.name,
+                                feature.available ? "available" : "unavailable", feature.detail);
+    }
+    return features;
+}
+
+}  // namespace gpuguard::agent

@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Maps and load-time settings shared by every gpuguard *.bpf.c. Declared
+ * __weak so each object compiles alone and `bpftool gen object` merges them
+ * into one map per name.
+ */
+#ifndef GPUGUARD_BPF_MAPS_H
+#define GPUGUARD_BPF_MAPS_H
+
+#include "events.h"
+
+/* ABI of this object, read by the sensor between open and load. */
+const volatile __u32 gg_abi_major __weak = GG_ABI_MAJOR;
+const volatile __u32 gg_abi_minor __weak = GG_ABI_MINOR;
+
+/* Report failed opens whose path names a GPU node; 0 = off. */
+const volatile __u8 cfg_report_failed_opens __weak = 1;
+
+/* Device numbers the agent treats as GPUs; filled from /proc/devices, backends, config. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, GG_MAX_GPU_DEVICES);
+	__type(key, struct gg_gpu_dev_key);
+	__type(value, struct gg_gpu_dev_val);
+} gpu_devices SEC(".maps") __weak;
+
+/* All records to user space. Size set by the loader (sensor.ring_buffer_kb). */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20);
+} events SEC(".maps") __weak;
+
+/* Emitted/dropped records per event type, per CPU; summed by the agent. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, GG_EVENT_TYPE_MAX);
+	__type(key, __u32);
+	__type(value, struct gg_counters);
+} counters SEC(".maps") __weak;
+
+#endif /* GPUGUARD_BPF_MAPS_H */

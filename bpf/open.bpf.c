@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * GPU device opens: sys_exit_openat and sys_exit_openat2.
+ *
+ * Everything is decided at syscall exit, where the outcome is known:
+ *  - success: the returned fd is resolved through current->files to its
+ *    inode; only character devices reach the gpu_devices lookup (exact
+ *    major:minor, then the whole major), so opens of regular files cost a
+ *    handful of CO-RE reads and no map lookup at all.
+ *  - failure: the path is compared with the GPU node prefixes and reported
+ *    with its errno when it names one.
+ *
+ * The path and the other arguments are read at exit from the task's saved
+ * user registers (bpf_task_pt_regs), not stashed at enter. By the time the
+ * syscall returns, the kernel's getname() has copied the string, so its page
+ * is resident: a non-sleepable bpf_probe_read_user_str() cannot fault a page
+ * in, and reading at enter loses strings that were never touched (fresh
+ * mmap, just-exec'ed binaries). Reading at exit also saves the enter program
+ * and the per-thread stash map on every open of the system.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "common.bpf.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+#define GG_PREFIX_LEN 12
+
+static __always_inline bool path__has_prefix(const char *s, const char *prefix, int len)
+{
+	for (int i = 0; i < len; i++)
+		if (s[i] != prefix[i])
+			return false;
+	return true;
+}
+
+/* Does the path start with a GPU node directory or name? */
+static __always_inline bool path__names_gpu(const char *user_path)
+{
+	char head[GG_PREFIX_LEN] = {};
+
+	if (bpf_probe_read_user_str(head, sizeof(head), user_path) < 0)
+		return false;
+	return path__has_prefix(head, "/dev/nvidia", 11) || path__has_prefix(head, "/dev/dri/", 9) ||
+	       path__has_prefix(head, "/dev/kfd", 8) || path__has_prefix(head, "/dev/accel/", 11);
+}
+
+/* Is @file an inode whose device number is registered as a GPU? Fills major/minor. */
+static __always_inline bool file__is_gpu(struct file *file, __u32 *major, __u32 *minor)
+{
+	struct inode *inode = BPF_CORE_READ(file, f_inode);
+	struct gg_gpu_dev_key key;
+	__u32 rdev;
+
+	if (!inode || (BPF_CORE_READ(inode, i_mode) & GG_S_IFMT) != GG_S_IFCHR)
+		return false;
+	rdev = BPF_CORE_READ(inode, i_rdev);
+	key.major = rdev >> GG_MINORBITS;
+	key.minor = rdev & GG_MINORMASK;
+	*major = key.major;
+	*minor = key.minor;
+	if (bpf_map_lookup_elem(&gpu_devices, &key))
+		return true;
+	key.minor = GG_GPU_DEV_ANY_MINOR;
+	return bpf_map_lookup_elem(&gpu_devices, &key) != NULL;
+}
+
+static __always_inline int open__handle_exit(long ret, bool is_openat2)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	const char *user_path = (const char *)PT_REGS_PARM2_CORE_SYSCALL(regs);
+	struct gg_gpu_open_event *e;
+	__u32 major = 0, minor = 0, flags = 0;
+	__u64 open_flags = 0;
+	long len;
+
+	if (ret >= 0) {
+		struct file *file = task__fd_file(task, (int)ret);
+
+		if (!file || !file__is_gpu(file, &major, &minor))
+			return 0;
+	} else {
+		if (!cfg_report_failed_opens || !path__names_gpu(user_path))
+			return 0;
+		flags |= GG_OPEN_PATH_MATCH;
+	}
+
+	e = event__reserve(GG_EVENT_GPU_OPEN, sizeof(*e));
+	if (!e)
+		return 0;
+	task__fill(&e->task, task);
+	e->major = major;
+	e->minor = minor;
+	e->ret = (__s32)ret;
+	e->dirfd = (__s32)PT_REGS_PARM1_CORE_SYSCALL(regs);
+	if (is_openat2) {
+		/* struct open_how starts with __u64 flags; copied in by the kernel already. */
+		const void *how = (const void *)PT_REGS_PARM3_CORE_SYSCALL(regs);
+
+		if (bpf_probe_read_user(&open_flags, sizeof(open_flags), how))
+			open_flags = 0;
+		flags |= GG_OPEN_OPENAT2;
+	} else {
+		open_flags = (__u32)PT_REGS_PARM3_CORE_SYSCALL(regs);
+	}
+	e->open_flags = open_flags;
+	len = bpf_probe_read_user_str(e->path, sizeof(e->path), user_path);
+	if (len < 0) {
+		e->path[0] = '\0';
+		len = 0;
+	} else if (len == sizeof(e->path)) {
+		flags |= GG_OPEN_PATH_TRUNCATED;
+	}
+	e->path_len = (__u32)len;
+	e->flags = flags;
+	event__submit(e, GG_EVENT_GPU_OPEN);
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_exit_openat")
+int gg_exit_openat(struct trace_event_raw_sys_exit *ctx)
+{
+	return open__handle_exit(ctx->ret, false);
+}
+
+SEC("tracepoint/syscalls/sys_exit_openat2")
+int gg_exit_openat2(struct trace_event_raw_sys_exit *ctx)
+{
+	return open__handle_exit(ctx->ret, true);
+}
