@@ -96,7 +96,10 @@ Result<Sensor> Sensor::open(const SensorOptions& options, EventHandler handler) 
     install_libbpf_logger();
     const SensorConfig& config = options.config;
 
-    if (auto btf = check_btf(config.btf_path); !btf) return Unexpected{btf.error()};
+    if (auto privileges = check_privileges(); !privileges) return Unexpected{privileges.error()};
+    if (auto btf = check_btf(config.btf_path, options.kernel_btf_path); !btf) {
+        return Unexpected{btf.error()};
+    }
     if (auto tracefs = ensure_tracefs(options.tracefs_dir, config.mount_tracefs); !tracefs) {
         return Unexpected{tracefs.error()};
     }
@@ -105,7 +108,11 @@ Result<Sensor> Sensor::open(const SensorOptions& options, EventHandler handler) 
     impl->handler = std::move(handler);
 
     LIBBPF_OPTS(bpf_object_open_opts, open_opts);
-    if (!config.btf_path.empty()) open_opts.btf_custom_path = config.btf_path.c_str();
+    if (!config.btf_path.empty()) {
+        open_opts.btf_custom_path = config.btf_path.c_str();
+    } else if (options.kernel_btf_path != kKernelBtfPath) {
+        open_opts.btf_custom_path = options.kernel_btf_path.c_str();
+    }
     impl->skeleton.reset(gpuguard_bpf__open_opts(&open_opts));
     if (!impl->skeleton) return Unexpected{libbpf_error("opening BPF object gpuguard_bpf", -errno)};
     gpuguard_bpf* skel = impl->skeleton.get();

@@ -39,6 +39,7 @@ struct SensorStats {
 struct SensorOptions {
     SensorConfig config;
     std::string tracefs_dir = "/sys/kernel/tracing";
+    std::string kernel_btf_path = "/sys/kernel/btf/vmlinux";  // tests point it elsewhere
 };
 
 class Sensor {

@@ -3,7 +3,9 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <spdlog/spdlog.h>
+#include <linux/capability.h>
 #include <sys/mount.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -79,9 +81,28 @@ Status ensure_tracefs(const std::string& tracefs_dir, bool allow_mount) {
     return {};
 }
 
-Status check_btf(const std::string& btf_path) {
+Status check_privileges() {
+    if (geteuid() == 0) return {};
+    // capget(2) directly: the three bits below are all we need from libcap.
+    __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+    if (syscall(SYS_capget, &header, data) == 0) {
+        const auto has = [&](int cap) {
+            return (data[cap / 32].effective & (1u << (cap % 32))) != 0;
+        };
+        constexpr int kCapPerfmon = 38;  // CAP_PERFMON, Linux 5.8
+        constexpr int kCapBpf = 39;      // CAP_BPF, Linux 5.8
+        if (has(CAP_SYS_ADMIN) || (has(kCapBpf) && has(kCapPerfmon))) return {};
+    }
+    return fail(ErrorCode::kPermission,
+                "not running as root: loading the BPF sensor needs root (or CAP_BPF, CAP_PERFMON "
+                "and CAP_SYS_RESOURCE); run gpuguard as root",
+                EPERM);
+}
+
+Status check_btf(const std::string& btf_path, const std::string& kernel_btf_path) {
     const bool custom = !btf_path.empty();
-    const std::string path = custom ? btf_path : kKernelBtfPath;
+    const std::string path = custom ? btf_path : kernel_btf_path;
     std::error_code ec;
     if (!std::filesystem::exists(path, ec)) {
         if (custom) {
@@ -90,7 +111,7 @@ Status check_btf(const std::string& btf_path) {
                                                   "set sensor.btf to \"\" to use the kernel's");
         }
         return fail(ErrorCode::kNotFound,
-                    std::string("kernel BTF not found at ") + kKernelBtfPath +
+                    "kernel BTF not found at " + path +
                         ": this kernel lacks CONFIG_DEBUG_INFO_BTF; set sensor.btf (or --btf) to "
                         "a vmlinux BTF file for this kernel, e.g. from btfhub");
     }

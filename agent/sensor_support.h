@@ -27,9 +27,13 @@ public:
 // ids from it). Mounts it when missing and `allow_mount`, logging one line.
 Status ensure_tracefs(const std::string& tracefs_dir, bool allow_mount);
 
-// Checks the BTF CO-RE will relocate against: `btf_path` ("" = the kernel's).
-// kNotFound when missing, kParse when the file is not BTF.
-Status check_btf(const std::string& btf_path);
+// Checks that this process may load and attach tracing programs: root, or
+// CAP_SYS_ADMIN, or CAP_BPF together with CAP_PERFMON. kPermission otherwise.
+Status check_privileges();
+
+// Checks the BTF CO-RE will relocate against: `btf_path`, or when empty the
+// kernel's at `kernel_btf_path`. kNotFound when missing, kParse when not BTF.
+Status check_btf(const std::string& btf_path, const std::string& kernel_btf_path = kKernelBtfPath);
 
 // Turns a negative libbpf/errno result of `operation` into an Error, with
 // advice for EPERM/EACCES (privileges) and the errno name.

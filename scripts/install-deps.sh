@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package gpuguard needs to build, run and test.
+# Idempotent: when all packages are present it changes nothing and needs no
+# network; otherwise it runs `apt-get update` once and installs the missing ones.
+set -euo pipefail
+
+packages=(
+    # build
+    build-essential cmake ninja-build pkg-config
+    clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev
+    # libraries
+    libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev
+    libhyperscan-dev libyara-dev libnftables-dev libcurl4-openssl-dev
+    # tests and benchmarks
+    libgtest-dev libgmock-dev libbenchmark-dev
+    # tools the tests drive
+    nftables iproute2 util-linux procps clang-format
+)
+
+if [[ $(id -u) -ne 0 ]]; then
+    echo "install-deps: run as root (apt-get needs it)" >&2
+    exit 1
+fi
+
+missing=()
+for pkg in "${packages[@]}"; do
+    if ! dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null | grep -qx installed; then
+        missing+=("$pkg")
+    fi
+done
+
+if ((${#missing[@]} == 0)); then
+    echo "install-deps: all ${#packages[@]} packages present"
+    exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "install-deps: done"

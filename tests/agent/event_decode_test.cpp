@@ -1,0 +1,167 @@
+#include <fcntl.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "agent/event.h"
+#include "agent/event_json.h"
+#include "events.h"
+
+namespace gpuguard::agent {
+namespace {
+
+gg_gpu_open_event sample_record() {
+    gg_gpu_open_event raw{};
+    raw.hdr.type = GG_EVENT_GPU_OPEN;
+    raw.hdr.abi_major = GG_ABI_MAJOR;
+    raw.hdr.size = sizeof(raw);
+    raw.hdr.ts_ns = 1'000'000'123;
+    raw.task.tgid = 4242;
+    raw.task.pid = 4243;
+    raw.task.ppid = 1;
+    raw.task.uid = 1000;
+    raw.task.gid = 100;
+    raw.task.cgroup_id = 77;
+    std::memcpy(raw.task.comm, "xmrig", 6);
+    raw.major = 195;
+    raw.minor = 0;
+    raw.ret = 5;
+    raw.dirfd = AT_FDCWD;
+    raw.open_flags = O_RDWR | O_CLOEXEC;
+    raw.flags = GG_OPEN_OPENAT2;
+    const char path[] = "/dev/nvidia0";
+    std::memcpy(raw.path, path, sizeof(path));
+    raw.path_len = sizeof(path);
+    return raw;
+}
+
+std::span<const std::byte> bytes_of(const void* data, size_t size) {
+    return {static_cast<const std::byte*>(data), size};
+}
+
+TEST(EventDecode, decodes_a_gpu_open_record) {
+    const auto raw = sample_record();
+    auto event = decode_record(bytes_of(&raw, sizeof(raw)));
+    ASSERT_TRUE(event.ok()) << event.error().message;
+    EXPECT_EQ(event->ts_ns, 1'000'000'123u);
+    EXPECT_EQ(event->task.pid, 4242u);
+    EXPECT_EQ(event->task.tid, 4243u);
+    EXPECT_EQ(event->task.comm, "xmrig");
+    EXPECT_EQ(event->task.cgroup_id, 77u);
+    const auto& open = std::get<GpuOpen>(event->data);
+    EXPECT_EQ(open.major, 195u);
+    EXPECT_EQ(open.result, 5);
+    EXPECT_TRUE(open.openat2);
+    EXPECT_FALSE(open.path_truncated);
+    EXPECT_EQ(open.path, "/dev/nvidia0");
+    EXPECT_STREQ(event_type_name(*event), "gpu_open");
+}
+
+TEST(EventDecode, comm_and_path_without_nul_stay_bounded) {
+    auto raw = sample_record();
+    std::memset(raw.task.comm, 'c', sizeof(raw.task.comm));
+    std::memset(raw.path, 'p', sizeof(raw.path));
+    raw.path_len = 100000;  // lies: must be clamped to the buffer
+    auto event = decode_record(bytes_of(&raw, sizeof(raw)));
+    ASSERT_TRUE(event.ok());
+    EXPECT_EQ(event->task.comm.size(), sizeof(raw.task.comm));
+    EXPECT_EQ(std::get<GpuOpen>(event->data).path.size(), sizeof(raw.path));
+}
+
+TEST(EventDecode, rejects_malformed_records) {
+    auto raw = sample_record();
+    EXPECT_FALSE(decode_record(bytes_of(&raw, 8)).ok());  // shorter than a header
+    EXPECT_FALSE(decode_record(bytes_of(&raw, sizeof(raw) - 1)).ok());  // size claims more
+
+    auto wrong_abi = raw;
+    wrong_abi.hdr.abi_major = GG_ABI_MAJOR + 1;
+    auto decoded = decode_record(bytes_of(&wrong_abi, sizeof(wrong_abi)));
+    ASSERT_FALSE(decoded.ok());
+    EXPECT_NE(decoded.error().message.find("ABI"), std::string::npos);
+
+    auto unknown = raw;
+    unknown.hdr.type = 999;
+    EXPECT_FALSE(decode_record(bytes_of(&unknown, sizeof(unknown))).ok());
+
+    auto truncated_body = raw;
+    truncated_body.hdr.size = sizeof(gg_event_header) + 4;
+    EXPECT_FALSE(decode_record(bytes_of(&truncated_body, sizeof(truncated_body))).ok());
+}
+
+TEST(EventJson, successful_open_has_documented_fields) {
+    const auto raw = sample_record();
+    auto event = decode_record(bytes_of(&raw, sizeof(raw)));
+    ASSERT_TRUE(event.ok());
+    // realtime = monotonic + offset: 1.000000123 s + 1 700 000 000 s
+    const auto line = event_to_json(*event, 1'700'000'000LL * 1'000'000'000LL);
+    EXPECT_EQ(line.find('\n'), std::string::npos);
+    const auto json = nlohmann::json::parse(line);
+    EXPECT_EQ(json["v"], 1);
+    EXPECT_EQ(json["type"], "gpu_open");
+    EXPECT_EQ(json["ts_ns"], 1'000'000'123u);
+    EXPECT_EQ(json["time"], "2023-11-14T22:13:21.000000123Z");
+    EXPECT_EQ(json["process"]["pid"], 4242);
+    EXPECT_EQ(json["process"]["tid"], 4243);
+    EXPECT_EQ(json["process"]["ppid"], 1);
+    EXPECT_EQ(json["process"]["uid"], 1000);
+    EXPECT_EQ(json["process"]["gid"], 100);
+    EXPECT_EQ(json["process"]["comm"], "xmrig");
+    EXPECT_EQ(json["process"]["cgroup_id"], 77);
+    const auto& open = json["gpu_open"];
+    EXPECT_EQ(open["syscall"], "openat2");
+    EXPECT_EQ(open["device"], "195:0");
+    EXPECT_EQ(open["major"], 195);
+    EXPECT_EQ(open["minor"], 0);
+    EXPECT_EQ(open["fd"], 5);
+    EXPECT_TRUE(open["error"].is_null());
+    EXPECT_EQ(open["flags"], "O_RDWR|O_CLOEXEC");
+    EXPECT_EQ(open["open_flags"], O_RDWR | O_CLOEXEC);
+    EXPECT_EQ(open["dirfd"], AT_FDCWD);
+    EXPECT_EQ(open["path"], "/dev/nvidia0");
+    EXPECT_EQ(open["path_truncated"], false);
+    // Key order is stable: readers of raw lines see type and time first.
+    EXPECT_EQ(line.rfind("{\"v\":1,\"type\":\"gpu_open\",\"ts_ns\":", 0), 0u) << line;
+}
+
+TEST(EventJson, failed_open_reports_errno_name) {
+    auto raw = sample_record();
+    raw.ret = -EACCES;
+    raw.major = 0;
+    raw.flags = GG_OPEN_PATH_MATCH;
+    auto event = decode_record(bytes_of(&raw, sizeof(raw)));
+    ASSERT_TRUE(event.ok());
+    const auto json = nlohmann::json::parse(event_to_json(*event, 0));
+    EXPECT_EQ(json["gpu_open"]["syscall"], "openat");
+    EXPECT_TRUE(json["gpu_open"]["device"].is_null());
+    EXPECT_EQ(json["gpu_open"]["errno"], EACCES);
+    EXPECT_EQ(json["gpu_open"]["error"], "EACCES");
+    EXPECT_FALSE(json["gpu_open"].contains("fd"));
+}
+
+TEST(EventJson, invalid_utf8_in_path_still_gives_valid_json) {
+    auto raw = sample_record();
+    const char hostile[] = "/dev/dri/\xff\xfe\"\n\\card0";
+    std::memcpy(raw.path, hostile, sizeof(hostile));
+    raw.path_len = sizeof(hostile);
+    auto event = decode_record(bytes_of(&raw, sizeof(raw)));
+    ASSERT_TRUE(event.ok());
+    const auto line = event_to_json(*event, 0);
+    EXPECT_EQ(line.find('\n'), std::string::npos);
+    const auto json = nlohmann::json::parse(line);
+    EXPECT_NE(json["gpu_open"]["path"].get<std::string>().find("card0"), std::string::npos);
+}
+
+TEST(EventJson, open_flags_render_multi_bit_flags_and_unknown_bits) {
+    EXPECT_EQ(open_flags_to_string(O_RDONLY), "O_RDONLY");
+    EXPECT_EQ(open_flags_to_string(O_WRONLY | O_CREAT | O_TRUNC), "O_WRONLY|O_CREAT|O_TRUNC");
+    EXPECT_EQ(open_flags_to_string(O_RDWR | O_SYNC), "O_RDWR|O_SYNC");
+    EXPECT_EQ(open_flags_to_string(O_RDWR | O_DSYNC), "O_RDWR|O_DSYNC");
+    EXPECT_EQ(open_flags_to_string(O_RDWR | O_TMPFILE), "O_RDWR|O_TMPFILE");
+    EXPECT_EQ(open_flags_to_string(O_RDONLY | O_DIRECTORY), "O_RDONLY|O_DIRECTORY");
+    EXPECT_EQ(open_flags_to_string(O_RDONLY | (1ULL << 40)), "O_RDONLY|0x10000000000");
+}
+
+}  // namespace
+}  // namespace gpuguard::agent

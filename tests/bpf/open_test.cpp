@@ -1,0 +1,261 @@
+// GPU device opens seen by the real BPF programs on the running kernel.
+// The "GPU" is a character node made with mknod whose number (1:3, which
+// opens like /dev/null) the test registers; every expected event comes from
+// a child the test forked, identified by pid and comm.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <linux/openat2.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "agent/sensor.h"
+#include "tests/support/child_process.h"
+#include "tests/support/privileged.h"
+#include "tests/support/temp_dir.h"
+
+namespace gpuguard::agent {
+namespace {
+
+using namespace std::chrono_literals;
+using gpuguard::testing::run_in_child;
+using gpuguard::testing::TempDir;
+
+constexpr const char* kChildComm = "gg-opener";
+
+class OpenTracingTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        GG_REQUIRE_PRIVILEGED();
+        node_ = dir_ / "gpu0";
+        ASSERT_EQ(mknod(node_.c_str(), S_IFCHR | 0666, makedev(1, 3)), 0) << strerror(errno);
+        ASSERT_EQ(symlink(node_.c_str(), (dir_ / "gpu-link").c_str()), 0);
+        open_sensor({GpuDeviceNumber{1, 3, "test"}});
+    }
+
+    void open_sensor(const std::vector<GpuDeviceNumber>& devices) {
+        SensorOptions options;
+        options.config.extra_gpu_devices = devices;
+        auto opened = Sensor::open(options, [this](const Event& event) { events_.push_back(event); });
+        ASSERT_TRUE(opened.ok()) << opened.error().message;
+        sensor_.emplace(std::move(opened).value());
+    }
+
+    // Polls until `count` events from `pid` arrived or 5 s passed, then a
+    // little longer so that an unexpected extra event would be seen too.
+    std::vector<GpuOpen> opens_of(pid_t pid, size_t count) {
+        const auto deadline = std::chrono::steady_clock::now() + 5s;
+        while (matching(pid).size() < count && std::chrono::steady_clock::now() < deadline) {
+            EXPECT_TRUE(sensor_->poll(50ms).ok());
+        }
+        EXPECT_TRUE(sensor_->poll(100ms).ok());
+        return matching(pid);
+    }
+
+    std::vector<GpuOpen> matching(pid_t pid) const {
+        std::vector<GpuOpen> found;
+        for (const auto& event : events_) {
+            if (event.task.pid != static_cast<uint32_t>(pid)) continue;
+            EXPECT_EQ(event.task.comm, kChildComm);
+            EXPECT_EQ(event.task.tid, event.task.pid);  // single-threaded child
+            EXPECT_EQ(event.task.ppid, static_cast<uint32_t>(getpid()));
+            EXPECT_EQ(event.task.uid, geteuid());
+            EXPECT_GT(event.ts_ns, 0u);
+            found.push_back(std::get<GpuOpen>(event.data));
+        }
+        return found;
+    }
+
+    static void expect_device(const GpuOpen& open, uint32_t major, uint32_t minor) {
+        EXPECT_TRUE(open.succeeded()) << open.result;
+        EXPECT_EQ(open.major, major);
+        EXPECT_EQ(open.minor, minor);
+    }
+
+    TempDir dir_{"gg-open"};
+    std::filesystem::path node_;
+    std::vector<Event> events_;
+    std::optional<Sensor> sensor_;
+};
+
+TEST_F(OpenTracingTest, reports_open_by_absolute_path) {
+    const std::string path = node_.string();
+    const pid_t child = run_in_child(kChildComm, [&] {
+        const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        return fd >= 0 ? 0 : 1;
+    });
+    const auto opens = opens_of(child, 1);
+    ASSERT_EQ(opens.size(), 1u);
+    expect_device(opens[0], 1, 3);
+    EXPECT_EQ(opens[0].path, path);
+    EXPECT_EQ(opens[0].dirfd, AT_FDCWD);
+    EXPECT_FALSE(opens[0].openat2);
+    EXPECT_EQ(opens[0].open_flags & O_ACCMODE, static_cast<uint64_t>(O_RDONLY));
+    EXPECT_TRUE(opens[0].open_flags & O_CLOEXEC);
+    EXPECT_GE(opens[0].result, 0);
+}
+
+TEST_F(OpenTracingTest, reports_open_through_symlink) {
+    const std::string link = (dir_ / "gpu-link").string();
+    const pid_t child = run_in_child(kChildComm, [&] { return open(link.c_str(), O_RDWR) >= 0 ? 0 : 1; });
+    const auto opens = opens_of(child, 1);
+    ASSERT_EQ(opens.size(), 1u);
+    expect_device(opens[0], 1, 3);
+    EXPECT_EQ(opens[0].path, link);
+    EXPECT_EQ(opens[0].open_flags & O_ACCMODE, static_cast<uint64_t>(O_RDWR));
+}
+
+TEST_F(OpenTracingTest, reports_open_relative_to_dirfd) {
+    const std::string dir = dir_.path().string();
+    constexpr int kDirfd = 100;  // fixed number so the event's dirfd can be checked
+    const pid_t child = run_in_child(kChildComm, [&] {
+        const int dirfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+        if (dirfd < 0 || dup2(dirfd, kDirfd) != kDirfd) return 1;
+        return openat(kDirfd, "gpu0", O_WRONLY) >= 0 ? 0 : 2;
+    });
+    const auto opens = opens_of(child, 1);
+    ASSERT_EQ(opens.size(), 1u);
+    expect_device(opens[0], 1, 3);
+    EXPECT_EQ(opens[0].path, "gpu0");
+    EXPECT_EQ(opens[0].dirfd, kDirfd);
+    EXPECT_EQ(opens[0].open_flags & O_ACCMODE, static_cast<uint64_t>(O_WRONLY));
+}
+
+TEST_F(OpenTracingTest, reports_openat2) {
+    const std::string path = node_.string();
+    const pid_t child = run_in_child(kChildComm, [&] {
+        open_how how{};
+        how.flags = O_RDWR | O_CLOEXEC;
+        how.resolve = RESOLVE_NO_MAGICLINKS;
+        return syscall(SYS_openat2, AT_FDCWD, path.c_str(), &how, sizeof(how)) >= 0 ? 0 : 1;
+    });
+    const auto opens = opens_of(child, 1);
+    ASSERT_EQ(opens.size(), 1u);
+    expect_device(opens[0], 1, 3);
+    EXPECT_TRUE(opens[0].openat2);
+    EXPECT_EQ(opens[0].path, path);
+    EXPECT_EQ(opens[0].open_flags, static_cast<uint64_t>(O_RDWR | O_CLOEXEC));
+}
+
+TEST_F(OpenTracingTest, reports_failed_open_of_gpu_path_with_errno) {
+    const std::string missing = "/dev/nvidia-gpuguard-test-" + std::to_string(getpid());
+    const std::string not_gpu = (dir_ / "missing").string();
+    int exit_code = -1;
+    const pid_t child = run_in_child(
+        kChildComm,
+        [&] {
+            if (open(not_gpu.c_str(), O_RDONLY) >= 0) return 1;  // not a GPU path: no event
+            return open(missing.c_str(), O_RDWR) < 0 && errno == ENOENT ? 0 : 2;
+        },
+        &exit_code);
+    ASSERT_EQ(exit_code, 0);
+    const auto opens = opens_of(child, 1);
+    ASSERT_EQ(opens.size(), 1u);
+    EXPECT_FALSE(opens[0].succeeded());
+    EXPECT_EQ(opens[0].result, -ENOENT);
+    EXPECT_EQ(opens[0].path, missing);
+    EXPECT_EQ(opens[0].major, 0u);
+}
+
+TEST_F(OpenTracingTest, whole_major_registration_matches_every_minor) {
+    const auto zero = dir_ / "zero";  // 1:5 opens like /dev/zero
+    ASSERT_EQ(mknod(zero.c_str(), S_IFCHR | 0666, makedev(1, 5)), 0);
+    const std::string path = zero.string();
+    const auto open_zero = [&] { return open(path.c_str(), O_RDONLY) >= 0 ? 0 : 1; };
+
+    const pid_t before = run_in_child(kChildComm, open_zero);
+    EXPECT_TRUE(opens_of(before, 0).empty()) << "1:5 is not registered yet";
+
+    ASSERT_TRUE(sensor_->add_gpu_device(GpuDeviceNumber{1, std::nullopt, "test"}).ok());
+    const pid_t after = run_in_child(kChildComm, open_zero);
+    ASSERT_TRUE(sensor_->remove_gpu_device(GpuDeviceNumber{1, std::nullopt, "test"}).ok());
+    const auto opens = opens_of(after, 1);
+    ASSERT_EQ(opens.size(), 1u);
+    expect_device(opens[0], 1, 5);
+}
+
+TEST_F(OpenTracingTest, removed_device_is_no_longer_reported) {
+    ASSERT_TRUE(sensor_->remove_gpu_device(GpuDeviceNumber{1, 3, "test"}).ok());
+    const std::string path = node_.string();
+    const pid_t child = run_in_child(kChildComm, [&] { return open(path.c_str(), O_RDONLY) >= 0 ? 0 : 1; });
+    EXPECT_TRUE(opens_of(child, 0).empty());
+}
+
+// 100 000 opens of a regular file must not reach user space. Only 1:7
+// (/dev/full, which nothing on a test host opens) is registered, so the
+// delivered counter is not disturbed by other processes opening /dev/null.
+TEST_F(OpenTracingTest, burst_of_non_gpu_opens_emits_nothing) {
+    sensor_.reset();
+    events_.clear();
+    const auto full = dir_ / "full";
+    ASSERT_EQ(mknod(full.c_str(), S_IFCHR | 0666, makedev(1, 7)), 0);
+    open_sensor({GpuDeviceNumber{1, 7, "test"}});
+    const auto regular = dir_ / "regular";
+    { std::FILE* f = std::fopen(regular.c_str(), "w"); ASSERT_NE(f, nullptr); std::fclose(f); }
+
+    const std::string path = regular.string();
+    int exit_code = -1;
+    const pid_t child = run_in_child(
+        kChildComm,
+        [&] {
+            for (int i = 0; i < 100000; ++i) {
+                const int fd = open(path.c_str(), O_RDONLY);
+                if (fd < 0) return 1;
+                close(fd);
+            }
+            return 0;
+        },
+        &exit_code);
+    ASSERT_EQ(exit_code, 0);
+    ASSERT_TRUE(sensor_->poll(200ms).ok());
+    auto stats = sensor_->stats();
+    EXPECT_EQ(stats.delivered, 0u);
+    ASSERT_EQ(stats.kernel.size(), 1u);
+    EXPECT_EQ(stats.kernel[0].emitted, 0u);
+    EXPECT_EQ(stats.kernel[0].dropped, 0u);
+    EXPECT_TRUE(opens_of(child, 0).empty());
+
+    // The sensor was live all along: one open of the registered node is one event.
+    const std::string full_path = full.string();
+    const pid_t prober = run_in_child(kChildComm, [&] { return open(full_path.c_str(), O_RDONLY) >= 0 ? 0 : 1; });
+    const auto opens = opens_of(prober, 1);
+    ASSERT_EQ(opens.size(), 1u);
+    expect_device(opens[0], 1, 7);
+    stats = sensor_->stats();
+    EXPECT_EQ(stats.delivered, 1u);
+    EXPECT_EQ(stats.kernel[0].type, "gpu_open");
+    EXPECT_EQ(stats.kernel[0].emitted, 1u);
+}
+
+TEST_F(OpenTracingTest, destroying_the_sensor_unloads_every_program) {
+    const auto ids = sensor_->program_ids();
+    ASSERT_GE(ids.size(), 2u);  // openat and openat2
+    for (uint32_t id : ids) {
+        const int fd = bpf_prog_get_fd_by_id(id);
+        EXPECT_GE(fd, 0) << "program " << id << " should be loaded";
+        if (fd >= 0) close(fd);
+    }
+    sensor_.reset();
+    // Programs are freed after an RCU grace period; allow a moment.
+    const auto deadline = std::chrono::steady_clock::now() + 3s;
+    for (uint32_t id : ids) {
+        int fd = bpf_prog_get_fd_by_id(id);
+        while (fd >= 0 && std::chrono::steady_clock::now() < deadline) {
+            close(fd);
+            std::this_thread::sleep_for(20ms);
+            fd = bpf_prog_get_fd_by_id(id);
+        }
+        EXPECT_LT(fd, 0) << "program " << id << " still loaded";
+        if (fd >= 0) close(fd);
+    }
+}
+
+}  // namespace
+}  // namespace gpuguard::agent

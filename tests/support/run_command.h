@@ -1,0 +1,55 @@
+// Starting gpuguard (or any command) from tests, with its output captured.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpuguard::testing {
+
+struct CommandResult {
+    int exit_code = -1;  // 128 + signal when killed
+    std::string stdout_text;
+    std::string stderr_text;
+};
+
+// Runs `argv` to completion (at most `timeout`, then SIGKILL).
+CommandResult run_command(const std::vector<std::string>& argv,
+                          std::chrono::milliseconds timeout = std::chrono::seconds(60));
+
+// A started command whose output is read line by line while it runs.
+class Subprocess {
+public:
+    explicit Subprocess(const std::vector<std::string>& argv);
+    ~Subprocess();  // SIGKILLs and reaps a child still running
+    Subprocess(const Subprocess&) = delete;
+    Subprocess& operator=(const Subprocess&) = delete;
+
+    pid_t pid() const { return pid_; }
+
+    // Next complete stdout line, waiting up to `timeout`.
+    std::optional<std::string> read_stdout_line(std::chrono::milliseconds timeout);
+    // Waits until a stderr line contains `text`; returns false on timeout or EOF.
+    bool wait_for_stderr(const std::string& text, std::chrono::milliseconds timeout);
+
+    // Sends `signo` and waits up to `timeout` for the exit; returns the exit code.
+    std::optional<int> stop(int signo, std::chrono::milliseconds timeout);
+
+    const std::string& stderr_text() const { return stderr_all_; }
+
+private:
+    // Reads whatever is available on both pipes within `timeout`.
+    void pump(std::chrono::milliseconds timeout);
+
+    pid_t pid_ = -1;
+    int stdout_fd_ = -1;
+    int stderr_fd_ = -1;
+    std::string stdout_buffer_;
+    std::string stderr_all_;
+    bool exited_ = false;
+};
+
+}  // namespace gpuguard::testing

@@ -1,0 +1,20 @@
+#include "tests/support/temp_dir.h"
+
+#include <stdlib.h>
+
+#include <stdexcept>
+
+namespace gpuguard::testing {
+
+TempDir::TempDir(const std::string& prefix) {
+    std::string pattern = (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
+    if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp " + pattern);
+    path_ = pattern;
+}
+
+TempDir::~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+}
+
+}  // namespace gpuguard::testing
