@@ -24,14 +24,19 @@ struct TaskInfo {
     std::string comm;
 };
 
-// open(2)/openat(2)/openat2(2) of a GPU device node, successful or not.
+enum class OpenSyscall { kOpenat, kOpenat2, kOpen, kCreat };
+
+const char* to_string(OpenSyscall syscall);  // "openat", "openat2", "open", "creat"
+
+// openat(2)/openat2(2)/open(2)/creat(2) of a GPU device node, successful or
+// not (a failed one is reported when its path names a GPU node).
 struct GpuOpen {
     uint32_t major = 0;  // 0 when the open failed
     uint32_t minor = 0;
     int32_t result = 0;  // fd, or -errno
     int32_t dirfd = 0;   // AT_FDCWD (-100) for cwd-relative and absolute paths
     uint64_t open_flags = 0;
-    bool openat2 = false;
+    OpenSyscall syscall = OpenSyscall::kOpenat;
     bool path_truncated = false;
     std::string path;  // as the process passed it (may be relative to dirfd)
 

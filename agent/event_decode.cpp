@@ -40,7 +40,23 @@ Result<Event> decode_gpu_open(std::span<const std::byte> record) {
     open.result = raw.ret;
     open.dirfd = raw.dirfd;
     open.open_flags = raw.open_flags;
-    open.openat2 = (raw.flags & GG_OPEN_OPENAT2) != 0;
+    switch (raw.syscall) {
+        case GG_SYS_OPENAT:
+            open.syscall = OpenSyscall::kOpenat;
+            break;
+        case GG_SYS_OPENAT2:
+            open.syscall = OpenSyscall::kOpenat2;
+            break;
+        case GG_SYS_OPEN:
+            open.syscall = OpenSyscall::kOpen;
+            break;
+        case GG_SYS_CREAT:
+            open.syscall = OpenSyscall::kCreat;
+            break;
+        default:
+            return fail(ErrorCode::kParse, "gpu_open record with unknown syscall " +
+                                               std::to_string(raw.syscall));
+    }
     open.path_truncated = (raw.flags & GG_OPEN_PATH_TRUNCATED) != 0;
     open.path = bounded_string(raw.path, std::min<size_t>(raw.path_len, sizeof(raw.path)));
     event.data = std::move(open);
@@ -48,6 +64,20 @@ Result<Event> decode_gpu_open(std::span<const std::byte> record) {
 }
 
 }  // namespace
+
+const char* to_string(OpenSyscall syscall) {
+    switch (syscall) {
+        case OpenSyscall::kOpenat:
+            return "openat";
+        case OpenSyscall::kOpenat2:
+            return "openat2";
+        case OpenSyscall::kOpen:
+            return "open";
+        case OpenSyscall::kCreat:
+            return "creat";
+    }
+    return "unknown";
+}
 
 const char* event_type_name(const Event& event) {
     struct Visitor {

@@ -30,7 +30,7 @@ json task_json(const TaskInfo& task) {
 }
 
 json gpu_open_json(const GpuOpen& open) {
-    json out{{"syscall", open.openat2 ? "openat2" : "openat"},
+    json out{{"syscall", to_string(open.syscall)},
              {"path", open.path},
              {"path_truncated", open.path_truncated},
              {"dirfd", open.dirfd},

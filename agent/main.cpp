@@ -18,6 +18,7 @@
 #include "agent/logging.h"
 #include "agent/sensor.h"
 #include "agent/sensor_probe.h"
+#include "agent/sensor_support.h"
 #include "gpuguard/version.h"
 
 namespace {
@@ -129,8 +130,25 @@ int run_agent(const RunOptions& options) {
     return 0;
 }
 
-int run_probe(bool as_json) {
-    const auto features = gpuguard::agent::probe_kernel_features("/sys/kernel/tracing", true);
+struct ProbeCommand {
+    std::string config_path;
+    std::string btf_path;
+    bool as_json = false;
+};
+
+int run_probe(const ProbeCommand& command) {
+    using namespace gpuguard::agent;
+    auto config = load_config_or_report(command.config_path);
+    if (!config) return 2;
+    if (auto privileges = check_privileges(); !privileges) {
+        logger("agent")->critical("gpuguard probe: {}", privileges.error().message);
+        return 1;
+    }
+    ProbeOptions options;
+    options.allow_mount_tracefs = config->sensor.mount_tracefs;
+    options.btf_path = command.btf_path.empty() ? config->sensor.btf_path : command.btf_path;
+    const auto features = probe_kernel_features(options);
+    const bool as_json = command.as_json;
     bool required_missing = false;
     if (as_json) {
         std::cout << "[";
@@ -165,9 +183,10 @@ int run_probe(bool as_json) {
 int main(int argc, char** argv) {
     CLI::App app{"gpuguard: watch GPU use, detect miners and abuse, stop them"};
     app.require_subcommand(1);
+    app.fallthrough();  // global options may follow the subcommand
     std::string log_level;
-    app.add_option("--log-level", log_level,
-                   "override log.level: trace, debug, info, warn, error, critical, off");
+    app.add_option("--log-level", log_level, "override log.level")
+        ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
 
     RunOptions run_options;
     auto* run = app.add_subcommand("run", "load the sensor and watch GPU device use");
@@ -177,9 +196,12 @@ int main(int argc, char** argv) {
     run->add_flag("--print-events", run_options.print_events,
                   "print every event as one JSON line on stdout (docs/events.md)");
 
-    bool probe_json = false;
+    ProbeCommand probe_command;
     auto* probe = app.add_subcommand("probe", "report the BPF features this kernel offers");
-    probe->add_flag("--json", probe_json, "print JSON instead of a table");
+    probe->add_flag("--json", probe_command.as_json, "print JSON instead of a table");
+    probe->add_option("-c,--config", probe_command.config_path,
+                      "configuration file whose sensor.btf and sensor.mount_tracefs apply");
+    probe->add_option("--btf", probe_command.btf_path, "vmlinux BTF file (overrides sensor.btf)");
 
     std::string config_path;
     auto* config = app.add_subcommand("config", "inspect configuration");
@@ -187,22 +209,19 @@ int main(int argc, char** argv) {
     auto* show = config->add_subcommand("show", "print the effective configuration");
     show->add_option("-c,--config", config_path, "configuration file (default: embedded)");
     auto* check = config->add_subcommand("check", "validate a configuration file");
-    check->add_option("-c,--config,file", config_path, "configuration file")->required();
+    check->add_option("file", config_path, "configuration file")->required();
     auto* defaults = config->add_subcommand("default", "print the embedded default file");
 
     app.add_subcommand("version", "print the version");
 
     CLI11_PARSE(app, argc, argv);
-    if (!log_level.empty() && !gpuguard::agent::set_log_level(log_level)) {
-        std::fprintf(stderr, "gpuguard: unknown log level '%s'\n", log_level.c_str());
-        return 2;
-    }
+    if (!log_level.empty()) gpuguard::agent::set_log_level(log_level);
 
     if (run->parsed()) {
         run_options.log_level_override = log_level;
         return run_agent(run_options);
     }
-    if (probe->parsed()) return run_probe(probe_json);
+    if (probe->parsed()) return run_probe(probe_command);
     if (show->parsed() || check->parsed()) {
         auto loaded = load_config_or_report(config_path);
         if (!loaded) return 2;

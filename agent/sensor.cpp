@@ -123,17 +123,29 @@ Result<Sensor> Sensor::open(const SensorOptions& options, EventHandler handler) 
                         " does not match the agent's " + std::to_string(GG_ABI_MAJOR) +
                         ": rebuild gpuguard");
     }
+    log->debug("BPF object ABI {}.{}; report_failed_opens={}", skel->rodata->gg_abi_major,
+               skel->rodata->gg_abi_minor, config.report_failed_opens);
     skel->rodata->cfg_report_failed_opens = config.report_failed_opens ? 1 : 0;
 
     const uint32_t ring_bytes = config.ring_buffer_kb * 1024;
+    const long page_bytes = sysconf(_SC_PAGESIZE);
+    if (page_bytes > 0 && ring_bytes < static_cast<uint64_t>(page_bytes)) {
+        return fail(ErrorCode::kInvalidArgument,
+                    "sensor.ring_buffer_kb " + std::to_string(config.ring_buffer_kb) +
+                        " is smaller than this machine's page size (" +
+                        std::to_string(page_bytes / 1024) + " KiB): raise it");
+    }
     if (int err = bpf_map__set_max_entries(skel->maps.events, ring_bytes); err) {
         return Unexpected{libbpf_error("sizing ring buffer to " + std::to_string(ring_bytes), err)};
     }
 
-    // Hooks missing on older kernels (openat2 came in 5.6) are skipped, not fatal.
+    // Hooks missing on this kernel or ABI (openat2 came in 5.6; arm64 has no
+    // open/creat) are skipped, not fatal.
     const TracepointProgram programs[] = {
         {skel->progs.gg_exit_openat, "syscalls", "sys_exit_openat", true},
         {skel->progs.gg_exit_openat2, "syscalls", "sys_exit_openat2", false},
+        {skel->progs.gg_exit_open, "syscalls", "sys_exit_open", false},
+        {skel->progs.gg_exit_creat, "syscalls", "sys_exit_creat", false},
     };
     const std::filesystem::path tracefs = options.tracefs_dir;
     for (const auto& tp : programs) {
@@ -149,8 +161,7 @@ Result<Sensor> Sensor::open(const SensorOptions& options, EventHandler handler) 
                         std::string("tracepoint ") + tp.category + "/" + tp.name +
                             " is missing: the kernel needs CONFIG_FTRACE_SYSCALLS");
         }
-        log->warn("tracepoint {}/{} not found: its events will not be reported", tp.category,
-                  tp.name);
+        log->info("tracepoint {}/{} not on this kernel: skipped", tp.category, tp.name);
         bpf_program__set_autoload(tp.program, false);
     }
 

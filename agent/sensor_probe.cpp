@@ -20,18 +20,16 @@ struct ProbeSkeletonDeleter {
     void operator()(gpuguard_probe_bpf* skeleton) const { gpuguard_probe_bpf__destroy(skeleton); }
 };
 
-std::string errno_text(int err) {
-    const char* name = strerrorname_np(err);
-    return std::string(name ? name : std::to_string(err).c_str()) + " (" + std::strerror(err) + ")";
-}
-
 // Which program of the probe object to load, and whether to attach it too.
 using ProgramPicker = std::function<bpf_program*(gpuguard_probe_bpf*)>;
 
 // Opens a fresh probe object with only the picked program enabled, loads it
 // and optionally attaches it. Returns "" on success or the failure reason.
-std::string load_one(const ProgramPicker& pick, bool attach) {
-    std::unique_ptr<gpuguard_probe_bpf, ProbeSkeletonDeleter> skel(gpuguard_probe_bpf__open());
+std::string load_one(const ProgramPicker& pick, bool attach, const std::string& btf_path) {
+    LIBBPF_OPTS(bpf_object_open_opts, open_opts);
+    if (!btf_path.empty()) open_opts.btf_custom_path = btf_path.c_str();
+    std::unique_ptr<gpuguard_probe_bpf, ProbeSkeletonDeleter> skel(
+        gpuguard_probe_bpf__open_opts(&open_opts));
     if (!skel) return "opening probe object: " + errno_text(errno);
     bpf_program* wanted = pick(skel.get());
     bpf_program* program = nullptr;
@@ -51,9 +49,9 @@ std::string load_one(const ProgramPicker& pick, bool attach) {
 }
 
 FeatureStatus program_feature(const char* name, const char* description, bool required,
-                              const ProgramPicker& pick, bool attach) {
+                              const ProgramPicker& pick, bool attach, const std::string& btf_path) {
     FeatureStatus status{name, description, false, required, ""};
-    const std::string failure = load_one(pick, attach);
+    const std::string failure = load_one(pick, attach, btf_path);
     status.available = failure.empty();
     status.detail = failure.empty() ? (attach ? "test program loaded and attached"
                                               : "test program loaded")
@@ -70,25 +68,27 @@ std::string read_first_line(const char* path) {
 
 }  // namespace
 
-std::vector<FeatureStatus> probe_kernel_features(const std::string& tracefs_dir,
-                                                 bool allow_mount_tracefs) {
+std::vector<FeatureStatus> probe_kernel_features(const ProbeOptions& options) {
+    const std::string& btf = options.btf_path;
     install_libbpf_logger();
     QuietLibbpf quiet;  // refusals are results here, not warnings
     std::vector<FeatureStatus> features;
 
     {
-        FeatureStatus btf{"btf", "kernel BTF for CO-RE relocations", false, true, ""};
-        auto checked = check_btf("");
-        btf.available = checked.ok();
-        btf.detail = checked ? std::string(kKernelBtfPath) : checked.error().message;
-        features.push_back(btf);
+        FeatureStatus status{"btf", "BTF for CO-RE relocations (kernel's or sensor.btf)", false,
+                             true, ""};
+        auto checked = check_btf(btf);
+        status.available = checked.ok();
+        status.detail = checked ? (btf.empty() ? std::string(kKernelBtfPath) : btf)
+                                : checked.error().message;
+        features.push_back(status);
     }
     {
         FeatureStatus tracefs{"tracefs", "tracefs mounted (tracepoint attach needs it)", false,
                               true, ""};
-        auto mounted = ensure_tracefs(tracefs_dir, allow_mount_tracefs);
+        auto mounted = ensure_tracefs(options.tracefs_dir, options.allow_mount_tracefs);
         tracefs.available = mounted.ok();
-        tracefs.detail = mounted ? tracefs_dir : mounted.error().message;
+        tracefs.detail = mounted ? options.tracefs_dir : mounted.error().message;
         features.push_back(tracefs);
     }
     {
@@ -96,7 +96,7 @@ std::vector<FeatureStatus> probe_kernel_features(const std::string& tracefs_dir,
                            true, ""};
         const int ret = libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, nullptr);
         const std::string failure =
-            ret == 1 ? load_one([](auto* s) { return s->progs.gg_probe_rb; }, false)
+            ret == 1 ? load_one([](auto* s) { return s->progs.gg_probe_rb; }, false, btf)
                      : (ret == 0 ? "map type not supported" : "probe failed: " + errno_text(-ret));
         ring.available = failure.empty();
         ring.detail = failure.empty() ? "map created, reserve/discard program loaded" : failure;
@@ -104,20 +104,20 @@ std::vector<FeatureStatus> probe_kernel_features(const std::string& tracefs_dir,
     }
     features.push_back(program_feature(
         "tracepoint", "syscall tracepoints (opens, ioctls, connects)", true,
-        [](auto* s) { return s->progs.gg_probe_tp; }, true));
+        [](auto* s) { return s->progs.gg_probe_tp; }, true, btf));
     features.push_back(program_feature(
         "raw_tracepoint", "raw tracepoints (sys_enter/sys_exit, sched)", false,
-        [](auto* s) { return s->progs.gg_probe_rawtp; }, true));
+        [](auto* s) { return s->progs.gg_probe_rawtp; }, true, btf));
     features.push_back(program_feature(
         "tp_btf", "BTF-typed raw tracepoints", false,
-        [](auto* s) { return s->progs.gg_probe_tpbtf; }, true));
+        [](auto* s) { return s->progs.gg_probe_tpbtf; }, true, btf));
     features.push_back(program_feature(
         "fentry", "fentry/fexit on kernel functions", false,
-        [](auto* s) { return s->progs.gg_probe_fentry; }, true));
+        [](auto* s) { return s->progs.gg_probe_fentry; }, true, btf));
     {
         auto lsm = program_feature(
             "bpf_lsm", "BPF LSM hooks (in-kernel deny)", false,
-            [](auto* s) { return s->progs.gg_probe_lsm; }, true);
+            [](auto* s) { return s->progs.gg_probe_lsm; }, true, btf);
         const std::string active = read_first_line("/sys/kernel/security/lsm");
         if (!active.empty()) {
             lsm.detail += "; active LSMs: " + active;
@@ -128,13 +128,13 @@ std::vector<FeatureStatus> probe_kernel_features(const std::string& tracefs_dir,
     }
     features.push_back(program_feature(
         "cgroup_device", "cgroup/dev programs (deny GPU device access)", false,
-        [](auto* s) { return s->progs.gg_probe_cgdev; }, false));
+        [](auto* s) { return s->progs.gg_probe_cgdev; }, false, btf));
     features.push_back(program_feature(
         "cgroup_connect", "cgroup/connect4 programs (block pool connects)", false,
-        [](auto* s) { return s->progs.gg_probe_conn4; }, false));
+        [](auto* s) { return s->progs.gg_probe_conn4; }, false, btf));
     features.push_back(program_feature(
         "bpf_send_signal", "bpf_send_signal helper (in-kernel kill)", false,
-        [](auto* s) { return s->progs.gg_probe_signal; }, false));
+        [](auto* s) { return s->progs.gg_probe_signal; }, false, btf));
 
     for (const auto& feature : features) {
         logger("sensor")->debug("probe {}: {} ({})", feature.name,

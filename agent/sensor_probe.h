@@ -16,9 +16,15 @@ struct FeatureStatus {
     std::string detail;       // how it was decided, or why it failed (errno name)
 };
 
+struct ProbeOptions {
+    std::string tracefs_dir = "/sys/kernel/tracing";
+    bool allow_mount_tracefs = true;  // sensor.mount_tracefs
+    std::string btf_path;             // sensor.btf; "" = the kernel's
+};
+
 // Runs every probe. Never fails as a whole: each unavailable feature carries
-// its reason. Mounts tracefs at `tracefs_dir` when missing and allowed.
-std::vector<FeatureStatus> probe_kernel_features(const std::string& tracefs_dir,
-                                                 bool allow_mount_tracefs);
+// its reason. Mounts tracefs when missing and allowed. Needs root (or
+// CAP_BPF+CAP_PERFMON) to say anything useful; callers check first.
+std::vector<FeatureStatus> probe_kernel_features(const ProbeOptions& options);
 
 }  // namespace gpuguard::agent

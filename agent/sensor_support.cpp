@@ -31,14 +31,15 @@ int libbpf_print(enum libbpf_print_level level, const char* format, va_list args
     const auto log = logger("sensor");
     switch (level) {
         case LIBBPF_WARN:
-            log->log(quiet_depth.load() > 0 ? spdlog::level::debug : spdlog::level::warn,
-                     "libbpf: {}", line);
+            // libbpf's lines already start with "libbpf: ".
+            log->log(quiet_depth.load() > 0 ? spdlog::level::debug : spdlog::level::warn, "{}",
+                     line);
             break;
         case LIBBPF_INFO:
-            log->debug("libbpf: {}", line);
+            log->debug("{}", line);
             break;
         case LIBBPF_DEBUG:
-            log->trace("libbpf: {}", line);
+            log->trace("{}", line);
             break;
     }
     return static_cast<int>(length);
@@ -120,7 +121,7 @@ Status check_btf(const std::string& btf_path, const std::string& kernel_btf_path
         const int err = errno;
         return fail(ErrorCode::kParse,
                     "BTF file " + path + (custom ? " (sensor.btf)" : "") +
-                        " is not valid BTF: " + std::strerror(err) +
+                        " is not valid BTF: " + errno_text(err) +
                         "; point sensor.btf at a vmlinux BTF file (raw BTF or an ELF with .BTF)",
                     err);
     }
@@ -128,11 +129,19 @@ Status check_btf(const std::string& btf_path, const std::string& kernel_btf_path
     return {};
 }
 
+std::string errno_text(int err) {
+    if (err >= __LIBBPF_ERRNO__START) {
+        char text[256];
+        libbpf_strerror(err, text, sizeof(text));
+        return text;
+    }
+    const char* name = strerrorname_np(err);
+    return std::string(name ? name : std::to_string(err)) + " (" + std::strerror(err) + ")";
+}
+
 Error libbpf_error(const std::string& operation, int negative_errno) {
     const int err = negative_errno < 0 ? -negative_errno : negative_errno;
-    const char* name = strerrorname_np(err);
-    std::string message = operation + " failed: " + (name ? name : std::to_string(err)) + " (" +
-                          std::strerror(err) + ")";
+    std::string message = operation + " failed: " + errno_text(err);
     ErrorCode code = ErrorCode::kUnsupported;
     if (err == EPERM || err == EACCES) {
         code = ErrorCode::kPermission;
@@ -140,8 +149,8 @@ Error libbpf_error(const std::string& operation, int negative_errno) {
             message += ": loading BPF needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE); "
                        "run gpuguard as root";
         } else {
-            message += ": the kernel refused it although we are root (lockdown, an LSM, or "
-                       "kernel.unprivileged_bpf_disabled policy)";
+            message += ": the kernel refused it although we are root (missing CAP_BPF/"
+                       "CAP_PERFMON in a container, kernel lockdown, or an LSM policy)";
         }
     } else if (err == ENOENT) {
         code = ErrorCode::kNotFound;

@@ -35,6 +35,10 @@ Status check_privileges();
 // kernel's at `kernel_btf_path`. kNotFound when missing, kParse when not BTF.
 Status check_btf(const std::string& btf_path, const std::string& kernel_btf_path = kKernelBtfPath);
 
+// "EPERM (Operation not permitted)", or libbpf's own text for its error
+// codes (4000 and up, e.g. "Invalid BPF object format").
+std::string errno_text(int err);
+
 // Turns a negative libbpf/errno result of `operation` into an Error, with
 // advice for EPERM/EACCES (privileges) and the errno name.
 Error libbpf_error(const std::string& operation, int negative_errno);

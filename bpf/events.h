@@ -37,11 +37,18 @@ enum gg_event_type {
 	GG_EVENT_TYPE_MAX, /* size of per-type arrays */
 };
 
+/* Which system call a struct gg_gpu_open_event comes from. */
+enum gg_open_syscall {
+	GG_SYS_OPENAT = 0,
+	GG_SYS_OPENAT2 = 1,
+	GG_SYS_OPEN = 2,  /* legacy open(2), x86-64 and other pre-openat ABIs only */
+	GG_SYS_CREAT = 3, /* creat(2), same */
+};
+
 /* Flags of struct gg_gpu_open_event. */
 enum gg_gpu_open_flags {
-	GG_OPEN_OPENAT2 = 1 << 0,     /* came from openat2(2), else openat(2) */
-	GG_OPEN_PATH_TRUNCATED = 1 << 1, /* path longer than GG_PATH_LEN - 1 */
-	GG_OPEN_PATH_MATCH = 1 << 2,  /* failed open reported because the path names a GPU node */
+	GG_OPEN_PATH_TRUNCATED = 1 << 0, /* path longer than GG_PATH_LEN - 1 bytes */
+	GG_OPEN_PATH_MATCH = 1 << 1,     /* failed open reported because the path names a GPU node */
 };
 
 /* Common header: every record on the ring buffer starts with it. */
@@ -61,7 +68,7 @@ struct gg_task_info {
 	__u32 uid;
 	__u32 gid;
 	__u32 _pad;
-	__u64 cgroup_id; /* cgroup v2 id of the task (0 if v2 is not mounted) */
+	__u64 cgroup_id; /* cgroup v2 id of the task (1 = root of the v2 hierarchy) */
 	char comm[GG_COMM_LEN];
 };
 GG_STATIC_ASSERT(sizeof(struct gg_task_info) == 48, "gg_task_info ABI");
@@ -78,8 +85,9 @@ struct gg_gpu_open_event {
 	__u32 minor;
 	__s32 ret;       /* fd on success, -errno on failure */
 	__s32 dirfd;     /* dfd argument (AT_FDCWD = -100) */
-	__u64 open_flags; /* O_* flags as passed */
-	__u32 flags;     /* enum gg_gpu_open_flags */
+	__u64 open_flags; /* O_* flags as passed (creat(2): O_CREAT|O_WRONLY|O_TRUNC) */
+	__u16 syscall;   /* enum gg_open_syscall */
+	__u16 flags;     /* enum gg_gpu_open_flags */
 	__u32 path_len;  /* bytes in path including the NUL, 0 if unreadable */
 	char path[GG_PATH_LEN];
 };

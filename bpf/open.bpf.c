@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * GPU device opens: sys_exit_openat and sys_exit_openat2.
+ * GPU device opens: sys_exit_openat, sys_exit_openat2, and where the ABI has
+ * them sys_exit_open and sys_exit_creat. Not seen: io_uring opens
+ * (IORING_OP_OPENAT) and 32-bit compat syscalls, which the syscall
+ * tracepoints do not fire for.
  *
  * Everything is decided at syscall exit, where the outcome is known:
  *  - success: the returned fd is resolved through current->files to its
@@ -27,6 +30,11 @@
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 #define GG_PREFIX_LEN 12
+#define GG_AT_FDCWD -100
+/* asm-generic/fcntl.h values, shared by x86-64 and arm64. */
+#define GG_O_WRONLY 01
+#define GG_O_CREAT 0100
+#define GG_O_TRUNC 01000
 
 static __always_inline bool path__has_prefix(const char *s, const char *prefix, int len)
 {
@@ -67,14 +75,52 @@ static __always_inline bool file__is_gpu(struct file *file, __u32 *major, __u32 
 	return bpf_map_lookup_elem(&gpu_devices, &key) != NULL;
 }
 
-static __always_inline int open__handle_exit(long ret, bool is_openat2)
+/* Arguments of the open-family syscalls, from the saved user registers. */
+struct open_args {
+	const char *path;
+	__s32 dirfd;
+	__u64 open_flags;
+};
+
+static __always_inline void open__read_args(struct pt_regs *regs, __u16 syscall,
+					    struct open_args *args)
+{
+	switch (syscall) {
+	case GG_SYS_OPEN: /* open(path, flags, mode) */
+		args->path = (const char *)PT_REGS_PARM1_CORE_SYSCALL(regs);
+		args->dirfd = GG_AT_FDCWD;
+		args->open_flags = (__u32)PT_REGS_PARM2_CORE_SYSCALL(regs);
+		break;
+	case GG_SYS_CREAT: /* creat(path, mode) == open(path, O_CREAT|O_WRONLY|O_TRUNC, mode) */
+		args->path = (const char *)PT_REGS_PARM1_CORE_SYSCALL(regs);
+		args->dirfd = GG_AT_FDCWD;
+		args->open_flags = GG_O_CREAT | GG_O_WRONLY | GG_O_TRUNC;
+		break;
+	case GG_SYS_OPENAT2: { /* openat2(dfd, path, how, size); how->flags is first */
+		const void *how = (const void *)PT_REGS_PARM3_CORE_SYSCALL(regs);
+
+		args->path = (const char *)PT_REGS_PARM2_CORE_SYSCALL(regs);
+		args->dirfd = (__s32)PT_REGS_PARM1_CORE_SYSCALL(regs);
+		if (bpf_probe_read_user(&args->open_flags, sizeof(args->open_flags), how))
+			args->open_flags = 0;
+		break;
+	}
+	default: /* openat(dfd, path, flags, mode) */
+		args->path = (const char *)PT_REGS_PARM2_CORE_SYSCALL(regs);
+		args->dirfd = (__s32)PT_REGS_PARM1_CORE_SYSCALL(regs);
+		args->open_flags = (__u32)PT_REGS_PARM3_CORE_SYSCALL(regs);
+		break;
+	}
+}
+
+static __always_inline int open__handle_exit(long ret, __u16 syscall)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
-	const char *user_path = (const char *)PT_REGS_PARM2_CORE_SYSCALL(regs);
 	struct gg_gpu_open_event *e;
-	__u32 major = 0, minor = 0, flags = 0;
-	__u64 open_flags = 0;
+	struct open_args args = {};
+	__u32 major = 0, minor = 0;
+	__u16 flags = 0;
 	long len;
 
 	if (ret >= 0) {
@@ -82,8 +128,12 @@ static __always_inline int open__handle_exit(long ret, bool is_openat2)
 
 		if (!file || !file__is_gpu(file, &major, &minor))
 			return 0;
+		open__read_args(regs, syscall, &args);
 	} else {
-		if (!cfg_report_failed_opens || !path__names_gpu(user_path))
+		if (!cfg_report_failed_opens)
+			return 0;
+		open__read_args(regs, syscall, &args);
+		if (!path__names_gpu(args.path))
 			return 0;
 		flags |= GG_OPEN_PATH_MATCH;
 	}
@@ -95,24 +145,20 @@ static __always_inline int open__handle_exit(long ret, bool is_openat2)
 	e->major = major;
 	e->minor = minor;
 	e->ret = (__s32)ret;
-	e->dirfd = (__s32)PT_REGS_PARM1_CORE_SYSCALL(regs);
-	if (is_openat2) {
-		/* struct open_how starts with __u64 flags; copied in by the kernel already. */
-		const void *how = (const void *)PT_REGS_PARM3_CORE_SYSCALL(regs);
-
-		if (bpf_probe_read_user(&open_flags, sizeof(open_flags), how))
-			open_flags = 0;
-		flags |= GG_OPEN_OPENAT2;
-	} else {
-		open_flags = (__u32)PT_REGS_PARM3_CORE_SYSCALL(regs);
-	}
-	e->open_flags = open_flags;
-	len = bpf_probe_read_user_str(e->path, sizeof(e->path), user_path);
+	e->dirfd = args.dirfd;
+	e->open_flags = args.open_flags;
+	e->syscall = syscall;
+	len = bpf_probe_read_user_str(e->path, sizeof(e->path), args.path);
 	if (len < 0) {
 		e->path[0] = '\0';
 		len = 0;
 	} else if (len == sizeof(e->path)) {
-		flags |= GG_OPEN_PATH_TRUNCATED;
+		/* Full buffer: truncated unless the string ends exactly at its last byte. */
+		char last = 0;
+
+		bpf_probe_read_user(&last, 1, args.path + sizeof(e->path) - 1);
+		if (last)
+			flags |= GG_OPEN_PATH_TRUNCATED;
 	}
 	e->path_len = (__u32)len;
 	e->flags = flags;
@@ -123,11 +169,24 @@ static __always_inline int open__handle_exit(long ret, bool is_openat2)
 SEC("tracepoint/syscalls/sys_exit_openat")
 int gg_exit_openat(struct trace_event_raw_sys_exit *ctx)
 {
-	return open__handle_exit(ctx->ret, false);
+	return open__handle_exit(ctx->ret, GG_SYS_OPENAT);
 }
 
 SEC("tracepoint/syscalls/sys_exit_openat2")
 int gg_exit_openat2(struct trace_event_raw_sys_exit *ctx)
 {
-	return open__handle_exit(ctx->ret, true);
+	return open__handle_exit(ctx->ret, GG_SYS_OPENAT2);
+}
+
+/* open(2) and creat(2) exist on x86-64 but not on arm64; the loader skips absent ones. */
+SEC("tracepoint/syscalls/sys_exit_open")
+int gg_exit_open(struct trace_event_raw_sys_exit *ctx)
+{
+	return open__handle_exit(ctx->ret, GG_SYS_OPEN);
+}
+
+SEC("tracepoint/syscalls/sys_exit_creat")
+int gg_exit_creat(struct trace_event_raw_sys_exit *ctx)
+{
+	return open__handle_exit(ctx->ret, GG_SYS_CREAT);
 }

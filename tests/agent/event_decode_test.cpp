@@ -30,7 +30,7 @@ gg_gpu_open_event sample_record() {
     raw.ret = 5;
     raw.dirfd = AT_FDCWD;
     raw.open_flags = O_RDWR | O_CLOEXEC;
-    raw.flags = GG_OPEN_OPENAT2;
+    raw.syscall = GG_SYS_OPENAT2;
     const char path[] = "/dev/nvidia0";
     std::memcpy(raw.path, path, sizeof(path));
     raw.path_len = sizeof(path);
@@ -53,7 +53,7 @@ TEST(EventDecode, decodes_a_gpu_open_record) {
     const auto& open = std::get<GpuOpen>(event->data);
     EXPECT_EQ(open.major, 195u);
     EXPECT_EQ(open.result, 5);
-    EXPECT_TRUE(open.openat2);
+    EXPECT_EQ(open.syscall, OpenSyscall::kOpenat2);
     EXPECT_FALSE(open.path_truncated);
     EXPECT_EQ(open.path, "/dev/nvidia0");
     EXPECT_STREQ(event_type_name(*event), "gpu_open");
@@ -84,6 +84,10 @@ TEST(EventDecode, rejects_malformed_records) {
     auto unknown = raw;
     unknown.hdr.type = 999;
     EXPECT_FALSE(decode_record(bytes_of(&unknown, sizeof(unknown))).ok());
+
+    auto bad_syscall = raw;
+    bad_syscall.syscall = 9;
+    EXPECT_FALSE(decode_record(bytes_of(&bad_syscall, sizeof(bad_syscall))).ok());
 
     auto truncated_body = raw;
     truncated_body.hdr.size = sizeof(gg_event_header) + 4;
@@ -129,11 +133,12 @@ TEST(EventJson, failed_open_reports_errno_name) {
     auto raw = sample_record();
     raw.ret = -EACCES;
     raw.major = 0;
+    raw.syscall = GG_SYS_CREAT;
     raw.flags = GG_OPEN_PATH_MATCH;
     auto event = decode_record(bytes_of(&raw, sizeof(raw)));
     ASSERT_TRUE(event.ok());
     const auto json = nlohmann::json::parse(event_to_json(*event, 0));
-    EXPECT_EQ(json["gpu_open"]["syscall"], "openat");
+    EXPECT_EQ(json["gpu_open"]["syscall"], "creat");
     EXPECT_TRUE(json["gpu_open"]["device"].is_null());
     EXPECT_EQ(json["gpu_open"]["errno"], EACCES);
     EXPECT_EQ(json["gpu_open"]["error"], "EACCES");

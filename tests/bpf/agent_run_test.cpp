@@ -104,8 +104,10 @@ TEST_F(AgentRunTest, prints_json_line_for_registered_node_and_detaches_on_sigter
 }
 
 TEST_F(AgentRunTest, sigint_also_detaches) {
-    Subprocess agent({GPUGUARD_BINARY, "run"});
+    // --log-level may follow the subcommand and wins over the config's log.level.
+    Subprocess agent({GPUGUARD_BINARY, "run", "--log-level", "debug"});
     ASSERT_TRUE(agent.wait_for_stderr("ready", 20s)) << agent.stderr_text();
+    EXPECT_NE(agent.stderr_text().find("debug"), std::string::npos);
     const auto code = agent.stop(SIGINT, 10s);
     ASSERT_TRUE(code.has_value());
     EXPECT_EQ(*code, 0);
@@ -119,6 +121,24 @@ TEST_F(AgentRunTest, bad_btf_path_fails_with_one_clear_line) {
               std::string::npos)
         << result.stderr_text;
     EXPECT_TRUE(result.stdout_text.empty());
+}
+
+TEST_F(AgentRunTest, unprivileged_run_fails_with_one_clear_line) {
+    const auto result = run_command({GPUGUARD_BINARY, "run"}, 30s, 65534);
+    EXPECT_EQ(result.exit_code, 1);
+    EXPECT_NE(result.stderr_text.find("cannot start the sensor: not running as root"),
+              std::string::npos)
+        << result.stderr_text;
+    // One line: no libbpf noise, no tracefs confusion.
+    EXPECT_EQ(std::count(result.stderr_text.begin(), result.stderr_text.end(), '\n'), 2)
+        << result.stderr_text;  // the "starting" line and the error
+}
+
+TEST_F(AgentRunTest, unknown_log_level_is_rejected) {
+    const auto result = run_command({GPUGUARD_BINARY, "--log-level", "loud", "run"});
+    EXPECT_NE(result.exit_code, 0);
+    EXPECT_NE(result.stderr_text.find("loud"), std::string::npos) << result.stderr_text;
+    EXPECT_TRUE(gpuguard_program_ids().empty());
 }
 
 TEST_F(AgentRunTest, bad_config_names_file_line_and_key) {

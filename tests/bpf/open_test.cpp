@@ -96,7 +96,7 @@ TEST_F(OpenTracingTest, reports_open_by_absolute_path) {
     expect_device(opens[0], 1, 3);
     EXPECT_EQ(opens[0].path, path);
     EXPECT_EQ(opens[0].dirfd, AT_FDCWD);
-    EXPECT_FALSE(opens[0].openat2);
+    EXPECT_EQ(opens[0].syscall, OpenSyscall::kOpenat);
     EXPECT_EQ(opens[0].open_flags & O_ACCMODE, static_cast<uint64_t>(O_RDONLY));
     EXPECT_TRUE(opens[0].open_flags & O_CLOEXEC);
     EXPECT_GE(opens[0].result, 0);
@@ -139,9 +139,46 @@ TEST_F(OpenTracingTest, reports_openat2) {
     const auto opens = opens_of(child, 1);
     ASSERT_EQ(opens.size(), 1u);
     expect_device(opens[0], 1, 3);
-    EXPECT_TRUE(opens[0].openat2);
+    EXPECT_EQ(opens[0].syscall, OpenSyscall::kOpenat2);
     EXPECT_EQ(opens[0].path, path);
     EXPECT_EQ(opens[0].open_flags, static_cast<uint64_t>(O_RDWR | O_CLOEXEC));
+}
+
+#if defined(SYS_open) && defined(SYS_creat)
+TEST_F(OpenTracingTest, reports_legacy_open_and_creat) {
+    const std::string path = node_.string();
+    const pid_t child = run_in_child(kChildComm, [&] {
+        if (syscall(SYS_open, path.c_str(), O_RDONLY) < 0) return 1;
+        return syscall(SYS_creat, path.c_str(), 0644) >= 0 ? 0 : 2;
+    });
+    const auto opens = opens_of(child, 2);
+    ASSERT_EQ(opens.size(), 2u);
+    expect_device(opens[0], 1, 3);
+    EXPECT_EQ(opens[0].syscall, OpenSyscall::kOpen);
+    EXPECT_EQ(opens[0].dirfd, AT_FDCWD);
+    EXPECT_EQ(opens[0].path, path);
+    expect_device(opens[1], 1, 3);
+    EXPECT_EQ(opens[1].syscall, OpenSyscall::kCreat);
+    EXPECT_EQ(opens[1].open_flags, static_cast<uint64_t>(O_CREAT | O_WRONLY | O_TRUNC));
+}
+#endif
+
+TEST_F(OpenTracingTest, long_paths_are_truncated_and_flagged_exactly) {
+    // 255 bytes fit the 256-byte buffer with its NUL; 300 do not.
+    const std::string fits = "/dev/nvidia" + std::string(255 - 11, 'x');
+    const std::string too_long = "/dev/nvidia" + std::string(300 - 11, 'y');
+    const pid_t child = run_in_child(kChildComm, [&] {
+        const bool both_fail = open(fits.c_str(), O_RDONLY) < 0 && open(too_long.c_str(), O_RDONLY) < 0;
+        return both_fail ? 0 : 1;
+    });
+    const auto opens = opens_of(child, 2);
+    ASSERT_EQ(opens.size(), 2u);
+    EXPECT_EQ(opens[0].path, fits);
+    EXPECT_FALSE(opens[0].path_truncated);
+    EXPECT_EQ(opens[0].result, -ENOENT);
+    EXPECT_EQ(opens[1].path, too_long.substr(0, 255));
+    EXPECT_TRUE(opens[1].path_truncated);
+    EXPECT_EQ(opens[1].result, -ENAMETOOLONG);
 }
 
 TEST_F(OpenTracingTest, reports_failed_open_of_gpu_path_with_errno) {

@@ -14,7 +14,7 @@ namespace {
 
 TEST(SensorProbe, reports_every_feature_with_a_reason) {
     GG_REQUIRE_PRIVILEGED();
-    const auto features = probe_kernel_features("/sys/kernel/tracing", true);
+    const auto features = probe_kernel_features(ProbeOptions{});
     std::set<std::string> names;
     for (const auto& feature : features) {
         names.insert(feature.name);
@@ -45,6 +45,28 @@ TEST(SensorProbe, cli_prints_json_and_succeeds) {
         EXPECT_TRUE(feature["available"].is_boolean());
         EXPECT_TRUE(feature["detail"].is_string());
     }
+}
+
+TEST(SensorProbe, bad_btf_is_reported_missing_and_fails) {
+    GG_REQUIRE_PRIVILEGED();
+    const auto result =
+        gpuguard::testing::run_command({GPUGUARD_BINARY, "probe", "--btf", "/nonexistent.btf"});
+    EXPECT_EQ(result.exit_code, 1);
+    EXPECT_NE(result.stdout_text.find("btf              MISSING      BTF file /nonexistent.btf"),
+              std::string::npos)
+        << result.stdout_text;
+    // The rest is still probed.
+    EXPECT_NE(result.stdout_text.find("bpf_send_signal"), std::string::npos);
+}
+
+TEST(SensorProbe, unprivileged_probe_says_to_run_as_root) {
+    GG_REQUIRE_PRIVILEGED();
+    const auto result = gpuguard::testing::run_command({GPUGUARD_BINARY, "probe"},
+                                                       std::chrono::seconds(30), 65534);
+    EXPECT_EQ(result.exit_code, 1);
+    EXPECT_NE(result.stderr_text.find("run gpuguard as root"), std::string::npos)
+        << result.stderr_text;
+    EXPECT_TRUE(result.stdout_text.empty());
 }
 
 }  // namespace

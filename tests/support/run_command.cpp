@@ -11,7 +11,7 @@
 namespace gpuguard::testing {
 namespace {
 
-pid_t spawn(const std::vector<std::string>& argv, int* out_fd, int* err_fd) {
+pid_t spawn(const std::vector<std::string>& argv, int run_as_uid, int* out_fd, int* err_fd) {
     int out[2], err[2];
     if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
     const pid_t pid = fork();
@@ -19,6 +19,7 @@ pid_t spawn(const std::vector<std::string>& argv, int* out_fd, int* err_fd) {
     if (pid == 0) {
         dup2(out[1], STDOUT_FILENO);
         dup2(err[1], STDERR_FILENO);
+        if (run_as_uid >= 0 && (setgid(run_as_uid) != 0 || setuid(run_as_uid) != 0)) _exit(126);
         std::vector<char*> args;
         for (const auto& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
         args.push_back(nullptr);
@@ -46,8 +47,9 @@ bool drain(int fd, std::string& sink) {
 
 }  // namespace
 
-CommandResult run_command(const std::vector<std::string>& argv, std::chrono::milliseconds timeout) {
-    Subprocess process(argv);
+CommandResult run_command(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
+                          int run_as_uid) {
+    Subprocess process(argv, run_as_uid);
     CommandResult result;
     std::string line;
     const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -63,8 +65,8 @@ CommandResult run_command(const std::vector<std::string>& argv, std::chrono::mil
     return result;
 }
 
-Subprocess::Subprocess(const std::vector<std::string>& argv) {
-    pid_ = spawn(argv, &stdout_fd_, &stderr_fd_);
+Subprocess::Subprocess(const std::vector<std::string>& argv, int run_as_uid) {
+    pid_ = spawn(argv, run_as_uid, &stdout_fd_, &stderr_fd_);
 }
 
 Subprocess::~Subprocess() {

@@ -16,14 +16,16 @@ struct CommandResult {
     std::string stderr_text;
 };
 
-// Runs `argv` to completion (at most `timeout`, then SIGKILL).
+// Runs `argv` to completion (at most `timeout`, then SIGKILL). With
+// `run_as_uid` >= 0 the child drops to that uid/gid (and so every capability) first.
 CommandResult run_command(const std::vector<std::string>& argv,
-                          std::chrono::milliseconds timeout = std::chrono::seconds(60));
+                          std::chrono::milliseconds timeout = std::chrono::seconds(60),
+                          int run_as_uid = -1);
 
 // A started command whose output is read line by line while it runs.
 class Subprocess {
 public:
-    explicit Subprocess(const std::vector<std::string>& argv);
+    explicit Subprocess(const std::vector<std::string>& argv, int run_as_uid = -1);
     ~Subprocess();  // SIGKILLs and reaps a child still running
     Subprocess(const Subprocess&) = delete;
     Subprocess& operator=(const Subprocess&) = delete;
