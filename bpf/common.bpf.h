@@ -60,18 +60,21 @@ static __always_inline void task__fill(struct gg_task_info *info, struct task_st
 
 /*
  * The struct file behind @fd in @task's descriptor table, or NULL.
- * Read through CO-RE so the layout of files_struct/fdtable may move.
+ * @task is a BTF pointer (bpf_get_current_task_btf), so the walk down to the
+ * fd array is plain loads, which the verifier turns into fault-safe
+ * PROBE_MEM loads with CO-RE relocations: several times cheaper than one
+ * bpf_probe_read_kernel() per field on a path every open(2) of the host takes.
+ * The array slot itself is a pointer-to-pointer, which BTF does not type, so
+ * it is the one helper read.
  */
 static __always_inline struct file *task__fd_file(struct task_struct *task, int fd)
 {
-	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
-	struct file **fds;
+	struct fdtable *fdt = task->files->fdt;
 	struct file *file = NULL;
 
-	if (!fdt || fd < 0 || (unsigned int)fd >= BPF_CORE_READ(fdt, max_fds))
+	if (fd < 0 || (unsigned int)fd >= fdt->max_fds)
 		return NULL;
-	fds = BPF_CORE_READ(fdt, fd);
-	if (bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]))
+	if (bpf_probe_read_kernel(&file, sizeof(file), &fdt->fd[fd]))
 		return NULL;
 	return file;
 }
