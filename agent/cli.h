@@ -1,0 +1,32 @@
+// The gpuguard command line: each subcommand lives in its own cli_<name>.cpp
+// and registers itself on the CLI11 app; main.cpp only wires them together.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <csignal>
+#include <optional>
+#include <string>
+
+#include "agent/config.h"
+
+namespace gpuguard::agent::cli {
+
+// What every command may use; owned by main().
+struct Context {
+    std::string log_level;  // --log-level, "" when not given
+    int exit_code = 0;      // set by the command that ran
+    // Set to the signal number by SIGINT/SIGTERM once install_stop_handlers() ran.
+    const volatile std::sig_atomic_t* stop_signal = nullptr;
+    void (*install_stop_handlers)() = nullptr;
+};
+
+// Loads `path`, or the embedded default when empty; logs the error and
+// returns nullopt on failure. Applies --log-level or log.level.
+std::optional<Config> load_config_or_report(const Context& context, const std::string& path);
+
+void add_run_command(CLI::App& app, Context& context);
+void add_probe_command(CLI::App& app, Context& context);
+void add_config_command(CLI::App& app, Context& context);
+
+}  // namespace gpuguard::agent::cli
