@@ -1,5 +1,5 @@
 #include "agent/cli.h"
-#include "agent/logging.h"
+#include "gpuguard/common/logging.h"
 
 namespace gpuguard::agent::cli {
 

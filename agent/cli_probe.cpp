@@ -3,7 +3,7 @@
 #include <iostream>
 
 #include "agent/cli.h"
-#include "agent/logging.h"
+#include "gpuguard/common/logging.h"
 #include "agent/sensor_probe.h"
 #include "agent/sensor_support.h"
 

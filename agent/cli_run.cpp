@@ -7,7 +7,7 @@
 #include "agent/cli.h"
 #include "agent/event_json.h"
 #include "agent/gpu_devices.h"
-#include "agent/logging.h"
+#include "gpuguard/common/logging.h"
 #include "agent/sensor.h"
 #include "gpuguard/version.h"
 

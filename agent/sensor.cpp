@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <span>
 
-#include "agent/logging.h"
+#include "gpuguard/common/logging.h"
 #include "agent/sensor_support.h"
 #include "events.h"
 #include "gpuguard_bpf.skel.h"

@@ -9,7 +9,7 @@
 #include <functional>
 #include <memory>
 
-#include "agent/logging.h"
+#include "gpuguard/common/logging.h"
 #include "agent/sensor_support.h"
 #include "gpuguard_probe_bpf.skel.h"
 

@@ -15,7 +15,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "agent/logging.h"
+#include "gpuguard/common/logging.h"
 
 namespace gpuguard::agent {
 namespace {

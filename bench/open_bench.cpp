@@ -25,7 +25,7 @@
 #include <thread>
 #include <vector>
 
-#include "agent/logging.h"
+#include "gpuguard/common/logging.h"
 #include "agent/sensor.h"
 
 namespace {
@@ -105,7 +105,7 @@ int main(int argc, char** argv) {
     }
     int bench_argc = static_cast<int>(args.size());
     benchmark::Initialize(&bench_argc, args.data());
-    gpuguard::agent::set_log_level("warn");
+    gpuguard::set_log_level("warn");
 
     char dir_template[] = "/tmp/gg-bench-XXXXXX";
     if (!mkdtemp(dir_template)) return 1;

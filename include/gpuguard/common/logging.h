@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-namespace gpuguard::agent {
+namespace gpuguard {
 
 // The logger called `name`, created on first use with the shared format.
 std::shared_ptr<spdlog::logger> logger(const std::string& name);
@@ -16,4 +16,4 @@ std::shared_ptr<spdlog::logger> logger(const std::string& name);
 // Fails (returns false) on an unknown level name.
 bool set_log_level(const std::string& level_name);
 
-}  // namespace gpuguard::agent
+}  // namespace gpuguard

@@ -1,8 +1,8 @@
-#include "agent/logging.h"
+#include "gpuguard/common/logging.h"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 
-namespace gpuguard::agent {
+namespace gpuguard {
 
 std::shared_ptr<spdlog::logger> logger(const std::string& name) {
     if (auto existing = spdlog::get(name)) return existing;
@@ -19,4 +19,4 @@ bool set_log_level(const std::string& level_name) {
     return true;
 }
 
-}  // namespace gpuguard::agent
+}  // namespace gpuguard
