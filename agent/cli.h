@@ -2,11 +2,11 @@
 // and registers itself on the CLI11 app; main.cpp only wires them together.
 #pragma once
 
-#include <CLI/CLI.hpp>
-
 #include <csignal>
 #include <optional>
 #include <string>
+
+#include <CLI/CLI.hpp>
 
 #include "agent/config.h"
 

@@ -3,9 +3,9 @@
 #include <iostream>
 
 #include "agent/cli.h"
-#include "gpuguard/common/logging.h"
 #include "agent/sensor_probe.h"
 #include "agent/sensor_support.h"
+#include "gpuguard/common/logging.h"
 
 namespace gpuguard::agent::cli {
 namespace {
@@ -41,8 +41,8 @@ int run_probe(const Context& context, const ProbeCommand& command) {
             }
             std::cout << (i ? "," : "") << "\n  {\"feature\": \"" << f.name
                       << "\", \"available\": " << (f.available ? "true" : "false")
-                      << ", \"required\": " << (f.required ? "true" : "false")
-                      << ", \"detail\": \"" << detail << "\"}";
+                      << ", \"required\": " << (f.required ? "true" : "false") << ", \"detail\": \""
+                      << detail << "\"}";
         }
         std::cout << "\n]\n";
     } else {

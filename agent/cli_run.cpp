@@ -1,14 +1,14 @@
 // gpuguard run: load the sensor, register GPU devices, print events.
-#include <signal.h>
-
 #include <chrono>
 #include <cstdio>
+
+#include <signal.h>
 
 #include "agent/cli.h"
 #include "agent/event_json.h"
 #include "agent/gpu_devices.h"
-#include "gpuguard/common/logging.h"
 #include "agent/sensor.h"
+#include "gpuguard/common/logging.h"
 #include "gpuguard/version.h"
 
 namespace gpuguard::agent::cli {
@@ -59,8 +59,9 @@ int run_agent(const Context& context, const RunOptions& options) {
         log->info("watching GPU device {} (sensor.extra_gpu_devices)", device.to_string());
     }
     if ((!from_proc || from_proc->empty()) && config->sensor.extra_gpu_devices.empty()) {
-        log->warn("no GPU driver in /proc/devices and no sensor.extra_gpu_devices: only failed "
-                  "opens of GPU paths will be reported");
+        log->warn(
+            "no GPU driver in /proc/devices and no sensor.extra_gpu_devices: only failed "
+            "opens of GPU paths will be reported");
     }
     log->info("ready{}", options.print_events ? ": printing events as JSON lines on stdout" : "");
 

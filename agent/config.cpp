@@ -1,12 +1,12 @@
 #include "agent/config.h"
 
-#include <yaml-cpp/yaml.h>
-
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
+
+#include <yaml-cpp/yaml.h>
 
 namespace gpuguard::agent {
 namespace {
@@ -18,7 +18,7 @@ struct ConfigError {
 };
 
 class ConfigReader {
-public:
+  public:
     explicit ConfigReader(std::string source) : source_(std::move(source)) {}
 
     [[noreturn]] void fail_at(const YAML::Node& node, const std::string& key,
@@ -34,7 +34,8 @@ public:
     // Rejects keys of `map` not in `allowed`; `prefix` is the map's own key path.
     void check_keys(const YAML::Node& map, const std::string& prefix,
                     const std::set<std::string>& allowed) const {
-        if (!map.IsMap()) fail_at(map, prefix.empty() ? "(top level)" : prefix, "must be a mapping");
+        if (!map.IsMap())
+            fail_at(map, prefix.empty() ? "(top level)" : prefix, "must be a mapping");
         for (const auto& entry : map) {
             const auto key = entry.first.as<std::string>();
             if (!allowed.contains(key)) {
@@ -59,11 +60,11 @@ public:
         return prefix.empty() ? key : prefix + "." + key;
     }
 
-private:
+  private:
     std::string source_;
 };
 
-const std::set<std::string> kLogLevels = {"trace", "debug", "info", "warn",
+const std::set<std::string> kLogLevels = {"trace", "debug",    "info", "warn",
                                           "error", "critical", "off"};
 
 void read_log(const ConfigReader& reader, const YAML::Node& node, LogConfig& log) {
@@ -72,21 +73,23 @@ void read_log(const ConfigReader& reader, const YAML::Node& node, LogConfig& log
         log.level = reader.scalar<std::string>(level, "log.level", "a string");
         if (!kLogLevels.contains(log.level)) {
             reader.fail_at(level, "log.level",
-                           "'" + log.level + "' is not one of trace, debug, info, warn, error, "
-                                             "critical, off");
+                           "'" + log.level +
+                               "' is not one of trace, debug, info, warn, error, "
+                               "critical, off");
         }
     }
 }
 
 void read_sensor(const ConfigReader& reader, const YAML::Node& node, SensorConfig& sensor) {
-    reader.check_keys(node, "sensor",
-                      {"btf", "ring_buffer_kb", "report_failed_opens", "mount_tracefs",
-                       "extra_gpu_devices"});
+    reader.check_keys(
+        node, "sensor",
+        {"btf", "ring_buffer_kb", "report_failed_opens", "mount_tracefs", "extra_gpu_devices"});
     if (const auto btf = node["btf"]) {
         sensor.btf_path = reader.scalar<std::string>(btf, "sensor.btf", "a path string");
     }
     if (const auto size = node["ring_buffer_kb"]) {
-        const auto kb = reader.scalar<uint32_t>(size, "sensor.ring_buffer_kb", "a positive integer");
+        const auto kb =
+            reader.scalar<uint32_t>(size, "sensor.ring_buffer_kb", "a positive integer");
         if (kb < 4 || (kb & (kb - 1)) != 0 || kb > (1u << 20)) {
             reader.fail_at(size, "sensor.ring_buffer_kb",
                            std::to_string(kb) + " is not a power of two between 4 and 1048576");
@@ -142,8 +145,8 @@ Result<Config> load_config_file(const std::filesystem::path& path) {
     std::ifstream in(path);
     if (!in) {
         const int err = errno;
-        return fail(ErrorCode::kIo, "cannot read config " + path.string() + ": " + std::strerror(err),
-                    err);
+        return fail(ErrorCode::kIo,
+                    "cannot read config " + path.string() + ": " + std::strerror(err), err);
     }
     std::stringstream text;
     text << in.rdbuf();

@@ -26,9 +26,9 @@ TaskInfo decode_task(const gg_task_info& raw) {
 Result<Event> decode_gpu_open(std::span<const std::byte> record) {
     gg_gpu_open_event raw;
     if (record.size() < sizeof(raw)) {
-        return fail(ErrorCode::kParse, "gpu_open record too short: " +
-                                           std::to_string(record.size()) + " bytes, expected " +
-                                           std::to_string(sizeof(raw)));
+        return fail(ErrorCode::kParse,
+                    "gpu_open record too short: " + std::to_string(record.size()) +
+                        " bytes, expected " + std::to_string(sizeof(raw)));
     }
     std::memcpy(&raw, record.data(), sizeof(raw));
     Event event;
@@ -54,8 +54,8 @@ Result<Event> decode_gpu_open(std::span<const std::byte> record) {
             open.syscall = OpenSyscall::kCreat;
             break;
         default:
-            return fail(ErrorCode::kParse, "gpu_open record with unknown syscall " +
-                                               std::to_string(raw.syscall));
+            return fail(ErrorCode::kParse,
+                        "gpu_open record with unknown syscall " + std::to_string(raw.syscall));
     }
     open.path_truncated = (raw.flags & GG_OPEN_PATH_TRUNCATED) != 0;
     open.path = bounded_string(raw.path, std::min<size_t>(raw.path_len, sizeof(raw.path)));

@@ -1,10 +1,10 @@
 #include "agent/event_json.h"
 
-#include <fcntl.h>
-#include <time.h>
-
 #include <cstring>
+
+#include <fcntl.h>
 #include <nlohmann/json.hpp>
+#include <time.h>
 
 namespace gpuguard::agent {
 namespace {
@@ -24,9 +24,9 @@ std::string rfc3339_utc(int64_t realtime_ns) {
 }
 
 json task_json(const TaskInfo& task) {
-    return json{{"pid", task.pid}, {"tid", task.tid},   {"ppid", task.ppid},
-                {"uid", task.uid}, {"gid", task.gid},   {"comm", task.comm},
-                {"cgroup_id", task.cgroup_id}};
+    return json{
+        {"pid", task.pid}, {"tid", task.tid},   {"ppid", task.ppid},          {"uid", task.uid},
+        {"gid", task.gid}, {"comm", task.comm}, {"cgroup_id", task.cgroup_id}};
 }
 
 json gpu_open_json(const GpuOpen& open) {
@@ -83,11 +83,11 @@ std::string open_flags_to_string(uint64_t flags) {
         const char* name;
     } kNames[] = {
         // Multi-bit flags first: O_SYNC includes O_DSYNC, O_TMPFILE includes O_DIRECTORY.
-        {O_SYNC, "O_SYNC"},         {O_TMPFILE, "O_TMPFILE"},   {O_CREAT, "O_CREAT"},
-        {O_EXCL, "O_EXCL"},         {O_NOCTTY, "O_NOCTTY"},     {O_TRUNC, "O_TRUNC"},
-        {O_APPEND, "O_APPEND"},     {O_NONBLOCK, "O_NONBLOCK"}, {O_DSYNC, "O_DSYNC"},
-        {O_DIRECT, "O_DIRECT"},     {O_DIRECTORY, "O_DIRECTORY"}, {O_NOFOLLOW, "O_NOFOLLOW"},
-        {O_NOATIME, "O_NOATIME"},   {O_CLOEXEC, "O_CLOEXEC"},   {O_PATH, "O_PATH"}};
+        {O_SYNC, "O_SYNC"},       {O_TMPFILE, "O_TMPFILE"},     {O_CREAT, "O_CREAT"},
+        {O_EXCL, "O_EXCL"},       {O_NOCTTY, "O_NOCTTY"},       {O_TRUNC, "O_TRUNC"},
+        {O_APPEND, "O_APPEND"},   {O_NONBLOCK, "O_NONBLOCK"},   {O_DSYNC, "O_DSYNC"},
+        {O_DIRECT, "O_DIRECT"},   {O_DIRECTORY, "O_DIRECTORY"}, {O_NOFOLLOW, "O_NOFOLLOW"},
+        {O_NOATIME, "O_NOATIME"}, {O_CLOEXEC, "O_CLOEXEC"},     {O_PATH, "O_PATH"}};
     for (const auto& [bit, name] : kNames) {
         if ((rest & bit) == bit) {
             out += '|';

@@ -12,9 +12,9 @@ namespace {
 // Char-device driver names of GPUs and accelerators as they appear in
 // /proc/devices (register_chrdev / alloc_chrdev_region names in the drivers).
 bool is_gpu_driver(std::string_view name) {
-    static constexpr std::string_view kExact[] = {"nvidia", "nvidia-frontend", "nvidia-uvm",
-                                                  "nvidia-nvlink", "nvidia-nvswitch", "drm",
-                                                  "kfd", "accel"};
+    static constexpr std::string_view kExact[] = {
+        "nvidia", "nvidia-frontend", "nvidia-uvm", "nvidia-nvlink", "nvidia-nvswitch", "drm", "kfd",
+        "accel"};
     for (auto exact : kExact) {
         if (name == exact) return true;
     }
@@ -37,9 +37,9 @@ std::string GpuDeviceNumber::to_string() const {
 Result<GpuDeviceNumber> parse_gpu_device_number(std::string_view text) {
     const auto colon = text.find(':');
     const auto bad = [&](const char* why) {
-        return fail(ErrorCode::kInvalidArgument,
-                    "bad GPU device number '" + std::string(text) + "': " + why +
-                        " (expected \"MAJOR:MINOR\" or \"MAJOR:*\")");
+        return fail(ErrorCode::kInvalidArgument, "bad GPU device number '" + std::string(text) +
+                                                     "': " + why +
+                                                     " (expected \"MAJOR:MINOR\" or \"MAJOR:*\")");
     };
     if (colon == std::string_view::npos) return bad("no ':'");
     const auto major = parse_u32(text.substr(0, colon));

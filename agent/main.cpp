@@ -1,9 +1,9 @@
 // gpuguard: command line entry point. Each subcommand is in agent/cli_<name>.cpp.
-#include <signal.h>
-
-#include <CLI/CLI.hpp>
 #include <csignal>
 #include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <signal.h>
 
 #include "agent/cli.h"
 #include "gpuguard/version.h"

@@ -1,16 +1,16 @@
 #include "agent/sensor.h"
 
-#include <bpf/bpf.h>
-#include <bpf/libbpf.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <filesystem>
 #include <span>
 
-#include "gpuguard/common/logging.h"
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <unistd.h>
+
 #include "agent/sensor_support.h"
 #include "events.h"
+#include "gpuguard/common/logging.h"
 #include "gpuguard_bpf.skel.h"
 
 namespace gpuguard::agent {
@@ -172,16 +172,15 @@ Result<Sensor> Sensor::open(const SensorOptions& options, EventHandler handler) 
         if (!bpf_program__autoload(tp.program)) continue;
         bpf_link* link = bpf_program__attach(tp.program);
         if (!link) {
-            return Unexpected{libbpf_error(std::string("attaching to tracepoint ") + tp.category +
-                                               "/" + tp.name,
-                                           -errno)};
+            return Unexpected{libbpf_error(
+                std::string("attaching to tracepoint ") + tp.category + "/" + tp.name, -errno)};
         }
         impl->links.emplace_back(link);
         impl->hooks.push_back(std::string(tp.category) + "/" + tp.name);
     }
 
-    impl->ring.reset(ring_buffer__new(bpf_map__fd(skel->maps.events), &Impl::on_record,
-                                      impl.get(), nullptr));
+    impl->ring.reset(
+        ring_buffer__new(bpf_map__fd(skel->maps.events), &Impl::on_record, impl.get(), nullptr));
     if (!impl->ring) return Unexpected{libbpf_error("creating ring buffer consumer", -errno)};
 
     log->info("sensor attached: {} hook(s), ring buffer {} KiB", impl->hooks.size(),
@@ -196,8 +195,8 @@ Result<Sensor> Sensor::open(const SensorOptions& options, EventHandler handler) 
 Status Sensor::add_gpu_device(const GpuDeviceNumber& device) {
     const gg_gpu_dev_key key = device_key(device);
     const gg_gpu_dev_val value{0, 0};
-    if (int err = bpf_map__update_elem(impl_->skeleton->maps.gpu_devices, &key, sizeof(key),
-                                       &value, sizeof(value), BPF_ANY);
+    if (int err = bpf_map__update_elem(impl_->skeleton->maps.gpu_devices, &key, sizeof(key), &value,
+                                       sizeof(value), BPF_ANY);
         err) {
         return Unexpected{libbpf_error("registering GPU device " + device.to_string(), err)};
     }

@@ -43,7 +43,7 @@ struct SensorOptions {
 };
 
 class Sensor {
-public:
+  public:
     using EventHandler = std::function<void(const Event&)>;
 
     // Loads and attaches the programs. `handler` is called from poll() for
@@ -76,7 +76,7 @@ public:
     // Names of hooks that were attached ("syscalls/sys_exit_openat", ...).
     std::vector<std::string> attached_hooks() const;
 
-private:
+  private:
     struct Impl;
     explicit Sensor(std::unique_ptr<Impl> impl);
     std::unique_ptr<Impl> impl_;

@@ -1,16 +1,16 @@
 #include "agent/sensor_probe.h"
 
-#include <bpf/bpf.h>
-#include <bpf/libbpf.h>
-
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <functional>
 #include <memory>
 
-#include "gpuguard/common/logging.h"
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
 #include "agent/sensor_support.h"
+#include "gpuguard/common/logging.h"
 #include "gpuguard_probe_bpf.skel.h"
 
 namespace gpuguard::agent {
@@ -53,9 +53,9 @@ FeatureStatus program_feature(const char* name, const char* description, bool re
     FeatureStatus status{name, description, false, required, ""};
     const std::string failure = load_one(pick, attach, btf_path);
     status.available = failure.empty();
-    status.detail = failure.empty() ? (attach ? "test program loaded and attached"
-                                              : "test program loaded")
-                                    : failure;
+    status.detail = failure.empty()
+                        ? (attach ? "test program loaded and attached" : "test program loaded")
+                        : failure;
     return status;
 }
 
@@ -79,8 +79,8 @@ std::vector<FeatureStatus> probe_kernel_features(const ProbeOptions& options) {
                              true, ""};
         auto checked = check_btf(btf);
         status.available = checked.ok();
-        status.detail = checked ? (btf.empty() ? std::string(kKernelBtfPath) : btf)
-                                : checked.error().message;
+        status.detail =
+            checked ? (btf.empty() ? std::string(kKernelBtfPath) : btf) : checked.error().message;
         features.push_back(status);
     }
     {

@@ -12,8 +12,8 @@ struct FeatureStatus {
     std::string name;         // "ring_buffer", "fentry", ...
     std::string description;  // what the feature is for, one line
     bool available = false;
-    bool required = false;    // the sensor cannot run without it
-    std::string detail;       // how it was decided, or why it failed (errno name)
+    bool required = false;  // the sensor cannot run without it
+    std::string detail;     // how it was decided, or why it failed (errno name)
 };
 
 struct ProbeOptions {

@@ -1,19 +1,19 @@
 #include "agent/sensor_support.h"
 
-#include <bpf/btf.h>
-#include <bpf/libbpf.h>
-#include <spdlog/spdlog.h>
-#include <linux/capability.h>
-#include <sys/mount.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+#include <linux/capability.h>
+#include <spdlog/spdlog.h>
+#include <sys/mount.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "gpuguard/common/logging.h"
 
@@ -77,8 +77,8 @@ Status ensure_tracefs(const std::string& tracefs_dir, bool allow_mount) {
                         " (tracepoints cannot be attached without it; run as root or mount it)",
                     err);
     }
-    logger("sensor")->info("mounted tracefs at {} (it was not mounted; needed to attach tracepoints)",
-                           tracefs_dir);
+    logger("sensor")->info(
+        "mounted tracefs at {} (it was not mounted; needed to attach tracepoints)", tracefs_dir);
     return {};
 }
 
@@ -116,7 +116,11 @@ Status check_btf(const std::string& btf_path, const std::string& kernel_btf_path
                         ": this kernel lacks CONFIG_DEBUG_INFO_BTF; set sensor.btf (or --btf) to "
                         "a vmlinux BTF file for this kernel, e.g. from btfhub");
     }
-    struct btf* parsed = btf__parse(path.c_str(), nullptr);
+    struct btf* parsed = nullptr;
+    {
+        QuietLibbpf quiet;  // the Error below says it better than libbpf's EHDR warning
+        parsed = btf__parse(path.c_str(), nullptr);
+    }
     if (!parsed) {
         const int err = errno;
         return fail(ErrorCode::kParse,
@@ -146,11 +150,13 @@ Error libbpf_error(const std::string& operation, int negative_errno) {
     if (err == EPERM || err == EACCES) {
         code = ErrorCode::kPermission;
         if (geteuid() != 0) {
-            message += ": loading BPF needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE); "
-                       "run gpuguard as root";
+            message +=
+                ": loading BPF needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE); "
+                "run gpuguard as root";
         } else {
-            message += ": the kernel refused it although we are root (missing CAP_BPF/"
-                       "CAP_PERFMON in a container, kernel lockdown, or an LSM policy)";
+            message +=
+                ": the kernel refused it although we are root (missing CAP_BPF/"
+                "CAP_PERFMON in a container, kernel lockdown, or an LSM policy)";
         }
     } else if (err == ENOENT) {
         code = ErrorCode::kNotFound;

@@ -16,7 +16,7 @@ void install_libbpf_logger();
 // While alive, libbpf warnings are logged at debug: used while probing
 // features that are expected to fail.
 class QuietLibbpf {
-public:
+  public:
     QuietLibbpf();
     ~QuietLibbpf();
     QuietLibbpf(const QuietLibbpf&) = delete;

@@ -7,13 +7,6 @@
 //   gpu_node       open of a registered GPU node: an event is emitted and consumed
 //
 // Needs root. Usage: open_bench [--rounds=N] [google benchmark flags]
-#include <benchmark/benchmark.h>
-#include <fcntl.h>
-#include <stdlib.h>
-#include <sys/stat.h>
-#include <sys/sysmacros.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -25,8 +18,15 @@
 #include <thread>
 #include <vector>
 
-#include "gpuguard/common/logging.h"
+#include <benchmark/benchmark.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
 #include "agent/sensor.h"
+#include "gpuguard/common/logging.h"
 
 namespace {
 
@@ -52,7 +52,7 @@ void open_close_loop(benchmark::State& state, const std::string& path) {
 
 // Collects real time per iteration by benchmark name, while still printing.
 class CollectingReporter : public benchmark::ConsoleReporter {
-public:
+  public:
     void ReportRuns(const std::vector<Run>& runs) override {
         for (const auto& run : runs) {
             if (run.error_occurred) failed = true;
@@ -73,7 +73,7 @@ double median(std::vector<double> values) {
 
 // An attached sensor and a thread consuming its ring buffer.
 class AttachedSensor {
-public:
+  public:
     explicit AttachedSensor(Sensor sensor) : sensor_(std::move(sensor)) {
         consumer_ = std::thread([this] {
             while (!stop_) (void)sensor_.poll(std::chrono::milliseconds(50));
@@ -85,7 +85,7 @@ public:
     }
     uint64_t delivered() const { return sensor_.stats().delivered; }
 
-private:
+  private:
     Sensor sensor_;
     std::atomic<bool> stop_{false};
     std::thread consumer_;
@@ -166,7 +166,8 @@ int main(int argc, char** argv) {
     std::printf("gpu_node events delivered while measuring: %llu\n",
                 static_cast<unsigned long long>(gpu_events));
     if (gpu_events == 0) {
-        std::fprintf(stderr, "open_bench: the sensor delivered no GPU events: it was not attached\n");
+        std::fprintf(stderr,
+                     "open_bench: the sensor delivered no GPU events: it was not attached\n");
         return 1;
     }
     return reporter.failed ? 1 : 0;

@@ -48,15 +48,15 @@ enum gg_open_syscall {
 /* Flags of struct gg_gpu_open_event. */
 enum gg_gpu_open_flags {
 	GG_OPEN_PATH_TRUNCATED = 1 << 0, /* path longer than GG_PATH_LEN - 1 bytes */
-	GG_OPEN_PATH_MATCH = 1 << 1,     /* failed open reported because the path names a GPU node */
+	GG_OPEN_PATH_MATCH = 1 << 1, /* failed open reported because the path names a GPU node */
 };
 
 /* Common header: every record on the ring buffer starts with it. */
 struct gg_event_header {
-	__u16 type;      /* enum gg_event_type */
+	__u16 type;	 /* enum gg_event_type */
 	__u16 abi_major; /* GG_ABI_MAJOR of the emitting object */
-	__u32 size;      /* bytes of the whole record, header included */
-	__u64 ts_ns;     /* CLOCK_MONOTONIC, bpf_ktime_get_ns() */
+	__u32 size;	 /* bytes of the whole record, header included */
+	__u64 ts_ns;	 /* CLOCK_MONOTONIC, bpf_ktime_get_ns() */
 };
 GG_STATIC_ASSERT(sizeof(struct gg_event_header) == 16, "gg_event_header ABI");
 
@@ -81,18 +81,18 @@ GG_STATIC_ASSERT(sizeof(struct gg_task_info) == 48, "gg_task_info ABI");
 struct gg_gpu_open_event {
 	struct gg_event_header hdr;
 	struct gg_task_info task;
-	__u32 major;     /* 0 for a failed open */
+	__u32 major; /* 0 for a failed open */
 	__u32 minor;
-	__s32 ret;       /* fd on success, -errno on failure */
-	__s32 dirfd;     /* dfd argument (AT_FDCWD = -100) */
+	__s32 ret;	  /* fd on success, -errno on failure */
+	__s32 dirfd;	  /* dfd argument (AT_FDCWD = -100) */
 	__u64 open_flags; /* O_* flags as passed (creat(2): O_CREAT|O_WRONLY|O_TRUNC) */
-	__u16 syscall;   /* enum gg_open_syscall */
-	__u16 flags;     /* enum gg_gpu_open_flags */
-	__u32 path_len;  /* bytes in path including the NUL, 0 if unreadable */
+	__u16 syscall;	  /* enum gg_open_syscall */
+	__u16 flags;	  /* enum gg_gpu_open_flags */
+	__u32 path_len;	  /* bytes in path including the NUL, 0 if unreadable */
 	char path[GG_PATH_LEN];
 };
 GG_STATIC_ASSERT(sizeof(struct gg_gpu_open_event) == 16 + 48 + 32 + GG_PATH_LEN,
-	       "gg_gpu_open_event ABI");
+		 "gg_gpu_open_event ABI");
 
 /* Key of the gpu_devices map: (major, minor) or (major, GG_GPU_DEV_ANY_MINOR). */
 struct gg_gpu_dev_key {
@@ -110,8 +110,8 @@ GG_STATIC_ASSERT(sizeof(struct gg_gpu_dev_val) == 8, "gg_gpu_dev_val ABI");
 
 /* Per-CPU counters, indexed by enum gg_event_type. */
 struct gg_counters {
-	__u64 emitted;        /* records submitted to the ring buffer */
-	__u64 dropped;        /* bpf_ringbuf_reserve() failed */
+	__u64 emitted; /* records submitted to the ring buffer */
+	__u64 dropped; /* bpf_ringbuf_reserve() failed */
 };
 GG_STATIC_ASSERT(sizeof(struct gg_counters) == 16, "gg_counters ABI");
 

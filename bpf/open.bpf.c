@@ -51,8 +51,9 @@ static __always_inline bool path__names_gpu(const char *user_path)
 
 	if (bpf_probe_read_user_str(head, sizeof(head), user_path) < 0)
 		return false;
-	return path__has_prefix(head, "/dev/nvidia", 11) || path__has_prefix(head, "/dev/dri/", 9) ||
-	       path__has_prefix(head, "/dev/kfd", 8) || path__has_prefix(head, "/dev/accel/", 11);
+	return path__has_prefix(head, "/dev/nvidia", 11) ||
+	       path__has_prefix(head, "/dev/dri/", 9) || path__has_prefix(head, "/dev/kfd", 8) ||
+	       path__has_prefix(head, "/dev/accel/", 11);
 }
 
 /* Is @file an inode whose device number is registered as a GPU? Fills major/minor. */

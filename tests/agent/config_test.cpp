@@ -1,8 +1,8 @@
 #include "agent/config.h"
 
-#include <gtest/gtest.h>
-
 #include <fstream>
+
+#include <gtest/gtest.h>
 
 #include "tests/support/temp_dir.h"
 
@@ -51,7 +51,8 @@ TEST(Config, empty_document_means_defaults) {
 }
 
 TEST(Config, unknown_key_is_an_error_with_file_line_and_key) {
-    auto config = load_config_text("sensor:\n  ring_buffer_kb: 64\n  ringbuffer_kb: 64\n", "a.yaml");
+    auto config =
+        load_config_text("sensor:\n  ring_buffer_kb: 64\n  ringbuffer_kb: 64\n", "a.yaml");
     ASSERT_FALSE(config.ok());
     EXPECT_EQ(config.error().code, ErrorCode::kInvalidArgument);
     EXPECT_EQ(config.error().message.rfind("a.yaml:3:3: sensor.ringbuffer_kb: unknown key", 0), 0u)
@@ -70,13 +71,18 @@ TEST(Config, bad_values_name_the_key_and_line) {
         const char* yaml;
         const char* expected;
     } cases[] = {
-        {"sensor:\n  ring_buffer_kb: 1000\n", "x.yaml:2:19: sensor.ring_buffer_kb: 1000 is not a power of two"},
-        {"sensor:\n  ring_buffer_kb: lots\n", "x.yaml:2:19: sensor.ring_buffer_kb: must be a positive integer"},
-        {"sensor:\n  report_failed_opens: maybe\n", "x.yaml:2:24: sensor.report_failed_opens: must be true or false"},
-        {"sensor:\n  extra_gpu_devices: \"1:3\"\n", "x.yaml:2:22: sensor.extra_gpu_devices: must be a list"},
+        {"sensor:\n  ring_buffer_kb: 1000\n",
+         "x.yaml:2:19: sensor.ring_buffer_kb: 1000 is not a power of two"},
+        {"sensor:\n  ring_buffer_kb: lots\n",
+         "x.yaml:2:19: sensor.ring_buffer_kb: must be a positive integer"},
+        {"sensor:\n  report_failed_opens: maybe\n",
+         "x.yaml:2:24: sensor.report_failed_opens: must be true or false"},
+        {"sensor:\n  extra_gpu_devices: \"1:3\"\n",
+         "x.yaml:2:22: sensor.extra_gpu_devices: must be a list"},
         {"sensor:\n  extra_gpu_devices:\n    - \"1:3\"\n    - \"1\"\n",
          "x.yaml:4:7: sensor.extra_gpu_devices[1]: bad GPU device number '1'"},
-        {"sensor:\n  extra_gpu_devices: [\"4096:1\"]\n", "sensor.extra_gpu_devices[0]: bad GPU device number '4096:1': major"},
+        {"sensor:\n  extra_gpu_devices: [\"4096:1\"]\n",
+         "sensor.extra_gpu_devices[0]: bad GPU device number '4096:1': major"},
         {"log:\n  level: loud\n", "x.yaml:2:10: log.level: 'loud' is not one of"},
         {"sensor: [1, 2]\n", "x.yaml:1:9: sensor: must be a mapping"},
     };
@@ -112,7 +118,8 @@ TEST(Config, file_errors_name_the_file) {
 
 TEST(Config, show_output_loads_back_to_the_same_values) {
     auto original = load_config_text(
-        "log: {level: warn}\nsensor: {ring_buffer_kb: 64, extra_gpu_devices: [\"1:3\", \"226:*\"]}\n",
+        "log: {level: warn}\nsensor: {ring_buffer_kb: 64, extra_gpu_devices: [\"1:3\", "
+        "\"226:*\"]}\n",
         "x.yaml");
     ASSERT_TRUE(original.ok());
     const std::string shown = config_to_yaml(*original);

@@ -1,9 +1,9 @@
+#include <cstring>
+#include <vector>
+
 #include <fcntl.h>
 #include <gtest/gtest.h>
-
-#include <cstring>
 #include <nlohmann/json.hpp>
-#include <vector>
 
 #include "agent/event.h"
 #include "agent/event_json.h"
@@ -72,7 +72,7 @@ TEST(EventDecode, comm_and_path_without_nul_stay_bounded) {
 
 TEST(EventDecode, rejects_malformed_records) {
     auto raw = sample_record();
-    EXPECT_FALSE(decode_record(bytes_of(&raw, 8)).ok());  // shorter than a header
+    EXPECT_FALSE(decode_record(bytes_of(&raw, 8)).ok());                // shorter than a header
     EXPECT_FALSE(decode_record(bytes_of(&raw, sizeof(raw) - 1)).ok());  // size claims more
 
     auto wrong_abi = raw;

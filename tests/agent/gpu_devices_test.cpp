@@ -1,8 +1,8 @@
 #include "agent/gpu_devices.h"
 
-#include <gtest/gtest.h>
-
 #include <fstream>
+
+#include <gtest/gtest.h>
 
 #include "tests/support/temp_dir.h"
 
@@ -38,15 +38,21 @@ TEST(GpuDevices, finds_every_gpu_driver_in_the_char_section_only) {
     const auto found = gpu_devices_from_proc_devices(kProcDevicesGpuHost);
     std::vector<std::string> got;
     for (const auto& device : found) got.push_back(device.to_string() + " " + device.driver);
-    const std::vector<std::string> expected = {
-        "195:* nvidia-frontend",          "226:* drm",         "234:* nvidia-nvswitch",
-        "235:* nvidia-caps-imex-channels", "236:* nvidia-caps", "237:* nvidia-uvm",
-        "238:* kfd",                      "261:* accel",       "509:* nvidia-nvlink"};
+    const std::vector<std::string> expected = {"195:* nvidia-frontend",
+                                               "226:* drm",
+                                               "234:* nvidia-nvswitch",
+                                               "235:* nvidia-caps-imex-channels",
+                                               "236:* nvidia-caps",
+                                               "237:* nvidia-uvm",
+                                               "238:* kfd",
+                                               "261:* accel",
+                                               "509:* nvidia-nvlink"};
     EXPECT_EQ(got, expected);
 }
 
 TEST(GpuDevices, host_without_gpu_yields_nothing) {
-    EXPECT_TRUE(gpu_devices_from_proc_devices("Character devices:\n  1 mem\n 10 misc\n\nBlock devices:\n  7 loop\n")
+    EXPECT_TRUE(gpu_devices_from_proc_devices(
+                    "Character devices:\n  1 mem\n 10 misc\n\nBlock devices:\n  7 loop\n")
                     .empty());
     EXPECT_TRUE(gpu_devices_from_proc_devices("").empty());
     EXPECT_TRUE(gpu_devices_from_proc_devices("garbage\n\n195\nnvidia 195\n").empty());
@@ -77,7 +83,8 @@ TEST(GpuDevices, parses_device_numbers) {
     auto limits = parse_gpu_device_number("4095:1048575");
     ASSERT_TRUE(limits.ok());
 
-    for (const char* bad : {"", "1", ":3", "1:", "a:b", "1:3x", "-1:3", "4096:0", "1:1048576", "1:3:4", " 1:3"}) {
+    for (const char* bad :
+         {"", "1", ":3", "1:", "a:b", "1:3x", "-1:3", "4096:0", "1:1048576", "1:3:4", " 1:3"}) {
         auto parsed = parse_gpu_device_number(bad);
         EXPECT_FALSE(parsed.ok()) << "'" << bad << "'";
         if (!parsed.ok()) {

@@ -1,17 +1,16 @@
 // `gpuguard run` end to end: the binary loads, prints a JSON line for an
 // open of a registered node, and leaves no program behind after SIGTERM.
+#include <fstream>
+#include <thread>
+
+#include <bpf/bpf.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
-
-#include <bpf/bpf.h>
-
-#include <fstream>
-#include <nlohmann/json.hpp>
-#include <thread>
 
 #include "tests/support/child_process.h"
 #include "tests/support/privileged.h"
@@ -53,7 +52,7 @@ bool wait_until_no_programs(std::chrono::milliseconds timeout) {
 }
 
 class AgentRunTest : public ::testing::Test {
-protected:
+  protected:
     void SetUp() override {
         GG_REQUIRE_PRIVILEGED();
         ASSERT_TRUE(wait_until_no_programs(3s)) << "gg_ programs loaded before the test";

@@ -2,6 +2,11 @@
 // The "GPU" is a character node made with mknod whose number (1:3, which
 // opens like /dev/null) the test registers; every expected event comes from
 // a child the test forked, identified by pid and comm.
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include <bpf/bpf.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <linux/openat2.h>
@@ -9,12 +14,6 @@
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
-
-#include <bpf/bpf.h>
-
-#include <chrono>
-#include <thread>
-#include <vector>
 
 #include "agent/sensor.h"
 #include "tests/support/child_process.h"
@@ -31,7 +30,7 @@ using gpuguard::testing::TempDir;
 constexpr const char* kChildComm = "gg-opener";
 
 class OpenTracingTest : public ::testing::Test {
-protected:
+  protected:
     void SetUp() override {
         GG_REQUIRE_PRIVILEGED();
         node_ = dir_ / "gpu0";
@@ -43,7 +42,8 @@ protected:
     void open_sensor(const std::vector<GpuDeviceNumber>& devices) {
         SensorOptions options;
         options.config.extra_gpu_devices = devices;
-        auto opened = Sensor::open(options, [this](const Event& event) { events_.push_back(event); });
+        auto opened =
+            Sensor::open(options, [this](const Event& event) { events_.push_back(event); });
         ASSERT_TRUE(opened.ok()) << opened.error().message;
         sensor_.emplace(std::move(opened).value());
     }
@@ -104,7 +104,8 @@ TEST_F(OpenTracingTest, reports_open_by_absolute_path) {
 
 TEST_F(OpenTracingTest, reports_open_through_symlink) {
     const std::string link = (dir_ / "gpu-link").string();
-    const pid_t child = run_in_child(kChildComm, [&] { return open(link.c_str(), O_RDWR) >= 0 ? 0 : 1; });
+    const pid_t child =
+        run_in_child(kChildComm, [&] { return open(link.c_str(), O_RDWR) >= 0 ? 0 : 1; });
     const auto opens = opens_of(child, 1);
     ASSERT_EQ(opens.size(), 1u);
     expect_device(opens[0], 1, 3);
@@ -168,7 +169,8 @@ TEST_F(OpenTracingTest, long_paths_are_truncated_and_flagged_exactly) {
     const std::string fits = "/dev/nvidia" + std::string(255 - 11, 'x');
     const std::string too_long = "/dev/nvidia" + std::string(300 - 11, 'y');
     const pid_t child = run_in_child(kChildComm, [&] {
-        const bool both_fail = open(fits.c_str(), O_RDONLY) < 0 && open(too_long.c_str(), O_RDONLY) < 0;
+        const bool both_fail =
+            open(fits.c_str(), O_RDONLY) < 0 && open(too_long.c_str(), O_RDONLY) < 0;
         return both_fail ? 0 : 1;
     });
     const auto opens = opens_of(child, 2);
@@ -221,7 +223,8 @@ TEST_F(OpenTracingTest, whole_major_registration_matches_every_minor) {
 TEST_F(OpenTracingTest, removed_device_is_no_longer_reported) {
     ASSERT_TRUE(sensor_->remove_gpu_device(GpuDeviceNumber{1, 3, "test"}).ok());
     const std::string path = node_.string();
-    const pid_t child = run_in_child(kChildComm, [&] { return open(path.c_str(), O_RDONLY) >= 0 ? 0 : 1; });
+    const pid_t child =
+        run_in_child(kChildComm, [&] { return open(path.c_str(), O_RDONLY) >= 0 ? 0 : 1; });
     EXPECT_TRUE(opens_of(child, 0).empty());
 }
 
@@ -235,7 +238,11 @@ TEST_F(OpenTracingTest, burst_of_non_gpu_opens_emits_nothing) {
     ASSERT_EQ(mknod(full.c_str(), S_IFCHR | 0666, makedev(1, 7)), 0);
     open_sensor({GpuDeviceNumber{1, 7, "test"}});
     const auto regular = dir_ / "regular";
-    { std::FILE* f = std::fopen(regular.c_str(), "w"); ASSERT_NE(f, nullptr); std::fclose(f); }
+    {
+        std::FILE* f = std::fopen(regular.c_str(), "w");
+        ASSERT_NE(f, nullptr);
+        std::fclose(f);
+    }
 
     const std::string path = regular.string();
     int exit_code = -1;
@@ -261,7 +268,8 @@ TEST_F(OpenTracingTest, burst_of_non_gpu_opens_emits_nothing) {
 
     // The sensor was live all along: one open of the registered node is one event.
     const std::string full_path = full.string();
-    const pid_t prober = run_in_child(kChildComm, [&] { return open(full_path.c_str(), O_RDONLY) >= 0 ? 0 : 1; });
+    const pid_t prober =
+        run_in_child(kChildComm, [&] { return open(full_path.c_str(), O_RDONLY) >= 0 ? 0 : 1; });
     const auto opens = opens_of(prober, 1);
     ASSERT_EQ(opens.size(), 1u);
     expect_device(opens[0], 1, 7);

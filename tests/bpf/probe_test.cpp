@@ -1,9 +1,9 @@
 // `gpuguard probe`: every feature is decided by loading a program and
 // reported with a reason; what this host refuses is reported, not fatal.
-#include <gtest/gtest.h>
-
-#include <nlohmann/json.hpp>
 #include <set>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "agent/sensor_probe.h"
 #include "tests/support/privileged.h"
@@ -27,9 +27,9 @@ TEST(SensorProbe, reports_every_feature_with_a_reason) {
             EXPECT_NE(feature.detail.find(": E"), std::string::npos) << feature.detail;
         }
     }
-    for (const char* expected : {"btf", "tracefs", "ring_buffer", "tracepoint", "raw_tracepoint",
-                                 "tp_btf", "fentry", "bpf_lsm", "cgroup_device", "cgroup_connect",
-                                 "bpf_send_signal"}) {
+    for (const char* expected :
+         {"btf", "tracefs", "ring_buffer", "tracepoint", "raw_tracepoint", "tp_btf", "fentry",
+          "bpf_lsm", "cgroup_device", "cgroup_connect", "bpf_send_signal"}) {
         EXPECT_TRUE(names.contains(expected)) << expected;
     }
 }
@@ -61,8 +61,8 @@ TEST(SensorProbe, bad_btf_is_reported_missing_and_fails) {
 
 TEST(SensorProbe, unprivileged_probe_says_to_run_as_root) {
     GG_REQUIRE_PRIVILEGED();
-    const auto result = gpuguard::testing::run_command({GPUGUARD_BINARY, "probe"},
-                                                       std::chrono::seconds(30), 65534);
+    const auto result =
+        gpuguard::testing::run_command({GPUGUARD_BINARY, "probe"}, std::chrono::seconds(30), 65534);
     EXPECT_EQ(result.exit_code, 1);
     EXPECT_NE(result.stderr_text.find("run gpuguard as root"), std::string::npos)
         << result.stderr_text;

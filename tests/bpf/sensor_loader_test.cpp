@@ -1,9 +1,9 @@
 // Sensor::open error paths: each gives one clear, documented error.
+#include <fstream>
+
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <fstream>
 
 #include "agent/sensor.h"
 #include "tests/support/privileged.h"
@@ -15,7 +15,7 @@ namespace {
 using gpuguard::testing::TempDir;
 
 class SensorLoaderTest : public ::testing::Test {
-protected:
+  protected:
     void SetUp() override { GG_REQUIRE_PRIVILEGED(); }
     TempDir dir_{"gg-loader"};
 };
@@ -75,8 +75,9 @@ TEST_F(SensorLoaderTest, unprivileged_user_is_told_to_run_as_root) {
         close(pipe_fds[0]);
         if (setgid(65534) != 0 || setuid(65534) != 0) _exit(3);
         auto sensor = Sensor::open(SensorOptions{}, nullptr);
-        std::string report = sensor.ok() ? "OK" : std::to_string(static_cast<int>(sensor.error().code)) +
-                                                      " " + sensor.error().message;
+        std::string report = sensor.ok() ? "OK"
+                                         : std::to_string(static_cast<int>(sensor.error().code)) +
+                                               " " + sensor.error().message;
         (void)!write(pipe_fds[1], report.data(), report.size());
         _exit(0);
     }

@@ -1,10 +1,10 @@
 #include "tests/support/child_process.h"
 
+#include <stdexcept>
+
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <stdexcept>
 
 namespace gpuguard::testing {
 

@@ -2,10 +2,10 @@
 // so that every event they expect comes from a pid they started.
 #pragma once
 
-#include <sys/types.h>
-
 #include <functional>
 #include <string>
+
+#include <sys/types.h>
 
 namespace gpuguard::testing {
 

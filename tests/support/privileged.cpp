@@ -1,10 +1,10 @@
 #include "tests/support/privileged.h"
 
-#include <bpf/libbpf.h>
-#include <unistd.h>
-
 #include <cstdlib>
 #include <filesystem>
+
+#include <bpf/libbpf.h>
+#include <unistd.h>
 
 namespace gpuguard::testing {
 

@@ -2,9 +2,9 @@
 // skipped, except under GPUGUARD_REQUIRE_PRIVILEGED=1 (CI), where it fails.
 #pragma once
 
-#include <gtest/gtest.h>
-
 #include <string>
+
+#include <gtest/gtest.h>
 
 namespace gpuguard::testing {
 
@@ -16,13 +16,13 @@ bool privileged_required();
 
 }  // namespace gpuguard::testing
 
-#define GG_REQUIRE_PRIVILEGED()                                                              \
-    do {                                                                                     \
-        const std::string gg_missing = ::gpuguard::testing::missing_privilege();             \
-        if (!gg_missing.empty()) {                                                           \
-            if (::gpuguard::testing::privileged_required()) {                                \
-                FAIL() << "GPUGUARD_REQUIRE_PRIVILEGED=1 but " << gg_missing;                \
-            }                                                                                \
+#define GG_REQUIRE_PRIVILEGED()                                                                   \
+    do {                                                                                          \
+        const std::string gg_missing = ::gpuguard::testing::missing_privilege();                  \
+        if (!gg_missing.empty()) {                                                                \
+            if (::gpuguard::testing::privileged_required()) {                                     \
+                FAIL() << "GPUGUARD_REQUIRE_PRIVILEGED=1 but " << gg_missing;                     \
+            }                                                                                     \
             GTEST_SKIP() << gg_missing << " (set GPUGUARD_REQUIRE_PRIVILEGED=1 to fail instead)"; \
-        }                                                                                    \
+        }                                                                                         \
     } while (0)

@@ -1,12 +1,12 @@
 #include "tests/support/run_command.h"
 
+#include <stdexcept>
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <stdexcept>
 
 namespace gpuguard::testing {
 namespace {
@@ -53,8 +53,9 @@ CommandResult run_command(const std::vector<std::string>& argv, std::chrono::mil
     CommandResult result;
     std::string line;
     const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (auto next = process.read_stdout_line(std::chrono::duration_cast<std::chrono::milliseconds>(
-               deadline - std::chrono::steady_clock::now()))) {
+    while (auto next =
+               process.read_stdout_line(std::chrono::duration_cast<std::chrono::milliseconds>(
+                   deadline - std::chrono::steady_clock::now()))) {
         result.stdout_text += *next + "\n";
         if (std::chrono::steady_clock::now() >= deadline) break;
     }
@@ -81,11 +82,13 @@ Subprocess::~Subprocess() {
 void Subprocess::pump(std::chrono::milliseconds timeout) {
     pollfd fds[2] = {{stdout_fd_, POLLIN, 0}, {stderr_fd_, POLLIN, 0}};
     if (poll(fds, 2, static_cast<int>(std::max<int64_t>(0, timeout.count()))) <= 0) return;
-    if (stdout_fd_ >= 0 && (fds[0].revents & (POLLIN | POLLHUP)) && !drain(stdout_fd_, stdout_buffer_)) {
+    if (stdout_fd_ >= 0 && (fds[0].revents & (POLLIN | POLLHUP)) &&
+        !drain(stdout_fd_, stdout_buffer_)) {
         close(stdout_fd_);
         stdout_fd_ = -1;
     }
-    if (stderr_fd_ >= 0 && (fds[1].revents & (POLLIN | POLLHUP)) && !drain(stderr_fd_, stderr_all_)) {
+    if (stderr_fd_ >= 0 && (fds[1].revents & (POLLIN | POLLHUP)) &&
+        !drain(stderr_fd_, stderr_all_)) {
         close(stderr_fd_);
         stderr_fd_ = -1;
     }

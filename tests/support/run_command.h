@@ -1,12 +1,12 @@
 // Starting gpuguard (or any command) from tests, with its output captured.
 #pragma once
 
-#include <sys/types.h>
-
 #include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <sys/types.h>
 
 namespace gpuguard::testing {
 
@@ -24,7 +24,7 @@ CommandResult run_command(const std::vector<std::string>& argv,
 
 // A started command whose output is read line by line while it runs.
 class Subprocess {
-public:
+  public:
     explicit Subprocess(const std::vector<std::string>& argv, int run_as_uid = -1);
     ~Subprocess();  // SIGKILLs and reaps a child still running
     Subprocess(const Subprocess&) = delete;
@@ -42,7 +42,7 @@ public:
 
     const std::string& stderr_text() const { return stderr_all_; }
 
-private:
+  private:
     // Reads whatever is available on both pipes within `timeout`.
     void pump(std::chrono::milliseconds timeout);
 

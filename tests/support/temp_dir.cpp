@@ -1,8 +1,8 @@
 #include "tests/support/temp_dir.h"
 
-#include <stdlib.h>
-
 #include <stdexcept>
+
+#include <stdlib.h>
 
 namespace gpuguard::testing {
 

@@ -7,7 +7,7 @@
 namespace gpuguard::testing {
 
 class TempDir {
-public:
+  public:
     explicit TempDir(const std::string& prefix = "gpuguard-test");
     ~TempDir();
     TempDir(const TempDir&) = delete;
@@ -16,7 +16,7 @@ public:
     const std::filesystem::path& path() const { return path_; }
     std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
 
-private:
+  private:
     std::filesystem::path path_;
 };
 

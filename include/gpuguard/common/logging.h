@@ -2,10 +2,10 @@
 // writing to stderr so stdout stays free for --print-events.
 #pragma once
 
-#include <spdlog/spdlog.h>
-
 #include <memory>
 #include <string>
+
+#include <spdlog/spdlog.h>
 
 namespace gpuguard {
 

@@ -39,7 +39,7 @@ struct Unexpected {
 
 template <typename T>
 class [[nodiscard]] Result {
-public:
+  public:
     Result(T value) : state_(std::in_place_index<0>, std::move(value)) {}
     Result(Unexpected failure) : state_(std::in_place_index<1>, std::move(failure.error)) {}
 
@@ -67,14 +67,14 @@ public:
         return std::get<1>(state_);
     }
 
-private:
+  private:
     std::variant<T, Error> state_;
 };
 
 // Result<void>: success or an Error.
 template <>
 class [[nodiscard]] Result<void> {
-public:
+  public:
     Result() = default;
     Result(Unexpected failure) : error_(std::move(failure.error)), failed_(true) {}
 
@@ -85,7 +85,7 @@ public:
         return error_;
     }
 
-private:
+  private:
     Error error_;
     bool failed_ = false;
 };
