@@ -83,7 +83,8 @@ void read_log(const ConfigReader& reader, const YAML::Node& node, LogConfig& log
 void read_sensor(const ConfigReader& reader, const YAML::Node& node, SensorConfig& sensor) {
     reader.check_keys(
         node, "sensor",
-        {"btf", "ring_buffer_kb", "report_failed_opens", "mount_tracefs", "extra_gpu_devices"});
+        {"btf", "ring_buffer_kb", "report_failed_opens", "mount_tracefs", "extra_gpu_devices",
+         "connect_all", "connect_loopback", "watched_ports", "argv_max_bytes"});
     if (const auto btf = node["btf"]) {
         sensor.btf_path = reader.scalar<std::string>(btf, "sensor.btf", "a path string");
     }
@@ -115,6 +116,36 @@ void read_sensor(const ConfigReader& reader, const YAML::Node& node, SensorConfi
             if (!number) reader.fail_at(list[i], key, number.error().message);
             sensor.extra_gpu_devices.push_back(number.value());
         }
+    }
+    if (const auto flag = node["connect_all"]) {
+        sensor.connect_all = reader.scalar<bool>(flag, "sensor.connect_all", "true or false");
+    }
+    if (const auto flag = node["connect_loopback"]) {
+        sensor.connect_loopback =
+            reader.scalar<bool>(flag, "sensor.connect_loopback", "true or false");
+    }
+    if (const auto list = node["watched_ports"]) {
+        if (!list.IsSequence()) {
+            reader.fail_at(list, "sensor.watched_ports", "must be a list of port numbers");
+        }
+        sensor.watched_ports.clear();
+        for (size_t i = 0; i < list.size(); ++i) {
+            const std::string key = "sensor.watched_ports[" + std::to_string(i) + "]";
+            const auto port = reader.scalar<uint32_t>(list[i], key, "a port number (1-65535)");
+            if (port == 0 || port > 65535) {
+                reader.fail_at(list[i], key, std::to_string(port) + " is not a port (1-65535)");
+            }
+            sensor.watched_ports.push_back(static_cast<uint16_t>(port));
+        }
+    }
+    if (const auto size = node["argv_max_bytes"]) {
+        const auto bytes =
+            reader.scalar<uint32_t>(size, "sensor.argv_max_bytes", "an integer 0-4095");
+        if (bytes > 4095) {
+            reader.fail_at(size, "sensor.argv_max_bytes",
+                           std::to_string(bytes) + " is above the maximum of 4095");
+        }
+        sensor.argv_max_bytes = bytes;
     }
 }
 
@@ -169,6 +200,10 @@ std::string config_to_yaml(const Config& config) {
         out << YAML::DoubleQuoted << device.to_string();
     }
     out << YAML::EndSeq;
+    out << YAML::Key << "connect_all" << YAML::Value << config.sensor.connect_all;
+    out << YAML::Key << "connect_loopback" << YAML::Value << config.sensor.connect_loopback;
+    out << YAML::Key << "watched_ports" << YAML::Value << YAML::Flow << config.sensor.watched_ports;
+    out << YAML::Key << "argv_max_bytes" << YAML::Value << config.sensor.argv_max_bytes;
     out << YAML::EndMap;
     out << YAML::EndMap;
     return std::string(out.c_str()) + "\n";

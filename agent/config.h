@@ -24,6 +24,11 @@ struct SensorConfig {
     bool report_failed_opens = true;
     bool mount_tracefs = true;
     std::vector<GpuDeviceNumber> extra_gpu_devices;
+    bool connect_all = false;       // report every INET connect
+    bool connect_loopback = false;  // include loopback destinations
+    // Destination ports reported from any process (stratum ports pools commonly use).
+    std::vector<uint16_t> watched_ports = {3333, 3334, 4444, 5555, 7777, 14433, 14444, 45700};
+    uint32_t argv_max_bytes = 1024;  // argv bytes copied per exec (max 4095)
 };
 
 struct Config {

@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "gpuguard/common/result.h"
 
@@ -43,7 +44,55 @@ struct GpuOpen {
     bool succeeded() const { return result >= 0; }
 };
 
-using EventData = std::variant<GpuOpen>;
+// First ioctl(2) of a process on a GPU fd (later ones are aggregated in the
+// kernel and read with Sensor::read_ioctl_stats()).
+struct GpuIoctl {
+    uint32_t major = 0;
+    uint32_t minor = 0;
+    int32_t fd = -1;
+    uint32_t cmd = 0;  // full request number
+    uint64_t arg = 0;
+};
+
+// connect(2) of an AF_INET/AF_INET6 socket.
+struct Connect {
+    int32_t fd = -1;
+    int32_t result = 0;   // 0, -EINPROGRESS, or -errno
+    int ip_version = 4;   // 4, or 6 (a v4-mapped IPv6 address is reported as 4)
+    std::string address;  // "10.0.0.1", "2001:db8::1"
+    uint16_t port = 0;
+    bool gpu_holder = false;    // reported because the process holds a GPU fd
+    bool watched_port = false;  // ... because the port is watched
+    bool all = false;           // ... because sensor.connect_all is on
+    bool v4_mapped = false;     // the socket was AF_INET6 with a ::ffff:a.b.c.d address
+    bool loopback = false;
+};
+
+// A successful execve(2).
+struct Exec {
+    std::string filename;
+    std::vector<std::string> argv;
+    bool argv_truncated = false;
+    bool filename_truncated = false;
+    uint32_t old_tid = 0;  // thread that called execve
+};
+
+// A new process (threads are not reported); the event's task is the parent.
+struct Fork {
+    uint32_t child_pid = 0;
+    bool inherited_gpu = false;  // the parent held a GPU fd
+};
+
+// A process ended.
+struct Exit {
+    uint32_t status = 0;    // wait(2) status word
+    bool held_gpu = false;  // it was known to hold a GPU fd
+
+    int exit_code() const { return static_cast<int>((status >> 8) & 0xff); }
+    int signal() const { return static_cast<int>(status & 0x7f); }  // 0: exited normally
+};
+
+using EventData = std::variant<GpuOpen, GpuIoctl, Connect, Exec, Fork, Exit>;
 
 struct Event {
     uint64_t ts_ns = 0;  // CLOCK_MONOTONIC nanoseconds
@@ -51,7 +100,8 @@ struct Event {
     EventData data;
 };
 
-// Name of an event's type as used in JSON ("gpu_open").
+// Name of an event's type as used in JSON ("gpu_open", "gpu_ioctl", "connect",
+// "exec", "fork", "exit").
 const char* event_type_name(const Event& event);
 
 // Decodes one ring-buffer record (bpf/events.h). Fails with kParse on a

@@ -1,6 +1,8 @@
 // Ring-buffer record -> Event. The only place that reads bpf/events.h structs.
 #include <cstring>
 
+#include <arpa/inet.h>
+
 #include "agent/event.h"
 #include "events.h"
 
@@ -23,17 +25,127 @@ TaskInfo decode_task(const gg_task_info& raw) {
     return task;
 }
 
-Result<Event> decode_gpu_open(std::span<const std::byte> record) {
-    gg_gpu_open_event raw;
+// Copies a fixed-size record out of the ring buffer (which gives no alignment
+// guarantee for our structs) after checking its length.
+template <typename Raw>
+Status copy_record(std::span<const std::byte> record, const char* name, Raw& raw) {
     if (record.size() < sizeof(raw)) {
-        return fail(ErrorCode::kParse,
-                    "gpu_open record too short: " + std::to_string(record.size()) +
-                        " bytes, expected " + std::to_string(sizeof(raw)));
+        return fail(ErrorCode::kParse, std::string(name) +
+                                           " record too short: " + std::to_string(record.size()) +
+                                           " bytes, expected " + std::to_string(sizeof(raw)));
     }
     std::memcpy(&raw, record.data(), sizeof(raw));
+    return {};
+}
+
+template <typename Raw>
+Event event_base(const Raw& raw) {
     Event event;
     event.ts_ns = raw.hdr.ts_ns;
     event.task = decode_task(raw.task);
+    return event;
+}
+
+// "a\0b\0c\0" -> {"a", "b", "c"}; a final argument without its NUL is kept.
+std::vector<std::string> split_nul_separated(const char* bytes, size_t length) {
+    std::vector<std::string> parts;
+    size_t start = 0;
+    for (size_t i = 0; i < length; ++i) {
+        if (bytes[i] == '\0') {
+            parts.emplace_back(bytes + start, i - start);
+            start = i + 1;
+        }
+    }
+    if (start < length) parts.emplace_back(bytes + start, length - start);
+    return parts;
+}
+
+Result<Event> decode_gpu_ioctl(std::span<const std::byte> record) {
+    gg_gpu_ioctl_event raw;
+    if (auto copied = copy_record(record, "gpu_ioctl", raw); !copied)
+        return Unexpected{copied.error()};
+    Event event = event_base(raw);
+    event.data = GpuIoctl{raw.major, raw.minor, raw.fd, raw.cmd, raw.arg};
+    return event;
+}
+
+Result<Event> decode_connect(std::span<const std::byte> record) {
+    gg_connect_event raw;
+    if (auto copied = copy_record(record, "connect", raw); !copied)
+        return Unexpected{copied.error()};
+    Event event = event_base(raw);
+    Connect connect;
+    connect.fd = raw.fd;
+    connect.result = raw.ret;
+    connect.port = raw.port;
+    connect.gpu_holder = raw.flags & GG_CONNECT_GPU_HOLDER;
+    connect.watched_port = raw.flags & GG_CONNECT_WATCHED_PORT;
+    connect.all = raw.flags & GG_CONNECT_ALL;
+    connect.v4_mapped = raw.flags & GG_CONNECT_V4_MAPPED;
+    connect.loopback = raw.flags & GG_CONNECT_LOOPBACK;
+    char text[INET6_ADDRSTRLEN] = {};
+    if (raw.family == AF_INET) {
+        inet_ntop(AF_INET, raw.addr, text, sizeof(text));
+        connect.ip_version = 4;
+    } else if (raw.family == AF_INET6 && connect.v4_mapped) {
+        inet_ntop(AF_INET, raw.addr + 12, text, sizeof(text));
+        connect.ip_version = 4;
+    } else if (raw.family == AF_INET6) {
+        inet_ntop(AF_INET6, raw.addr, text, sizeof(text));
+        connect.ip_version = 6;
+    } else {
+        return fail(ErrorCode::kParse, "connect record with family " + std::to_string(raw.family));
+    }
+    connect.address = text;
+    event.data = std::move(connect);
+    return event;
+}
+
+Result<Event> decode_exec(std::span<const std::byte> record) {
+    // Variable length: the fixed part, then argv_len bytes of argv.
+    if (record.size() < GG_EXEC_FIXED_SIZE) {
+        return fail(ErrorCode::kParse, "exec record too short: " + std::to_string(record.size()) +
+                                           " bytes, expected at least " +
+                                           std::to_string(GG_EXEC_FIXED_SIZE));
+    }
+    gg_exec_event raw;
+    std::memcpy(&raw, record.data(), std::min(record.size(), sizeof(raw)));
+    if (raw.argv_len > GG_ARGV_MAX || GG_EXEC_FIXED_SIZE + raw.argv_len > record.size()) {
+        return fail(ErrorCode::kParse,
+                    "exec record argv_len " + std::to_string(raw.argv_len) + " exceeds the record");
+    }
+    Event event = event_base(raw);
+    Exec exec;
+    exec.filename = bounded_string(raw.filename, std::min<size_t>(raw.filename_len, GG_PATH_LEN));
+    exec.argv = split_nul_separated(raw.argv, raw.argv_len);
+    exec.argv_truncated = raw.flags & GG_EXEC_ARGV_TRUNCATED;
+    exec.filename_truncated = raw.flags & GG_EXEC_FILENAME_TRUNCATED;
+    exec.old_tid = raw.old_pid;
+    event.data = std::move(exec);
+    return event;
+}
+
+Result<Event> decode_fork(std::span<const std::byte> record) {
+    gg_fork_event raw;
+    if (auto copied = copy_record(record, "fork", raw); !copied) return Unexpected{copied.error()};
+    Event event = event_base(raw);
+    event.data = Fork{raw.child_pid, (raw.flags & GG_PROC_INHERITED) != 0};
+    return event;
+}
+
+Result<Event> decode_exit(std::span<const std::byte> record) {
+    gg_exit_event raw;
+    if (auto copied = copy_record(record, "exit", raw); !copied) return Unexpected{copied.error()};
+    Event event = event_base(raw);
+    event.data = Exit{raw.exit_status, (raw.flags & GG_PROC_HELD_GPU) != 0};
+    return event;
+}
+
+Result<Event> decode_gpu_open(std::span<const std::byte> record) {
+    gg_gpu_open_event raw;
+    if (auto copied = copy_record(record, "gpu_open", raw); !copied)
+        return Unexpected{copied.error()};
+    Event event = event_base(raw);
     GpuOpen open;
     open.major = raw.major;
     open.minor = raw.minor;
@@ -82,6 +194,11 @@ const char* to_string(OpenSyscall syscall) {
 const char* event_type_name(const Event& event) {
     struct Visitor {
         const char* operator()(const GpuOpen&) const { return "gpu_open"; }
+        const char* operator()(const GpuIoctl&) const { return "gpu_ioctl"; }
+        const char* operator()(const Connect&) const { return "connect"; }
+        const char* operator()(const Exec&) const { return "exec"; }
+        const char* operator()(const Fork&) const { return "fork"; }
+        const char* operator()(const Exit&) const { return "exit"; }
     };
     return std::visit(Visitor{}, event.data);
 }
@@ -105,6 +222,16 @@ Result<Event> decode_record(std::span<const std::byte> record) {
     switch (header.type) {
         case GG_EVENT_GPU_OPEN:
             return decode_gpu_open(body);
+        case GG_EVENT_GPU_IOCTL:
+            return decode_gpu_ioctl(body);
+        case GG_EVENT_CONNECT:
+            return decode_connect(body);
+        case GG_EVENT_EXEC:
+            return decode_exec(body);
+        case GG_EVENT_FORK:
+            return decode_fork(body);
+        case GG_EVENT_EXIT:
+            return decode_exit(body);
         default:
             return fail(ErrorCode::kParse, "unknown record type " + std::to_string(header.type));
     }

@@ -52,6 +52,71 @@ json gpu_open_json(const GpuOpen& open) {
     return out;
 }
 
+std::string hex(uint64_t value) {
+    char text[24];
+    snprintf(text, sizeof(text), "0x%llx", static_cast<unsigned long long>(value));
+    return text;
+}
+
+json errno_fields(json out, int32_t result) {
+    if (result >= 0) {
+        out["error"] = nullptr;
+        return out;
+    }
+    const int err = -result;
+    const char* name = strerrorname_np(err);
+    out["errno"] = err;
+    out["error"] = name ? name : std::to_string(err);
+    return out;
+}
+
+json gpu_ioctl_json(const GpuIoctl& ioctl) {
+    // _IOC layout (asm-generic/ioctl.h): nr 8 bits, type 8, size 14, dir 2.
+    return json{{"device", std::to_string(ioctl.major) + ":" + std::to_string(ioctl.minor)},
+                {"major", ioctl.major},
+                {"minor", ioctl.minor},
+                {"fd", ioctl.fd},
+                {"cmd", hex(ioctl.cmd)},
+                {"ioc_type", hex((ioctl.cmd >> 8) & 0xff)},
+                {"ioc_nr", hex(ioctl.cmd & 0xff)},
+                {"ioc_size", (ioctl.cmd >> 16) & 0x3fff},
+                {"arg", hex(ioctl.arg)}};
+}
+
+json connect_json(const Connect& connect) {
+    json reasons = json::array();
+    if (connect.gpu_holder) reasons.push_back("gpu_holder");
+    if (connect.watched_port) reasons.push_back("watched_port");
+    if (connect.all) reasons.push_back("connect_all");
+    json out{
+        {"fd", connect.fd},     {"ip_version", connect.ip_version}, {"address", connect.address},
+        {"port", connect.port}, {"v4_mapped", connect.v4_mapped},   {"loopback", connect.loopback},
+        {"reasons", reasons},   {"result", connect.result}};
+    return errno_fields(std::move(out), connect.result);
+}
+
+json exec_json(const Exec& exec) {
+    return json{{"filename", exec.filename},
+                {"filename_truncated", exec.filename_truncated},
+                {"argv", exec.argv},
+                {"argv_truncated", exec.argv_truncated},
+                {"old_tid", exec.old_tid}};
+}
+
+json exit_json(const Exit& exit) {
+    json out{{"status", exit.status}, {"held_gpu", exit.held_gpu}};
+    if (exit.signal() != 0) {
+        out["exit_code"] = nullptr;
+        out["signal"] = exit.signal();
+        const char* name = sigabbrev_np(exit.signal());
+        out["signal_name"] = name ? std::string("SIG") + name : std::to_string(exit.signal());
+    } else {
+        out["exit_code"] = exit.exit_code();
+        out["signal"] = nullptr;
+    }
+    return out;
+}
+
 }  // namespace
 
 int64_t monotonic_to_realtime_offset_ns() {
@@ -112,6 +177,14 @@ std::string event_to_json(const Event& event, int64_t realtime_offset_ns) {
     struct Visitor {
         json& out;
         void operator()(const GpuOpen& open) const { out["gpu_open"] = gpu_open_json(open); }
+        void operator()(const GpuIoctl& ioctl) const { out["gpu_ioctl"] = gpu_ioctl_json(ioctl); }
+        void operator()(const Connect& connect) const { out["connect"] = connect_json(connect); }
+        void operator()(const Exec& exec) const { out["exec"] = exec_json(exec); }
+        void operator()(const Fork& fork) const {
+            out["fork"] =
+                json{{"child_pid", fork.child_pid}, {"inherited_gpu", fork.inherited_gpu}};
+        }
+        void operator()(const Exit& exit) const { out["exit"] = exit_json(exit); }
     };
     std::visit(Visitor{out}, event.data);
     // Replace invalid UTF-8 (paths and comm are bytes) instead of throwing.

@@ -1,5 +1,6 @@
 #include "agent/sensor.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <filesystem>
 #include <span>
@@ -35,6 +36,16 @@ const char* record_type_name(uint32_t type) {
     switch (type) {
         case GG_EVENT_GPU_OPEN:
             return "gpu_open";
+        case GG_EVENT_GPU_IOCTL:
+            return "gpu_ioctl";
+        case GG_EVENT_CONNECT:
+            return "connect";
+        case GG_EVENT_EXEC:
+            return "exec";
+        case GG_EVENT_FORK:
+            return "fork";
+        case GG_EVENT_EXIT:
+            return "exit";
         default:
             return "unknown";
     }
@@ -47,7 +58,7 @@ gg_gpu_dev_key device_key(const GpuDeviceNumber& device) {
 // A program and the tracepoint it needs, for per-hook probing before load.
 struct TracepointProgram {
     bpf_program* program;
-    const char* category;
+    const char* category;  // tracefs events/<category>/<name>; "raw" for raw tracepoints
     const char* name;
     bool required;
 };
@@ -126,6 +137,9 @@ Result<Sensor> Sensor::open(const SensorOptions& options, EventHandler handler) 
     log->debug("BPF object ABI {}.{}; report_failed_opens={}", skel->rodata->gg_abi_major,
                skel->rodata->gg_abi_minor, config.report_failed_opens);
     skel->rodata->cfg_report_failed_opens = config.report_failed_opens ? 1 : 0;
+    skel->rodata->cfg_connect_all = config.connect_all ? 1 : 0;
+    skel->rodata->cfg_connect_loopback = config.connect_loopback ? 1 : 0;
+    skel->rodata->cfg_argv_max = config.argv_max_bytes;
 
     const uint32_t ring_bytes = config.ring_buffer_kb * 1024;
     const long page_bytes = sysconf(_SC_PAGESIZE);
@@ -146,9 +160,16 @@ Result<Sensor> Sensor::open(const SensorOptions& options, EventHandler handler) 
         {skel->progs.gg_exit_openat2, "syscalls", "sys_exit_openat2", false},
         {skel->progs.gg_exit_open, "syscalls", "sys_exit_open", false},
         {skel->progs.gg_exit_creat, "syscalls", "sys_exit_creat", false},
+        {skel->progs.gg_enter_ioctl, "syscalls", "sys_enter_ioctl", true},
+        {skel->progs.gg_enter_connect, "syscalls", "sys_enter_connect", true},
+        {skel->progs.gg_exit_connect, "syscalls", "sys_exit_connect", true},
+        {skel->progs.gg_sched_exec, "sched", "sched_process_exec", true},
+        {skel->progs.gg_sched_fork, "raw", "sched_process_fork", true},
+        {skel->progs.gg_sched_exit, "sched", "sched_process_exit", true},
     };
     const std::filesystem::path tracefs = options.tracefs_dir;
     for (const auto& tp : programs) {
+        if (std::string_view(tp.category) == "raw") continue;  // no tracefs entry needed
         std::error_code ec;
         const bool present =
             std::filesystem::exists(tracefs / "events" / tp.category / tp.name, ec) ||
@@ -189,6 +210,9 @@ Result<Sensor> Sensor::open(const SensorOptions& options, EventHandler handler) 
     for (const auto& device : config.extra_gpu_devices) {
         if (auto added = sensor.add_gpu_device(device); !added) return Unexpected{added.error()};
     }
+    if (auto ports = sensor.set_watched_ports(config.watched_ports); !ports) {
+        return Unexpected{ports.error()};
+    }
     return sensor;
 }
 
@@ -210,6 +234,76 @@ Status Sensor::remove_gpu_device(const GpuDeviceNumber& device) {
         err) {
         return Unexpected{libbpf_error("removing GPU device " + device.to_string(), err)};
     }
+    return {};
+}
+
+Status Sensor::set_watched_ports(const std::vector<uint16_t>& ports) {
+    bpf_map* map = impl_->skeleton->maps.watched_ports;
+    // Replace the whole set: delete what is not wanted any more, add the rest.
+    std::vector<uint16_t> present;
+    uint16_t key = 0, next = 0;
+    const void* previous = nullptr;
+    while (bpf_map__get_next_key(map, previous, &next, sizeof(next)) == 0) {
+        present.push_back(next);
+        key = next;
+        previous = &key;
+    }
+    for (uint16_t port : present) {
+        if (std::find(ports.begin(), ports.end(), port) == ports.end()) {
+            bpf_map__delete_elem(map, &port, sizeof(port), 0);
+        }
+    }
+    const uint8_t on = 1;
+    for (uint16_t port : ports) {
+        if (int err = bpf_map__update_elem(map, &port, sizeof(port), &on, sizeof(on), BPF_ANY);
+            err) {
+            return Unexpected{libbpf_error("watching port " + std::to_string(port), err)};
+        }
+    }
+    return {};
+}
+
+Status Sensor::mark_gpu_process(uint32_t pid) {
+    const gg_gpu_proc proc{0, GG_PROC_BOOTSTRAP, 0};
+    int err = bpf_map__update_elem(impl_->skeleton->maps.gpu_tgids, &pid, sizeof(pid), &proc,
+                                   sizeof(proc), BPF_NOEXIST);
+    if (err && err != -EEXIST) {
+        return Unexpected{
+            libbpf_error("marking pid " + std::to_string(pid) + " as a GPU process", err)};
+    }
+    return {};
+}
+
+Result<std::vector<IoctlAggregate>> Sensor::read_ioctl_stats() const {
+    bpf_map* map = impl_->skeleton->maps.ioctl_stats;
+    std::vector<IoctlAggregate> out;
+    gg_ioctl_key key{}, next{};
+    const void* previous = nullptr;
+    while (bpf_map__get_next_key(map, previous, &next, sizeof(next)) == 0) {
+        gg_ioctl_stats stats{};
+        // An entry deleted between get_next_key and lookup is simply skipped.
+        if (bpf_map__lookup_elem(map, &next, sizeof(next), &stats, sizeof(stats), 0) == 0) {
+            out.push_back(IoctlAggregate{next.tgid, next.dev >> 20, next.dev & ((1u << 20) - 1),
+                                         next.cmd, stats.count, stats.first_ns, stats.last_ns});
+        }
+        key = next;
+        previous = &key;
+    }
+    return out;
+}
+
+Status Sensor::forget_process(uint32_t pid) {
+    bpf_map* map = impl_->skeleton->maps.ioctl_stats;
+    std::vector<gg_ioctl_key> doomed;
+    gg_ioctl_key key{}, next{};
+    const void* previous = nullptr;
+    while (bpf_map__get_next_key(map, previous, &next, sizeof(next)) == 0) {
+        if (next.tgid == pid) doomed.push_back(next);
+        key = next;
+        previous = &key;
+    }
+    for (const auto& entry : doomed) bpf_map__delete_elem(map, &entry, sizeof(entry), 0);
+    bpf_map__delete_elem(impl_->skeleton->maps.gpu_tgids, &pid, sizeof(pid), 0);
     return {};
 }
 

@@ -36,6 +36,17 @@ struct SensorStats {
     uint64_t total_dropped() const;
 };
 
+// In-kernel count of one (process, GPU device, ioctl request) triple.
+struct IoctlAggregate {
+    uint32_t pid = 0;
+    uint32_t major = 0;
+    uint32_t minor = 0;
+    uint32_t cmd = 0;
+    uint64_t count = 0;
+    uint64_t first_ns = 0;  // CLOCK_MONOTONIC
+    uint64_t last_ns = 0;
+};
+
 struct SensorOptions {
     SensorConfig config;
     std::string tracefs_dir = "/sys/kernel/tracing";
@@ -67,6 +78,19 @@ class Sensor {
     // Waits up to `timeout` for records and handles all that are ready.
     // Returns the number handled; EINTR counts as 0, not as an error.
     Result<int> poll(std::chrono::milliseconds timeout);
+
+    // Replaces the set of destination ports whose connects are reported from any process.
+    Status set_watched_ports(const std::vector<uint16_t>& ports);
+
+    // Marks a process found holding a GPU fd by the /proc bootstrap, so its
+    // ioctls and connects are traced although its open happened earlier.
+    Status mark_gpu_process(uint32_t pid);
+
+    // Snapshot of the in-kernel ioctl aggregates of every GPU process.
+    Result<std::vector<IoctlAggregate>> read_ioctl_stats() const;
+
+    // Drops the kernel state of an exited process (its ioctl aggregates).
+    Status forget_process(uint32_t pid);
 
     SensorStats stats() const;
 

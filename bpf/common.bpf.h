@@ -79,4 +79,32 @@ static __always_inline struct file *task__fd_file(struct task_struct *task, int 
 	return file;
 }
 
+/* Is @file an inode whose device number is registered as a GPU? Fills major/minor. */
+static __always_inline bool file__is_gpu(struct file *file, __u32 *major, __u32 *minor)
+{
+	struct inode *inode = BPF_CORE_READ(file, f_inode);
+	struct gg_gpu_dev_key key;
+	__u32 rdev;
+
+	if (!inode || (BPF_CORE_READ(inode, i_mode) & GG_S_IFMT) != GG_S_IFCHR)
+		return false;
+	rdev = BPF_CORE_READ(inode, i_rdev);
+	key.major = rdev >> GG_MINORBITS;
+	key.minor = rdev & GG_MINORMASK;
+	*major = key.major;
+	*minor = key.minor;
+	if (bpf_map_lookup_elem(&gpu_devices, &key))
+		return true;
+	key.minor = GG_GPU_DEV_ANY_MINOR;
+	return bpf_map_lookup_elem(&gpu_devices, &key) != NULL;
+}
+
+/* Records that @tgid holds a GPU fd (first writer wins; flags are kept). */
+static __always_inline void gpu_proc__mark(__u32 tgid, __u32 flags)
+{
+	struct gg_gpu_proc proc = {.since_ns = bpf_ktime_get_ns(), .flags = flags};
+
+	bpf_map_update_elem(&gpu_tgids, &tgid, &proc, BPF_NOEXIST);
+}
+
 #endif /* GPUGUARD_BPF_COMMON_H */

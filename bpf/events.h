@@ -27,13 +27,24 @@
 /* Bounded copy of the path argument of open*(2), NUL included. */
 #define GG_PATH_LEN 256
 
+/* Compile-time cap of the argv copy of an exec (sensor.argv_max_bytes). */
+#define GG_ARGV_MAX 4096
+
 /* Map sizes shared by the programs and the loader. */
 #define GG_MAX_GPU_DEVICES 256
+#define GG_MAX_GPU_PROCESSES 16384 /* gpu_tgids: processes holding a GPU fd */
+#define GG_MAX_IOCTL_STATS 65536   /* ioctl_stats: (tgid, device, cmd) aggregates */
+#define GG_MAX_WATCHED_PORTS 1024
 /* GG_GPU_DEV_ANY_MINOR in a key's minor field matches every minor of a major. */
 #define GG_GPU_DEV_ANY_MINOR 0xffffffffu
 
 enum gg_event_type {
 	GG_EVENT_GPU_OPEN = 1,
+	GG_EVENT_GPU_IOCTL = 2, /* first GPU ioctl of a process; the rest are aggregated */
+	GG_EVENT_CONNECT = 3,
+	GG_EVENT_EXEC = 4,
+	GG_EVENT_FORK = 5,
+	GG_EVENT_EXIT = 6,
 	GG_EVENT_TYPE_MAX, /* size of per-type arrays */
 };
 
@@ -107,6 +118,121 @@ struct gg_gpu_dev_val {
 	__u32 _pad;
 };
 GG_STATIC_ASSERT(sizeof(struct gg_gpu_dev_val) == 8, "gg_gpu_dev_val ABI");
+
+/*
+ * First ioctl on a GPU fd by a process. Later ones only bump the in-kernel
+ * aggregate (struct gg_ioctl_key -> struct gg_ioctl_stats), which the agent
+ * reads periodically: no per-ioctl record crosses the ring buffer.
+ */
+struct gg_gpu_ioctl_event {
+	struct gg_event_header hdr;
+	struct gg_task_info task;
+	__u32 major;
+	__u32 minor;
+	__s32 fd;
+	__u32 cmd; /* full request number: _IOC-encoded for DRM/KFD/nvidia, plain for nvidia-uvm */
+	__u64 arg;
+};
+GG_STATIC_ASSERT(sizeof(struct gg_gpu_ioctl_event) == 16 + 48 + 24, "gg_gpu_ioctl_event ABI");
+
+/*
+ * Aggregate key: keyed by the full cmd, not only _IOC type+nr, because
+ * nvidia-uvm's request numbers are not _IOC-encoded (UVM_INITIALIZE is
+ * 0x30000001) and would collide on type+nr.
+ */
+struct gg_ioctl_key {
+	__u32 tgid;
+	__u32 dev; /* kernel encoding: major << 20 | minor */
+	__u32 cmd;
+	__u32 _pad;
+};
+GG_STATIC_ASSERT(sizeof(struct gg_ioctl_key) == 16, "gg_ioctl_key ABI");
+
+struct gg_ioctl_stats {
+	__u64 count;
+	__u64 first_ns; /* CLOCK_MONOTONIC of the first call */
+	__u64 last_ns;	/* of the latest call */
+};
+GG_STATIC_ASSERT(sizeof(struct gg_ioctl_stats) == 24, "gg_ioctl_stats ABI");
+
+/* Value of gpu_tgids: a process that holds (or held) a GPU fd. */
+struct gg_gpu_proc {
+	__u64 since_ns; /* when it was first seen holding one */
+	__u32 flags;	/* enum gg_gpu_proc_flags */
+	__u32 _pad;
+};
+GG_STATIC_ASSERT(sizeof(struct gg_gpu_proc) == 16, "gg_gpu_proc ABI");
+
+enum gg_gpu_proc_flags {
+	GG_PROC_IOCTL_REPORTED = 1 << 0, /* its first GPU ioctl was emitted */
+	GG_PROC_INHERITED = 1 << 1,	 /* marked because its parent held a GPU fd at fork */
+	GG_PROC_BOOTSTRAP = 1 << 2,	 /* marked by the agent's /proc scan at start */
+	GG_PROC_HELD_GPU = 1u << 31,	 /* in gg_exit_event.flags: it was in gpu_tgids */
+};
+
+/* Flags of struct gg_connect_event: why it was reported, and the address form. */
+enum gg_connect_flags {
+	GG_CONNECT_GPU_HOLDER = 1 << 0,	  /* the process holds a GPU fd */
+	GG_CONNECT_WATCHED_PORT = 1 << 1, /* the port is in watched_ports */
+	GG_CONNECT_ALL = 1 << 2,	  /* reported because cfg_connect_all is on */
+	GG_CONNECT_V4_MAPPED = 1 << 3,	  /* AF_INET6 socket, ::ffff:a.b.c.d address */
+	GG_CONNECT_LOOPBACK = 1 << 4,	  /* destination is loopback */
+};
+
+/* connect(2) of an AF_INET/AF_INET6 socket, with its result. */
+struct gg_connect_event {
+	struct gg_event_header hdr;
+	struct gg_task_info task;
+	__s32 fd;
+	__s32 ret;     /* 0, -EINPROGRESS for non-blocking sockets, or -errno */
+	__u16 family;  /* AF_INET (2) or AF_INET6 (10) */
+	__u16 port;    /* destination port, host byte order */
+	__u32 flags;   /* enum gg_connect_flags */
+	__u8 addr[16]; /* network order; IPv4 in the first 4 bytes */
+};
+GG_STATIC_ASSERT(sizeof(struct gg_connect_event) == 16 + 48 + 32, "gg_connect_event ABI");
+
+enum gg_exec_flags {
+	GG_EXEC_ARGV_TRUNCATED = 1 << 0,     /* argv longer than cfg_argv_max */
+	GG_EXEC_FILENAME_TRUNCATED = 1 << 1, /* filename longer than GG_PATH_LEN - 1 */
+};
+
+/*
+ * A successful execve: variable length, hdr.size = offsetof(argv) +
+ * argv_len. argv[] holds the arguments NUL-separated, as in
+ * /proc/PID/cmdline, up to cfg_argv_max bytes.
+ */
+struct gg_exec_event {
+	struct gg_event_header hdr;
+	struct gg_task_info task; /* comm is the new one */
+	__u32 old_pid; /* thread id that called execve (a non-leader thread is renamed) */
+	__u32 argv_len;
+	__u32 flags; /* enum gg_exec_flags */
+	__u32 filename_len;
+	char filename[GG_PATH_LEN]; /* as passed to execve, resolved by the kernel's bprm */
+	char argv[GG_ARGV_MAX];
+};
+#define GG_EXEC_FIXED_SIZE (16 + 48 + 16 + GG_PATH_LEN)
+GG_STATIC_ASSERT(sizeof(struct gg_exec_event) == GG_EXEC_FIXED_SIZE + GG_ARGV_MAX,
+		 "gg_exec_event ABI");
+
+/* A new process (not a thread): task is the parent. */
+struct gg_fork_event {
+	struct gg_event_header hdr;
+	struct gg_task_info task;
+	__u32 child_pid; /* tgid of the new process */
+	__u32 flags;	 /* GG_PROC_INHERITED when the parent held a GPU fd */
+};
+GG_STATIC_ASSERT(sizeof(struct gg_fork_event) == 16 + 48 + 8, "gg_fork_event ABI");
+
+/* A process ended (its thread-group leader exited). */
+struct gg_exit_event {
+	struct gg_event_header hdr;
+	struct gg_task_info task;
+	__u32 exit_status; /* wait(2)-style status: exit code << 8 | terminating signal */
+	__u32 flags;	   /* its gpu_tgids flags | GG_PROC_HELD_GPU, 0 if it never held a GPU */
+};
+GG_STATIC_ASSERT(sizeof(struct gg_exit_event) == 16 + 48 + 8, "gg_exit_event ABI");
 
 /* Per-CPU counters, indexed by enum gg_event_type. */
 struct gg_counters {

@@ -15,6 +15,12 @@ const volatile __u32 gg_abi_minor __weak = GG_ABI_MINOR;
 
 /* Report failed opens whose path names a GPU node; 0 = off. */
 const volatile __u8 cfg_report_failed_opens __weak = 1;
+/* Report every INET connect, not only GPU holders' and watched ports'; 0 = off. */
+const volatile __u8 cfg_connect_all __weak = 0;
+/* Report connects to loopback addresses too; 0 = off. */
+const volatile __u8 cfg_connect_loopback __weak = 0;
+/* Bytes of argv copied per exec, at most GG_ARGV_MAX - 1; 0 = none. */
+const volatile __u32 cfg_argv_max __weak = 1024;
 
 /* Device numbers the agent treats as GPUs; filled from /proc/devices, backends, config. */
 struct {
@@ -23,6 +29,18 @@ struct {
 	__type(key, struct gg_gpu_dev_key);
 	__type(value, struct gg_gpu_dev_val);
 } gpu_devices SEC(".maps") __weak;
+
+/*
+ * Processes holding a GPU fd: set by the open/ioctl programs and by the agent
+ * at bootstrap, inherited at fork, removed at exit. Gates the ioctl and
+ * connect programs, so processes that never touch a GPU pay one lookup.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, GG_MAX_GPU_PROCESSES);
+	__type(key, __u32);
+	__type(value, struct gg_gpu_proc);
+} gpu_tgids SEC(".maps") __weak;
 
 /* All records to user space. Size set by the loader (sensor.ring_buffer_kb). */
 struct {

@@ -56,26 +56,6 @@ static __always_inline bool path__names_gpu(const char *user_path)
 	       path__has_prefix(head, "/dev/accel/", 11);
 }
 
-/* Is @file an inode whose device number is registered as a GPU? Fills major/minor. */
-static __always_inline bool file__is_gpu(struct file *file, __u32 *major, __u32 *minor)
-{
-	struct inode *inode = BPF_CORE_READ(file, f_inode);
-	struct gg_gpu_dev_key key;
-	__u32 rdev;
-
-	if (!inode || (BPF_CORE_READ(inode, i_mode) & GG_S_IFMT) != GG_S_IFCHR)
-		return false;
-	rdev = BPF_CORE_READ(inode, i_rdev);
-	key.major = rdev >> GG_MINORBITS;
-	key.minor = rdev & GG_MINORMASK;
-	*major = key.major;
-	*minor = key.minor;
-	if (bpf_map_lookup_elem(&gpu_devices, &key))
-		return true;
-	key.minor = GG_GPU_DEV_ANY_MINOR;
-	return bpf_map_lookup_elem(&gpu_devices, &key) != NULL;
-}
-
 /* Arguments of the open-family syscalls, from the saved user registers. */
 struct open_args {
 	const char *path;
@@ -129,6 +109,7 @@ static __always_inline int open__handle_exit(long ret, __u16 syscall)
 
 		if (!file || !file__is_gpu(file, &major, &minor))
 			return 0;
+		gpu_proc__mark(bpf_get_current_pid_tgid() >> 32, 0);
 		open__read_args(regs, syscall, &args);
 	} else {
 		if (!cfg_report_failed_opens)

@@ -80,7 +80,7 @@ TEST_F(AgentRunTest, prints_json_line_for_registered_node_and_detaches_on_sigter
         auto line = agent.read_stdout_line(500ms);
         if (!line) continue;
         auto event = nlohmann::json::parse(*line);  // every stdout line is one JSON object
-        if (event["process"]["pid"] == child) seen = event;
+        if (event["process"]["pid"] == child && event["type"] == "gpu_open") seen = event;
     }
     ASSERT_TRUE(seen) << agent.stderr_text();
     const auto& event = *seen;

@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * GPU ioctls: sys_enter_ioctl.
+ *
+ * Processes that never held a GPU fd stop at one gpu_tgids lookup. For the
+ * others the fd is resolved to its device number as for opens, and calls on
+ * GPU fds are counted in ioctl_stats per (tgid, device, cmd) with first/last
+ * timestamps. Only the first GPU ioctl of a process is emitted; the agent
+ * reads the aggregates periodically, so a CUDA program issuing millions of
+ * ioctls costs one ring-buffer record.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "common.bpf.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, GG_MAX_IOCTL_STATS);
+	__type(key, struct gg_ioctl_key);
+	__type(value, struct gg_ioctl_stats);
+} ioctl_stats SEC(".maps");
+
+static __always_inline void ioctl__count(const struct gg_ioctl_key *key, __u64 now)
+{
+	struct gg_ioctl_stats *stats = bpf_map_lookup_elem(&ioctl_stats, key);
+	struct gg_ioctl_stats fresh = {.count = 1, .first_ns = now, .last_ns = now};
+
+	if (stats) {
+		__sync_fetch_and_add(&stats->count, 1);
+		stats->last_ns = now;
+		return;
+	}
+	if (bpf_map_update_elem(&ioctl_stats, key, &fresh, BPF_NOEXIST) == 0)
+		return;
+	/* Another CPU inserted it first: count on its entry. */
+	stats = bpf_map_lookup_elem(&ioctl_stats, key);
+	if (stats) {
+		__sync_fetch_and_add(&stats->count, 1);
+		stats->last_ns = now;
+	}
+}
+
+SEC("tracepoint/syscalls/sys_enter_ioctl")
+int gg_enter_ioctl(struct trace_event_raw_sys_enter *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tgid = pid_tgid >> 32;
+	struct gg_gpu_proc *proc = bpf_map_lookup_elem(&gpu_tgids, &tgid);
+	struct task_struct *task;
+	struct gg_gpu_ioctl_event *e;
+	struct gg_ioctl_key key = {};
+	struct file *file;
+	__u32 major, minor;
+	__u64 now;
+	int fd;
+
+	if (!proc)
+		return 0;
+	task = bpf_get_current_task_btf();
+	fd = (int)ctx->args[0];
+	file = task__fd_file(task, fd);
+	if (!file || !file__is_gpu(file, &major, &minor))
+		return 0;
+
+	now = bpf_ktime_get_ns();
+	key.tgid = tgid;
+	key.dev = major << GG_MINORBITS | minor;
+	key.cmd = (__u32)ctx->args[1];
+	ioctl__count(&key, now);
+
+	if (proc->flags & GG_PROC_IOCTL_REPORTED)
+		return 0;
+	/* Racing threads may both see the flag clear; the agent tolerates a second record. */
+	proc->flags |= GG_PROC_IOCTL_REPORTED;
+	e = event__reserve(GG_EVENT_GPU_IOCTL, sizeof(*e));
+	if (!e)
+		return 0;
+	task__fill(&e->task, task);
+	e->major = major;
+	e->minor = minor;
+	e->fd = fd;
+	e->cmd = key.cmd;
+	e->arg = ctx->args[2];
+	event__submit(e, GG_EVENT_GPU_IOCTL);
+	return 0;
+}

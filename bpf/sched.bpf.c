@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Process lifecycle: sched_process_exec, sched_process_fork (raw, to tell
+ * processes from threads), sched_process_exit. Feeds the agent's process
+ * table and keeps gpu_tgids in step: children inherit their parent's mark
+ * (they inherit its fds), exits remove it.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "common.bpf.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* An exec record is too big for the BPF stack: built here, then copied out. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct gg_exec_event);
+} exec_scratch SEC(".maps");
+
+SEC("tracepoint/sched/sched_process_exec")
+int gg_sched_exec(struct trace_event_raw_sched_process_exec *ctx)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct gg_exec_event *e;
+	__u32 zero = 0, flags = 0;
+	unsigned long arg_start, arg_end, want;
+	__u32 loc = ctx->__data_loc_filename;
+	__u64 len;
+	long n;
+
+	e = bpf_map_lookup_elem(&exec_scratch, &zero);
+	if (!e)
+		return 0;
+	e->hdr.type = GG_EVENT_EXEC;
+	e->hdr.abi_major = GG_ABI_MAJOR;
+	e->hdr.ts_ns = bpf_ktime_get_ns();
+	task__fill(&e->task, task);
+	e->old_pid = ctx->old_pid;
+
+	/* __data_loc: low 16 bits are the offset of the string in the record. */
+	n = bpf_probe_read_kernel_str(e->filename, sizeof(e->filename),
+				      (void *)ctx + (loc & 0xFFFF));
+	if (n < 0) {
+		e->filename[0] = '\0';
+		n = 0;
+	} else if (n == sizeof(e->filename)) {
+		flags |= GG_EXEC_FILENAME_TRUNCATED;
+	}
+	e->filename_len = (__u32)n;
+
+	/* The new image's argv, just written by the kernel into its stack: resident. */
+	arg_start = task->mm->arg_start;
+	arg_end = task->mm->arg_end;
+	want = arg_end > arg_start ? arg_end - arg_start : 0;
+	len = want;
+	if (len > cfg_argv_max)
+		len = cfg_argv_max;
+	if (len >= GG_ARGV_MAX)
+		len = GG_ARGV_MAX - 1;
+	if (len < want)
+		flags |= GG_EXEC_ARGV_TRUNCATED;
+	len &= GG_ARGV_MAX - 1; /* bound for the verifier */
+	if (len && bpf_probe_read_user(e->argv, len, (const void *)arg_start))
+		len = 0;
+	e->argv_len = (__u32)len;
+	e->flags = flags;
+	e->hdr.size = GG_EXEC_FIXED_SIZE + (__u32)len;
+
+	if (bpf_ringbuf_output(&events, e, GG_EXEC_FIXED_SIZE + len, 0))
+		counters__add(GG_EVENT_EXEC, true);
+	else
+		counters__add(GG_EVENT_EXEC, false);
+	return 0;
+}
+
+SEC("raw_tracepoint/sched_process_fork")
+int gg_sched_fork(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct task_struct *parent = (struct task_struct *)ctx->args[0];
+	struct task_struct *child = (struct task_struct *)ctx->args[1];
+	__u32 child_pid = BPF_CORE_READ(child, pid);
+	__u32 child_tgid = BPF_CORE_READ(child, tgid);
+	__u32 parent_tgid = BPF_CORE_READ(parent, tgid);
+	struct gg_fork_event *e;
+	__u32 flags = 0;
+
+	if (child_pid != child_tgid) /* a new thread, not a process */
+		return 0;
+	if (bpf_map_lookup_elem(&gpu_tgids, &parent_tgid)) {
+		gpu_proc__mark(child_tgid, GG_PROC_INHERITED);
+		flags = GG_PROC_INHERITED;
+	}
+	e = event__reserve(GG_EVENT_FORK, sizeof(*e));
+	if (!e)
+		return 0;
+	task__fill(&e->task, bpf_get_current_task_btf());
+	e->child_pid = child_tgid;
+	e->flags = flags;
+	event__submit(e, GG_EVENT_FORK);
+	return 0;
+}
+
+SEC("tracepoint/sched/sched_process_exit")
+int gg_sched_exit(void *ctx)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u32 tgid = task->tgid;
+	struct gg_gpu_proc *proc;
+	struct gg_exit_event *e;
+	__u32 flags = 0;
+
+	if (task->pid != tgid) /* a thread; the process ends with its leader */
+		return 0;
+	proc = bpf_map_lookup_elem(&gpu_tgids, &tgid);
+	if (proc) {
+		flags = proc->flags | GG_PROC_HELD_GPU;
+		bpf_map_delete_elem(&gpu_tgids, &tgid);
+	}
+	e = event__reserve(GG_EVENT_EXIT, sizeof(*e));
+	if (!e)
+		return 0;
+	task__fill(&e->task, task);
+	e->exit_status = (__u32)task->exit_code;
+	e->flags = flags;
+	event__submit(e, GG_EVENT_EXIT);
+	return 0;
+}

@@ -1,0 +1,27 @@
+#include "tests/support/sensor_harness.h"
+
+namespace gpuguard::testing {
+
+std::optional<std::string> SensorHarness::open(const agent::SensorOptions& options) {
+    auto opened = agent::Sensor::open(
+        options, [this](const agent::Event& event) { events_.push_back(event); });
+    if (!opened) return opened.error().message;
+    sensor_.emplace(std::move(opened).value());
+    return std::nullopt;
+}
+
+void SensorHarness::drain(std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    do {
+        (void)sensor_->poll(std::chrono::milliseconds(20));
+    } while (std::chrono::steady_clock::now() < deadline);
+}
+
+std::pair<uint64_t, uint64_t> SensorHarness::kernel_counts(const std::string& type) const {
+    for (const auto& counts : sensor_->stats().kernel) {
+        if (counts.type == type) return {counts.emitted, counts.dropped};
+    }
+    return {~0ull, ~0ull};
+}
+
+}  // namespace gpuguard::testing
