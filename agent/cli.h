@@ -28,5 +28,7 @@ std::optional<Config> load_config_or_report(const Context& context, const std::s
 void add_run_command(CLI::App& app, Context& context);
 void add_probe_command(CLI::App& app, Context& context);
 void add_config_command(CLI::App& app, Context& context);
+void add_status_command(CLI::App& app, Context& context);
+void add_ps_command(CLI::App& app, Context& context);
 
 }  // namespace gpuguard::agent::cli

@@ -4,10 +4,8 @@
 
 #include <signal.h>
 
+#include "agent/agent.h"
 #include "agent/cli.h"
-#include "agent/event_json.h"
-#include "agent/gpu_devices.h"
-#include "agent/sensor.h"
 #include "gpuguard/common/logging.h"
 #include "gpuguard/version.h"
 
@@ -28,65 +26,26 @@ int run_agent(const Context& context, const RunOptions& options) {
     log->info("gpuguard {} starting ({})", GPUGUARD_VERSION,
               options.config_path.empty() ? "embedded default config" : options.config_path);
 
-    const int64_t realtime_offset = monotonic_to_realtime_offset_ns();
-    auto handler = [&](const Event& event) {
-        if (!options.print_events) return;
-        const std::string line = event_to_json(event, realtime_offset) + "\n";
-        std::fwrite(line.data(), 1, line.size(), stdout);
-        std::fflush(stdout);
-    };
-
+    AgentOptions agent_options;
+    agent_options.config = *config;
+    if (options.print_events) {
+        agent_options.event_sink = [](const std::string& line) {
+            std::fwrite(line.data(), 1, line.size(), stdout);
+            std::fputc('\n', stdout);
+            std::fflush(stdout);
+        };
+    }
     context.install_stop_handlers();
-    auto sensor = Sensor::open(SensorOptions{config->sensor}, handler);
-    if (!sensor) {
-        log->critical("cannot start the sensor: {}", sensor.error().message);
+    auto agent = Agent::start(std::move(agent_options));
+    if (!agent) {
+        log->critical("cannot start the sensor: {}", agent.error().message);
         return 1;
     }
-
-    auto from_proc = read_gpu_devices("/proc");
-    if (!from_proc) {
-        log->warn("{}; only sensor.extra_gpu_devices are watched", from_proc.error().message);
-    } else {
-        for (const auto& device : from_proc.value()) {
-            if (auto added = sensor->add_gpu_device(device); !added) {
-                log->error("{}", added.error().message);
-            } else {
-                log->info("watching GPU device {} ({})", device.to_string(), device.driver);
-            }
-        }
-    }
-    for (const auto& device : config->sensor.extra_gpu_devices) {
-        log->info("watching GPU device {} (sensor.extra_gpu_devices)", device.to_string());
-    }
-    if ((!from_proc || from_proc->empty()) && config->sensor.extra_gpu_devices.empty()) {
-        log->warn(
-            "no GPU driver in /proc/devices and no sensor.extra_gpu_devices: only failed "
-            "opens of GPU paths will be reported");
-    }
     log->info("ready{}", options.print_events ? ": printing events as JSON lines on stdout" : "");
-
-    uint64_t reported_drops = 0;
-    auto next_drop_check = std::chrono::steady_clock::now();
-    while (*context.stop_signal == 0) {
-        auto polled = sensor->poll(std::chrono::milliseconds(200));
-        if (!polled) {
-            log->critical("{}", polled.error().message);
-            return 1;
-        }
-        if (std::chrono::steady_clock::now() >= next_drop_check) {
-            next_drop_check += std::chrono::seconds(5);
-            const uint64_t dropped = sensor->stats().total_dropped();
-            if (dropped > reported_drops) {
-                log->warn("ring buffer full: {} event(s) lost so far (raise sensor.ring_buffer_kb)",
-                          dropped);
-                reported_drops = dropped;
-            }
-        }
+    if (auto ran = agent.value()->run(context.stop_signal); !ran) {
+        log->critical("{}", ran.error().message);
+        return 1;
     }
-    const auto stats = sensor->stats();
-    log->info("stopping on {}: {} event(s) delivered, {} lost in the kernel, {} undecodable",
-              *context.stop_signal == SIGINT ? "SIGINT" : "SIGTERM", stats.delivered,
-              stats.total_dropped(), stats.decode_errors);
     return 0;
 }
 

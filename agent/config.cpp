@@ -1,6 +1,7 @@
 #include "agent/config.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -149,6 +150,112 @@ void read_sensor(const ConfigReader& reader, const YAML::Node& node, SensorConfi
     }
 }
 
+void read_backends(const ConfigReader& reader, const YAML::Node& node, BackendsConfig& backends) {
+    reader.check_keys(node, "backends",
+                      {"interval_ms", "nvidia", "amd", "intel", "drm_fdinfo", "nvml_library",
+                       "sysfs_root", "proc_root"});
+    if (const auto interval = node["interval_ms"]) {
+        const auto ms =
+            reader.scalar<uint32_t>(interval, "backends.interval_ms", "a positive integer");
+        if (ms < 100 || ms > 3600000) {
+            reader.fail_at(interval, "backends.interval_ms",
+                           std::to_string(ms) + " is not between 100 and 3600000");
+        }
+        backends.interval_ms = ms;
+    }
+    for (const auto& [key, flag] :
+         {std::pair<const char*, bool*>{"nvidia", &backends.nvidia}, {"amd", &backends.amd},
+          {"intel", &backends.intel}, {"drm_fdinfo", &backends.drm_fdinfo}}) {
+        if (const auto value = node[key]) {
+            *flag = reader.scalar<bool>(value, std::string("backends.") + key, "true or false");
+        }
+    }
+    if (const auto library = node["nvml_library"]) {
+        backends.nvml_library =
+            reader.scalar<std::string>(library, "backends.nvml_library", "a path string");
+    }
+    for (const auto& [key, root] : {std::pair<const char*, std::string*>{"sysfs_root",
+                                                                         &backends.sysfs_root},
+                                    {"proc_root", &backends.proc_root}}) {
+        if (const auto value = node[key]) {
+            const std::string name = std::string("backends.") + key;
+            *root = reader.scalar<std::string>(value, name, "an absolute path");
+            if (root->empty() || root->front() != '/') {
+                reader.fail_at(value, name, "'" + *root + "' is not an absolute path");
+            }
+        }
+    }
+}
+
+bool is_loopback(const std::string& address) {
+    if (address == "::1" || address == "localhost") return true;
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    char tail = 0;
+    if (std::sscanf(address.c_str(), "%u.%u.%u.%u%c", &a, &b, &c, &d, &tail) != 4) return false;
+    return a == 127 && b < 256 && c < 256 && d < 256;
+}
+
+void read_metrics(const ConfigReader& reader, const YAML::Node& node, MetricsConfig& metrics) {
+    reader.check_keys(node, "metrics", {"enabled", "listen", "port"});
+    if (const auto flag = node["enabled"]) {
+        metrics.enabled = reader.scalar<bool>(flag, "metrics.enabled", "true or false");
+    }
+    if (const auto listen = node["listen"]) {
+        metrics.listen = reader.scalar<std::string>(listen, "metrics.listen", "an address");
+        if (!is_loopback(metrics.listen)) {
+            reader.fail_at(listen, "metrics.listen",
+                           "'" + metrics.listen +
+                               "' is not a loopback address (127.0.0.0/8, ::1): /metrics has no "
+                               "authentication; put a TLS reverse proxy in front to export it");
+        }
+    }
+    if (const auto port = node["port"]) {
+        const auto number = reader.scalar<uint32_t>(port, "metrics.port", "a port number");
+        if (number < 1 || number > 65535) {
+            reader.fail_at(port, "metrics.port", std::to_string(number) + " is not 1-65535");
+        }
+        metrics.port = static_cast<uint16_t>(number);
+    }
+}
+
+void read_control(const ConfigReader& reader, const YAML::Node& node, ControlConfig& control) {
+    reader.check_keys(node, "control", {"socket"});
+    if (const auto socket = node["socket"]) {
+        control.socket = reader.scalar<std::string>(socket, "control.socket", "a path string");
+        if (!control.socket.empty() && control.socket.front() != '/') {
+            reader.fail_at(socket, "control.socket", "'" + control.socket + "' is not absolute");
+        }
+        if (control.socket.size() >= 108) {  // sizeof(sockaddr_un::sun_path)
+            reader.fail_at(socket, "control.socket", "longer than 107 bytes");
+        }
+    }
+}
+
+void read_process_table(const ConfigReader& reader, const YAML::Node& node,
+                        ProcessTableConfig& table) {
+    reader.check_keys(node, "process_table", {"max_entries", "exit_grace_s", "ioctl_interval_ms"});
+    const struct {
+        const char* key;
+        uint32_t* value;
+        uint32_t min;
+        uint32_t max;
+    } fields[] = {{"max_entries", &table.max_entries, 100, 10'000'000},
+                  {"exit_grace_s", &table.exit_grace_s, 0, 86'400},
+                  {"ioctl_interval_ms", &table.ioctl_interval_ms, 100, 60'000}};
+    for (const auto& field : fields) {
+        if (const auto value = node[field.key]) {
+            const std::string key = std::string("process_table.") + field.key;
+            const auto number = reader.scalar<uint32_t>(value, key, "a non-negative integer");
+            if (number < field.min || number > field.max) {
+                reader.fail_at(value, key,
+                               std::to_string(number) + " is not between " +
+                                   std::to_string(field.min) + " and " + std::to_string(field.max));
+            }
+            *field.value = number;
+        }
+    }
+}
+
 }  // namespace
 
 Result<Config> load_config_text(std::string_view yaml, const std::string& source) {
@@ -157,9 +264,17 @@ Result<Config> load_config_text(std::string_view yaml, const std::string& source
         const YAML::Node root = YAML::Load(std::string(yaml));
         if (root.IsNull()) return config;  // empty file: all defaults
         const ConfigReader reader(source);
-        reader.check_keys(root, "", {"log", "sensor"});
+        reader.check_keys(root, "", {"log", "sensor", "backends", "metrics", "control", "process_table"});
         if (const auto log = root["log"]) read_log(reader, log, config.log);
+        if (const auto control = root["control"]) read_control(reader, control, config.control);
+        if (const auto table = root["process_table"]) {
+            read_process_table(reader, table, config.process_table);
+        }
         if (const auto sensor = root["sensor"]) read_sensor(reader, sensor, config.sensor);
+        if (const auto backends = root["backends"]) {
+            read_backends(reader, backends, config.backends);
+        }
+        if (const auto metrics = root["metrics"]) read_metrics(reader, metrics, config.metrics);
     } catch (const ConfigError& error) {
         return fail(error.code, error.message);
     } catch (const YAML::ParserException& error) {
@@ -190,6 +305,15 @@ std::string config_to_yaml(const Config& config) {
     out << YAML::Key << "log" << YAML::Value << YAML::BeginMap;
     out << YAML::Key << "level" << YAML::Value << config.log.level;
     out << YAML::EndMap;
+    out << YAML::Key << "control" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "socket" << YAML::Value << YAML::DoubleQuoted << config.control.socket;
+    out << YAML::EndMap;
+    out << YAML::Key << "process_table" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "max_entries" << YAML::Value << config.process_table.max_entries;
+    out << YAML::Key << "exit_grace_s" << YAML::Value << config.process_table.exit_grace_s;
+    out << YAML::Key << "ioctl_interval_ms" << YAML::Value
+        << config.process_table.ioctl_interval_ms;
+    out << YAML::EndMap;
     out << YAML::Key << "sensor" << YAML::Value << YAML::BeginMap;
     out << YAML::Key << "btf" << YAML::Value << YAML::DoubleQuoted << config.sensor.btf_path;
     out << YAML::Key << "ring_buffer_kb" << YAML::Value << config.sensor.ring_buffer_kb;
@@ -204,6 +328,22 @@ std::string config_to_yaml(const Config& config) {
     out << YAML::Key << "connect_loopback" << YAML::Value << config.sensor.connect_loopback;
     out << YAML::Key << "watched_ports" << YAML::Value << YAML::Flow << config.sensor.watched_ports;
     out << YAML::Key << "argv_max_bytes" << YAML::Value << config.sensor.argv_max_bytes;
+    out << YAML::EndMap;
+    const BackendsConfig& backends = config.backends;
+    out << YAML::Key << "backends" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "interval_ms" << YAML::Value << backends.interval_ms;
+    out << YAML::Key << "nvidia" << YAML::Value << backends.nvidia;
+    out << YAML::Key << "amd" << YAML::Value << backends.amd;
+    out << YAML::Key << "intel" << YAML::Value << backends.intel;
+    out << YAML::Key << "drm_fdinfo" << YAML::Value << backends.drm_fdinfo;
+    out << YAML::Key << "nvml_library" << YAML::Value << YAML::DoubleQuoted << backends.nvml_library;
+    out << YAML::Key << "sysfs_root" << YAML::Value << backends.sysfs_root;
+    out << YAML::Key << "proc_root" << YAML::Value << backends.proc_root;
+    out << YAML::EndMap;
+    out << YAML::Key << "metrics" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "enabled" << YAML::Value << config.metrics.enabled;
+    out << YAML::Key << "listen" << YAML::Value << YAML::DoubleQuoted << config.metrics.listen;
+    out << YAML::Key << "port" << YAML::Value << config.metrics.port;
     out << YAML::EndMap;
     out << YAML::EndMap;
     return std::string(out.c_str()) + "\n";

@@ -31,9 +31,42 @@ struct SensorConfig {
     uint32_t argv_max_bytes = 1024;  // argv bytes copied per exec (max 4095)
 };
 
+// GPU telemetry (docs/backends.md).
+struct BackendsConfig {
+    uint32_t interval_ms = 1000;  // sampling period, 100 .. 3600000
+    bool nvidia = true;           // NVML, when libnvidia-ml.so.1 loads
+    bool amd = true;              // amdgpu sysfs, KFD, fdinfo
+    bool intel = true;            // i915 / xe sysfs, fdinfo
+    bool drm_fdinfo = true;       // any other drm-usage-stats driver (asahi, msm, panfrost)
+    std::string nvml_library;     // "" = libnvidia-ml.so.1 from the loader path
+    std::string sysfs_root = "/sys";  // tests point these at fixture trees
+    std::string proc_root = "/proc";
+};
+
+// The Prometheus /metrics endpoint. Unauthenticated, so loopback only.
+struct MetricsConfig {
+    bool enabled = false;
+    std::string listen = "127.0.0.1";  // 127.0.0.0/8 or ::1
+    uint16_t port = 9842;
+};
+
+struct ControlConfig {
+    std::string socket = "/run/gpuguard/control.sock";  // "" = no control socket
+};
+
+struct ProcessTableConfig {
+    uint32_t max_entries = 32768;
+    uint32_t exit_grace_s = 30;
+    uint32_t ioctl_interval_ms = 1000;  // how often the kernel's ioctl aggregates are read
+};
+
 struct Config {
     LogConfig log;
     SensorConfig sensor;
+    ControlConfig control;
+    ProcessTableConfig process_table;
+    BackendsConfig backends;
+    MetricsConfig metrics;
 };
 
 // The YAML text compiled into the binary (agent/default_config.yaml).

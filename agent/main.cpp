@@ -41,6 +41,8 @@ int main(int argc, char** argv) {
     cli::add_run_command(app, context);
     cli::add_probe_command(app, context);
     cli::add_config_command(app, context);
+    cli::add_status_command(app, context);
+    cli::add_ps_command(app, context);
     app.add_subcommand("version", "print the version")->callback([] {
         std::cout << "gpuguard " << GPUGUARD_VERSION << "\n";
     });

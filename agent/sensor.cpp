@@ -7,6 +7,7 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 #include "agent/sensor_support.h"
@@ -234,6 +235,14 @@ Status Sensor::remove_gpu_device(const GpuDeviceNumber& device) {
         err) {
         return Unexpected{libbpf_error("removing GPU device " + device.to_string(), err)};
     }
+    return {};
+}
+
+Status Sensor::wait(std::chrono::milliseconds timeout) {
+    epoll_event ready{};
+    const int n = epoll_wait(ring_buffer__epoll_fd(impl_->ring.get()), &ready, 1,
+                             static_cast<int>(timeout.count()));
+    if (n < 0 && errno != EINTR) return Unexpected{libbpf_error("waiting on ring buffer", -errno)};
     return {};
 }
 

@@ -79,6 +79,10 @@ class Sensor {
     // Returns the number handled; EINTR counts as 0, not as an error.
     Result<int> poll(std::chrono::milliseconds timeout);
 
+    // Waits up to `timeout` until records are ready, without consuming them
+    // (so a caller can wait unlocked and poll(0) under its lock).
+    Status wait(std::chrono::milliseconds timeout);
+
     // Replaces the set of destination ports whose connects are reported from any process.
     Status set_watched_ports(const std::vector<uint16_t>& ports);
 

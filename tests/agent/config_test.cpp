@@ -130,5 +130,82 @@ TEST(Config, show_output_loads_back_to_the_same_values) {
     EXPECT_EQ(again->sensor.extra_gpu_devices, original->sensor.extra_gpu_devices);
 }
 
+TEST(Config, backends_and_metrics_defaults_match_the_embedded_file) {
+    auto config = load_config_text(default_config_yaml(), "<default>");
+    ASSERT_TRUE(config.ok()) << config.error().message;
+    const Config defaults;
+    EXPECT_EQ(config->backends.interval_ms, defaults.backends.interval_ms);
+    EXPECT_EQ(config->backends.interval_ms, 1000u);
+    EXPECT_TRUE(config->backends.nvidia && config->backends.amd && config->backends.intel &&
+                config->backends.drm_fdinfo);
+    EXPECT_EQ(config->backends.nvml_library, "");
+    EXPECT_EQ(config->backends.sysfs_root, "/sys");
+    EXPECT_EQ(config->backends.proc_root, "/proc");
+    EXPECT_FALSE(config->metrics.enabled);
+    EXPECT_EQ(config->metrics.listen, "127.0.0.1");
+    EXPECT_EQ(config->metrics.port, defaults.metrics.port);
+}
+
+TEST(Config, reads_every_backends_and_metrics_key) {
+    auto config = load_config_text(R"(
+backends:
+  interval_ms: 250
+  nvidia: false
+  amd: false
+  intel: false
+  drm_fdinfo: false
+  nvml_library: /opt/fake/libnvidia-ml.so.1
+  sysfs_root: /tmp/fixture/sys
+  proc_root: /tmp/fixture/proc
+metrics:
+  enabled: true
+  listen: "::1"
+  port: 19100
+)",
+                                   "b.yaml");
+    ASSERT_TRUE(config.ok()) << config.error().message;
+    EXPECT_EQ(config->backends.interval_ms, 250u);
+    EXPECT_FALSE(config->backends.nvidia || config->backends.amd || config->backends.intel ||
+                 config->backends.drm_fdinfo);
+    EXPECT_EQ(config->backends.nvml_library, "/opt/fake/libnvidia-ml.so.1");
+    EXPECT_EQ(config->backends.sysfs_root, "/tmp/fixture/sys");
+    EXPECT_EQ(config->backends.proc_root, "/tmp/fixture/proc");
+    EXPECT_TRUE(config->metrics.enabled);
+    EXPECT_EQ(config->metrics.listen, "::1");
+    EXPECT_EQ(config->metrics.port, 19100);
+    auto again = load_config_text(config_to_yaml(*config), "shown.yaml");
+    ASSERT_TRUE(again.ok()) << again.error().message;
+    EXPECT_EQ(again->backends.nvml_library, "/opt/fake/libnvidia-ml.so.1");
+    EXPECT_EQ(again->metrics.listen, "::1");
+    EXPECT_EQ(again->metrics.port, 19100);
+}
+
+TEST(Config, bad_backends_and_metrics_values_name_key_and_line) {
+    struct Case {
+        const char* yaml;
+        const char* expected;
+    } cases[] = {
+        {"backends:\n  interval_ms: 50\n",
+         "x.yaml:2:16: backends.interval_ms: 50 is not between 100 and 3600000"},
+        {"backends:\n  amd: perhaps\n", "x.yaml:2:8: backends.amd: must be true or false"},
+        {"backends:\n  proc_root: proc\n",
+         "x.yaml:2:14: backends.proc_root: 'proc' is not an absolute path"},
+        {"backends:\n  nvml: x\n", "x.yaml:2:3: backends.nvml: unknown key"},
+        {"metrics:\n  listen: 0.0.0.0\n",
+         "x.yaml:2:11: metrics.listen: '0.0.0.0' is not a loopback address"},
+        {"metrics:\n  listen: 10.0.0.1\n", "metrics.listen: '10.0.0.1' is not a loopback"},
+        {"metrics:\n  port: 70000\n", "x.yaml:2:9: metrics.port: 70000 is not 1-65535"},
+        {"metrics:\n  port: 0\n", "x.yaml:2:9: metrics.port: 0 is not 1-65535"},
+    };
+    for (const auto& c : cases) {
+        auto config = load_config_text(c.yaml, "x.yaml");
+        ASSERT_FALSE(config.ok()) << c.yaml;
+        EXPECT_EQ(config.error().code, ErrorCode::kInvalidArgument);
+        EXPECT_NE(config.error().message.find(c.expected), std::string::npos)
+            << config.error().message << "\n  expected: " << c.expected;
+    }
+    EXPECT_TRUE(load_config_text("metrics:\n  listen: 127.0.0.2\n", "x.yaml").ok());
+}
+
 }  // namespace
 }  // namespace gpuguard::agent

@@ -8,8 +8,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tests/support/child_process.h"
@@ -100,6 +102,97 @@ TEST_F(AgentRunTest, prints_json_line_for_registered_node_and_detaches_on_sigter
     EXPECT_EQ(*code, 0) << agent.stderr_text();
     EXPECT_NE(agent.stderr_text().find("stopping on SIGTERM"), std::string::npos);
     EXPECT_TRUE(wait_until_no_programs(3s)) << "programs left after SIGTERM";
+}
+
+// A process that opened a GPU before the agent started is found by the /proc
+// bootstrap; its later ioctls are counted; ps and status answer over the socket.
+TEST_F(AgentRunTest, bootstrap_finds_earlier_gpu_holder_and_ps_shows_it) {
+    const auto node = dir_ / "gpu0";
+    ASSERT_EQ(mknod(node.c_str(), S_IFCHR | 0666, makedev(1, 7)), 0);
+    const auto socket = dir_ / "control.sock";
+    const auto config = dir_ / "gpuguard.yaml";
+    std::ofstream(config) << "sensor:\n  extra_gpu_devices: [\"1:7\"]\n"
+                          << "control:\n  socket: " << socket.string() << "\n"
+                          << "process_table:\n  ioctl_interval_ms: 100\n";
+
+    // The holder: opens the node, signals, waits for "go", issues 7 ioctls, waits to be killed.
+    int ready[2], go[2];
+    ASSERT_EQ(pipe(ready), 0);
+    ASSERT_EQ(pipe(go), 0);
+    const pid_t holder = fork();
+    ASSERT_GE(holder, 0);
+    if (holder == 0) {
+        const int fd = open(node.c_str(), O_RDWR);
+        char byte = fd >= 0 ? 'y' : 'n';
+        (void)!write(ready[1], &byte, 1);
+        (void)!read(go[0], &byte, 1);
+        for (int i = 0; i < 7; ++i) ioctl(fd, _IOWR('d', 0x44, 24), nullptr);
+        pause();
+        _exit(0);
+    }
+    char byte = 0;
+    ASSERT_EQ(read(ready[0], &byte, 1), 1);
+    ASSERT_EQ(byte, 'y');
+    struct KillOnExit {
+        pid_t pid;
+        ~KillOnExit() {
+            kill(pid, SIGKILL);
+            waitpid(pid, nullptr, 0);
+        }
+    } reaper{holder};
+
+    Subprocess agent({GPUGUARD_BINARY, "run", "--config", config.string()});
+    ASSERT_TRUE(agent.wait_for_stderr("ready", 20s)) << agent.stderr_text();
+    EXPECT_NE(agent.stderr_text().find("1 already holding a GPU"), std::string::npos)
+        << agent.stderr_text();
+    ASSERT_EQ(write(go[1], "g", 1), 1);
+
+    // ps, until the aggregated ioctls show up (read every 100 ms).
+    nlohmann::json found;
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (std::chrono::steady_clock::now() < deadline) {
+        const auto ps = run_command({GPUGUARD_BINARY, "ps", "--socket", socket.string(), "--json"});
+        ASSERT_EQ(ps.exit_code, 0) << ps.stderr_text;
+        for (const auto& process : nlohmann::json::parse(ps.stdout_text)) {
+            if (process["pid"] == holder) found = process;
+        }
+        if (!found.is_null() && found["ioctl_total"] == 7) break;
+        std::this_thread::sleep_for(100ms);
+    }
+    ASSERT_FALSE(found.is_null()) << "bootstrap missed the holder";
+    EXPECT_EQ(found["gpus"][0]["device"], "1:7");
+    EXPECT_EQ(found["ioctl_total"], 7);
+    ASSERT_EQ(found["ioctls"].size(), 1u);
+    EXPECT_EQ(found["ioctls"][0]["count"], 7);
+    EXPECT_EQ(found["user"], "root");
+
+    const auto status =
+        run_command({GPUGUARD_BINARY, "status", "--socket", socket.string(), "--json"});
+    ASSERT_EQ(status.exit_code, 0) << status.stderr_text;
+    const auto s = nlohmann::json::parse(status.stdout_text);
+    EXPECT_EQ(s["process_table"]["bootstrap"]["gpu_processes"], 1);
+    EXPECT_EQ(s["events"]["gpu_ioctl"]["emitted"], 1);
+    EXPECT_EQ(s["dropped"], 0);
+    EXPECT_GE(s["hooks"].size(), 8u);
+
+    const auto table = run_command({GPUGUARD_BINARY, "ps", "--socket", socket.string()});
+    EXPECT_NE(table.stdout_text.find(std::to_string(holder)), std::string::npos)
+        << table.stdout_text;
+
+    const auto code = agent.stop(SIGTERM, 10s);
+    ASSERT_TRUE(code.has_value());
+    EXPECT_EQ(*code, 0);
+    EXPECT_FALSE(std::filesystem::exists(socket)) << "socket removed on exit";
+}
+
+TEST_F(AgentRunTest, ps_without_agent_says_so_and_standalone_works) {
+    const auto missing =
+        run_command({GPUGUARD_BINARY, "ps", "--socket", (dir_ / "none.sock").string()});
+    EXPECT_EQ(missing.exit_code, 1);
+    EXPECT_NE(missing.stderr_text.find("no gpuguard agent answers"), std::string::npos);
+    const auto standalone = run_command({GPUGUARD_BINARY, "ps", "--standalone", "--json"});
+    EXPECT_EQ(standalone.exit_code, 0) << standalone.stderr_text;
+    EXPECT_TRUE(nlohmann::json::parse(standalone.stdout_text).is_array());
 }
 
 TEST_F(AgentRunTest, sigint_also_detaches) {

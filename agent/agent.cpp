@@ -1,0 +1,314 @@
+#include "agent/agent.h"
+
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/control_socket.h"
+#include "agent/event_json.h"
+#include "agent/gpu_devices.h"
+#include "agent/ioctl_names.h"
+#include "agent/process_table.h"
+#include "agent/sensor.h"
+#include "gpuguard/common/logging.h"
+#include "gpuguard/version.h"
+
+namespace gpuguard::agent {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+uint64_t monotonic_ns() {
+    timespec now{};
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000ull +
+           static_cast<uint64_t>(now.tv_nsec);
+}
+
+std::string device_text(uint32_t major, uint32_t minor) {
+    return std::to_string(major) + ":" + std::to_string(minor);
+}
+
+}  // namespace
+
+struct Agent::Impl {
+    AgentOptions options;
+    std::vector<GpuDeviceNumber> devices;                    // registered in the kernel map
+    mutable std::map<std::string, std::string> drm_drivers;  // "226:128" -> "amdgpu"
+    std::optional<Sensor> sensor;
+    std::unique_ptr<ProcessTable> table;
+    std::optional<ControlServer> control;
+    mutable std::mutex mutex;  // guards table and sensor reads from the control thread
+    int64_t realtime_offset_ns = 0;
+    uint64_t started_ns = 0;
+    BootstrapReport bootstrap;
+
+    bool is_gpu(uint32_t major, uint32_t minor) const {
+        for (const auto& device : devices) {
+            if (device.major == major && (!device.minor || *device.minor == minor)) return true;
+        }
+        return false;
+    }
+
+    // Driver of a device number, for naming its ioctls: the /proc/devices
+    // name, refined for DRM nodes by the sysfs driver link (amdgpu, i915, xe).
+    std::string driver_of(uint32_t major, uint32_t minor) const {
+        std::string driver;
+        for (const auto& device : devices) {
+            if (device.major == major && (!device.minor || *device.minor == minor))
+                driver = device.driver;
+        }
+        if (driver != "drm") return driver;
+        const std::string key = device_text(major, minor);
+        if (const auto found = drm_drivers.find(key); found != drm_drivers.end())
+            return found->second;
+        std::error_code ec;
+        const auto link = std::filesystem::read_symlink(
+            std::filesystem::path(options.sys_root) / "dev/char" / key / "device/driver", ec);
+        const std::string resolved = ec ? "drm" : link.filename().string();
+        drm_drivers[key] = resolved;
+        return resolved;
+    }
+
+    json process_json(const ProcessInfo& info) const {
+        json gpus = json::array();
+        for (const auto& gpu : info.gpus) {
+            gpus.push_back(json{{"device", device_text(gpu.major, gpu.minor)},
+                                {"driver", driver_of(gpu.major, gpu.minor)},
+                                {"fd", gpu.fd},
+                                {"inherited", gpu.inherited}});
+        }
+        json ioctls = json::array();
+        double rate = 0;
+        for (const auto& counter : info.ioctls) {
+            const auto name = classify_ioctl(driver_of(counter.major, counter.minor), counter.cmd);
+            char cmd[16];
+            snprintf(cmd, sizeof(cmd), "0x%08x", counter.cmd);
+            ioctls.push_back(json{{"device", device_text(counter.major, counter.minor)},
+                                  {"cmd", cmd},
+                                  {"name", name.name.empty() ? nullptr : json(name.name)},
+                                  {"class", to_string(name.ioctl_class)},
+                                  {"count", counter.count},
+                                  {"rate_per_s", counter.rate_per_s}});
+            rate += counter.rate_per_s;
+        }
+        json connects = json::array();
+        for (const auto& connect : info.connects) {
+            connects.push_back(json{
+                {"address", connect.address}, {"port", connect.port}, {"result", connect.result}});
+        }
+        json out{{"pid", info.pid},
+                 {"ppid", info.ppid},
+                 {"uid", info.uid},
+                 {"user", info.user.empty() ? nullptr : json(info.user)},
+                 {"comm", info.comm},
+                 {"exe", info.exe},
+                 {"cmdline", info.cmdline},
+                 {"cmdline_truncated", info.cmdline_truncated},
+                 {"cgroup", info.cgroup_path},
+                 {"container", nullptr},
+                 {"gpus", gpus},
+                 {"ioctl_total", info.ioctl_total()},
+                 {"ioctl_rate_per_s", rate},
+                 {"ioctls", ioctls},
+                 {"connects", connects},
+                 {"exited", info.exited}};
+        if (info.container) {
+            out["container"] =
+                json{{"runtime", info.container->runtime}, {"id", info.container->id}};
+        }
+        if (info.exit_code) out["exit_code"] = *info.exit_code;
+        if (info.exit_signal) out["exit_signal"] = *info.exit_signal;
+        return out;
+    }
+
+    void on_event(const Event& event) {
+        table->apply(event);
+        if (options.event_sink) options.event_sink(event_to_json(event, realtime_offset_ns));
+    }
+};
+
+Agent::Agent(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Agent::~Agent() {
+    if (impl_) impl_->control.reset();  // stop answering before the state goes
+}
+
+Result<std::unique_ptr<Agent>> Agent::start(AgentOptions options) {
+    const auto log = logger("agent");
+    auto impl = std::make_unique<Impl>();
+    impl->options = std::move(options);
+    impl->realtime_offset_ns = monotonic_to_realtime_offset_ns();
+    impl->started_ns = monotonic_ns();
+    const Config& config = impl->options.config;
+
+    ProcessTableOptions table_options;
+    table_options.proc_root = impl->options.proc_root;
+    table_options.max_entries = config.process_table.max_entries;
+    table_options.exit_grace = std::chrono::seconds(config.process_table.exit_grace_s);
+    Impl* raw = impl.get();
+    impl->table = std::make_unique<ProcessTable>(
+        table_options, [raw](uint32_t major, uint32_t minor) { return raw->is_gpu(major, minor); });
+
+    auto sensor = Sensor::open(SensorOptions{config.sensor}, [raw](const Event& event) {
+        // Called from poll(), which run() does with the mutex held.
+        raw->on_event(event);
+    });
+    if (!sensor) return Unexpected{sensor.error()};
+    impl->sensor.emplace(std::move(sensor).value());
+
+    auto from_proc = read_gpu_devices(impl->options.proc_root);
+    if (!from_proc) {
+        log->warn("{}; only sensor.extra_gpu_devices are watched", from_proc.error().message);
+    } else {
+        for (const auto& device : from_proc.value()) {
+            if (auto added = impl->sensor->add_gpu_device(device); !added) {
+                log->error("{}", added.error().message);
+                continue;
+            }
+            impl->devices.push_back(device);
+            log->info("watching GPU device {} ({})", device.to_string(), device.driver);
+        }
+    }
+    for (const auto& device : config.sensor.extra_gpu_devices) {
+        impl->devices.push_back(device);
+        log->info("watching GPU device {} (sensor.extra_gpu_devices)", device.to_string());
+    }
+    if (impl->devices.empty()) {
+        log->warn(
+            "no GPU driver in /proc/devices and no sensor.extra_gpu_devices: only failed "
+            "opens of GPU paths will be reported");
+    }
+
+    // After attaching, so a process that opens a GPU meanwhile is seen by one or the other.
+    auto bootstrap = impl->table->bootstrap();
+    if (!bootstrap) {
+        log->warn("process table bootstrap failed: {}", bootstrap.error().message);
+    } else {
+        impl->bootstrap = bootstrap.value();
+        for (const auto& process : impl->table->gpu_processes()) {
+            if (auto marked = impl->sensor->mark_gpu_process(process.pid); !marked) {
+                log->warn("{}", marked.error().message);
+            }
+        }
+        log->info("process table: {} processes, {} already holding a GPU", bootstrap->processes,
+                  bootstrap->gpu_processes);
+    }
+
+    if (!config.control.socket.empty()) {
+        auto control = ControlServer::start(config.control.socket, [raw](
+                                                                       const std::string& command) {
+            if (command == "ping") return std::string(R"({"ok":true})");
+            if (command == "status") return Agent::status_json_of(*raw);
+            if (command == "ps") return Agent::ps_json_of(*raw);
+            return json{{"error", "unknown command '" + command + "' (known: ping, status, ps)"}}
+                .dump();
+        });
+        if (!control) return Unexpected{control.error()};
+        impl->control.emplace(std::move(control).value());
+        log->info("control socket {}", config.control.socket);
+    }
+    return std::unique_ptr<Agent>(new Agent(std::move(impl)));
+}
+
+Status Agent::run(const volatile std::sig_atomic_t* stop) {
+    const auto log = logger("agent");
+    Impl& impl = *impl_;
+    const uint64_t ioctl_interval_ns =
+        static_cast<uint64_t>(impl.options.config.process_table.ioctl_interval_ms) * 1'000'000ull;
+    uint64_t next_ioctl_read = monotonic_ns() + ioctl_interval_ns;
+    uint64_t next_drop_check = monotonic_ns();
+    std::map<std::string, uint64_t> reported_drops;
+    while (*stop == 0) {
+        {
+            std::lock_guard lock(impl.mutex);
+            auto polled = impl.sensor->poll(std::chrono::milliseconds(0));
+            if (!polled) return Unexpected{polled.error()};
+        }
+        // Wait outside the lock so the control socket stays responsive.
+        if (auto waited = impl.sensor->wait(std::chrono::milliseconds(100)); !waited) {
+            return Unexpected{waited.error()};
+        }
+        const uint64_t now = monotonic_ns();
+        if (now < next_ioctl_read && now < next_drop_check) continue;
+        std::lock_guard lock(impl.mutex);
+        if (now >= next_ioctl_read) {
+            next_ioctl_read = now + ioctl_interval_ns;
+            if (auto stats = impl.sensor->read_ioctl_stats(); stats) {
+                impl.table->apply_ioctl_stats(stats.value(), now);
+            }
+            for (uint32_t pid : impl.table->evict(now)) (void)impl.sensor->forget_process(pid);
+        }
+        if (now >= next_drop_check) {
+            next_drop_check = now + 5'000'000'000ull;
+            for (const auto& type : impl.sensor->stats().kernel) {
+                if (type.dropped > reported_drops[type.type]) {
+                    log->warn(
+                        "ring buffer full: {} {} event(s) lost so far (raise "
+                        "sensor.ring_buffer_kb)",
+                        type.dropped, type.type);
+                    reported_drops[type.type] = type.dropped;
+                }
+            }
+        }
+    }
+    std::lock_guard lock(impl.mutex);
+    (void)impl.sensor->poll(std::chrono::milliseconds(0));  // what is already there
+    const auto stats = impl.sensor->stats();
+    log->info("stopping on {}: {} event(s) delivered, {} lost in the kernel, {} undecodable",
+              *stop == SIGINT ? "SIGINT" : "SIGTERM", stats.delivered, stats.total_dropped(),
+              stats.decode_errors);
+    return {};
+}
+
+std::string Agent::status_json() const { return status_json_of(*impl_); }
+std::string Agent::ps_json() const { return ps_json_of(*impl_); }
+
+std::string Agent::status_json_of(const Impl& impl) {
+    std::lock_guard lock(impl.mutex);
+    const auto stats = impl.sensor->stats();
+    json events = json::object();
+    for (const auto& type : stats.kernel) {
+        events[type.type] = json{{"emitted", type.emitted}, {"dropped", type.dropped}};
+    }
+    json devices = json::array();
+    for (const auto& device : impl.devices) {
+        devices.push_back(json{{"device", device.to_string()}, {"driver", device.driver}});
+    }
+    const auto gpu_processes = impl.table->gpu_processes();
+    size_t live_gpu = 0;
+    for (const auto& process : gpu_processes) live_gpu += !process.exited;
+    return json{{"version", GPUGUARD_VERSION},
+                {"pid", getpid()},
+                {"uptime_s", static_cast<double>(monotonic_ns() - impl.started_ns) / 1e9},
+                {"hooks", impl.sensor->attached_hooks()},
+                {"ring_buffer_kb", impl.options.config.sensor.ring_buffer_kb},
+                {"events", events},
+                {"delivered", stats.delivered},
+                {"dropped", stats.total_dropped()},
+                {"decode_errors", stats.decode_errors},
+                {"gpu_devices", devices},
+                {"process_table",
+                 json{{"entries", impl.table->size()},
+                      {"max_entries", impl.options.config.process_table.max_entries},
+                      {"gpu_processes", live_gpu},
+                      {"evicted_live", impl.table->evicted_live()},
+                      {"bootstrap", json{{"processes", impl.bootstrap.processes},
+                                         {"gpu_processes", impl.bootstrap.gpu_processes}}}}}}
+        .dump();
+}
+
+std::string Agent::ps_json_of(const Impl& impl) {
+    std::lock_guard lock(impl.mutex);
+    json processes = json::array();
+    for (const auto& process : impl.table->gpu_processes())
+        processes.push_back(impl.process_json(process));
+    return json{{"processes", processes}}.dump();
+}
+
+}  // namespace gpuguard::agent

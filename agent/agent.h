@@ -1,0 +1,50 @@
+// Agent: the running daemon. Owns the sensor, the GPU device set, the
+// process table and the control socket, and drives them from one loop:
+// kernel events -> process table (-> printed JSON), periodic ioctl
+// aggregates, evictions and drop warnings.
+#pragma once
+
+#include <csignal>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "agent/config.h"
+#include "gpuguard/common/result.h"
+
+namespace gpuguard::agent {
+
+struct AgentOptions {
+    Config config;
+    // Receives each event as one JSON line (no newline); empty = not printed.
+    std::function<void(const std::string&)> event_sink;
+    std::string proc_root = "/proc";
+    std::string sys_root = "/sys";
+};
+
+class Agent {
+  public:
+    // Loads the sensor, registers GPU devices (/proc/devices and config),
+    // bootstraps the process table from /proc and opens the control socket.
+    static Result<std::unique_ptr<Agent>> start(AgentOptions options);
+
+    ~Agent();
+    Agent(const Agent&) = delete;
+    Agent& operator=(const Agent&) = delete;
+
+    // Runs until *stop becomes non-zero. Fails only when the sensor fails.
+    Status run(const volatile std::sig_atomic_t* stop);
+
+    // The control socket's answers ("status", "ps"), as JSON documents.
+    std::string status_json() const;
+    std::string ps_json() const;
+
+  private:
+    struct Impl;
+    explicit Agent(std::unique_ptr<Impl> impl);
+    static std::string status_json_of(const Impl& impl);
+    static std::string ps_json_of(const Impl& impl);
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gpuguard::agent

@@ -1,0 +1,201 @@
+// gpuguard status / gpuguard ps: ask the running agent over its control socket.
+// `ps --standalone` scans /proc itself when no agent runs.
+#include <cstdio>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/cli.h"
+#include "agent/control_socket.h"
+#include "agent/gpu_devices.h"
+#include "agent/process_table.h"
+#include "gpuguard/common/logging.h"
+
+namespace gpuguard::agent::cli {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+struct QueryOptions {
+    std::string config_path;
+    std::string socket;  // overrides control.socket
+    bool as_json = false;
+    bool standalone = false;
+};
+
+std::optional<json> query(const Context& context, const QueryOptions& options,
+                          const std::string& command) {
+    auto config = load_config_or_report(context, options.config_path);
+    if (!config) return std::nullopt;
+    const std::string socket = options.socket.empty() ? config->control.socket : options.socket;
+    if (socket.empty()) {
+        logger("agent")->critical("control.socket is \"\": the agent has no control socket");
+        return std::nullopt;
+    }
+    auto answer = control_request(socket, command);
+    if (!answer) {
+        logger("agent")->critical("{}", answer.error().message);
+        return std::nullopt;
+    }
+    return json::parse(answer.value(), nullptr, false);
+}
+
+std::string join(const json& array, size_t max_chars) {
+    std::string out;
+    for (const auto& item : array) {
+        if (!out.empty()) out += ' ';
+        out += item.get<std::string>();
+    }
+    if (out.size() > max_chars) out = out.substr(0, max_chars - 3) + "...";
+    for (char& c : out) {
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';  // one row per process
+    }
+    return out;
+}
+
+void print_ps_table(const json& processes) {
+    std::printf("%-8s %-10s %-16s %-14s %10s %9s %-13s %s\n", "PID", "USER", "COMM", "GPU",
+                "IOCTLS", "IOCTL/S", "CONTAINER", "EXE / CMDLINE");
+    for (const auto& p : processes) {
+        std::string gpus;
+        for (const auto& gpu : p["gpus"]) {
+            if (!gpus.empty()) gpus += ',';
+            gpus += gpu["device"].get<std::string>();
+        }
+        const std::string user = p["user"].is_string() ? p["user"].get<std::string>()
+                                                       : std::to_string(p["uid"].get<uint32_t>());
+        const std::string container =
+            p["container"].is_object() ? p["container"]["runtime"].get<std::string>() + ":" +
+                                             p["container"]["id"].get<std::string>().substr(0, 12)
+                                       : "-";
+        std::string what = p["exe"].get<std::string>();
+        const std::string args = join(p["cmdline"], 60);
+        if (!args.empty()) what += "  " + args;
+        std::printf("%-8u %-10s %-16s %-14s %10llu %9.0f %-13s %s%s\n", p["pid"].get<uint32_t>(),
+                    user.c_str(), p["comm"].get<std::string>().c_str(), gpus.c_str(),
+                    static_cast<unsigned long long>(p["ioctl_total"].get<uint64_t>()),
+                    p["ioctl_rate_per_s"].get<double>(), container.c_str(), what.c_str(),
+                    p["exited"].get<bool>() ? "  (exited)" : "");
+    }
+}
+
+int run_status(const Context& context, const QueryOptions& options) {
+    auto status = query(context, options, "status");
+    if (!status || status->is_discarded()) return 1;
+    if (options.as_json) {
+        std::cout << status->dump(2) << "\n";
+        return 0;
+    }
+    const json& s = *status;
+    std::printf("gpuguard %s, pid %d, up %.0f s\n", s["version"].get<std::string>().c_str(),
+                s["pid"].get<int>(), s["uptime_s"].get<double>());
+    std::printf("hooks: %zu attached, ring buffer %u KiB\n", s["hooks"].size(),
+                s["ring_buffer_kb"].get<uint32_t>());
+    std::printf("events: %llu delivered, %llu dropped, %llu undecodable\n",
+                static_cast<unsigned long long>(s["delivered"].get<uint64_t>()),
+                static_cast<unsigned long long>(s["dropped"].get<uint64_t>()),
+                static_cast<unsigned long long>(s["decode_errors"].get<uint64_t>()));
+    std::printf("  %-10s %12s %10s\n", "TYPE", "EMITTED", "DROPPED");
+    for (const auto& [type, counts] : s["events"].items()) {
+        std::printf("  %-10s %12llu %10llu\n", type.c_str(),
+                    static_cast<unsigned long long>(counts["emitted"].get<uint64_t>()),
+                    static_cast<unsigned long long>(counts["dropped"].get<uint64_t>()));
+    }
+    const json& table = s["process_table"];
+    std::printf("processes: %llu tracked (max %llu), %llu holding a GPU\n",
+                static_cast<unsigned long long>(table["entries"].get<uint64_t>()),
+                static_cast<unsigned long long>(table["max_entries"].get<uint64_t>()),
+                static_cast<unsigned long long>(table["gpu_processes"].get<uint64_t>()));
+    std::printf("GPU devices:");
+    for (const auto& device : s["gpu_devices"]) {
+        std::printf(" %s (%s)", device["device"].get<std::string>().c_str(),
+                    device["driver"].get<std::string>().c_str());
+    }
+    std::printf("%s\n", s["gpu_devices"].empty() ? " none" : "");
+    return 0;
+}
+
+// Without an agent: one /proc scan, devices from /proc/devices and config.
+std::optional<json> standalone_ps(const Context& context, const QueryOptions& options) {
+    auto config = load_config_or_report(context, options.config_path);
+    if (!config) return std::nullopt;
+    std::vector<GpuDeviceNumber> devices = config->sensor.extra_gpu_devices;
+    if (auto from_proc = read_gpu_devices("/proc"); from_proc) {
+        devices.insert(devices.end(), from_proc->begin(), from_proc->end());
+    }
+    ProcessTable table(ProcessTableOptions{}, [&](uint32_t major, uint32_t minor) {
+        for (const auto& device : devices) {
+            if (device.major == major && (!device.minor || *device.minor == minor)) return true;
+        }
+        return false;
+    });
+    if (auto scanned = table.bootstrap(); !scanned) {
+        logger("agent")->critical("{}", scanned.error().message);
+        return std::nullopt;
+    }
+    json processes = json::array();
+    for (const auto& p : table.gpu_processes()) {
+        json gpus = json::array();
+        for (const auto& gpu : p.gpus) {
+            gpus.push_back(
+                json{{"device", std::to_string(gpu.major) + ":" + std::to_string(gpu.minor)},
+                     {"fd", gpu.fd}});
+        }
+        processes.push_back(json{{"pid", p.pid},
+                                 {"ppid", p.ppid},
+                                 {"uid", p.uid},
+                                 {"user", p.user.empty() ? nullptr : json(p.user)},
+                                 {"comm", p.comm},
+                                 {"exe", p.exe},
+                                 {"cmdline", p.cmdline},
+                                 {"cgroup", p.cgroup_path},
+                                 {"container", p.container ? json{{"runtime", p.container->runtime},
+                                                                  {"id", p.container->id}}
+                                                           : json(nullptr)},
+                                 {"gpus", gpus},
+                                 {"ioctl_total", 0},
+                                 {"ioctl_rate_per_s", 0.0},
+                                 {"exited", false}});
+    }
+    return json{{"processes", processes}, {"standalone", true}};
+}
+
+int run_ps(const Context& context, const QueryOptions& options) {
+    auto answer =
+        options.standalone ? standalone_ps(context, options) : query(context, options, "ps");
+    if (!answer || answer->is_discarded()) return 1;
+    if (options.as_json) {
+        std::cout << (*answer)["processes"].dump(2) << "\n";
+        return 0;
+    }
+    print_ps_table((*answer)["processes"]);
+    return 0;
+}
+
+void add_query_options(CLI::App* command, QueryOptions& options) {
+    command->add_option("-c,--config", options.config_path,
+                        "configuration file (for control.socket; default: embedded)");
+    command->add_option("--socket", options.socket, "control socket (overrides control.socket)");
+    command->add_flag("--json", options.as_json, "print JSON");
+}
+
+}  // namespace
+
+void add_status_command(CLI::App& app, Context& context) {
+    auto options = std::make_shared<QueryOptions>();
+    auto* status =
+        app.add_subcommand("status", "the running agent: hooks, events, drops, processes");
+    add_query_options(status, *options);
+    status->callback([&context, options] { context.exit_code = run_status(context, *options); });
+}
+
+void add_ps_command(CLI::App& app, Context& context) {
+    auto options = std::make_shared<QueryOptions>();
+    auto* ps = app.add_subcommand("ps", "processes holding a GPU, as the running agent sees them");
+    add_query_options(ps, *options);
+    ps->add_flag("--standalone", options->standalone,
+                 "no agent: scan /proc once (no ioctl rates or connects)");
+    ps->callback([&context, options] { context.exit_code = run_ps(context, *options); });
+}
+
+}  // namespace gpuguard::agent::cli

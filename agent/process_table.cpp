@@ -1,0 +1,432 @@
+#include "agent/process_table.h"
+
+#include <algorithm>
+#include <charconv>
+#include <fstream>
+#include <sstream>
+
+#include <pwd.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "agent/sensor.h"
+
+namespace gpuguard::agent {
+namespace {
+
+bool is_hex_id(std::string_view text) {
+    return text.size() == 64 &&
+           std::all_of(text.begin(), text.end(), [](char c) { return std::isxdigit(c) != 0; });
+}
+
+std::optional<uint32_t> parse_pid(std::string_view text) {
+    uint32_t value = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc{} || end != text.data() + text.size() || text.empty()) return std::nullopt;
+    return value;
+}
+
+std::optional<std::string> read_file(const std::filesystem::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return std::nullopt;
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
+std::vector<std::string> split_nul(const std::string& bytes) {
+    std::vector<std::string> parts;
+    size_t start = 0;
+    for (size_t i = 0; i < bytes.size(); ++i) {
+        if (bytes[i] == '\0') {
+            parts.push_back(bytes.substr(start, i - start));
+            start = i + 1;
+        }
+    }
+    if (start < bytes.size()) parts.push_back(bytes.substr(start));
+    return parts;
+}
+
+// Value of "Key:\t..." in /proc/PID/status; first field only.
+std::optional<uint32_t> status_field(const std::string& status, std::string_view key) {
+    std::istringstream lines(status);
+    std::string line;
+    while (std::getline(lines, line)) {
+        if (line.size() > key.size() && line.compare(0, key.size(), key) == 0 &&
+            line[key.size()] == ':') {
+            std::istringstream fields(line.substr(key.size() + 1));
+            std::string first;
+            fields >> first;
+            return parse_pid(first);
+        }
+    }
+    return std::nullopt;
+}
+
+std::string status_name(const std::string& status) {
+    std::istringstream lines(status);
+    std::string line;
+    while (std::getline(lines, line)) {
+        if (line.rfind("Name:", 0) == 0) {
+            auto value = line.substr(5);
+            value.erase(0, value.find_first_not_of(" \t"));
+            return value;
+        }
+    }
+    return "";
+}
+
+void add_gpu(ProcessInfo& info, const GpuHandle& handle) {
+    for (auto& existing : info.gpus) {
+        if (existing.major == handle.major && existing.minor == handle.minor &&
+            (existing.fd == handle.fd || existing.fd < 0 || handle.fd < 0)) {
+            if (existing.fd < 0) existing.fd = handle.fd;
+            return;
+        }
+    }
+    info.gpus.push_back(handle);
+}
+
+}  // namespace
+
+uint64_t ProcessInfo::ioctl_total() const {
+    uint64_t total = 0;
+    for (const auto& counter : ioctls) total += counter.count;
+    return total;
+}
+
+std::optional<ContainerInfo> container_from_cgroup(std::string_view cgroup_path) {
+    // Walk the path's components from the leaf up: the innermost id wins.
+    std::vector<std::string_view> parts;
+    size_t start = 0;
+    while (start <= cgroup_path.size()) {
+        const size_t slash = cgroup_path.find('/', start);
+        const size_t end = slash == std::string_view::npos ? cgroup_path.size() : slash;
+        if (end > start) parts.push_back(cgroup_path.substr(start, end - start));
+        if (slash == std::string_view::npos) break;
+        start = slash + 1;
+    }
+    // systemd driver: <prefix>-<id>.scope
+    static constexpr struct {
+        std::string_view prefix;
+        std::string_view runtime;
+    } kScopes[] = {{"docker-", "docker"},
+                   {"cri-containerd-", "containerd"},
+                   {"crio-", "cri-o"},
+                   {"libpod-", "podman"}};
+    for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
+        std::string_view part = *it;
+        if (part.ends_with(".scope")) {
+            part.remove_suffix(6);
+            for (const auto& scope : kScopes) {
+                if (part.starts_with(scope.prefix) && is_hex_id(part.substr(scope.prefix.size()))) {
+                    return ContainerInfo{std::string(scope.runtime),
+                                         std::string(part.substr(scope.prefix.size()))};
+                }
+            }
+            continue;
+        }
+        if (!is_hex_id(part)) continue;
+        // cgroupfs driver: the id is a bare component; its parent names the runtime.
+        const auto parent = (it + 1) != parts.rend() ? *(it + 1) : std::string_view{};
+        if (parent == "docker") return ContainerInfo{"docker", std::string(part)};
+        if (parent.starts_with("libpod")) return ContainerInfo{"podman", std::string(part)};
+        if (parent.starts_with("crio")) return ContainerInfo{"cri-o", std::string(part)};
+        for (auto up = it + 1; up != parts.rend(); ++up) {
+            if (up->starts_with("kubepods")) return ContainerInfo{"containerd", std::string(part)};
+        }
+    }
+    return std::nullopt;
+}
+
+std::string cgroup_path_from_proc(std::string_view contents) {
+    std::string systemd;
+    size_t start = 0;
+    while (start < contents.size()) {
+        size_t end = contents.find('\n', start);
+        if (end == std::string_view::npos) end = contents.size();
+        const auto line = contents.substr(start, end - start);
+        start = end + 1;
+        if (line.starts_with("0::")) return std::string(line.substr(3));
+        const auto second_colon = line.find(':', line.find(':') + 1);
+        if (second_colon == std::string_view::npos) continue;
+        if (line.find(":name=systemd:") != std::string_view::npos) {
+            systemd = std::string(line.substr(second_colon + 1));
+        }
+    }
+    return systemd;
+}
+
+ProcessTable::ProcessTable(ProcessTableOptions options, IsGpuDevice is_gpu)
+    : options_(std::move(options)), is_gpu_(std::move(is_gpu)) {}
+
+Result<BootstrapReport> ProcessTable::bootstrap() {
+    BootstrapReport report;
+    std::error_code ec;
+    std::filesystem::directory_iterator entries(options_.proc_root, ec);
+    if (ec) {
+        return fail(ErrorCode::kIo,
+                    "cannot list " + options_.proc_root.string() + ": " + ec.message(), ec.value());
+    }
+    for (const auto& dirent : entries) {
+        const auto pid = parse_pid(dirent.path().filename().string());
+        if (!pid) continue;
+        ProcessInfo info;
+        info.pid = *pid;
+        load_from_proc(info);
+        if (info.comm.empty() && info.cmdline.empty()) {
+            ++report.unreadable;  // exited while we looked, or a kernel we cannot read
+            continue;
+        }
+        // Each fd once: stat() follows the /proc symlink to the opened inode.
+        std::filesystem::directory_iterator fds(dirent.path() / "fd", ec);
+        if (!ec) {
+            for (const auto& fd_entry : fds) {
+                const auto fd = parse_pid(fd_entry.path().filename().string());
+                struct stat st {};
+                if (!fd || stat(fd_entry.path().c_str(), &st) != 0 || !S_ISCHR(st.st_mode))
+                    continue;
+                const uint32_t major_number = major(st.st_rdev), minor_number = minor(st.st_rdev);
+                if (is_gpu_(major_number, minor_number)) {
+                    add_gpu(info, GpuHandle{major_number, minor_number, static_cast<int32_t>(*fd),
+                                            0, false});
+                }
+            }
+        }
+        ec.clear();
+        if (info.holds_gpu()) {
+            enrich_from_proc(info);
+            ++report.gpu_processes;
+        }
+        processes_[info.pid] = std::move(info);
+        ++report.processes;
+    }
+    enforce_bound();
+    return report;
+}
+
+void ProcessTable::load_from_proc(ProcessInfo& info) {
+    const auto dir = options_.proc_root / std::to_string(info.pid);
+    if (const auto status = read_file(dir / "status")) {
+        info.comm = status_name(*status);
+        info.ppid = status_field(*status, "PPid").value_or(info.ppid);
+        info.uid = status_field(*status, "Uid").value_or(info.uid);
+        info.gid = status_field(*status, "Gid").value_or(info.gid);
+    }
+    if (const auto cmdline = read_file(dir / "cmdline")) info.cmdline = split_nul(*cmdline);
+}
+
+void ProcessTable::enrich_from_proc(ProcessInfo& info) {
+    const auto dir = options_.proc_root / std::to_string(info.pid);
+    std::error_code ec;
+    const auto exe = std::filesystem::read_symlink(dir / "exe", ec);
+    if (!ec) info.exe = exe.string();
+    if (const auto cgroup = read_file(dir / "cgroup")) {
+        info.cgroup_path = cgroup_path_from_proc(*cgroup);
+        info.container = container_from_cgroup(info.cgroup_path);
+    }
+    info.user = user_name(info.uid);
+}
+
+std::string ProcessTable::user_name(uint32_t uid) {
+    if (const auto found = user_names_.find(uid); found != user_names_.end()) return found->second;
+    std::string name;
+    passwd entry{};
+    passwd* result = nullptr;
+    std::vector<char> buffer(4096);
+    if (getpwuid_r(uid, &entry, buffer.data(), buffer.size(), &result) == 0 && result) {
+        name = result->pw_name;
+    }
+    user_names_[uid] = name;
+    return name;
+}
+
+ProcessInfo& ProcessTable::entry(uint32_t pid) {
+    auto found = processes_.find(pid);
+    if (found != processes_.end()) return found->second;
+    ProcessInfo& info = processes_[pid];
+    info.pid = pid;
+    load_from_proc(info);  // a process we have not seen exec (started before us, or evicted)
+    return info;
+}
+
+void ProcessTable::apply(const Event& event) {
+    const TaskInfo& task = event.task;
+    struct Visitor {
+        ProcessTable& table;
+        const Event& event;
+        const TaskInfo& task;
+
+        ProcessInfo& identified() {
+            ProcessInfo& info = table.entry(task.pid);
+            info.ppid = task.ppid;
+            info.uid = task.uid;
+            info.gid = task.gid;
+            info.comm = task.comm;
+            info.cgroup_id = task.cgroup_id;
+            return info;
+        }
+
+        void operator()(const GpuOpen& open) {
+            if (!open.succeeded()) return;
+            ProcessInfo& info = identified();
+            const bool first = !info.holds_gpu();
+            add_gpu(info, GpuHandle{open.major, open.minor, open.result, event.ts_ns, false});
+            if (first) table.enrich_from_proc(info);
+        }
+        void operator()(const GpuIoctl& ioctl) {
+            ProcessInfo& info = identified();
+            const bool first = !info.holds_gpu();
+            add_gpu(info, GpuHandle{ioctl.major, ioctl.minor, ioctl.fd, event.ts_ns, false});
+            if (first) table.enrich_from_proc(info);
+        }
+        void operator()(const Connect& connect) {
+            ProcessInfo& info = identified();
+            info.connects.push_back(
+                ConnectRecord{event.ts_ns, connect.address, connect.port, connect.result});
+            while (info.connects.size() > table.options_.max_connects) info.connects.pop_front();
+        }
+        void operator()(const Exec& exec) {
+            // Everything is in the event: no /proc read for the host's every exec.
+            ProcessInfo& info = table.processes_[task.pid];
+            info.pid = task.pid;
+            info.ppid = task.ppid;
+            info.uid = task.uid;
+            info.gid = task.gid;
+            info.comm = task.comm;
+            info.cgroup_id = task.cgroup_id;
+            info.exe = exec.filename;
+            info.cmdline = exec.argv;
+            info.cmdline_truncated = exec.argv_truncated;
+            info.exited = false;
+            if (info.holds_gpu()) table.enrich_from_proc(info);  // a GPU fd survived exec
+        }
+        void operator()(const Fork& fork) {
+            ProcessInfo child;
+            if (auto parent = table.processes_.find(task.pid); parent != table.processes_.end()) {
+                child = parent->second;  // same image, same user, same cgroup
+                child.connects.clear();
+                child.ioctls.clear();
+                child.exited = false;
+                child.exit_code.reset();
+                child.exit_signal.reset();
+                for (auto& gpu : child.gpus) gpu.inherited = true;
+                if (!fork.inherited_gpu) child.gpus.clear();
+            } else {
+                child.comm = task.comm;
+                child.uid = task.uid;
+                child.gid = task.gid;
+                child.cgroup_id = task.cgroup_id;
+            }
+            child.pid = fork.child_pid;
+            child.ppid = task.pid;
+            table.processes_[fork.child_pid] = std::move(child);
+        }
+        void operator()(const Exit& exit) {
+            auto found = table.processes_.find(task.pid);
+            if (found == table.processes_.end()) return;  // never knew it: nothing to keep
+            ProcessInfo& info = found->second;
+            info.exited = true;
+            info.exit_ns = event.ts_ns;
+            if (exit.signal() != 0) {
+                info.exit_signal = exit.signal();
+            } else {
+                info.exit_code = exit.exit_code();
+            }
+        }
+    };
+    Visitor visitor{*this, event, task};
+    std::visit(visitor, event.data);
+    enforce_bound();
+}
+
+void ProcessTable::apply_ioctl_stats(const std::vector<IoctlAggregate>& stats, uint64_t now_ns) {
+    const double seconds = last_ioctl_read_ns_ && now_ns > last_ioctl_read_ns_
+                               ? static_cast<double>(now_ns - last_ioctl_read_ns_) / 1e9
+                               : 0.0;
+    for (const auto& aggregate : stats) {
+        auto found = processes_.find(aggregate.pid);
+        if (found == processes_.end())
+            continue;  // evicted or never seen open: the kernel will forget it
+        ProcessInfo& info = found->second;
+        auto counter = std::find_if(info.ioctls.begin(), info.ioctls.end(), [&](const auto& c) {
+            return c.major == aggregate.major && c.minor == aggregate.minor &&
+                   c.cmd == aggregate.cmd;
+        });
+        if (counter == info.ioctls.end()) {
+            info.ioctls.push_back(IoctlCounter{aggregate.major, aggregate.minor, aggregate.cmd});
+            counter = info.ioctls.end() - 1;
+        }
+        const uint64_t delta =
+            aggregate.count >= counter->count ? aggregate.count - counter->count : 0;
+        counter->rate_per_s = seconds > 0 ? static_cast<double>(delta) / seconds : 0.0;
+        counter->count = aggregate.count;
+        counter->first_ns = aggregate.first_ns;
+        counter->last_ns = aggregate.last_ns;
+    }
+    last_ioctl_read_ns_ = now_ns;
+}
+
+std::vector<uint32_t> ProcessTable::evict(uint64_t now_ns) {
+    std::vector<uint32_t> gpu_pids;
+    const uint64_t grace_ns =
+        static_cast<uint64_t>(std::chrono::nanoseconds(options_.exit_grace).count());
+    for (auto it = processes_.begin(); it != processes_.end();) {
+        if (it->second.exited && now_ns >= it->second.exit_ns + grace_ns) {
+            if (it->second.holds_gpu()) gpu_pids.push_back(it->first);
+            it = processes_.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    enforce_bound();
+    return gpu_pids;
+}
+
+void ProcessTable::enforce_bound() {
+    if (processes_.size() <= options_.max_entries) return;
+    // Go down to 90 % so a table at its bound does not rescan on every event.
+    const size_t target = options_.max_entries - options_.max_entries / 10;
+    // Victims in order: exited first (oldest exit), then live processes that
+    // hold no GPU (lowest pid first as a stand-in for age). GPU holders stay.
+    std::vector<std::pair<uint64_t, uint32_t>> exited, idle;
+    for (const auto& [pid, info] : processes_) {
+        if (info.exited) {
+            exited.emplace_back(info.exit_ns, pid);
+        } else if (!info.holds_gpu()) {
+            idle.emplace_back(pid, pid);
+        }
+    }
+    std::sort(exited.begin(), exited.end());
+    std::sort(idle.begin(), idle.end());
+    size_t excess = processes_.size() - target;
+    for (const auto& [unused, pid] : exited) {
+        if (excess == 0) return;
+        processes_.erase(pid);
+        --excess;
+    }
+    for (const auto& [unused, pid] : idle) {
+        if (excess == 0) return;
+        processes_.erase(pid);
+        ++evicted_live_;
+        --excess;
+    }
+}
+
+std::optional<ProcessInfo> ProcessTable::get(uint32_t pid) const {
+    const auto found = processes_.find(pid);
+    if (found == processes_.end()) return std::nullopt;
+    return found->second;
+}
+
+std::vector<ProcessInfo> ProcessTable::gpu_processes() const {
+    std::vector<ProcessInfo> out;
+    for (const auto& [pid, info] : processes_) {
+        if (info.holds_gpu()) out.push_back(info);
+    }
+    std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.pid < b.pid; });
+    return out;
+}
+
+}  // namespace gpuguard::agent

@@ -1,0 +1,152 @@
+// ProcessTable: what the agent knows about every process, kept from sensor
+// events and bootstrapped from /proc at start. GPU-holding processes are
+// enriched from /proc (exe, cgroup, container, user); the table is bounded
+// and forgets exited processes after a grace period.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include <sys/types.h>
+
+#include "agent/event.h"
+#include "gpuguard/common/result.h"
+
+namespace gpuguard::agent {
+
+struct IoctlAggregate;
+
+// A container runtime's id found in a cgroup path.
+struct ContainerInfo {
+    std::string runtime;  // "docker", "containerd", "cri-o", "podman"
+    std::string id;       // 64 hex digits
+    bool operator==(const ContainerInfo&) const = default;
+};
+
+// Parses the container id out of a cgroup v2 path (or a v1 one), for the
+// systemd and cgroupfs drivers of docker, containerd (also under kubepods),
+// cri-o and podman. nullopt for host processes.
+std::optional<ContainerInfo> container_from_cgroup(std::string_view cgroup_path);
+
+// The cgroup v2 path of a /proc/PID/cgroup file's contents (the "0::" line),
+// else the name=systemd v1 line's path, else "".
+std::string cgroup_path_from_proc(std::string_view proc_pid_cgroup);
+
+struct GpuHandle {
+    uint32_t major = 0;
+    uint32_t minor = 0;
+    int32_t fd = -1;         // -1 when known only by inheritance
+    uint64_t since_ns = 0;   // CLOCK_MONOTONIC; 0 when found by the /proc bootstrap
+    bool inherited = false;  // through fork
+    bool operator==(const GpuHandle&) const = default;
+};
+
+struct ConnectRecord {
+    uint64_t ts_ns = 0;
+    std::string address;
+    uint16_t port = 0;
+    int32_t result = 0;
+};
+
+struct IoctlCounter {
+    uint32_t major = 0;
+    uint32_t minor = 0;
+    uint32_t cmd = 0;
+    uint64_t count = 0;     // since the first call
+    double rate_per_s = 0;  // over the last aggregation interval
+    uint64_t first_ns = 0;
+    uint64_t last_ns = 0;
+};
+
+struct ProcessInfo {
+    uint32_t pid = 0;
+    uint32_t ppid = 0;
+    uint32_t uid = 0;
+    uint32_t gid = 0;
+    std::string comm;
+    std::string exe;  // resolved /proc/PID/exe, or the exec filename until enriched
+    std::vector<std::string> cmdline;
+    bool cmdline_truncated = false;
+    std::string user;  // name of uid, "" when unknown
+    uint64_t cgroup_id = 0;
+    std::string cgroup_path;
+    std::optional<ContainerInfo> container;
+    std::vector<GpuHandle> gpus;
+    std::vector<IoctlCounter> ioctls;
+    std::deque<ConnectRecord> connects;  // newest last, bounded
+    bool exited = false;
+    uint64_t exit_ns = 0;
+    std::optional<int> exit_code;
+    std::optional<int> exit_signal;
+
+    bool holds_gpu() const { return !gpus.empty(); }
+    uint64_t ioctl_total() const;
+};
+
+struct ProcessTableOptions {
+    std::filesystem::path proc_root = "/proc";
+    size_t max_entries = 32768;  // bound on memory; exited, then idle non-GPU entries go first
+    std::chrono::seconds exit_grace{30};  // how long exited processes stay visible
+    size_t max_connects = 16;             // per process
+};
+
+struct BootstrapReport {
+    size_t processes = 0;      // entries created
+    size_t gpu_processes = 0;  // of which hold a GPU fd
+    size_t unreadable = 0;     // pids that vanished or could not be read
+};
+
+class ProcessTable {
+  public:
+    using IsGpuDevice = std::function<bool(uint32_t major, uint32_t minor)>;
+
+    ProcessTable(ProcessTableOptions options, IsGpuDevice is_gpu);
+    ProcessTable(const ProcessTable&) = delete;
+    ProcessTable& operator=(const ProcessTable&) = delete;
+
+    // Reads every /proc/PID once: identity, cmdline, and each fd's device
+    // number (stat once, at start only) to find processes already holding a
+    // GPU. Fails only when proc_root itself cannot be listed.
+    Result<BootstrapReport> bootstrap();
+
+    // Applies one sensor event.
+    void apply(const Event& event);
+
+    // Folds in the kernel's ioctl aggregates read at `now_ns`; rates are per
+    // second over the time since the previous call.
+    void apply_ioctl_stats(const std::vector<IoctlAggregate>& stats, uint64_t now_ns);
+
+    // Removes processes that exited more than exit_grace before `now_ns`, and
+    // enforces max_entries. Returns the pids removed that had held a GPU.
+    std::vector<uint32_t> evict(uint64_t now_ns);
+
+    std::optional<ProcessInfo> get(uint32_t pid) const;
+    std::vector<ProcessInfo> gpu_processes() const;  // sorted by pid
+    size_t size() const { return processes_.size(); }
+    uint64_t evicted_live() const { return evicted_live_; }  // bound hit: live entries dropped
+
+  private:
+    ProcessInfo& entry(uint32_t pid);          // find or create (from /proc when it can)
+    void load_from_proc(ProcessInfo& info);    // identity + cmdline
+    void enrich_from_proc(ProcessInfo& info);  // exe, cgroup, container, user
+    std::string user_name(uint32_t uid);
+    void enforce_bound();
+
+    ProcessTableOptions options_;
+    IsGpuDevice is_gpu_;
+    std::unordered_map<uint32_t, ProcessInfo> processes_;
+    std::map<uint32_t, std::string> user_names_;
+    uint64_t last_ioctl_read_ns_ = 0;
+    uint64_t evicted_live_ = 0;
+};
+
+}  // namespace gpuguard::agent

@@ -1,0 +1,238 @@
+#include "agent/process_table.h"
+
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "agent/sensor.h"
+#include "tests/support/temp_dir.h"
+
+namespace gpuguard::agent {
+namespace {
+
+using gpuguard::testing::TempDir;
+
+TEST(ContainerFromCgroup, recognises_each_runtime_and_driver) {
+    const std::string id(64, 'a');
+    const std::string other = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    struct Case {
+        std::string path;
+        std::optional<ContainerInfo> expected;
+    } cases[] = {
+        {"/system.slice/docker-" + id + ".scope", ContainerInfo{"docker", id}},
+        {"/docker/" + other, ContainerInfo{"docker", other}},
+        {"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1234.slice/"
+         "cri-containerd-" +
+             id + ".scope",
+         ContainerInfo{"containerd", id}},
+        {"/kubepods/burstable/pod0c7c-11e9/" + other, ContainerInfo{"containerd", other}},
+        {"/kubepods.slice/kubepods-pod9.slice/crio-" + other + ".scope",
+         ContainerInfo{"cri-o", other}},
+        {"/machine.slice/libpod-" + id + ".scope/container", ContainerInfo{"podman", id}},
+        {"/libpod_parent/libpod-x/" + other, ContainerInfo{"podman", other}},
+        {"/user.slice/user-1000.slice/session-2.scope", std::nullopt},
+        {"/system.slice/docker-short.scope", std::nullopt},
+        {"/", std::nullopt},
+        {"", std::nullopt},
+    };
+    for (const auto& c : cases) {
+        EXPECT_EQ(container_from_cgroup(c.path), c.expected) << c.path;
+    }
+}
+
+TEST(ContainerFromCgroup, cgroup_file_prefers_the_v2_line) {
+    EXPECT_EQ(cgroup_path_from_proc("12:cpu:/a\n1:name=systemd:/sys/b\n0::/v2/path\n"), "/v2/path");
+    EXPECT_EQ(cgroup_path_from_proc("12:cpu:/a\n1:name=systemd:/sys/b\n"), "/sys/b");
+    EXPECT_EQ(cgroup_path_from_proc(""), "");
+}
+
+// A /proc tree with three processes: 100 holds 1:3 (as /dev/null) on fd 5,
+// 200 holds only 1:5, 300 is a kernel-thread-like entry with nothing readable.
+class ProcessTableTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        const std::string container(64, 'c');
+        make_process(100, "miner", 1, 1000, {"./xmrig", "-o", "pool:3333"},
+                     "0::/system.slice/docker-" + container + ".scope\n", "/opt/x/xmrig",
+                     {{5, "/dev/null"}, {6, "/dev/zero"}});
+        make_process(200, "bash", 1, 0, {"bash"}, "0::/user.slice\n", "/usr/bin/bash",
+                     {{0, "/dev/zero"}});
+        std::filesystem::create_directories(proc_ / "300");
+        std::filesystem::create_directories(proc_ / "self");
+    }
+
+    void make_process(uint32_t pid, const std::string& name, uint32_t ppid, uint32_t uid,
+                      const std::vector<std::string>& argv, const std::string& cgroup,
+                      const std::string& exe, const std::vector<std::pair<int, std::string>>& fds) {
+        const auto dir = proc_ / std::to_string(pid);
+        std::filesystem::create_directories(dir / "fd");
+        std::ofstream(dir / "status")
+            << "Name:\t" << name << "\nUmask:\t0022\nState:\tS (sleeping)\n"
+            << "Tgid:\t" << pid << "\nPid:\t" << pid << "\nPPid:\t" << ppid << "\nUid:\t" << uid
+            << "\t" << uid << "\t" << uid << "\t" << uid << "\nGid:\t" << uid << "\t" << uid << "\t"
+            << uid << "\t" << uid << "\n";
+        std::string cmdline;
+        for (const auto& arg : argv) cmdline += arg + '\0';
+        std::ofstream(dir / "cmdline", std::ios::binary) << cmdline;
+        std::ofstream(dir / "cgroup") << cgroup;
+        std::filesystem::create_symlink(exe, dir / "exe");
+        for (const auto& [fd, target] : fds) {
+            std::filesystem::create_symlink(target, dir / "fd" / std::to_string(fd));
+        }
+    }
+
+    ProcessTable make_table(size_t max_entries = 1000) {
+        ProcessTableOptions options;
+        options.proc_root = proc_.path();
+        options.max_entries = max_entries;
+        options.exit_grace = std::chrono::seconds(30);
+        options.max_connects = 2;
+        return ProcessTable(
+            options, [](uint32_t major, uint32_t minor) { return major == 1 && minor == 3; });
+    }
+
+    static Event event_of(uint32_t pid, uint64_t ts, EventData data) {
+        Event event;
+        event.ts_ns = ts;
+        event.task.pid = event.task.tid = pid;
+        event.task.ppid = 1;
+        event.task.comm = "proc" + std::to_string(pid);
+        event.data = std::move(data);
+        return event;
+    }
+
+    TempDir proc_{"gg-proc"};
+};
+
+TEST_F(ProcessTableTest, bootstrap_finds_processes_already_holding_a_gpu) {
+    auto table = make_table();
+    auto report = table.bootstrap();
+    ASSERT_TRUE(report.ok()) << report.error().message;
+    EXPECT_EQ(report->processes, 2u);
+    EXPECT_EQ(report->gpu_processes, 1u);
+    EXPECT_EQ(report->unreadable, 1u);  // 300 has nothing; "self" is not a pid
+
+    const auto gpu = table.gpu_processes();
+    ASSERT_EQ(gpu.size(), 1u);
+    const ProcessInfo& miner = gpu[0];
+    EXPECT_EQ(miner.pid, 100u);
+    EXPECT_EQ(miner.comm, "miner");
+    EXPECT_EQ(miner.uid, 1000u);
+    EXPECT_EQ(miner.exe, "/opt/x/xmrig");
+    EXPECT_EQ(miner.cmdline, (std::vector<std::string>{"./xmrig", "-o", "pool:3333"}));
+    ASSERT_EQ(miner.gpus.size(), 1u);
+    EXPECT_EQ(miner.gpus[0], (GpuHandle{1, 3, 5, 0, false}));
+    ASSERT_TRUE(miner.container.has_value());
+    EXPECT_EQ(miner.container->runtime, "docker");
+    EXPECT_EQ(miner.cgroup_path.rfind("/system.slice/docker-", 0), 0u);
+
+    const auto bash = table.get(200);
+    ASSERT_TRUE(bash.has_value());
+    EXPECT_FALSE(bash->holds_gpu());
+    EXPECT_TRUE(bash->exe.empty()) << "non-GPU processes are not enriched";
+}
+
+TEST_F(ProcessTableTest, bootstrap_of_missing_proc_root_fails_with_path) {
+    ProcessTableOptions options;
+    options.proc_root = proc_ / "nope";
+    ProcessTable table(options, [](uint32_t, uint32_t) { return true; });
+    auto report = table.bootstrap();
+    ASSERT_FALSE(report.ok());
+    EXPECT_NE(report.error().message.find("nope"), std::string::npos);
+}
+
+TEST_F(ProcessTableTest, events_build_the_lifecycle) {
+    auto table = make_table();
+    // 200 (bash) forks 201, which execs a miner, opens a GPU, connects, exits.
+    Exec exec;
+    exec.filename = "/tmp/xmrig";
+    exec.argv = {"xmrig", "--cuda"};
+    Event fork_event = event_of(200, 10, Fork{201, false});
+    table.apply(fork_event);
+    ASSERT_TRUE(table.get(201).has_value());
+    EXPECT_EQ(table.get(201)->ppid, 200u);
+
+    table.apply(event_of(201, 20, exec));
+    auto info = table.get(201);
+    EXPECT_EQ(info->exe, "/tmp/xmrig");
+    EXPECT_EQ(info->cmdline, exec.argv);
+
+    GpuOpen open;
+    open.major = 1;
+    open.minor = 3;
+    open.result = 4;
+    table.apply(event_of(201, 30, open));
+    info = table.get(201);
+    ASSERT_EQ(info->gpus.size(), 1u);
+    EXPECT_EQ(info->gpus[0].fd, 4);
+    EXPECT_EQ(info->gpus[0].since_ns, 30u);
+
+    for (uint16_t port : {3333, 3334, 3335}) {
+        Connect connect;
+        connect.address = "10.0.0.1";
+        connect.port = port;
+        table.apply(event_of(201, 40 + port, connect));
+    }
+    info = table.get(201);
+    ASSERT_EQ(info->connects.size(), 2u) << "bounded by max_connects";
+    EXPECT_EQ(info->connects.back().port, 3335);
+
+    Exit exit;
+    exit.status = 9;  // SIGKILL
+    table.apply(event_of(201, 100, exit));
+    info = table.get(201);
+    EXPECT_TRUE(info->exited);
+    EXPECT_EQ(info->exit_signal, 9);
+    EXPECT_FALSE(info->exit_code.has_value());
+
+    // Still there within the grace period, gone after it, reported as a GPU pid.
+    EXPECT_TRUE(table.evict(100 + 29'000'000'000ull).empty());
+    EXPECT_TRUE(table.get(201).has_value());
+    EXPECT_EQ(table.evict(100 + 30'000'000'000ull), std::vector<uint32_t>{201});
+    EXPECT_FALSE(table.get(201).has_value());
+}
+
+TEST_F(ProcessTableTest, fork_of_a_gpu_holder_inherits_its_handles) {
+    auto table = make_table();
+    ASSERT_TRUE(table.bootstrap().ok());
+    table.apply(event_of(100, 10, Fork{101, true}));
+    const auto child = table.get(101);
+    ASSERT_TRUE(child.has_value());
+    ASSERT_EQ(child->gpus.size(), 1u);
+    EXPECT_TRUE(child->gpus[0].inherited);
+    EXPECT_EQ(child->exe, "/opt/x/xmrig");
+    EXPECT_EQ(child->ppid, 100u);
+}
+
+TEST_F(ProcessTableTest, ioctl_rates_come_from_successive_reads) {
+    auto table = make_table();
+    ASSERT_TRUE(table.bootstrap().ok());
+    table.apply_ioctl_stats({IoctlAggregate{100, 1, 3, 0xc020462a, 100, 5, 50}}, 1'000'000'000);
+    table.apply_ioctl_stats({IoctlAggregate{100, 1, 3, 0xc020462a, 600, 5, 90}}, 3'000'000'000);
+    const auto info = table.get(100);
+    ASSERT_EQ(info->ioctls.size(), 1u);
+    EXPECT_EQ(info->ioctls[0].count, 600u);
+    EXPECT_DOUBLE_EQ(info->ioctls[0].rate_per_s, 250.0);  // 500 calls over 2 s
+    EXPECT_EQ(info->ioctl_total(), 600u);
+    // Unknown pids are ignored rather than created.
+    table.apply_ioctl_stats({IoctlAggregate{999, 1, 3, 1, 1, 1, 1}}, 4'000'000'000);
+    EXPECT_FALSE(table.get(999).has_value());
+}
+
+TEST_F(ProcessTableTest, memory_is_bounded_and_gpu_holders_are_kept) {
+    auto table = make_table(50);
+    ASSERT_TRUE(table.bootstrap().ok());
+    for (uint32_t pid = 1000; pid < 1200; ++pid) {
+        Exec exec;
+        exec.filename = "/bin/true";
+        table.apply(event_of(pid, pid, exec));
+    }
+    EXPECT_LE(table.size(), 50u);
+    EXPECT_GT(table.evicted_live(), 0u);
+    EXPECT_TRUE(table.get(100).has_value()) << "the GPU holder survives";
+    EXPECT_TRUE(table.get(1199).has_value()) << "the newest survives";
+}
+
+}  // namespace
+}  // namespace gpuguard::agent
