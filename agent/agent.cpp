@@ -13,8 +13,11 @@
 #include "agent/event_json.h"
 #include "agent/gpu_devices.h"
 #include "agent/ioctl_names.h"
+#include "agent/metrics_server.h"
 #include "agent/process_table.h"
 #include "agent/sensor.h"
+#include "agent/telemetry.h"
+#include "gpuguard/backends/backends.h"
 #include "gpuguard/common/logging.h"
 #include "gpuguard/version.h"
 
@@ -42,6 +45,8 @@ struct Agent::Impl {
     mutable std::map<std::string, std::string> drm_drivers;  // "226:128" -> "amdgpu"
     std::optional<Sensor> sensor;
     std::unique_ptr<ProcessTable> table;
+    std::unique_ptr<backends::TelemetrySampler> sampler;
+    std::unique_ptr<MetricsServer> metrics;
     std::optional<ControlServer> control;
     mutable std::mutex mutex;  // guards table and sensor reads from the control thread
     int64_t realtime_offset_ns = 0;
@@ -75,7 +80,7 @@ struct Agent::Impl {
         return resolved;
     }
 
-    json process_json(const ProcessInfo& info) const {
+    json process_json(const ProcessInfo& info, const backends::Snapshot& telemetry) const {
         json gpus = json::array();
         for (const auto& gpu : info.gpus) {
             gpus.push_back(json{{"device", device_text(gpu.major, gpu.minor)},
@@ -102,6 +107,20 @@ struct Agent::Impl {
             connects.push_back(json{
                 {"address", connect.address}, {"port", connect.port}, {"result", connect.result}});
         }
+        json gpu_usage = json::array();
+        for (const auto& sample : telemetry.processes) {
+            if (sample.pid != static_cast<pid_t>(info.pid)) continue;
+            json usage{{"gpu", sample.gpu}, {"source", sample.source}};
+            if (sample.gpu < telemetry.devices.size()) {
+                usage["model"] = telemetry.devices[sample.gpu].model;
+                usage["uuid"] = telemetry.devices[sample.gpu].uuid;
+            }
+            usage["memory_bytes"] =
+                sample.memory_bytes ? json(*sample.memory_bytes) : json(nullptr);
+            usage["compute_percent"] =
+                sample.compute_percent ? json(*sample.compute_percent) : json(nullptr);
+            gpu_usage.push_back(usage);
+        }
         json out{{"pid", info.pid},
                  {"ppid", info.ppid},
                  {"uid", info.uid},
@@ -113,6 +132,7 @@ struct Agent::Impl {
                  {"cgroup", info.cgroup_path},
                  {"container", nullptr},
                  {"gpus", gpus},
+                 {"gpu_usage", gpu_usage},
                  {"ioctl_total", info.ioctl_total()},
                  {"ioctl_rate_per_s", rate},
                  {"ioctls", ioctls},
@@ -127,6 +147,59 @@ struct Agent::Impl {
         return out;
     }
 
+    // (pid, fd, device) of every GPU fd the table knows, for per-process telemetry.
+    std::vector<backends::ProcessFd> gpu_fds() const {
+        std::lock_guard lock(mutex);
+        std::vector<backends::ProcessFd> fds;
+        for (const auto& process : table->gpu_processes()) {
+            if (process.exited) continue;
+            for (const auto& gpu : process.gpus) {
+                if (gpu.fd < 0) continue;
+                fds.push_back(backends::ProcessFd{static_cast<pid_t>(process.pid), gpu.fd,
+                                                  backends::DeviceNumber{gpu.major, gpu.minor}});
+            }
+        }
+        return fds;
+    }
+
+    std::vector<AgentMetric> agent_metrics() const {
+        std::lock_guard lock(mutex);
+        std::vector<AgentMetric> out;
+        const auto stats = sensor->stats();
+        for (const auto& type : stats.kernel) {
+            out.push_back(AgentMetric{"gpuguard_events_total",
+                                      "Records the kernel emitted, by type",
+                                      "counter",
+                                      {{"type", type.type}},
+                                      static_cast<double>(type.emitted)});
+        }
+        for (const auto& type : stats.kernel) {
+            out.push_back(AgentMetric{"gpuguard_events_dropped_total",
+                                      "Records lost because the ring buffer was full, by type",
+                                      "counter",
+                                      {{"type", type.type}},
+                                      static_cast<double>(type.dropped)});
+        }
+        out.push_back(AgentMetric{"gpuguard_events_undecodable_total",
+                                  "Records that failed to decode",
+                                  "counter",
+                                  {},
+                                  static_cast<double>(stats.decode_errors)});
+        size_t live_gpu = 0;
+        for (const auto& process : table->gpu_processes()) live_gpu += !process.exited;
+        out.push_back(AgentMetric{"gpuguard_gpu_processes",
+                                  "Live processes holding a GPU fd",
+                                  "gauge",
+                                  {},
+                                  static_cast<double>(live_gpu)});
+        out.push_back(AgentMetric{"gpuguard_tracked_processes",
+                                  "Entries in the process table",
+                                  "gauge",
+                                  {},
+                                  static_cast<double>(table->size())});
+        return out;
+    }
+
     void on_event(const Event& event) {
         table->apply(event);
         if (options.event_sink) options.event_sink(event_to_json(event, realtime_offset_ns));
@@ -136,7 +209,11 @@ struct Agent::Impl {
 Agent::Agent(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Agent::~Agent() {
-    if (impl_) impl_->control.reset();  // stop answering before the state goes
+    if (!impl_) return;
+    // Stop everything that calls back into the state before the state goes.
+    impl_->control.reset();
+    impl_->metrics.reset();
+    if (impl_->sampler) impl_->sampler->stop();
 }
 
 Result<std::unique_ptr<Agent>> Agent::start(AgentOptions options) {
@@ -185,6 +262,24 @@ Result<std::unique_ptr<Agent>> Agent::start(AgentOptions options) {
             "opens of GPU paths will be reported");
     }
 
+    // GPU telemetry: one sample now (which also finds the GPUs' device nodes,
+    // registered in the kernel map if /proc/devices did not cover them), then
+    // its own thread. Per-process samples read only the fds the sensor saw.
+    impl->sampler = std::make_unique<backends::TelemetrySampler>(
+        backends::make_backends(backend_options(config.backends)),
+        backends::SamplerOptions{std::chrono::milliseconds(config.backends.interval_ms),
+                                 [raw] { return raw->gpu_fds(); }});
+    impl->sampler->sample_once();
+    for (const auto& number : impl->sampler->gpu_device_numbers()) {
+        if (!number.known() || impl->is_gpu(number.major, number.minor)) continue;
+        const GpuDeviceNumber device{number.major, number.minor, "telemetry"};
+        if (auto added = impl->sensor->add_gpu_device(device); added) {
+            impl->devices.push_back(device);
+            log->info("watching GPU device {} (found by the telemetry backends)",
+                      device.to_string());
+        }
+    }
+
     // After attaching, so a process that opens a GPU meanwhile is seen by one or the other.
     auto bootstrap = impl->table->bootstrap();
     if (!bootstrap) {
@@ -198,6 +293,16 @@ Result<std::unique_ptr<Agent>> Agent::start(AgentOptions options) {
         }
         log->info("process table: {} processes, {} already holding a GPU", bootstrap->processes,
                   bootstrap->gpu_processes);
+    }
+
+    impl->sampler->start();
+    if (config.metrics.enabled) {
+        auto metrics = MetricsServer::start(
+            MetricsServerOptions{config.metrics.listen, config.metrics.port},
+            [raw] { return raw->sampler->latest(); }, [raw] { return raw->agent_metrics(); });
+        if (!metrics) return Unexpected{metrics.error()};
+        impl->metrics = std::move(metrics).value();
+        log->info("metrics on http://{}:{}/metrics", config.metrics.listen, impl->metrics->port());
     }
 
     if (!config.control.socket.empty()) {
@@ -270,6 +375,12 @@ std::string Agent::status_json() const { return status_json_of(*impl_); }
 std::string Agent::ps_json() const { return ps_json_of(*impl_); }
 
 std::string Agent::status_json_of(const Impl& impl) {
+    const auto telemetry = impl.sampler->latest();
+    json backends_status = json::array();
+    for (const auto& backend : telemetry.backends) {
+        backends_status.push_back(
+            json{{"name", backend.name}, {"ok", backend.ok}, {"last_error", backend.last_error}});
+    }
     std::lock_guard lock(impl.mutex);
     const auto stats = impl.sensor->stats();
     json events = json::object();
@@ -293,6 +404,9 @@ std::string Agent::status_json_of(const Impl& impl) {
                 {"dropped", stats.total_dropped()},
                 {"decode_errors", stats.decode_errors},
                 {"gpu_devices", devices},
+                {"telemetry", json{{"gpus", telemetry.devices.size()},
+                                   {"samples", telemetry.sequence},
+                                   {"backends", backends_status}}},
                 {"process_table",
                  json{{"entries", impl.table->size()},
                       {"max_entries", impl.options.config.process_table.max_entries},
@@ -304,10 +418,12 @@ std::string Agent::status_json_of(const Impl& impl) {
 }
 
 std::string Agent::ps_json_of(const Impl& impl) {
+    const auto telemetry = impl.sampler->latest();  // before the lock: the sampler takes it too
     std::lock_guard lock(impl.mutex);
     json processes = json::array();
-    for (const auto& process : impl.table->gpu_processes())
-        processes.push_back(impl.process_json(process));
+    for (const auto& process : impl.table->gpu_processes()) {
+        processes.push_back(impl.process_json(process, telemetry));
+    }
     return json{{"processes", processes}}.dump();
 }
 

@@ -30,5 +30,8 @@ void add_probe_command(CLI::App& app, Context& context);
 void add_config_command(CLI::App& app, Context& context);
 void add_status_command(CLI::App& app, Context& context);
 void add_ps_command(CLI::App& app, Context& context);
+void add_gpus_command(CLI::App& app, Context& context);
+void add_rules_command(CLI::App& app, Context& context);
+void add_scan_command(CLI::App& app, Context& context);
 
 }  // namespace gpuguard::agent::cli

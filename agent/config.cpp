@@ -163,9 +163,10 @@ void read_backends(const ConfigReader& reader, const YAML::Node& node, BackendsC
         }
         backends.interval_ms = ms;
     }
-    for (const auto& [key, flag] :
-         {std::pair<const char*, bool*>{"nvidia", &backends.nvidia}, {"amd", &backends.amd},
-          {"intel", &backends.intel}, {"drm_fdinfo", &backends.drm_fdinfo}}) {
+    for (const auto& [key, flag] : {std::pair<const char*, bool*>{"nvidia", &backends.nvidia},
+                                    {"amd", &backends.amd},
+                                    {"intel", &backends.intel},
+                                    {"drm_fdinfo", &backends.drm_fdinfo}}) {
         if (const auto value = node[key]) {
             *flag = reader.scalar<bool>(value, std::string("backends.") + key, "true or false");
         }
@@ -174,9 +175,9 @@ void read_backends(const ConfigReader& reader, const YAML::Node& node, BackendsC
         backends.nvml_library =
             reader.scalar<std::string>(library, "backends.nvml_library", "a path string");
     }
-    for (const auto& [key, root] : {std::pair<const char*, std::string*>{"sysfs_root",
-                                                                         &backends.sysfs_root},
-                                    {"proc_root", &backends.proc_root}}) {
+    for (const auto& [key, root] :
+         {std::pair<const char*, std::string*>{"sysfs_root", &backends.sysfs_root},
+          {"proc_root", &backends.proc_root}}) {
         if (const auto value = node[key]) {
             const std::string name = std::string("backends.") + key;
             *root = reader.scalar<std::string>(value, name, "an absolute path");
@@ -264,7 +265,8 @@ Result<Config> load_config_text(std::string_view yaml, const std::string& source
         const YAML::Node root = YAML::Load(std::string(yaml));
         if (root.IsNull()) return config;  // empty file: all defaults
         const ConfigReader reader(source);
-        reader.check_keys(root, "", {"log", "sensor", "backends", "metrics", "control", "process_table"});
+        reader.check_keys(root, "",
+                          {"log", "sensor", "backends", "metrics", "control", "process_table"});
         if (const auto log = root["log"]) read_log(reader, log, config.log);
         if (const auto control = root["control"]) read_control(reader, control, config.control);
         if (const auto table = root["process_table"]) {
@@ -336,7 +338,8 @@ std::string config_to_yaml(const Config& config) {
     out << YAML::Key << "amd" << YAML::Value << backends.amd;
     out << YAML::Key << "intel" << YAML::Value << backends.intel;
     out << YAML::Key << "drm_fdinfo" << YAML::Value << backends.drm_fdinfo;
-    out << YAML::Key << "nvml_library" << YAML::Value << YAML::DoubleQuoted << backends.nvml_library;
+    out << YAML::Key << "nvml_library" << YAML::Value << YAML::DoubleQuoted
+        << backends.nvml_library;
     out << YAML::Key << "sysfs_root" << YAML::Value << backends.sysfs_root;
     out << YAML::Key << "proc_root" << YAML::Value << backends.proc_root;
     out << YAML::EndMap;

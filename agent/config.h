@@ -33,12 +33,12 @@ struct SensorConfig {
 
 // GPU telemetry (docs/backends.md).
 struct BackendsConfig {
-    uint32_t interval_ms = 1000;  // sampling period, 100 .. 3600000
-    bool nvidia = true;           // NVML, when libnvidia-ml.so.1 loads
-    bool amd = true;              // amdgpu sysfs, KFD, fdinfo
-    bool intel = true;            // i915 / xe sysfs, fdinfo
-    bool drm_fdinfo = true;       // any other drm-usage-stats driver (asahi, msm, panfrost)
-    std::string nvml_library;     // "" = libnvidia-ml.so.1 from the loader path
+    uint32_t interval_ms = 1000;      // sampling period, 100 .. 3600000
+    bool nvidia = true;               // NVML, when libnvidia-ml.so.1 loads
+    bool amd = true;                  // amdgpu sysfs, KFD, fdinfo
+    bool intel = true;                // i915 / xe sysfs, fdinfo
+    bool drm_fdinfo = true;           // any other drm-usage-stats driver (asahi, msm, panfrost)
+    std::string nvml_library;         // "" = libnvidia-ml.so.1 from the loader path
     std::string sysfs_root = "/sys";  // tests point these at fixture trees
     std::string proc_root = "/proc";
 };

@@ -43,6 +43,9 @@ int main(int argc, char** argv) {
     cli::add_config_command(app, context);
     cli::add_status_command(app, context);
     cli::add_ps_command(app, context);
+    cli::add_gpus_command(app, context);
+    cli::add_rules_command(app, context);
+    cli::add_scan_command(app, context);
     app.add_subcommand("version", "print the version")->callback([] {
         std::cout << "gpuguard " << GPUGUARD_VERSION << "\n";
     });

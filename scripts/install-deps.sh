@@ -10,10 +10,12 @@ packages=(
     clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev
     # libraries
     libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev
-    libhyperscan-dev libyara-dev libnftables-dev libcurl4-openssl-dev
+    libhyperscan-dev libyara-dev libnftables-dev libcurl4-openssl-dev libcpp-httplib-dev
+    libssl-dev libpcre2-dev
     # tests and benchmarks
     libgtest-dev libgmock-dev libbenchmark-dev
-    # tools the tests drive
+    # tools the tests drive (prometheus ships promtool; /metrics tests use both)
+    prometheus
     nftables iproute2 util-linux procps clang-format
 )
 

@@ -30,4 +30,4 @@ fi
 
 # ctest's summary must be the last thing printed: exec it.
 cd "$build"
-exec ctest --output-on-failure --no-label-summary --timeout 600 "$@"
+exec ctest --output-on-failure --no-label-summary --timeout 600 -j "$(nproc)" "$@"

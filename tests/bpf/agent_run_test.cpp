@@ -143,7 +143,8 @@ TEST_F(AgentRunTest, bootstrap_finds_earlier_gpu_holder_and_ps_shows_it) {
 
     Subprocess agent({GPUGUARD_BINARY, "run", "--config", config.string()});
     ASSERT_TRUE(agent.wait_for_stderr("ready", 20s)) << agent.stderr_text();
-    EXPECT_NE(agent.stderr_text().find("1 already holding a GPU"), std::string::npos)
+    // >= 1: another process on the host may hold /dev/full (1:7) too.
+    EXPECT_NE(agent.stderr_text().find("already holding a GPU"), std::string::npos)
         << agent.stderr_text();
     ASSERT_EQ(write(go[1], "g", 1), 1);
 
@@ -170,7 +171,7 @@ TEST_F(AgentRunTest, bootstrap_finds_earlier_gpu_holder_and_ps_shows_it) {
         run_command({GPUGUARD_BINARY, "status", "--socket", socket.string(), "--json"});
     ASSERT_EQ(status.exit_code, 0) << status.stderr_text;
     const auto s = nlohmann::json::parse(status.stdout_text);
-    EXPECT_EQ(s["process_table"]["bootstrap"]["gpu_processes"], 1);
+    EXPECT_GE(s["process_table"]["bootstrap"]["gpu_processes"].get<int>(), 1);
     EXPECT_EQ(s["events"]["gpu_ioctl"]["emitted"], 1);
     EXPECT_EQ(s["dropped"], 0);
     EXPECT_GE(s["hooks"].size(), 8u);

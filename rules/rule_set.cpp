@@ -1,0 +1,803 @@
+// Loading miner-rules.yaml files into a RuleSet. Every problem is collected
+// (not just the first) and reported as "file:line:col: message", where the
+// position is the offending YAML node.
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <tuple>
+
+#include <fnmatch.h>
+#include <yaml-cpp/yaml.h>
+
+#include "gpuguard/common/logging.h"
+#include "gpuguard/rules/rules.h"
+
+namespace gpuguard::rules {
+namespace {
+
+using signatures::Anchor;
+using signatures::Pattern;
+using signatures::PatternKind;
+using signatures::Signature;
+
+class Diagnostics {
+  public:
+    explicit Diagnostics(std::string file) : file_(std::move(file)) {}
+
+    std::string where(const YAML::Node& node) const {
+        const YAML::Mark mark = node.Mark();
+        if (mark.line < 0) return file_;
+        return file_ + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
+    }
+    std::string line_of(const YAML::Node& node) const {
+        return file_ + ":" + std::to_string(node.Mark().line + 1);
+    }
+    void error(const YAML::Node& node, const std::string& message) {
+        const YAML::Mark mark = node.Mark();
+        errors_.push_back({mark.line, mark.column, where(node) + ": " + message});
+    }
+    void error_at(int line, int column, const std::string& message) {
+        errors_.push_back({line, column,
+                           file_ + ":" + std::to_string(line + 1) + ":" +
+                               std::to_string(column + 1) + ": " + message});
+    }
+    // The problems in file order (line, then column).
+    std::vector<std::string> sorted_errors() const {
+        auto sorted = errors_;
+        std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
+            return std::tie(a.line, a.column) < std::tie(b.line, b.column);
+        });
+        std::vector<std::string> out;
+        for (auto& entry : sorted) out.push_back(std::move(entry.text));
+        return out;
+    }
+
+    // Reports keys of `map` outside `allowed`; false when `map` is not a map.
+    bool check_keys(const YAML::Node& map, const std::string& path,
+                    std::initializer_list<const char*> allowed) {
+        if (!map.IsMap()) {
+            error(map, (path.empty() ? "top level" : path) + ": must be a mapping");
+            return false;
+        }
+        for (const auto& entry : map) {
+            const std::string key = entry.first.Scalar();
+            if (std::none_of(allowed.begin(), allowed.end(),
+                             [&](const char* name) { return key == name; })) {
+                std::string known;
+                for (const char* name : allowed)
+                    known += (known.empty() ? "" : ", ") + std::string(name);
+                error(entry.first, (path.empty() ? "" : path + ": ") + "unknown key '" + key +
+                                       "' (known: " + known + ")");
+            }
+        }
+        return true;
+    }
+
+    std::optional<std::string> scalar(const YAML::Node& node, const std::string& path,
+                                      const char* type = "a string") {
+        if (!node.IsScalar()) {
+            error(node, path + ": must be " + type);
+            return std::nullopt;
+        }
+        return node.Scalar();
+    }
+
+    // A list of scalars; a single scalar is an error (it hides typos like "a, b").
+    std::vector<std::pair<std::string, YAML::Node>> scalar_list(const YAML::Node& node,
+                                                                const std::string& path) {
+        std::vector<std::pair<std::string, YAML::Node>> out;
+        if (!node.IsSequence()) {
+            error(node, path + ": must be a list");
+            return out;
+        }
+        for (size_t i = 0; i < node.size(); ++i) {
+            if (auto text = scalar(node[i], path + "[" + std::to_string(i) + "]")) {
+                out.emplace_back(*text, node[i]);
+            }
+        }
+        return out;
+    }
+
+  private:
+    struct Entry {
+        int line;
+        int column;
+        std::string text;
+    };
+    std::string file_;
+    std::vector<Entry> errors_;
+};
+
+std::optional<double> parse_confidence(const std::string& text) {
+    char* end = nullptr;
+    const double value = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end != '\0' || !(value >= 0 && value <= 1)) return std::nullopt;
+    return value;
+}
+
+std::optional<uint16_t> parse_port(const std::string& text) {
+    char* end = nullptr;
+    const long value = std::strtol(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0' || value < 1 || value > 65535) return std::nullopt;
+    return static_cast<uint16_t>(value);
+}
+
+bool is_sha256(const std::string& text) {
+    return text.size() == 64 && text.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
+struct ParsedRule {
+    EffectiveSignature effective;
+    std::optional<Action> action;  // unset: the default action
+    YAML::Node id_node;
+    std::vector<std::pair<std::string, YAML::Node>> must_match, must_not_match;
+};
+
+struct Override {
+    std::string id;
+    std::optional<Severity> severity;
+    std::optional<double> confidence;
+    std::optional<Action> action;
+    std::string origin;
+    YAML::Node node;
+};
+
+struct ParsedFile {
+    std::vector<ParsedRule> rules;
+    std::vector<std::pair<std::string, YAML::Node>> disable;
+    std::vector<Override> overrides;
+    Allowlist allowlist;
+    std::optional<double> hash_rate;
+    std::optional<Action> default_action;
+};
+
+// One pattern list entry: a string (the key's default kind) or a mapping
+// {regex|literal|glob: TEXT, caseless: BOOL, anchor: none|start|end|both}.
+void read_pattern(Diagnostics& diag, const YAML::Node& node, const std::string& path, Field field,
+                  PatternKind kind, Signature& signature) {
+    Pattern pattern;
+    pattern.field = field;
+    pattern.kind = kind;
+    pattern.caseless = kind == PatternKind::kGlob || kind == PatternKind::kDomainSuffix;
+    if (node.IsScalar()) {
+        pattern.text = node.Scalar();
+    } else if (node.IsMap() && kind != PatternKind::kDomainSuffix) {
+        if (!diag.check_keys(node, path, {"regex", "literal", "glob", "caseless", "anchor"}))
+            return;
+        int kinds = 0;
+        for (const auto& [key, value] :
+             {std::pair{"regex", PatternKind::kRegex}, std::pair{"literal", PatternKind::kLiteral},
+              std::pair{"glob", PatternKind::kGlob}}) {
+            if (const auto text = node[key]) {
+                ++kinds;
+                pattern.kind = value;
+                pattern.text = diag.scalar(text, path + "." + key).value_or("");
+            }
+        }
+        if (kinds != 1) {
+            diag.error(node, path + ": needs exactly one of regex, literal, glob");
+            return;
+        }
+        if (const auto flag = node["caseless"]) {
+            const auto text = diag.scalar(flag, path + ".caseless", "true or false");
+            if (text && *text != "true" && *text != "false") {
+                diag.error(flag, path + ".caseless: must be true or false, not '" + *text + "'");
+            } else if (text) {
+                pattern.caseless = *text == "true";
+            }
+        }
+        if (const auto anchor = node["anchor"]) {
+            const auto text = diag.scalar(anchor, path + ".anchor").value_or("");
+            const std::map<std::string, Anchor> anchors = {{"none", Anchor::kNone},
+                                                           {"start", Anchor::kStart},
+                                                           {"end", Anchor::kEnd},
+                                                           {"both", Anchor::kBoth}};
+            if (const auto it = anchors.find(text); it != anchors.end()) {
+                pattern.anchor = it->second;
+            } else {
+                diag.error(anchor, path + ".anchor: must be none, start, end or both");
+            }
+        }
+    } else {
+        diag.error(node,
+                   path + ": must be a string" +
+                       std::string(kind == PatternKind::kDomainSuffix ? "" : " or a mapping"));
+        return;
+    }
+    if (pattern.text.empty()) {
+        diag.error(node, path + ": empty pattern");
+        return;
+    }
+    if (pattern.kind == PatternKind::kRegex || pattern.kind == PatternKind::kGlob) {
+        const auto status =
+            signatures::check_regex(signatures::pattern_expression(pattern), pattern.caseless);
+        if (!status.ok()) {
+            diag.error(node, path + ": bad " +
+                                 (pattern.kind == PatternKind::kGlob ? "glob" : "regex") + " '" +
+                                 pattern.text + "': " + status.error().message);
+            return;
+        }
+    }
+    if (pattern.kind == PatternKind::kDomainSuffix &&
+        pattern.text.find_first_of(" /:*") != std::string::npos) {
+        diag.error(node, path + ": '" + pattern.text +
+                             "' is not a domain suffix (write pool.example, no scheme, port or *)");
+        return;
+    }
+    signature.patterns.push_back(std::move(pattern));
+}
+
+void read_rule(Diagnostics& diag, const YAML::Node& node, const std::string& path,
+               ParsedFile& file) {
+    if (!diag.check_keys(node, path,
+                         {"id", "name", "description", "severity", "confidence", "mitre", "action",
+                          "process_name", "exe_path", "cmdline", "config", "pool_domains",
+                          "pool_ports", "payload", "tests"})) {
+        return;
+    }
+    ParsedRule rule;
+    Signature& signature = rule.effective.signature;
+    signature.severity = Severity::kCritical;
+    signature.confidence = 0.8;
+    signature.mitre = "T1496";
+    rule.effective.origin = diag.line_of(node);
+    signature.source = rule.effective.origin;
+    if (const auto id = node["id"]) {
+        rule.id_node.reset(id);
+        signature.id = diag.scalar(id, path + ".id").value_or("");
+        if (signature.id.starts_with("GG-")) {
+            diag.error(id, path + ".id: '" + signature.id +
+                               "': ids starting with GG- are reserved for the built-in pack");
+        } else if (!signature.id.empty() &&
+                   signature.id.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTU"
+                                                  "VWXYZ0123456789_.-") != std::string::npos) {
+            diag.error(id, path + ".id: '" + signature.id +
+                               "' may only contain letters, digits, '_', '.' and '-'");
+        }
+    } else {
+        diag.error(node, path + ": missing required key 'id'");
+    }
+    const std::string where = path + (signature.id.empty() ? "" : " (" + signature.id + ")");
+    signature.name = signature.id;
+    if (const auto name = node["name"])
+        signature.name = diag.scalar(name, where + ".name").value_or("");
+    if (const auto text = node["description"]) {
+        signature.description = diag.scalar(text, where + ".description").value_or("");
+    }
+    if (const auto text = node["mitre"])
+        signature.mitre = diag.scalar(text, where + ".mitre").value_or("");
+    if (const auto severity = node["severity"]) {
+        const auto text = diag.scalar(severity, where + ".severity").value_or("");
+        if (auto parsed = signatures::parse_severity(text)) {
+            signature.severity = *parsed;
+        } else {
+            diag.error(severity, where + ".severity: '" + text +
+                                     "' is not one of emergency, alert, critical, error, warning, "
+                                     "notice, info, debug");
+        }
+    }
+    if (const auto confidence = node["confidence"]) {
+        const auto text = diag.scalar(confidence, where + ".confidence", "a number").value_or("");
+        if (auto value = parse_confidence(text)) {
+            signature.confidence = *value;
+        } else {
+            diag.error(confidence,
+                       where + ".confidence: '" + text + "' is not a number from 0 to 1");
+        }
+    }
+    if (const auto action = node["action"]) {
+        const auto text = diag.scalar(action, where + ".action").value_or("");
+        rule.action = parse_action(text);
+        if (!rule.action) {
+            diag.error(action, where + ".action: '" + text +
+                                   "' is not one of alert, kill, kill_now, block_ip, deny_gpu");
+        }
+    }
+    struct Key {
+        const char* name;
+        Field field;
+        PatternKind kind;
+    };
+    static constexpr Key kPatternKeys[] = {
+        {"process_name", Field::kProcess, PatternKind::kGlob},
+        {"exe_path", Field::kProcess, PatternKind::kRegex},
+        {"cmdline", Field::kCmdline, PatternKind::kRegex},
+        {"config", Field::kConfig, PatternKind::kRegex},
+        {"pool_domains", Field::kDomain, PatternKind::kDomainSuffix},
+        {"payload", Field::kPayload, PatternKind::kRegex},
+    };
+    for (const auto& key : kPatternKeys) {
+        const auto list = node[key.name];
+        if (!list) continue;
+        const std::string list_path = where + "." + key.name;
+        if (!list.IsSequence()) {
+            diag.error(list, list_path + ": must be a list");
+            continue;
+        }
+        for (size_t i = 0; i < list.size(); ++i) {
+            read_pattern(diag, list[i], list_path + "[" + std::to_string(i) + "]", key.field,
+                         key.kind, signature);
+        }
+    }
+    if (const auto ports = node["pool_ports"]) {
+        for (const auto& [text, item] : diag.scalar_list(ports, where + ".pool_ports")) {
+            if (auto port = parse_port(text)) {
+                signature.ports.push_back(*port);
+            } else {
+                diag.error(item, where + ".pool_ports: '" + text + "' is not a port (1-65535)");
+            }
+        }
+    }
+    const bool any_match_key =
+        std::any_of(std::begin(kPatternKeys), std::end(kPatternKeys),
+                    [&](const Key& key) { return static_cast<bool>(node[key.name]); }) ||
+        node["pool_ports"];
+    if (!any_match_key) {
+        diag.error(node, where +
+                             ": matches nothing (give process_name, exe_path, cmdline, config, "
+                             "pool_domains, pool_ports or payload)");
+    }
+    if (const auto tests = node["tests"]) {
+        if (diag.check_keys(tests, where + ".tests", {"match", "no_match"})) {
+            if (const auto list = tests["match"]) {
+                rule.must_match = diag.scalar_list(list, where + ".tests.match");
+            }
+            if (const auto list = tests["no_match"]) {
+                rule.must_not_match = diag.scalar_list(list, where + ".tests.no_match");
+            }
+        }
+    }
+    file.rules.push_back(std::move(rule));
+}
+
+void read_signatures_section(Diagnostics& diag, const YAML::Node& node, ParsedFile& file) {
+    if (!diag.check_keys(node, "signatures", {"disable", "override"})) return;
+    if (const auto list = node["disable"])
+        file.disable = diag.scalar_list(list, "signatures.disable");
+    const auto list = node["override"];
+    if (!list) return;
+    if (!list.IsSequence()) {
+        diag.error(list, "signatures.override: must be a list");
+        return;
+    }
+    for (size_t i = 0; i < list.size(); ++i) {
+        const auto item = list[i];
+        const std::string path = "signatures.override[" + std::to_string(i) + "]";
+        if (!diag.check_keys(item, path, {"id", "severity", "confidence", "action"})) continue;
+        Override entry;
+        entry.node.reset(item);
+        entry.origin = diag.line_of(item);
+        if (const auto id = item["id"]) {
+            entry.id = diag.scalar(id, path + ".id").value_or("");
+            entry.node.reset(id);
+        } else {
+            diag.error(item, path + ": missing required key 'id'");
+            continue;
+        }
+        if (const auto severity = item["severity"]) {
+            const auto text = diag.scalar(severity, path + ".severity").value_or("");
+            entry.severity = signatures::parse_severity(text);
+            if (!entry.severity) {
+                diag.error(severity, path + ".severity: '" + text +
+                                         "' is not one of emergency, alert, critical, error, "
+                                         "warning, notice, info, debug");
+            }
+        }
+        if (const auto confidence = item["confidence"]) {
+            const auto text =
+                diag.scalar(confidence, path + ".confidence", "a number").value_or("");
+            entry.confidence = parse_confidence(text);
+            if (!entry.confidence) {
+                diag.error(confidence,
+                           path + ".confidence: '" + text + "' is not a number from 0 to 1");
+            }
+        }
+        if (const auto action = item["action"]) {
+            const auto text = diag.scalar(action, path + ".action").value_or("");
+            entry.action = parse_action(text);
+            if (!entry.action) {
+                diag.error(action, path + ".action: '" + text +
+                                       "' is not one of alert, kill, kill_now, block_ip, deny_gpu");
+            }
+        }
+        if (!item["severity"] && !item["confidence"] && !item["action"]) {
+            diag.error(item, path + ": changes nothing (give severity, confidence or action)");
+        }
+        file.overrides.push_back(std::move(entry));
+    }
+}
+
+void read_allowlist(Diagnostics& diag, const YAML::Node& node, Allowlist& allowlist) {
+    if (!diag.check_keys(node, "allowlist", {"users", "exe_paths", "sha256", "containers"})) return;
+    auto take = [&](const char* key, std::vector<std::string>& out) {
+        if (const auto list = node[key]) {
+            for (auto& [text, item] : diag.scalar_list(list, std::string("allowlist.") + key)) {
+                if (std::string_view(key) == "sha256" && !is_sha256(text)) {
+                    diag.error(item,
+                               "allowlist.sha256: '" + text + "' is not 64 lowercase hex digits");
+                    continue;
+                }
+                if (std::string_view(key) == "exe_paths" && !text.starts_with("/")) {
+                    diag.error(item, "allowlist.exe_paths: '" + text + "' is not an absolute path");
+                    continue;
+                }
+                out.push_back(text);
+            }
+        }
+    };
+    take("users", allowlist.users);
+    take("exe_paths", allowlist.exe_paths);
+    take("sha256", allowlist.sha256);
+    take("containers", allowlist.containers);
+}
+
+void read_root(Diagnostics& diag, const YAML::Node& root, ParsedFile& parsed);
+
+ParsedFile parse_file(Diagnostics& diag, const RuleFile& file) {
+    ParsedFile parsed;
+    YAML::Node root;
+    try {
+        root = YAML::Load(file.text);
+    } catch (const YAML::ParserException& error) {
+        diag.error_at(error.mark.line, error.mark.column, "YAML syntax error: " + error.msg);
+        return parsed;
+    }
+    if (root.IsNull()) return parsed;  // empty file: nothing to add
+    try {
+        read_root(diag, root, parsed);
+    } catch (const YAML::Exception& error) {
+        // Not expected (every access is checked first), but never let it escape.
+        diag.error_at(error.mark.line, error.mark.column, error.msg);
+    }
+    return parsed;
+}
+
+void read_root(Diagnostics& diag, const YAML::Node& root, ParsedFile& parsed) {
+    if (!diag.check_keys(
+            root, "",
+            {"rules", "allowlist", "signatures", "hash_rate_threshold", "default_action"})) {
+        return;
+    }
+    if (const auto threshold = root["hash_rate_threshold"]) {
+        const auto text = diag.scalar(threshold, "hash_rate_threshold", "a hash rate").value_or("");
+        auto rate = parse_hash_rate(text);
+        if (rate) {
+            parsed.hash_rate = *rate;
+        } else if (threshold.IsScalar()) {
+            diag.error(threshold, "hash_rate_threshold: " + rate.error().message);
+        }
+    }
+    if (const auto action = root["default_action"]) {
+        const auto text = diag.scalar(action, "default_action").value_or("");
+        parsed.default_action = parse_action(text);
+        if (!parsed.default_action) {
+            diag.error(action, "default_action: '" + text +
+                                   "' is not one of alert, kill, kill_now, block_ip, deny_gpu");
+        }
+    }
+    if (const auto list = root["rules"]) {
+        if (!list.IsSequence()) {
+            diag.error(list, "rules: must be a list");
+        } else {
+            for (size_t i = 0; i < list.size(); ++i) {
+                read_rule(diag, list[i], "rules[" + std::to_string(i) + "]", parsed);
+            }
+        }
+    }
+    if (const auto section = root["signatures"]) read_signatures_section(diag, section, parsed);
+    if (const auto section = root["allowlist"]) read_allowlist(diag, section, parsed.allowlist);
+}
+
+bool glob_matches(const std::string& pattern, const std::string& text, int flags) {
+    return fnmatch(pattern.c_str(), text.c_str(), flags) == 0;
+}
+
+}  // namespace
+
+const char* to_string(Action action) {
+    switch (action) {
+        case Action::kAlert:
+            return "alert";
+        case Action::kKill:
+            return "kill";
+        case Action::kKillNow:
+            return "kill_now";
+        case Action::kBlockIp:
+            return "block_ip";
+        case Action::kDenyGpu:
+            return "deny_gpu";
+    }
+    return "unknown";
+}
+
+std::optional<Action> parse_action(std::string_view name) {
+    for (auto action :
+         {Action::kAlert, Action::kKill, Action::kKillNow, Action::kBlockIp, Action::kDenyGpu}) {
+        if (name == to_string(action)) return action;
+    }
+    return std::nullopt;
+}
+
+Result<double> parse_hash_rate(std::string_view text) {
+    const std::string input(text);
+    char* end = nullptr;
+    const double number = std::strtod(input.c_str(), &end);
+    std::string_view unit(end);
+    while (!unit.empty() && unit.front() == ' ') unit.remove_prefix(1);
+    static constexpr std::pair<std::string_view, double> kUnits[] = {
+        {"H/s", 1}, {"kH/s", 1e3}, {"MH/s", 1e6}, {"GH/s", 1e9}, {"TH/s", 1e12}};
+    if (end == input.c_str() || !std::isfinite(number) || number <= 0) {
+        return fail(ErrorCode::kInvalidArgument,
+                    "'" + input +
+                        "' is not a hash rate (a positive number and a unit: H/s, kH/s, "
+                        "MH/s, GH/s or TH/s, e.g. 100MH/s)");
+    }
+    for (const auto& [name, scale] : kUnits) {
+        if (unit == name) return number * scale;
+    }
+    return fail(ErrorCode::kInvalidArgument,
+                "'" + input + "': unknown unit '" + std::string(unit) +
+                    "' (use H/s, kH/s, MH/s, GH/s or TH/s, e.g. 100MH/s)");
+}
+
+Result<std::vector<RuleFile>> read_rule_files(const RulePaths& paths) {
+    std::vector<std::filesystem::path> files;
+    std::error_code ec;
+    if (!paths.main_file.empty() && std::filesystem::exists(paths.main_file, ec)) {
+        files.push_back(paths.main_file);
+    }
+    if (!paths.drop_in_dir.empty() && std::filesystem::is_directory(paths.drop_in_dir, ec)) {
+        std::vector<std::filesystem::path> drop_ins;
+        for (const auto& entry : std::filesystem::directory_iterator(paths.drop_in_dir, ec)) {
+            const auto name = entry.path().filename().string();
+            // Editors' temporary and backup files (.x.yaml.swp, x.yaml~) end otherwise.
+            if (entry.path().extension() == ".yaml" && !name.starts_with(".")) {
+                drop_ins.push_back(entry.path());
+            }
+        }
+        if (ec) {
+            return fail(ErrorCode::kIo,
+                        "cannot list " + paths.drop_in_dir.string() + ": " + ec.message());
+        }
+        std::sort(drop_ins.begin(), drop_ins.end());
+        files.insert(files.end(), drop_ins.begin(), drop_ins.end());
+    }
+    std::vector<RuleFile> out;
+    for (const auto& path : files) {
+        std::ifstream in(path, std::ios::binary);
+        if (!in) {
+            const int err = errno;
+            return fail(err == EACCES ? ErrorCode::kPermission : ErrorCode::kIo,
+                        "cannot read " + path.string() + ": " + std::strerror(err), err);
+        }
+        std::stringstream text;
+        text << in.rdbuf();
+        out.push_back({path.string(), text.str()});
+    }
+    return out;
+}
+
+Result<std::shared_ptr<const signatures::Matcher>> compile_builtin_pack() {
+    auto pack = signatures::load_builtin_pack();
+    if (!pack) return Unexpected{pack.error()};
+    auto matcher = signatures::Matcher::compile(std::move(pack->signatures));
+    if (!matcher) return Unexpected{matcher.error()};
+    return std::make_shared<const signatures::Matcher>(std::move(matcher).value());
+}
+
+Result<RuleSet> RuleSet::build(std::shared_ptr<const signatures::Matcher> builtin,
+                               const std::vector<RuleFile>& files) {
+    std::vector<std::string> errors;
+    std::vector<ParsedRule> rules;
+    std::map<std::string, std::pair<Override, std::string>> overrides;  // id -> (override, file)
+    auto disabled = std::make_shared<std::set<std::string, std::less<>>>();
+    RuleSet set;
+    set.builtin_ = builtin;
+    Action default_action = Action::kAlert;
+    std::map<std::string, std::string> rule_ids;  // id -> where first defined
+
+    for (const auto& file : files) {
+        Diagnostics diag(file.name);
+        ParsedFile parsed = parse_file(diag, file);
+        set.files_.push_back(file.name);
+        for (auto& rule : parsed.rules) {
+            const std::string& id = rule.effective.signature.id;
+            if (id.empty()) continue;
+            if (builtin->find(id)) {
+                diag.error(rule.id_node, "duplicate id '" + id + "': a built-in signature has it");
+            } else if (auto [it, inserted] = rule_ids.emplace(id, diag.where(rule.id_node));
+                       !inserted) {
+                diag.error(rule.id_node,
+                           "duplicate id '" + id + "' (first defined at " + it->second + ")");
+            } else {
+                rules.push_back(std::move(rule));
+            }
+        }
+        for (const auto& [id, node] : parsed.disable) {
+            if (!builtin->find(id)) {
+                diag.error(node, "signatures.disable: unknown signature id '" + id + "'");
+            } else {
+                disabled->insert(id);
+            }
+        }
+        std::set<std::string> seen_here;
+        for (auto& entry : parsed.overrides) {
+            if (!builtin->find(entry.id)) {
+                diag.error(entry.node,
+                           "signatures.override: unknown signature id '" + entry.id + "'");
+            } else if (!seen_here.insert(entry.id).second) {
+                diag.error(entry.node,
+                           "signatures.override: duplicate id '" + entry.id + "' in this file");
+            } else {
+                overrides[entry.id] = {entry, file.name};  // a later file wins
+            }
+        }
+        auto& allow = set.allowlist_;
+        for (auto [from, to] : {std::pair{&parsed.allowlist.users, &allow.users},
+                                std::pair{&parsed.allowlist.exe_paths, &allow.exe_paths},
+                                std::pair{&parsed.allowlist.sha256, &allow.sha256},
+                                std::pair{&parsed.allowlist.containers, &allow.containers}}) {
+            to->insert(to->end(), from->begin(), from->end());
+        }
+        if (parsed.hash_rate) set.hash_rate_threshold_ = parsed.hash_rate;
+        if (parsed.default_action) default_action = *parsed.default_action;
+        const auto sorted = diag.sorted_errors();
+        errors.insert(errors.end(), sorted.begin(), sorted.end());
+    }
+
+    // User rules: one small Hyperscan database set of their own, so a reload
+    // never recompiles the built-in pack.
+    if (errors.empty() && !rules.empty()) {
+        std::vector<Signature> user_signatures;
+        for (const auto& rule : rules) user_signatures.push_back(rule.effective.signature);
+        auto matcher = signatures::Matcher::compile(std::move(user_signatures));
+        if (!matcher) {
+            errors.push_back(matcher.error().message);
+        } else {
+            set.user_ = std::make_shared<const signatures::Matcher>(std::move(matcher).value());
+        }
+    }
+    // The rules' own test vectors, so `rules check` proves them.
+    if (errors.empty() && set.user_) {
+        auto scanner = set.user_->scanner();
+        if (!scanner) return Unexpected{scanner.error()};
+        for (const auto& rule : rules) {
+            const Signature& signature = rule.effective.signature;
+            auto matches = [&](const std::string& text) {
+                std::set<Field> fields;
+                for (const auto& pattern : signature.patterns) {
+                    fields.insert(pattern.field);
+                    if (pattern.kind == PatternKind::kDomainSuffix) fields.insert(Field::kCmdline);
+                }
+                for (const Field field : fields) {
+                    for (const auto& id : scanner->match(field, text)) {
+                        if (id == signature.id) return true;
+                    }
+                }
+                if (auto port = parse_port(text)) {
+                    for (const auto& id : scanner->match_port(*port)) {
+                        if (id == signature.id) return true;
+                    }
+                }
+                return false;
+            };
+            const std::string file = signature.source.substr(0, signature.source.rfind(':'));
+            Diagnostics diag(file);
+            for (const auto& [text, node] : rule.must_match) {
+                if (!matches(text)) {
+                    diag.error(node, signature.id + ": test vector '" + text +
+                                         "' should match but does not");
+                }
+            }
+            for (const auto& [text, node] : rule.must_not_match) {
+                if (matches(text)) {
+                    diag.error(node, signature.id + ": test vector '" + text +
+                                         "' should not match but does");
+                }
+            }
+            const auto sorted = diag.sorted_errors();
+            errors.insert(errors.end(), sorted.begin(), sorted.end());
+        }
+    }
+    if (!errors.empty()) {
+        std::string message;
+        for (const auto& line : errors) message += (message.empty() ? "" : "\n") + line;
+        return fail(ErrorCode::kInvalidArgument, message);
+    }
+
+    auto effective = std::make_shared<std::vector<EffectiveSignature>>();
+    for (const auto& signature : builtin->signatures()) {
+        if (disabled->contains(signature.id)) continue;
+        EffectiveSignature entry{signature, default_action, "builtin"};
+        if (const auto it = overrides.find(signature.id); it != overrides.end()) {
+            const Override& change = it->second.first;
+            if (change.severity) entry.signature.severity = *change.severity;
+            if (change.confidence) entry.signature.confidence = *change.confidence;
+            if (change.action) entry.action = *change.action;
+            entry.origin = change.origin;
+        }
+        effective->push_back(std::move(entry));
+    }
+    for (auto& rule : rules) {
+        rule.effective.action = rule.action.value_or(default_action);
+        effective->push_back(std::move(rule.effective));
+    }
+    set.effective_ = std::move(effective);
+    set.disabled_ = std::move(disabled);
+    return set;
+}
+
+Result<RuleScanner> RuleSet::scanner() const {
+    auto builtin = builtin_->scanner();
+    if (!builtin) return Unexpected{builtin.error()};
+    std::optional<signatures::Scanner> user;
+    if (user_) {
+        auto scanner = user_->scanner();
+        if (!scanner) return Unexpected{scanner.error()};
+        user.emplace(std::move(scanner).value());
+    }
+    return RuleScanner(disabled_, std::move(builtin).value(), std::move(user));
+}
+
+const EffectiveSignature* RuleSet::find(std::string_view id) const {
+    for (const auto& entry : *effective_) {
+        if (entry.signature.id == id) return &entry;
+    }
+    return nullptr;
+}
+
+bool RuleSet::allowlisted(const ProcessIdentity& process) const {
+    for (const auto& user : allowlist_.users) {
+        if ((!process.user.empty() && user == process.user) ||
+            (process.uid >= 0 && user == std::to_string(process.uid))) {
+            return true;
+        }
+    }
+    for (const auto& glob : allowlist_.exe_paths) {
+        if (!process.exe.empty() && glob_matches(glob, process.exe, FNM_PATHNAME)) return true;
+    }
+    for (const auto& hash : allowlist_.sha256) {
+        if (!process.sha256.empty() && hash == process.sha256) return true;
+    }
+    for (const auto& container : allowlist_.containers) {
+        if (!process.container_id.empty() &&
+            (container == process.container_id ||
+             (container.size() >= 12 && process.container_id.starts_with(container)))) {
+            return true;
+        }
+        if (!process.container_name.empty() && glob_matches(container, process.container_name, 0)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+std::vector<std::string_view> RuleScanner::merge(std::vector<std::string_view> builtin,
+                                                 std::vector<std::string_view> user) const {
+    std::erase_if(builtin, [this](std::string_view id) { return disabled_->contains(id); });
+    builtin.insert(builtin.end(), user.begin(), user.end());
+    std::sort(builtin.begin(), builtin.end());
+    return builtin;
+}
+
+std::vector<std::string_view> RuleScanner::match(Field field, std::string_view text) {
+    return merge(builtin_.match(field, text),
+                 user_ ? user_->match(field, text) : std::vector<std::string_view>{});
+}
+
+std::vector<std::string_view> RuleScanner::match_process(std::string_view comm,
+                                                         std::string_view exe) {
+    return merge(builtin_.match_process(comm, exe),
+                 user_ ? user_->match_process(comm, exe) : std::vector<std::string_view>{});
+}
+
+std::vector<std::string_view> RuleScanner::match_port(uint16_t port) {
+    return merge(builtin_.match_port(port),
+                 user_ ? user_->match_port(port) : std::vector<std::string_view>{});
+}
+
+}  // namespace gpuguard::rules

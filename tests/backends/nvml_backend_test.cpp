@@ -1,0 +1,293 @@
+// The NVML backend through the real dlopen path, against the fake
+// libnvidia-ml.so.1 the tests build (tests/backends/fake_nvml).
+#include <fstream>
+
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <stdlib.h>
+
+#include "gpuguard/backends/backends.h"
+#include "tests/backends/sysfs_fixture.h"
+#include "tests/support/temp_dir.h"
+
+#ifndef GPUGUARD_FAKE_NVML_PATH
+#error "GPUGUARD_FAKE_NVML_PATH must name the fake libnvidia-ml.so.1"
+#endif
+
+namespace gpuguard::backends {
+namespace {
+
+using nlohmann::json;
+
+json full_step() {
+    return json{
+        {"utilization", {87, 41}},
+        {"memory", {85899345920ull, 21474836480ull, 64424509440ull}},
+        {"temperature", 61},
+        {"memory_temperature", 70},
+        {"power_mw", 250500},
+        {"power_limit_mw", 350000},
+        {"energy_mj", 123456789},
+        {"sm_clock", 1980},
+        {"mem_clock", 2619},
+        {"fan", 45},
+        {"pstate", 2},
+        {"pcie_tx_kbs", 1000},
+        {"pcie_rx_kbs", 2000},
+        {"encoder", 5},
+        {"decoder", 6},
+        {"ecc_corrected", 3},
+        {"ecc_uncorrected", 1},
+        {"clock_reasons", 0x44},
+        {"compute_processes", json::array({{{"pid", 4242}, {"used_memory", 1073741824}},
+                                           {{"pid", 4343}}})},  // memory not available
+        {"graphics_processes", json::array({{{"pid", 4242}, {"used_memory", 1073741824}},
+                                            {{"pid", 5151}, {"used_memory", 65536}}})},
+        {"process_utilization", json::array({{{"pid", 4242}, {"sm", 10}, {"timestamp", 100}},
+                                             {{"pid", 4242}, {"sm", 93}, {"timestamp", 200}},
+                                             {{"pid", 5151}, {"sm", 7}, {"timestamp", 150}}})}};
+}
+
+class NvmlBackendTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        library_ = dlopen(GPUGUARD_FAKE_NVML_PATH, RTLD_NOW | RTLD_LOCAL);
+        ASSERT_NE(library_, nullptr) << dlerror();
+        set_step_ = reinterpret_cast<void (*)(unsigned)>(dlsym(library_, "fake_nvml_set_step"));
+        call_count_ =
+            reinterpret_cast<int (*)(const char*)>(dlsym(library_, "fake_nvml_call_count"));
+        ASSERT_TRUE(set_step_ && call_count_);
+        set_step_(0);
+    }
+    void TearDown() override {
+        unsetenv("GPUGUARD_FAKE_NVML_SCRIPT");
+        if (library_) dlclose(library_);
+    }
+
+    Result<std::unique_ptr<GpuBackend>> open(const json& script) {
+        const auto path = dir_ / "nvml.json";
+        std::ofstream(path) << script.dump();
+        setenv("GPUGUARD_FAKE_NVML_SCRIPT", path.c_str(), 1);
+        NvmlOptions options;
+        options.library = GPUGUARD_FAKE_NVML_PATH;
+        options.sysfs_root = dir_ / "sys";
+        return open_nvml_backend(options);
+    }
+
+    static json one_device(json steps) {
+        return json{{"driver_version", "550.54.15"},
+                    {"devices", json::array({{{"name", "NVIDIA H100 80GB HBM3"},
+                                              {"uuid", "GPU-2f6a5e4b-1c1d-4e58-9f0e-7a1d8f1b2c3d"},
+                                              {"serial", "1650923012345"},
+                                              {"bus_id", "00000000:3B:00.0"},
+                                              {"minor", 3},
+                                              {"steps", steps}}})}};
+    }
+
+    void tree_write(const std::string& relative, const std::string& text) {
+        testing::FixtureTree(dir_.path()).write(relative, text);
+    }
+
+    gpuguard::testing::TempDir dir_{"gg-nvml"};
+    void* library_ = nullptr;
+    void (*set_step_)(unsigned) = nullptr;
+    int (*call_count_)(const char*) = nullptr;
+};
+
+TEST_F(NvmlBackendTest, missing_library_is_not_found) {
+    NvmlOptions options;
+    options.library = (dir_ / "libnvidia-ml.so.1").string();
+    auto backend = open_nvml_backend(options);
+    ASSERT_FALSE(backend.ok());
+    EXPECT_EQ(backend.error().code, ErrorCode::kNotFound);
+    EXPECT_NE(backend.error().message.find("cannot load"), std::string::npos);
+}
+
+TEST_F(NvmlBackendTest, init_failure_carries_nvml_error_string) {
+    auto backend = open(json{{"init_error", "DRIVER_NOT_LOADED"}});
+    ASSERT_FALSE(backend.ok());
+    EXPECT_EQ(backend.error().code, ErrorCode::kIo);
+    EXPECT_EQ(backend.error().message, "nvmlInit_v2: Driver Not Loaded (9)");
+}
+
+TEST_F(NvmlBackendTest, devices_identity_and_device_numbers) {
+    tree_write("sys/bus/pci/devices/0000:3b:00.0/drm/card1/dev", "226:1\n");
+    tree_write("sys/bus/pci/devices/0000:3b:00.0/drm/renderD129/dev", "226:129\n");
+    const int counts_before = call_count_("nvmlDeviceGetCount_v2");
+    const int handles_before = call_count_("nvmlDeviceGetHandleByIndex_v2");
+    auto backend = open(one_device(json::array({full_step()})));
+    ASSERT_TRUE(backend.ok()) << backend.error().message;
+    auto devices = (*backend)->devices();
+    ASSERT_TRUE(devices.ok()) << devices.error().message;
+    ASSERT_EQ(devices->size(), 1u);
+    const auto& d = devices->at(0);
+    EXPECT_EQ(d.vendor, Vendor::kNvidia);
+    EXPECT_EQ(d.model, "NVIDIA H100 80GB HBM3");
+    EXPECT_EQ(d.uuid, "GPU-2f6a5e4b-1c1d-4e58-9f0e-7a1d8f1b2c3d");
+    EXPECT_EQ(d.serial, "1650923012345");
+    EXPECT_EQ(d.bus_id, "0000:3b:00.0");
+    EXPECT_EQ(d.driver_version, "550.54.15");
+    std::vector<DeviceNumber> expected = {{195, 3}, {226, 1}, {226, 129}};
+    std::vector<DeviceNumber> got = d.device_numbers;
+    std::sort(got.begin(), got.end());
+    EXPECT_EQ(got, expected);
+    // The fake stays loaded between tests (GNU unique symbols), so count deltas.
+    EXPECT_EQ(call_count_("nvmlDeviceGetCount_v2") - counts_before, 1);
+    EXPECT_EQ(call_count_("nvmlDeviceGetHandleByIndex_v2") - handles_before, 1);
+}
+
+TEST_F(NvmlBackendTest, every_metric) {
+    auto backend = open(one_device(json::array({full_step()})));
+    ASSERT_TRUE(backend.ok()) << backend.error().message;
+    auto samples = (*backend)->sample_gpus();
+    ASSERT_TRUE(samples.ok()) << samples.error().message;
+    ASSERT_EQ(samples->gpus.size(), 1u);
+    const GpuSample& s = samples->gpus[0];
+    EXPECT_TRUE(s.problems.empty()) << s.problems.front();
+    EXPECT_EQ(s.gpu_utilization_percent, 87.0);
+    EXPECT_EQ(s.memory_utilization_percent, 41.0);
+    EXPECT_EQ(s.memory_total_bytes, 85899345920u);
+    EXPECT_EQ(s.memory_used_bytes, 21474836480u);
+    EXPECT_EQ(s.memory_free_bytes, 64424509440u);
+    EXPECT_EQ(s.temperature_gpu_celsius, 61.0);
+    EXPECT_EQ(s.temperature_memory_celsius, 70.0);
+    EXPECT_DOUBLE_EQ(*s.power_draw_watts, 250.5);
+    EXPECT_EQ(s.power_limit_watts, 350.0);
+    EXPECT_DOUBLE_EQ(*s.energy_joules, 123456.789);
+    EXPECT_EQ(s.sm_clock_mhz, 1980u);
+    EXPECT_EQ(s.memory_clock_mhz, 2619u);
+    EXPECT_EQ(s.fan_speed_percent, 45.0);
+    EXPECT_EQ(s.performance_state, 2u);
+    EXPECT_EQ(s.pcie_tx_bytes_per_second, 1024000u);
+    EXPECT_EQ(s.pcie_rx_bytes_per_second, 2048000u);
+    EXPECT_EQ(s.encoder_utilization_percent, 5.0);
+    EXPECT_EQ(s.decoder_utilization_percent, 6.0);
+    EXPECT_EQ(s.ecc_errors_corrected, 3u);
+    EXPECT_EQ(s.ecc_errors_uncorrected, 1u);
+    ASSERT_TRUE(s.throttle_reasons);
+    EXPECT_EQ(*s.throttle_reasons, (std::vector<std::string>{"sw_power_cap", "hw_thermal"}));
+    EXPECT_FALSE(s.last_xid);
+}
+
+TEST_F(NvmlBackendTest, unsupported_is_absent_never_zero) {
+    auto backend = open(one_device(json::array({json{{"utilization", {0, 0}}}})));
+    ASSERT_TRUE(backend.ok());
+    auto samples = (*backend)->sample_gpus();
+    ASSERT_TRUE(samples.ok());
+    const GpuSample& s = samples->gpus[0];
+    EXPECT_TRUE(s.problems.empty());
+    EXPECT_EQ(s.gpu_utilization_percent, 0.0);  // a real zero stays a zero
+    EXPECT_FALSE(s.memory_total_bytes);
+    EXPECT_FALSE(s.temperature_memory_celsius);
+    EXPECT_FALSE(s.fan_speed_percent);  // passively cooled boards answer NOT_SUPPORTED
+    EXPECT_FALSE(s.ecc_errors_corrected);
+    EXPECT_FALSE(s.throttle_reasons);
+}
+
+TEST_F(NvmlBackendTest, no_permission_is_a_problem_line_and_the_rest_reads) {
+    json step = full_step();
+    step["errors"] = {{"nvmlDeviceGetTotalEnergyConsumption", "NO_PERMISSION"},
+                      {"nvmlDeviceGetFanSpeed", "NOT_SUPPORTED"}};
+    auto backend = open(one_device(json::array({step})));
+    ASSERT_TRUE(backend.ok());
+    auto samples = (*backend)->sample_gpus();
+    ASSERT_TRUE(samples.ok());
+    const GpuSample& s = samples->gpus[0];
+    EXPECT_FALSE(s.energy_joules);
+    EXPECT_FALSE(s.fan_speed_percent);
+    EXPECT_EQ(s.gpu_utilization_percent, 87.0);
+    ASSERT_EQ(s.problems.size(), 1u);
+    EXPECT_EQ(s.problems[0],
+              "GPU 0: nvmlDeviceGetTotalEnergyConsumption: Insufficient Permissions (4)");
+}
+
+TEST_F(NvmlBackendTest, gpu_lost_mid_run_leaves_metrics_absent_and_says_so_once) {
+    json lost = full_step();
+    lost["errors"] = {{"*", "GPU_IS_LOST"}};
+    auto backend = open(one_device(json::array({full_step(), lost})));
+    ASSERT_TRUE(backend.ok());
+    ASSERT_TRUE((*backend)->sample_gpus().ok());
+    const int calls_before = call_count_("nvmlDeviceGetMemoryInfo");
+    set_step_(1);
+    auto samples = (*backend)->sample_gpus();
+    ASSERT_TRUE(samples.ok());
+    const GpuSample& s = samples->gpus[0];
+    EXPECT_FALSE(s.gpu_utilization_percent);
+    EXPECT_FALSE(s.memory_used_bytes);
+    ASSERT_EQ(s.problems.size(), 1u);
+    EXPECT_EQ(s.problems[0], "GPU 0: nvmlDeviceGetUtilizationRates: GPU is lost (15)");
+    // After GPU_IS_LOST the backend stops asking that GPU for this sample.
+    EXPECT_EQ(call_count_("nvmlDeviceGetMemoryInfo"), calls_before);
+}
+
+TEST_F(NvmlBackendTest, processes_use_v3_24_byte_records_and_merge_by_pid) {
+    const int compute_before = call_count_("nvmlDeviceGetComputeRunningProcesses_v3");
+    const int graphics_before = call_count_("nvmlDeviceGetGraphicsRunningProcesses_v3");
+    auto backend = open(one_device(json::array({full_step()})));
+    ASSERT_TRUE(backend.ok());
+    auto result = (*backend)->sample_processes({});
+    ASSERT_TRUE(result.ok()) << result.error().message;
+    ASSERT_EQ(result->processes.size(), 3u);
+    const auto& a = result->processes[0];
+    EXPECT_EQ(a.pid, 4242);
+    EXPECT_EQ(a.memory_bytes, 1073741824u);
+    EXPECT_EQ(a.compute_percent, 93.0);  // the newest of its two samples
+    EXPECT_EQ(a.source, "nvml");
+    EXPECT_FALSE(a.engine_busy_ns);
+    EXPECT_EQ(result->processes[1].pid, 4343);
+    EXPECT_FALSE(result->processes[1].memory_bytes);  // NVML_VALUE_NOT_AVAILABLE
+    EXPECT_FALSE(result->processes[1].compute_percent);
+    EXPECT_EQ(result->processes[2].pid, 5151);
+    EXPECT_EQ(result->processes[2].memory_bytes, 65536u);
+    EXPECT_EQ(result->processes[2].compute_percent, 7.0);
+    EXPECT_GE(call_count_("nvmlDeviceGetComputeRunningProcesses_v3") - compute_before, 1);
+    EXPECT_GE(call_count_("nvmlDeviceGetGraphicsRunningProcesses_v3") - graphics_before, 1);
+    // Utilisation is asked only for samples newer than the last one seen.
+    auto again = (*backend)->sample_processes({});
+    ASSERT_TRUE(again.ok());
+    EXPECT_FALSE(again->processes[0].compute_percent);
+}
+
+TEST_F(NvmlBackendTest, many_processes_grow_the_buffer) {
+    json step = full_step();
+    json list = json::array();
+    for (int pid = 1000; pid < 1100; ++pid) list.push_back({{"pid", pid}, {"used_memory", pid}});
+    step["compute_processes"] = list;
+    auto backend = open(one_device(json::array({step})));
+    ASSERT_TRUE(backend.ok());
+    auto result = (*backend)->sample_processes({});
+    ASSERT_TRUE(result.ok());
+    ASSERT_EQ(result->processes.size(), 102u);  // 100 compute + 4242, 5151 from graphics
+    EXPECT_EQ(result->processes[99].pid, 1099);
+    EXPECT_EQ(result->processes[99].memory_bytes, 1099u);
+}
+
+TEST_F(NvmlBackendTest, process_query_errors_are_problems) {
+    json step = full_step();
+    step["errors"] = {{"nvmlDeviceGetComputeRunningProcesses_v3", "NO_PERMISSION"}};
+    auto backend = open(one_device(json::array({step})));
+    ASSERT_TRUE(backend.ok());
+    auto result = (*backend)->sample_processes({});
+    ASSERT_TRUE(result.ok());
+    ASSERT_FALSE(result->problems.empty());
+    EXPECT_EQ(result->problems[0],
+              "nvmlDeviceGetComputeRunningProcesses_v3: Insufficient Permissions (4)");
+}
+
+TEST_F(NvmlBackendTest, xid_events_become_last_xid) {
+    json later = full_step();
+    later["xid"] = {48, 79};
+    auto backend = open(one_device(json::array({full_step(), later})));
+    ASSERT_TRUE(backend.ok());
+    ASSERT_TRUE((*backend)->devices().ok());  // registers for Xid events
+    auto before = (*backend)->sample_gpus();
+    EXPECT_FALSE(before->gpus[0].last_xid);
+    set_step_(1);
+    auto after = (*backend)->sample_gpus();
+    ASSERT_TRUE(after.ok());
+    EXPECT_EQ(after->gpus[0].last_xid, 79u);
+}
+
+}  // namespace
+}  // namespace gpuguard::backends

@@ -1,0 +1,92 @@
+// The `gpuguard rules` and `gpuguard scan` commands, run as a user would.
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "tests/support/run_command.h"
+#include "tests/support/temp_dir.h"
+
+namespace {
+
+using gpuguard::testing::run_command;
+using gpuguard::testing::TempDir;
+
+const std::string kBinary = GPUGUARD_BINARY;
+const std::string kFixtures = GPUGUARD_RULES_FIXTURES;
+
+TEST(RulesCli, check_accepts_a_valid_file) {
+    const auto result = run_command({kBinary, "rules", "check", kFixtures + "/example.yaml"});
+    EXPECT_EQ(result.exit_code, 0) << result.stderr_text;
+    EXPECT_NE(result.stdout_text.find(kFixtures + "/example.yaml: OK"), std::string::npos);
+    EXPECT_TRUE(result.stderr_text.empty()) << result.stderr_text;
+}
+
+TEST(RulesCli, check_prints_one_error_per_line_and_exits_1) {
+    const auto result = run_command({kBinary, "rules", "check", kFixtures + "/broken.yaml"});
+    EXPECT_EQ(result.exit_code, 1);
+    size_t lines = 0;
+    for (size_t at = 0; (at = result.stderr_text.find('\n', at)) != std::string::npos; ++at) {
+        ++lines;
+    }
+    EXPECT_EQ(lines, 11u) << result.stderr_text;
+    EXPECT_NE(result.stderr_text.find(kFixtures + "/broken.yaml:17:19: rules[4] (wrong-types)."
+                                                  "process_name: must be a list\n"),
+              std::string::npos)
+        << result.stderr_text;
+}
+
+TEST(RulesCli, list_prints_the_effective_set_with_overrides) {
+    TempDir dir;
+    std::ofstream(dir / "miner-rules.yaml")
+        << "signatures:\n  disable: [GG-PORT-0001]\n  override:\n    - id: GG-TREX-0001\n"
+           "      action: kill\n";
+    const auto result =
+        run_command({kBinary, "rules", "list", "--file", (dir / "miner-rules.yaml").string(),
+                     "--dir", (dir / "rules.d").string()});
+    EXPECT_EQ(result.exit_code, 0) << result.stderr_text;
+    EXPECT_NE(result.stdout_text.find("# disabled: GG-PORT-0001"), std::string::npos);
+    EXPECT_EQ(result.stdout_text.find("\nGG-PORT-0001 "), std::string::npos);
+    EXPECT_NE(result.stdout_text.find("GG-TREX-0001               critical  0.85 kill     "),
+              std::string::npos)
+        << result.stdout_text;
+}
+
+TEST(ScanCli, a_miner_config_file_matches_and_exits_1) {
+    TempDir dir;
+    std::ofstream(dir / "config.json")
+        << "{\"donate-level\": 1, \"cpu\": {\"enabled\": true},\n \"pools\": [{\"url\": "
+           "\"stratum+tcp://pool.supportxmr.com:3333\", \"user\": \"4Ab\"}]}\n";
+    const auto result = run_command(
+        {kBinary, "scan", (dir / "config.json").string(), "--file", (dir / "none.yaml").string()});
+    EXPECT_EQ(result.exit_code, 1) << result.stderr_text;
+    for (const char* id : {"GG-XMRIG-0005", "GG-XMRIG-0012", "GG-STRATUM-0019"}) {
+        EXPECT_NE(result.stdout_text.find(id), std::string::npos) << id << "\n"
+                                                                  << result.stdout_text;
+    }
+}
+
+// Not this test process: it links the pack, whose YARA test vectors hit.
+TEST(ScanCli, a_benign_process_is_clean_and_exits_0) {
+    TempDir dir;
+    gpuguard::testing::Subprocess sleeper({"/bin/sleep", "30"});
+    const auto result = run_command(
+        {kBinary, "scan", std::to_string(sleeper.pid()), "--file", (dir / "none.yaml").string()});
+    EXPECT_EQ(result.exit_code, 0) << result.stdout_text << result.stderr_text;
+    EXPECT_NE(result.stdout_text.find("no signature matched"), std::string::npos);
+}
+
+// The pack is embedded masked: the agent does not carry clear miner strings.
+TEST(ScanCli, the_agent_binary_does_not_match_its_own_rules) {
+    TempDir dir;
+    const auto result =
+        run_command({kBinary, "scan", kBinary, "--file", (dir / "none.yaml").string()});
+    EXPECT_EQ(result.exit_code, 0) << result.stdout_text << result.stderr_text;
+}
+
+TEST(ScanCli, a_missing_target_is_an_error) {
+    const auto result = run_command({kBinary, "scan", "/nonexistent/file"});
+    EXPECT_EQ(result.exit_code, 2);
+}
+
+}  // namespace

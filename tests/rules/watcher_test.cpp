@@ -1,0 +1,148 @@
+// Hot reload: a valid edit is active within a second; an invalid one is
+// rejected, reported to the callback, and the previous set stays active.
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+
+#include <gtest/gtest.h>
+
+#include "gpuguard/rules/rules.h"
+#include "tests/support/temp_dir.h"
+
+namespace gpuguard::rules {
+namespace {
+
+using namespace std::chrono_literals;
+using gpuguard::testing::TempDir;
+
+std::shared_ptr<const signatures::Matcher> builtin() {
+    static const auto compiled = [] {
+        auto matcher = compile_builtin_pack();
+        EXPECT_TRUE(matcher.ok()) << matcher.error().message;
+        return matcher.ok() ? matcher.value() : nullptr;
+    }();
+    return compiled;
+}
+
+// Writes a file the way editors do: a temporary file renamed over the target.
+void replace_file(const std::filesystem::path& path, const std::string& text) {
+    const auto temporary = path.parent_path() / ("." + path.filename().string() + ".tmp");
+    std::ofstream(temporary) << text;
+    std::filesystem::rename(temporary, path);
+}
+
+class RuleSetWatcherTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        ASSERT_NE(builtin(), nullptr);
+        paths_.main_file = dir_ / "miner-rules.yaml";
+        paths_.drop_in_dir = dir_ / "rules.d";
+        std::ofstream(paths_.main_file) << "rules:\n  - id: first\n    process_name: [alpha]\n";
+        Callbacks callbacks;
+        callbacks.on_reload = [this](std::shared_ptr<const RuleSet>) { notify(reloaded_); };
+        callbacks.on_error = [this](const Error& error) {
+            std::lock_guard lock(mutex_);
+            errors_.push_back(error.message);
+            ++rejected_;
+            changed_.notify_all();
+        };
+        auto watcher = RuleSetWatcher::start(paths_, builtin(), callbacks, 50ms);
+        ASSERT_TRUE(watcher.ok()) << watcher.error().message;
+        watcher_ = std::move(watcher).value();
+    }
+
+    using Callbacks = RuleSetWatcher::Callbacks;
+
+    void notify(int& counter) {
+        std::lock_guard lock(mutex_);
+        ++counter;
+        changed_.notify_all();
+    }
+    bool wait_for(int& counter, int value, std::chrono::milliseconds timeout) {
+        std::unique_lock lock(mutex_);
+        return changed_.wait_for(lock, timeout, [&] { return counter >= value; });
+    }
+    bool active(std::string_view id) const { return watcher_->current()->find(id) != nullptr; }
+
+    TempDir dir_;
+    RulePaths paths_;
+    std::unique_ptr<RuleSetWatcher> watcher_;
+    std::mutex mutex_;
+    std::condition_variable changed_;
+    int reloaded_ = 0;
+    int rejected_ = 0;
+    std::vector<std::string> errors_;
+};
+
+TEST_F(RuleSetWatcherTest, starts_with_the_files_rules) {
+    EXPECT_TRUE(active("first"));
+    EXPECT_TRUE(active("GG-XMRIG-0001"));
+}
+
+TEST_F(RuleSetWatcherTest, a_valid_change_is_active_within_one_second) {
+    const auto start = std::chrono::steady_clock::now();
+    replace_file(paths_.main_file, "rules:\n  - id: second\n    process_name: [beta]\n");
+    ASSERT_TRUE(wait_for(reloaded_, 1, 1000ms)) << "no reload within 1 s";
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 1000ms);
+    EXPECT_TRUE(active("second"));
+    EXPECT_FALSE(active("first"));
+    auto scanner = watcher_->current()->scanner();
+    ASSERT_TRUE(scanner.ok());
+    EXPECT_EQ(scanner->match(signatures::Field::kProcess, "beta"),
+              std::vector<std::string_view>{"second"});
+}
+
+TEST_F(RuleSetWatcherTest, in_place_writes_and_drop_in_files_are_seen) {
+    {
+        std::ofstream out(paths_.main_file, std::ios::trunc);
+        out << "signatures:\n  disable: [GG-XMRIG-0001]\n";
+    }
+    ASSERT_TRUE(wait_for(reloaded_, 1, 1000ms));
+    EXPECT_FALSE(active("GG-XMRIG-0001"));
+    // rules.d did not exist at start: creating it and a file in it is picked up.
+    std::filesystem::create_directory(paths_.drop_in_dir);
+    ASSERT_TRUE(wait_for(reloaded_, 2, 1000ms));
+    std::ofstream(paths_.drop_in_dir / "10-extra.yaml")
+        << "rules:\n  - id: extra\n    pool_ports: [1234]\n";
+    ASSERT_TRUE(wait_for(reloaded_, 3, 1000ms));
+    EXPECT_TRUE(active("extra"));
+    std::ofstream(paths_.drop_in_dir / "notes.txt") << "ignored";
+    EXPECT_FALSE(wait_for(reloaded_, 4, 300ms)) << "a non-.yaml file triggered a reload";
+}
+
+TEST_F(RuleSetWatcherTest, an_invalid_change_is_rejected_and_the_last_good_set_stays) {
+    const auto before = watcher_->current();
+    replace_file(paths_.main_file, "rules:\n  - id: broken\n    cmdline: ['(unclosed']\n");
+    ASSERT_TRUE(wait_for(rejected_, 1, 1000ms)) << "the invalid change was not reported";
+    EXPECT_EQ(watcher_->current(), before);
+    EXPECT_TRUE(active("first"));
+    EXPECT_FALSE(active("broken"));
+    EXPECT_EQ(watcher_->rejected(), 1u);
+    EXPECT_EQ(watcher_->reloads(), 0u);
+    {
+        std::lock_guard lock(mutex_);
+        ASSERT_EQ(errors_.size(), 1u);
+        EXPECT_NE(
+            errors_[0].find(paths_.main_file.string() + ":3:15: rules[0] (broken).cmdline[0]: "
+                                                        "bad regex '(unclosed'"),
+            std::string::npos)
+            << errors_[0];
+    }
+    // Fixing the file recovers.
+    replace_file(paths_.main_file, "rules:\n  - id: fixed\n    cmdline: ['(closed)']\n");
+    ASSERT_TRUE(wait_for(reloaded_, 1, 1000ms));
+    EXPECT_TRUE(active("fixed"));
+}
+
+TEST(RuleSetWatcher, refuses_to_start_on_an_invalid_file) {
+    TempDir dir;
+    RulePaths paths{dir / "miner-rules.yaml", dir / "rules.d"};
+    std::ofstream(paths.main_file) << "bogus: 1\n";
+    auto watcher = RuleSetWatcher::start(paths, builtin(), {});
+    ASSERT_FALSE(watcher.ok());
+    EXPECT_NE(watcher.error().message.find("unknown key 'bogus'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpuguard::rules
