@@ -202,7 +202,11 @@ struct Agent::Impl {
 
     void on_event(const Event& event) {
         table->apply(event);
-        if (options.event_sink) options.event_sink(event_to_json(event, realtime_offset_ns));
+        if (!options.event_sink) return;
+        if (!options.event_types.empty() && !options.event_types.contains(event_type_name(event))) {
+            return;
+        }
+        options.event_sink(event_to_json(event, realtime_offset_ns));
     }
 };
 
@@ -223,6 +227,14 @@ Result<std::unique_ptr<Agent>> Agent::start(AgentOptions options) {
     impl->realtime_offset_ns = monotonic_to_realtime_offset_ns();
     impl->started_ns = monotonic_ns();
     const Config& config = impl->options.config;
+
+    // A second agent must not attach a second sensor: ask the socket first.
+    if (!config.control.socket.empty() &&
+        control_request(config.control.socket, "ping", std::chrono::milliseconds(500)).ok()) {
+        return fail(ErrorCode::kInvalidArgument,
+                    "another gpuguard agent answers on " + config.control.socket +
+                        ": stop it first or set control.socket to another path");
+    }
 
     ProcessTableOptions table_options;
     table_options.proc_root = impl->options.proc_root;

@@ -7,6 +7,7 @@
 #include <csignal>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "agent/config.h"
@@ -18,6 +19,8 @@ struct AgentOptions {
     Config config;
     // Receives each event as one JSON line (no newline); empty = not printed.
     std::function<void(const std::string&)> event_sink;
+    // Event types given to event_sink ("gpu_open", "exec", ...); empty = all.
+    std::set<std::string> event_types;
     std::string proc_root = "/proc";
     std::string sys_root = "/sys";
 };

@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "agent/config.h"
+#include "gpuguard/rules/rules.h"
 
 namespace gpuguard::agent::cli {
 
@@ -24,6 +25,13 @@ struct Context {
 // Loads `path`, or the embedded default when empty; logs the error and
 // returns nullopt on failure. Applies --log-level or log.level.
 std::optional<Config> load_config_or_report(const Context& context, const std::string& path);
+
+// The built-in pack plus the rule files; on failure prints the error to
+// stderr and sets `exit_code` (2 when something cannot be read, and
+// `invalid_exit_code` when the rules do not build).
+std::optional<rules::RuleSet> load_rule_set(const std::string& main_file,
+                                            const std::string& drop_in_dir, int invalid_exit_code,
+                                            int& exit_code);
 
 void add_run_command(CLI::App& app, Context& context);
 void add_probe_command(CLI::App& app, Context& context);

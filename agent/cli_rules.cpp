@@ -63,21 +63,9 @@ std::string allowlist_summary(const rules::Allowlist& allowlist) {
 }
 
 int run_list(const RulesCommand& command) {
-    auto builtin = rules::compile_builtin_pack();
-    if (!builtin) {
-        std::cerr << "built-in pack: " << builtin.error().message << "\n";
-        return 2;
-    }
-    auto files = rules::read_rule_files({command.main_file, command.drop_in_dir});
-    if (!files) {
-        std::cerr << files.error().message << "\n";
-        return 2;
-    }
-    auto set = rules::RuleSet::build(*builtin, *files);
-    if (!set) {
-        std::cerr << set.error().message << "\n";
-        return 1;
-    }
+    int exit_code = 0;
+    auto set = load_rule_set(command.main_file, command.drop_in_dir, 1, exit_code);
+    if (!set) return exit_code;
     std::cout << "# files: built-in pack";
     for (const auto& file : set->files()) std::cout << ", " << file;
     std::cout << "\n# disabled:";

@@ -1,6 +1,8 @@
 // gpuguard run: load the sensor, register GPU devices, print events.
 #include <chrono>
 #include <cstdio>
+#include <set>
+#include <sstream>
 
 #include <signal.h>
 
@@ -16,6 +18,7 @@ struct RunOptions {
     std::string config_path;
     std::string btf_path;
     bool print_events = false;
+    std::string event_types = "gpu_open,gpu_ioctl,connect";
 };
 
 int run_agent(const Context& context, const RunOptions& options) {
@@ -34,6 +37,12 @@ int run_agent(const Context& context, const RunOptions& options) {
             std::fputc('\n', stdout);
             std::fflush(stdout);
         };
+    }
+    if (options.event_types != "all") {
+        std::stringstream list(options.event_types);
+        for (std::string type; std::getline(list, type, ',');) {
+            if (!type.empty()) agent_options.event_types.insert(type);
+        }
     }
     context.install_stop_handlers();
     auto agent = Agent::start(std::move(agent_options));
@@ -58,7 +67,24 @@ void add_run_command(CLI::App& app, Context& context) {
                     "configuration file (default: the embedded configuration)");
     run->add_option("--btf", options->btf_path, "vmlinux BTF file (overrides sensor.btf)");
     run->add_flag("--print-events", options->print_events,
-                  "print every event as one JSON line on stdout (docs/events.md)");
+                  "print events as JSON lines on stdout (docs/events.md)");
+    run->add_option("--event-types", options->event_types,
+                    "comma-separated types --print-events prints, or \"all\" (adds exec, fork, "
+                    "exit of every process)")
+        ->capture_default_str()
+        ->check([](const std::string& value) -> std::string {
+            if (value == "all") return "";
+            std::stringstream list(value);
+            for (std::string type; std::getline(list, type, ',');) {
+                static const std::set<std::string> known = {"gpu_open", "gpu_ioctl", "connect",
+                                                            "exec",     "fork",      "exit"};
+                if (!known.contains(type)) {
+                    return "unknown event type '" + type +
+                           "' (gpu_open, gpu_ioctl, connect, exec, fork, exit, or all)";
+                }
+            }
+            return "";
+        });
     run->callback([&context, options] { context.exit_code = run_agent(context, *options); });
 }
 

@@ -39,21 +39,9 @@ struct Hit {
 };
 
 int run_scan(const ScanCommand& command) {
-    auto builtin = rules::compile_builtin_pack();
-    if (!builtin) {
-        std::cerr << "built-in pack: " << builtin.error().message << "\n";
-        return 2;
-    }
-    auto files = rules::read_rule_files({command.main_file, command.drop_in_dir});
-    if (!files) {
-        std::cerr << files.error().message << "\n";
-        return 2;
-    }
-    auto set = rules::RuleSet::build(*builtin, *files);
-    if (!set) {
-        std::cerr << set.error().message << "\n";
-        return 2;
-    }
+    int exit_code = 0;
+    auto set = load_rule_set(command.main_file, command.drop_in_dir, 2, exit_code);
+    if (!set) return exit_code;
     auto scanner = set->scanner();
     auto pack = signatures::load_builtin_pack();
     if (!scanner || !pack) {

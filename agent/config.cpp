@@ -129,6 +129,10 @@ void read_sensor(const ConfigReader& reader, const YAML::Node& node, SensorConfi
         if (!list.IsSequence()) {
             reader.fail_at(list, "sensor.watched_ports", "must be a list of port numbers");
         }
+        if (list.size() > 1024) {  // GG_MAX_WATCHED_PORTS, the kernel map's size
+            reader.fail_at(list, "sensor.watched_ports",
+                           std::to_string(list.size()) + " ports; at most 1024");
+        }
         sensor.watched_ports.clear();
         for (size_t i = 0; i < list.size(); ++i) {
             const std::string key = "sensor.watched_ports[" + std::to_string(i) + "]";

@@ -58,6 +58,12 @@ std::string hex(uint64_t value) {
     return text;
 }
 
+std::string hex8(uint32_t value) {
+    char text[16];
+    snprintf(text, sizeof(text), "0x%08x", value);
+    return text;
+}
+
 json errno_fields(json out, int32_t result) {
     if (result >= 0) {
         out["error"] = nullptr;
@@ -76,7 +82,7 @@ json gpu_ioctl_json(const GpuIoctl& ioctl) {
                 {"major", ioctl.major},
                 {"minor", ioctl.minor},
                 {"fd", ioctl.fd},
-                {"cmd", hex(ioctl.cmd)},
+                {"cmd", hex8(ioctl.cmd)},
                 {"ioc_type", hex((ioctl.cmd >> 8) & 0xff)},
                 {"ioc_nr", hex(ioctl.cmd & 0xff)},
                 {"ioc_size", (ioctl.cmd >> 16) & 0x3fff},

@@ -179,9 +179,11 @@ Result<Sensor> Sensor::open(const SensorOptions& options, EventHandler handler) 
                 ec);
         if (present) continue;
         if (tp.required) {
+            const bool syscall = std::string_view(tp.category) == "syscalls";
             return fail(ErrorCode::kUnsupported,
                         std::string("tracepoint ") + tp.category + "/" + tp.name +
-                            " is missing: the kernel needs CONFIG_FTRACE_SYSCALLS");
+                            " is missing: the kernel needs " +
+                            (syscall ? "CONFIG_FTRACE_SYSCALLS" : "CONFIG_TRACEPOINTS"));
         }
         log->info("tracepoint {}/{} not on this kernel: skipped", tp.category, tp.name);
         bpf_program__set_autoload(tp.program, false);

@@ -106,7 +106,7 @@ std::vector<FeatureStatus> probe_kernel_features(const ProbeOptions& options) {
         "tracepoint", "syscall tracepoints (opens, ioctls, connects)", true,
         [](auto* s) { return s->progs.gg_probe_tp; }, true, btf));
     features.push_back(program_feature(
-        "raw_tracepoint", "raw tracepoints (sys_enter/sys_exit, sched)", false,
+        "raw_tracepoint", "raw tracepoints (sched_process_fork)", true,
         [](auto* s) { return s->progs.gg_probe_rawtp; }, true, btf));
     features.push_back(program_feature(
         "tp_btf", "BTF-typed raw tracepoints", false,

@@ -6,8 +6,7 @@
  * Filtered in the kernel: reported only when the process holds a GPU fd, the
  * destination port is in watched_ports, or cfg_connect_all is set; loopback
  * destinations only with cfg_connect_loopback. Everyone else pays one
- * gpu_tgids lookup and, while watched_ports is in use, a 4-byte read of the
- * sockaddr and a port lookup.
+ * gpu_tgids lookup, a 4-byte read of the sockaddr and a watched_ports lookup.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>

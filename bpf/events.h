@@ -157,7 +157,7 @@ GG_STATIC_ASSERT(sizeof(struct gg_ioctl_stats) == 24, "gg_ioctl_stats ABI");
 
 /* Value of gpu_tgids: a process that holds (or held) a GPU fd. */
 struct gg_gpu_proc {
-	__u64 since_ns; /* when it was first seen holding one */
+	__u64 since_ns; /* when it was first seen holding one; 0 when found by the bootstrap */
 	__u32 flags;	/* enum gg_gpu_proc_flags */
 	__u32 _pad;
 };

@@ -31,8 +31,8 @@ struct {
 } gpu_devices SEC(".maps") __weak;
 
 /*
- * Processes holding a GPU fd: set by the open/ioctl programs and by the agent
- * at bootstrap, inherited at fork, removed at exit. Gates the ioctl and
+ * Processes holding a GPU fd: set by the open program and by the agent at
+ * bootstrap, inherited at fork, removed at exit. Gates the ioctl and
  * connect programs, so processes that never touch a GPU pay one lookup.
  */
 struct {

@@ -1,6 +1,7 @@
 // `gpuguard run` end to end: the binary loads, prints a JSON line for an
 // open of a registered node, and leaves no program behind after SIGTERM.
 #include <fstream>
+#include <set>
 #include <thread>
 
 #include <bpf/bpf.h>
@@ -194,6 +195,39 @@ TEST_F(AgentRunTest, ps_without_agent_says_so_and_standalone_works) {
     const auto standalone = run_command({GPUGUARD_BINARY, "ps", "--standalone", "--json"});
     EXPECT_EQ(standalone.exit_code, 0) << standalone.stderr_text;
     EXPECT_TRUE(nlohmann::json::parse(standalone.stdout_text).is_array());
+}
+
+TEST_F(AgentRunTest, event_types_choose_what_is_printed) {
+    const auto config = dir_ / "gpuguard.yaml";
+    std::ofstream(config) << "control:\n  socket: \"\"\n";
+    Subprocess agent({GPUGUARD_BINARY, "run", "--config", config.string(), "--print-events",
+                      "--event-types", "exec,exit"});
+    ASSERT_TRUE(agent.wait_for_stderr("ready", 20s)) << agent.stderr_text();
+    const pid_t child = gpuguard::testing::run_in_child("gg-exec-print", [] {
+        execl("/bin/true", "true", "--gpuguard-test", static_cast<char*>(nullptr));
+        return 127;
+    });
+    std::set<std::string> types_seen;
+    bool saw_child_exec = false;
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!saw_child_exec && std::chrono::steady_clock::now() < deadline) {
+        auto line = agent.read_stdout_line(500ms);
+        if (!line) continue;
+        const auto event = nlohmann::json::parse(*line);
+        types_seen.insert(event["type"].get<std::string>());
+        if (event["type"] == "exec" && event["process"]["pid"] == child) {
+            saw_child_exec = true;
+            EXPECT_EQ(event["exec"]["argv"], nlohmann::json({"true", "--gpuguard-test"}));
+        }
+    }
+    EXPECT_TRUE(saw_child_exec) << agent.stderr_text();
+    for (const auto& type : types_seen) EXPECT_TRUE(type == "exec" || type == "exit") << type;
+    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0);
+
+    const auto bad = run_command({GPUGUARD_BINARY, "run", "--event-types", "exec,bogus"});
+    EXPECT_NE(bad.exit_code, 0);
+    EXPECT_NE(bad.stderr_text.find("unknown event type 'bogus'"), std::string::npos)
+        << bad.stderr_text;
 }
 
 TEST_F(AgentRunTest, sigint_also_detaches) {

@@ -1,4 +1,5 @@
 // The `gpuguard rules` and `gpuguard scan` commands, run as a user would.
+#include <filesystem>
 #include <fstream>
 
 #include <gtest/gtest.h>
@@ -77,10 +78,20 @@ TEST(ScanCli, a_benign_process_is_clean_and_exits_0) {
 }
 
 // The pack is embedded masked: the agent does not carry clear miner strings.
+// Scanned as a copy at a fixed non-temporary path with a cap above its size
+// (debug builds are large), so neither the build directory's location (a
+// clone under /tmp matches the temp-directory rule) nor the cap decides.
 TEST(ScanCli, the_agent_binary_does_not_match_its_own_rules) {
     TempDir dir;
-    const auto result =
-        run_command({kBinary, "scan", kBinary, "--file", (dir / "none.yaml").string()});
+    const auto copy = std::filesystem::path("/var/lib/gpuguard-test-scan") /
+                      ("gpuguard-" + std::to_string(getpid()));
+    std::filesystem::create_directories(copy.parent_path());
+    std::filesystem::copy_file(kBinary, copy, std::filesystem::copy_options::overwrite_existing);
+    const auto result = run_command({kBinary, "scan", copy.string(), "--max-size-mb", "1024",
+                                     "--file", (dir / "none.yaml").string()});
+    std::error_code ec;
+    std::filesystem::remove_all(copy.parent_path(), ec);
+    EXPECT_EQ(result.stdout_text.find("not scanned"), std::string::npos) << result.stdout_text;
     EXPECT_EQ(result.exit_code, 0) << result.stdout_text << result.stderr_text;
 }
 
