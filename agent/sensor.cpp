@@ -162,7 +162,6 @@ Result<Sensor> Sensor::open(const SensorOptions& options, EventHandler handler) 
         {skel->progs.gg_exit_open, "syscalls", "sys_exit_open", false},
         {skel->progs.gg_exit_creat, "syscalls", "sys_exit_creat", false},
         {skel->progs.gg_enter_ioctl, "syscalls", "sys_enter_ioctl", true},
-        {skel->progs.gg_enter_connect, "syscalls", "sys_enter_connect", true},
         {skel->progs.gg_exit_connect, "syscalls", "sys_exit_connect", true},
         {skel->progs.gg_sched_exec, "sched", "sched_process_exec", true},
         {skel->progs.gg_sched_fork, "raw", "sched_process_fork", true},

@@ -133,7 +133,11 @@ class GpuguardTracer {
 class BpftraceTracer {
   public:
     bool start() {
+        // Same filters as ours: device number of the opened inode, per-pid GPU
+        // gate, and the default watched ports for connects from any process.
         const std::string program = R"(
+BEGIN { @watched[3333] = 1; @watched[3334] = 1; @watched[4444] = 1; @watched[5555] = 1;
+        @watched[7777] = 1; @watched[14433] = 1; @watched[14444] = 1; @watched[45700] = 1; }
 tracepoint:syscalls:sys_exit_openat /args->ret >= 0/ {
   $file = *(((struct task_struct *)curtask)->files->fdt->fd + args->ret);
   $inode = $file->f_inode;
@@ -143,7 +147,11 @@ tracepoint:syscalls:sys_enter_ioctl /@gpu[pid]/ {
   $file = *(((struct task_struct *)curtask)->files->fdt->fd + args->fd);
   if ($file->f_inode->i_rdev == 0x100007) { @ioctls[pid, args->cmd] = count(); }
 }
-tracepoint:syscalls:sys_enter_connect /@gpu[pid]/ { printf("gpu connect %d\n", pid); }
+tracepoint:syscalls:sys_enter_connect {
+  $sa = (struct sockaddr_in *)args->uservaddr;
+  $port = (($sa->sin_port & 0xff) << 8) | ($sa->sin_port >> 8);
+  if (@gpu[pid] || @watched[$port]) { printf("connect %d %d\n", pid, $port); }
+}
 )";
         int out[2];
         if (pipe(out) != 0) return false;

@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * Outbound connects: sys_enter_connect captures the sockaddr,
- * sys_exit_connect adds the result (0, -EINPROGRESS, -errno) and emits.
+ * Outbound connects: one program at sys_exit_connect, where the result (0,
+ * -EINPROGRESS, -errno) is known. The sockaddr is read there from the
+ * syscall's saved argument registers, as for opens: the kernel has copied it
+ * (move_addr_to_kernel), so its page is resident, and no enter program or
+ * per-thread stash is needed -- every connect(2) on the host pays one
+ * tracepoint, not two.
  *
  * Filtered in the kernel: reported only when the process holds a GPU fd, the
  * destination port is in watched_ports, or cfg_connect_all is set; loopback
@@ -27,22 +31,6 @@ struct {
 	__type(key, __u16);
 	__type(value, __u8);
 } watched_ports SEC(".maps");
-
-/* sockaddr captured at enter, per thread, until the exit of the same call. */
-struct connect_args {
-	__s32 fd;
-	__u16 family;
-	__u16 port;
-	__u32 flags;
-	__u8 addr[16];
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH); /* LRU: a thread killed mid-call cannot leak a slot */
-	__uint(max_entries, 8192);
-	__type(key, __u64);
-	__type(value, struct connect_args);
-} connect_args SEC(".maps");
 
 /* The prefix of sockaddr_in and sockaddr_in6. */
 struct sockaddr_head {
@@ -71,20 +59,25 @@ static __always_inline bool addr__is_loopback_v6(const __u8 *a)
 	return a[15] == 1;
 }
 
-SEC("tracepoint/syscalls/sys_enter_connect")
-int gg_enter_connect(struct trace_event_raw_sys_enter *ctx)
+SEC("tracepoint/syscalls/sys_exit_connect")
+int gg_exit_connect(struct trace_event_raw_sys_exit *ctx)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tgid = pid_tgid >> 32;
-	const void *uaddr = (const void *)ctx->args[1];
-	struct connect_args args = {};
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	/* connect(fd, uservaddr, addrlen): the arguments are still in the saved registers. */
+	const void *uaddr = (const void *)PT_REGS_PARM2_CORE_SYSCALL(regs);
+	struct gg_connect_event *e;
 	struct sockaddr_head head;
+	__u8 addr[16] = {};
+	__u32 flags = 0;
 	__u16 port;
 
 	if (bpf_map_lookup_elem(&gpu_tgids, &tgid))
-		args.flags |= GG_CONNECT_GPU_HOLDER;
+		flags |= GG_CONNECT_GPU_HOLDER;
 	else if (cfg_connect_all)
-		args.flags |= GG_CONNECT_ALL;
+		flags |= GG_CONNECT_ALL;
 
 	if (bpf_probe_read_user(&head, sizeof(head), uaddr))
 		return 0;
@@ -92,58 +85,41 @@ int gg_enter_connect(struct trace_event_raw_sys_enter *ctx)
 		return 0;
 	port = bpf_ntohs(head.port);
 	if (bpf_map_lookup_elem(&watched_ports, &port))
-		args.flags |= GG_CONNECT_WATCHED_PORT;
-	if (!args.flags)
+		flags |= GG_CONNECT_WATCHED_PORT;
+	if (!flags)
 		return 0;
 
-	args.fd = (__s32)ctx->args[0];
-	args.family = head.family;
-	args.port = port;
 	if (head.family == GG_AF_INET) {
 		/* struct sockaddr_in: sin_addr at offset 4 */
-		if (bpf_probe_read_user(args.addr, 4, uaddr + 4))
+		if (bpf_probe_read_user(addr, 4, uaddr + 4))
 			return 0;
-		if (addr__is_loopback_v4(args.addr))
-			args.flags |= GG_CONNECT_LOOPBACK;
+		if (addr__is_loopback_v4(addr))
+			flags |= GG_CONNECT_LOOPBACK;
 	} else {
 		/* struct sockaddr_in6: sin6_addr at offset 8 */
-		if (bpf_probe_read_user(args.addr, 16, uaddr + 8))
+		if (bpf_probe_read_user(addr, 16, uaddr + 8))
 			return 0;
-		if (addr__is_v4_mapped(args.addr)) {
-			args.flags |= GG_CONNECT_V4_MAPPED;
-			if (addr__is_loopback_v4(args.addr + 12))
-				args.flags |= GG_CONNECT_LOOPBACK;
-		} else if (addr__is_loopback_v6(args.addr)) {
-			args.flags |= GG_CONNECT_LOOPBACK;
+		if (addr__is_v4_mapped(addr)) {
+			flags |= GG_CONNECT_V4_MAPPED;
+			if (addr__is_loopback_v4(addr + 12))
+				flags |= GG_CONNECT_LOOPBACK;
+		} else if (addr__is_loopback_v6(addr)) {
+			flags |= GG_CONNECT_LOOPBACK;
 		}
 	}
-	if ((args.flags & GG_CONNECT_LOOPBACK) && !cfg_connect_loopback)
+	if ((flags & GG_CONNECT_LOOPBACK) && !cfg_connect_loopback)
 		return 0;
-	bpf_map_update_elem(&connect_args, &pid_tgid, &args, BPF_ANY);
-	return 0;
-}
 
-SEC("tracepoint/syscalls/sys_exit_connect")
-int gg_exit_connect(struct trace_event_raw_sys_exit *ctx)
-{
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	struct connect_args *args = bpf_map_lookup_elem(&connect_args, &pid_tgid);
-	struct gg_connect_event *e;
-
-	if (!args)
-		return 0;
 	e = event__reserve(GG_EVENT_CONNECT, sizeof(*e));
 	if (!e)
-		goto cleanup;
-	task__fill(&e->task, bpf_get_current_task_btf());
-	e->fd = args->fd;
+		return 0;
+	task__fill(&e->task, task);
+	e->fd = (__s32)PT_REGS_PARM1_CORE_SYSCALL(regs);
 	e->ret = (__s32)ctx->ret;
-	e->family = args->family;
-	e->port = args->port;
-	e->flags = args->flags;
-	__builtin_memcpy(e->addr, args->addr, sizeof(e->addr));
+	e->family = head.family;
+	e->port = port;
+	e->flags = flags;
+	__builtin_memcpy(e->addr, addr, sizeof(e->addr));
 	event__submit(e, GG_EVENT_CONNECT);
-cleanup:
-	bpf_map_delete_elem(&connect_args, &pid_tgid);
 	return 0;
 }
