@@ -6,6 +6,8 @@
 //
 // Nothing in the measured loops matches any tool's filter, so no tool writes
 // a record: what is measured is what every process on a GPU host pays.
+// getppid is hooked by no tool: its row is each tool's cost on all the other
+// syscalls of the host.
 //
 // Needs root, bpftrace and auditd (bench/run_tracer_bench.sh installs them).
 // It changes the host's audit rules for the auditd round only, removes
@@ -65,6 +67,11 @@ void BM_openat(benchmark::State& state, const Fixture& fixture) {
 void BM_ioctl(benchmark::State& state, const Fixture& fixture) {
     termios tio{};
     for (auto _ : state) benchmark::DoNotOptimize(ioctl(fixture.ioctl_fd, TCGETS, &tio));
+}
+
+// A syscall none of the tools hooks: what they cost every other syscall.
+void BM_getppid(benchmark::State& state) {
+    for (auto _ : state) benchmark::DoNotOptimize(getppid());
 }
 
 void BM_connect(benchmark::State& state, const Fixture& fixture) {
@@ -283,6 +290,7 @@ int main(int argc, char** argv) {
                                  [&](benchmark::State& s) { BM_openat(s, fixture); });
     benchmark::RegisterBenchmark("ioctl", [&](benchmark::State& s) { BM_ioctl(s, fixture); });
     benchmark::RegisterBenchmark("connect", [&](benchmark::State& s) { BM_connect(s, fixture); });
+    benchmark::RegisterBenchmark("getppid", BM_getppid);
 
     CollectingReporter reporter;
     const auto wanted = [&](const char* mode) { return only.find(mode) != std::string::npos; };
@@ -326,7 +334,7 @@ int main(int argc, char** argv) {
     std::printf("\nns per syscall, median of %d round(s); added = tool - none\n", rounds);
     std::printf("%-13s %9s %14s %14s %14s %11s %11s\n", "syscall", "none", "gpuguard +",
                 "bpftrace +", "auditd +", "gg/bpftrace", "gg/auditd");
-    for (const char* name : {"openat+close", "ioctl", "connect"}) {
+    for (const char* name : {"openat+close", "ioctl", "connect", "getppid"}) {
         const double none = median(t["none"][name]);
         const double gg = median(t["gpuguard"][name]) - none;
         const double bt = median(t["bpftrace"][name]) - none;
