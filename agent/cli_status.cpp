@@ -1,7 +1,9 @@
 // gpuguard status / gpuguard ps: ask the running agent over its control socket.
 // `ps --standalone` scans /proc itself when no agent runs.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -54,8 +56,8 @@ std::string join(const json& array, size_t max_chars) {
 }
 
 void print_ps_table(const json& processes) {
-    std::printf("%-8s %-10s %-16s %-14s %10s %9s %-13s %s\n", "PID", "USER", "COMM", "GPU",
-                "IOCTLS", "IOCTL/S", "CONTAINER", "EXE / CMDLINE");
+    std::printf("%-8s %-10s %-16s %-14s %9s %6s %10s %9s %-13s %s\n", "PID", "USER", "COMM", "GPU",
+                "GPU-MEM", "UTIL%", "IOCTLS", "IOCTL/S", "CONTAINER", "EXE / CMDLINE");
     for (const auto& p : processes) {
         std::string gpus;
         for (const auto& gpu : p["gpus"]) {
@@ -71,8 +73,25 @@ void print_ps_table(const json& processes) {
         std::string what = p["exe"].get<std::string>();
         const std::string args = join(p["cmdline"], 60);
         if (!args.empty()) what += "  " + args;
-        std::printf("%-8u %-10s %-16s %-14s %10llu %9.0f %-13s %s%s\n", p["pid"].get<uint32_t>(),
-                    user.c_str(), p["comm"].get<std::string>().c_str(), gpus.c_str(),
+        // Telemetry per process (absent when no backend reports it: "-", never 0).
+        std::optional<double> memory_mib, util;
+        if (p.contains("gpu_usage")) {
+            for (const auto& usage : p["gpu_usage"]) {
+                if (usage["memory_bytes"].is_number()) {
+                    memory_mib = memory_mib.value_or(0) +
+                                 usage["memory_bytes"].get<double>() / (1024.0 * 1024.0);
+                }
+                if (usage["compute_percent"].is_number()) {
+                    util = std::max(util.value_or(0), usage["compute_percent"].get<double>());
+                }
+            }
+        }
+        const std::string memory_text =
+            memory_mib ? std::to_string(static_cast<long long>(*memory_mib)) + "MiB" : "-";
+        const std::string util_text = util ? std::to_string(static_cast<int>(*util)) : "-";
+        std::printf("%-8u %-10s %-16s %-14s %9s %6s %10llu %9.0f %-13s %s%s\n",
+                    p["pid"].get<uint32_t>(), user.c_str(), p["comm"].get<std::string>().c_str(),
+                    gpus.c_str(), memory_text.c_str(), util_text.c_str(),
                     static_cast<unsigned long long>(p["ioctl_total"].get<uint64_t>()),
                     p["ioctl_rate_per_s"].get<double>(), container.c_str(), what.c_str(),
                     p["exited"].get<bool>() ? "  (exited)" : "");

@@ -187,6 +187,76 @@ TEST_F(AgentRunTest, bootstrap_finds_earlier_gpu_holder_and_ps_shows_it) {
     EXPECT_FALSE(std::filesystem::exists(socket)) << "socket removed on exit";
 }
 
+// GPU telemetry reaches `ps`: the fake NVML (loaded through the real dlopen)
+// reports 1 GiB for a process the sensor knows holds a GPU fd.
+TEST_F(AgentRunTest, ps_joins_per_process_gpu_memory_from_the_backends) {
+    const auto node = dir_ / "gpu0";
+    ASSERT_EQ(mknod(node.c_str(), S_IFCHR | 0666, makedev(1, 7)), 0);
+    int ready[2];
+    ASSERT_EQ(pipe(ready), 0);
+    const pid_t holder = fork();
+    ASSERT_GE(holder, 0);
+    if (holder == 0) {
+        const int fd = open(node.c_str(), O_RDWR);
+        char byte = fd >= 0 ? 'y' : 'n';
+        (void)!write(ready[1], &byte, 1);
+        pause();
+        _exit(0);
+    }
+    struct KillOnExit {
+        pid_t pid;
+        ~KillOnExit() {
+            kill(pid, SIGKILL);
+            waitpid(pid, nullptr, 0);
+        }
+    } reaper{holder};
+    char byte = 0;
+    ASSERT_EQ(read(ready[0], &byte, 1), 1);
+    ASSERT_EQ(byte, 'y');
+
+    const auto script = dir_ / "nvml.json";
+    std::ofstream(script) << nlohmann::json{
+        {"driver_version", "550.54.15"},
+        {"devices",
+         {{{"name", "NVIDIA H100 80GB HBM3"},
+           {"uuid", "GPU-00000000-1111-2222-3333-444444444444"},
+           {"bus_id", "00000000:3B:00.0"},
+           {"minor", 0},
+           {"steps",
+            {{{"utilization", {97, 40}},
+              {"memory", {85899345920ull, 1073741824ull, 84825604096ull}},
+              {"compute_processes", {{{"pid", holder}, {"used_memory", 1073741824ull}}}}}}}}}}};
+    const auto socket = dir_ / "control.sock";
+    const auto config = dir_ / "gpuguard.yaml";
+    std::ofstream(config) << "sensor:\n  extra_gpu_devices: [\"1:7\"]\n"
+                          << "control:\n  socket: " << socket.string() << "\n"
+                          << "backends:\n  interval_ms: 200\n  nvml_library: \""
+                          << GPUGUARD_FAKE_NVML_PATH << "\"\n";
+    Subprocess agent({"/usr/bin/env", "GPUGUARD_FAKE_NVML_SCRIPT=" + script.string(),
+                      GPUGUARD_BINARY, "run", "--config", config.string()});
+    ASSERT_TRUE(agent.wait_for_stderr("ready", 20s)) << agent.stderr_text();
+
+    nlohmann::json usage;
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (usage.is_null() && std::chrono::steady_clock::now() < deadline) {
+        const auto ps = run_command({GPUGUARD_BINARY, "ps", "--socket", socket.string(), "--json"});
+        ASSERT_EQ(ps.exit_code, 0) << ps.stderr_text;
+        for (const auto& process : nlohmann::json::parse(ps.stdout_text)) {
+            if (process["pid"] == holder && !process["gpu_usage"].empty()) {
+                usage = process["gpu_usage"][0];
+            }
+        }
+        if (usage.is_null()) std::this_thread::sleep_for(200ms);
+    }
+    ASSERT_FALSE(usage.is_null()) << agent.stderr_text();
+    EXPECT_EQ(usage["memory_bytes"], 1073741824ull);
+    EXPECT_EQ(usage["source"], "nvml");
+    EXPECT_EQ(usage["model"], "NVIDIA H100 80GB HBM3");
+    const auto table = run_command({GPUGUARD_BINARY, "ps", "--socket", socket.string()});
+    EXPECT_NE(table.stdout_text.find("1024MiB"), std::string::npos) << table.stdout_text;
+    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0);
+}
+
 TEST_F(AgentRunTest, ps_without_agent_says_so_and_standalone_works) {
     const auto missing =
         run_command({GPUGUARD_BINARY, "ps", "--socket", (dir_ / "none.sock").string()});
