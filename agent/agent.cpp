@@ -55,7 +55,7 @@ struct Agent::Impl {
 
     bool is_gpu(uint32_t major, uint32_t minor) const {
         for (const auto& device : devices) {
-            if (device.major == major && (!device.minor || *device.minor == minor)) return true;
+            if (device.matches(major, minor)) return true;
         }
         return false;
     }
@@ -65,8 +65,7 @@ struct Agent::Impl {
     std::string driver_of(uint32_t major, uint32_t minor) const {
         std::string driver;
         for (const auto& device : devices) {
-            if (device.major == major && (!device.minor || *device.minor == minor))
-                driver = device.driver;
+            if (device.matches(major, minor)) driver = device.driver;
         }
         if (driver != "drm") return driver;
         const std::string key = device_text(major, minor);

@@ -144,7 +144,7 @@ std::optional<json> standalone_ps(const Context& context, const QueryOptions& op
     }
     ProcessTable table(ProcessTableOptions{}, [&](uint32_t major, uint32_t minor) {
         for (const auto& device : devices) {
-            if (device.major == major && (!device.minor || *device.minor == minor)) return true;
+            if (device.matches(major, minor)) return true;
         }
         return false;
     });

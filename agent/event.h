@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -103,6 +104,10 @@ struct Event {
 // Name of an event's type as used in JSON ("gpu_open", "gpu_ioctl", "connect",
 // "exec", "fork", "exit").
 const char* event_type_name(const Event& event);
+
+// "a\0b\0c\0" -> {"a", "b", "c"}, as in /proc/PID/cmdline and exec argv; a
+// final part without its NUL is kept.
+std::vector<std::string> split_nul_separated(std::string_view bytes);
 
 // Decodes one ring-buffer record (bpf/events.h). Fails with kParse on a
 // short, oversized, unknown-type or wrong-ABI record; never reads past

@@ -46,20 +46,6 @@ Event event_base(const Raw& raw) {
     return event;
 }
 
-// "a\0b\0c\0" -> {"a", "b", "c"}; a final argument without its NUL is kept.
-std::vector<std::string> split_nul_separated(const char* bytes, size_t length) {
-    std::vector<std::string> parts;
-    size_t start = 0;
-    for (size_t i = 0; i < length; ++i) {
-        if (bytes[i] == '\0') {
-            parts.emplace_back(bytes + start, i - start);
-            start = i + 1;
-        }
-    }
-    if (start < length) parts.emplace_back(bytes + start, length - start);
-    return parts;
-}
-
 Result<Event> decode_gpu_ioctl(std::span<const std::byte> record) {
     gg_gpu_ioctl_event raw;
     if (auto copied = copy_record(record, "gpu_ioctl", raw); !copied)
@@ -117,7 +103,7 @@ Result<Event> decode_exec(std::span<const std::byte> record) {
     Event event = event_base(raw);
     Exec exec;
     exec.filename = bounded_string(raw.filename, std::min<size_t>(raw.filename_len, GG_PATH_LEN));
-    exec.argv = split_nul_separated(raw.argv, raw.argv_len);
+    exec.argv = split_nul_separated(std::string_view(raw.argv, raw.argv_len));
     exec.argv_truncated = raw.flags & GG_EXEC_ARGV_TRUNCATED;
     exec.filename_truncated = raw.flags & GG_EXEC_FILENAME_TRUNCATED;
     exec.old_tid = raw.old_pid;
@@ -176,6 +162,19 @@ Result<Event> decode_gpu_open(std::span<const std::byte> record) {
 }
 
 }  // namespace
+
+std::vector<std::string> split_nul_separated(std::string_view bytes) {
+    std::vector<std::string> parts;
+    size_t start = 0;
+    for (size_t i = 0; i < bytes.size(); ++i) {
+        if (bytes[i] == '\0') {
+            parts.emplace_back(bytes.substr(start, i - start));
+            start = i + 1;
+        }
+    }
+    if (start < bytes.size()) parts.emplace_back(bytes.substr(start));
+    return parts;
+}
 
 const char* to_string(OpenSyscall syscall) {
     switch (syscall) {

@@ -19,6 +19,10 @@ struct GpuDeviceNumber {
     std::string driver;             // "nvidia-frontend", "drm", "config", ...
 
     std::string to_string() const;  // "195:*", "1:3"
+    // Is major:minor this number (or, for a whole major, any of its minors)?
+    bool matches(uint32_t major_number, uint32_t minor_number) const {
+        return major == major_number && (!minor || *minor == minor_number);
+    }
     bool operator==(const GpuDeviceNumber&) const = default;
 };
 

@@ -35,19 +35,6 @@ std::optional<std::string> read_file(const std::filesystem::path& path) {
     return text.str();
 }
 
-std::vector<std::string> split_nul(const std::string& bytes) {
-    std::vector<std::string> parts;
-    size_t start = 0;
-    for (size_t i = 0; i < bytes.size(); ++i) {
-        if (bytes[i] == '\0') {
-            parts.push_back(bytes.substr(start, i - start));
-            start = i + 1;
-        }
-    }
-    if (start < bytes.size()) parts.push_back(bytes.substr(start));
-    return parts;
-}
-
 // Value of "Key:\t..." in /proc/PID/status; first field only.
 std::optional<uint32_t> status_field(const std::string& status, std::string_view key) {
     std::istringstream lines(status);
@@ -214,7 +201,8 @@ void ProcessTable::load_from_proc(ProcessInfo& info) {
         info.uid = status_field(*status, "Uid").value_or(info.uid);
         info.gid = status_field(*status, "Gid").value_or(info.gid);
     }
-    if (const auto cmdline = read_file(dir / "cmdline")) info.cmdline = split_nul(*cmdline);
+    if (const auto cmdline = read_file(dir / "cmdline"))
+        info.cmdline = split_nul_separated(*cmdline);
 }
 
 void ProcessTable::enrich_from_proc(ProcessInfo& info) {

@@ -56,6 +56,19 @@ gg_gpu_dev_key device_key(const GpuDeviceNumber& device) {
     return gg_gpu_dev_key{device.major, device.minor ? *device.minor : GG_GPU_DEV_ANY_MINOR};
 }
 
+// Every key of a hash map, snapshotted first so callers may delete while using them.
+template <typename Key>
+std::vector<Key> map_keys(const bpf_map* map) {
+    std::vector<Key> keys;
+    Key next{};
+    const void* previous = nullptr;
+    while (bpf_map__get_next_key(map, previous, &next, sizeof(next)) == 0) {
+        keys.push_back(next);
+        previous = &keys.back();
+    }
+    return keys;
+}
+
 // A program and the tracepoint it needs, for per-hook probing before load.
 struct TracepointProgram {
     bpf_program* program;
@@ -250,15 +263,7 @@ Status Sensor::wait(std::chrono::milliseconds timeout) {
 Status Sensor::set_watched_ports(const std::vector<uint16_t>& ports) {
     bpf_map* map = impl_->skeleton->maps.watched_ports;
     // Replace the whole set: delete what is not wanted any more, add the rest.
-    std::vector<uint16_t> present;
-    uint16_t key = 0, next = 0;
-    const void* previous = nullptr;
-    while (bpf_map__get_next_key(map, previous, &next, sizeof(next)) == 0) {
-        present.push_back(next);
-        key = next;
-        previous = &key;
-    }
-    for (uint16_t port : present) {
+    for (uint16_t port : map_keys<uint16_t>(map)) {
         if (std::find(ports.begin(), ports.end(), port) == ports.end()) {
             bpf_map__delete_elem(map, &port, sizeof(port), 0);
         }
@@ -287,32 +292,22 @@ Status Sensor::mark_gpu_process(uint32_t pid) {
 Result<std::vector<IoctlAggregate>> Sensor::read_ioctl_stats() const {
     bpf_map* map = impl_->skeleton->maps.ioctl_stats;
     std::vector<IoctlAggregate> out;
-    gg_ioctl_key key{}, next{};
-    const void* previous = nullptr;
-    while (bpf_map__get_next_key(map, previous, &next, sizeof(next)) == 0) {
+    for (const auto& key : map_keys<gg_ioctl_key>(map)) {
         gg_ioctl_stats stats{};
-        // An entry deleted between get_next_key and lookup is simply skipped.
-        if (bpf_map__lookup_elem(map, &next, sizeof(next), &stats, sizeof(stats), 0) == 0) {
-            out.push_back(IoctlAggregate{next.tgid, next.dev >> 20, next.dev & ((1u << 20) - 1),
-                                         next.cmd, stats.count, stats.first_ns, stats.last_ns});
+        // An entry deleted between listing and lookup is simply skipped.
+        if (bpf_map__lookup_elem(map, &key, sizeof(key), &stats, sizeof(stats), 0) == 0) {
+            out.push_back(IoctlAggregate{key.tgid, key.dev >> 20, key.dev & ((1u << 20) - 1),
+                                         key.cmd, stats.count, stats.first_ns, stats.last_ns});
         }
-        key = next;
-        previous = &key;
     }
     return out;
 }
 
 Status Sensor::forget_process(uint32_t pid) {
     bpf_map* map = impl_->skeleton->maps.ioctl_stats;
-    std::vector<gg_ioctl_key> doomed;
-    gg_ioctl_key key{}, next{};
-    const void* previous = nullptr;
-    while (bpf_map__get_next_key(map, previous, &next, sizeof(next)) == 0) {
-        if (next.tgid == pid) doomed.push_back(next);
-        key = next;
-        previous = &key;
+    for (const auto& key : map_keys<gg_ioctl_key>(map)) {
+        if (key.tgid == pid) bpf_map__delete_elem(map, &key, sizeof(key), 0);
     }
-    for (const auto& entry : doomed) bpf_map__delete_elem(map, &entry, sizeof(entry), 0);
     bpf_map__delete_elem(impl_->skeleton->maps.gpu_tgids, &pid, sizeof(pid), 0);
     return {};
 }

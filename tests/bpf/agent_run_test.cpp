@@ -134,13 +134,7 @@ TEST_F(AgentRunTest, bootstrap_finds_earlier_gpu_holder_and_ps_shows_it) {
     char byte = 0;
     ASSERT_EQ(read(ready[0], &byte, 1), 1);
     ASSERT_EQ(byte, 'y');
-    struct KillOnExit {
-        pid_t pid;
-        ~KillOnExit() {
-            kill(pid, SIGKILL);
-            waitpid(pid, nullptr, 0);
-        }
-    } reaper{holder};
+    const gpuguard::testing::ChildReaper reaper(holder);
 
     Subprocess agent({GPUGUARD_BINARY, "run", "--config", config.string()});
     ASSERT_TRUE(agent.wait_for_stderr("ready", 20s)) << agent.stderr_text();
@@ -203,13 +197,7 @@ TEST_F(AgentRunTest, ps_joins_per_process_gpu_memory_from_the_backends) {
         pause();
         _exit(0);
     }
-    struct KillOnExit {
-        pid_t pid;
-        ~KillOnExit() {
-            kill(pid, SIGKILL);
-            waitpid(pid, nullptr, 0);
-        }
-    } reaper{holder};
+    const gpuguard::testing::ChildReaper reaper(holder);
     char byte = 0;
     ASSERT_EQ(read(ready[0], &byte, 1), 1);
     ASSERT_EQ(byte, 'y');

@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,6 +21,11 @@ pid_t run_in_child(const std::string& comm, const std::function<int()>& body, in
     }
     if (exit_code) *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     return child;
+}
+
+ChildReaper::~ChildReaper() {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
 }
 
 }  // namespace gpuguard::testing

@@ -15,4 +15,16 @@ namespace gpuguard::testing {
 pid_t run_in_child(const std::string& comm, const std::function<int()>& body,
                    int* exit_code = nullptr);
 
+// Kills (SIGKILL) and reaps a child the test started, when the scope ends.
+class ChildReaper {
+  public:
+    explicit ChildReaper(pid_t pid) : pid_(pid) {}
+    ~ChildReaper();
+    ChildReaper(const ChildReaper&) = delete;
+    ChildReaper& operator=(const ChildReaper&) = delete;
+
+  private:
+    pid_t pid_;
+};
+
 }  // namespace gpuguard::testing
