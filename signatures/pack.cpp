@@ -318,37 +318,6 @@ const char* to_string(Field field) {
     return "unknown";
 }
 
-const char* to_string(Severity severity) {
-    switch (severity) {
-        case Severity::kEmergency:
-            return "emergency";
-        case Severity::kAlert:
-            return "alert";
-        case Severity::kCritical:
-            return "critical";
-        case Severity::kError:
-            return "error";
-        case Severity::kWarning:
-            return "warning";
-        case Severity::kNotice:
-            return "notice";
-        case Severity::kInfo:
-            return "info";
-        case Severity::kDebug:
-            return "debug";
-    }
-    return "unknown";
-}
-
-std::optional<Severity> parse_severity(std::string_view name) {
-    for (auto severity :
-         {Severity::kEmergency, Severity::kAlert, Severity::kCritical, Severity::kError,
-          Severity::kWarning, Severity::kNotice, Severity::kInfo, Severity::kDebug}) {
-        if (name == to_string(severity)) return severity;
-    }
-    return std::nullopt;
-}
-
 Result<Pack> parse_pack_yaml(std::string_view yaml, const std::string& source) {
     Pack pack;
     PackReader reader(source);

@@ -19,6 +19,7 @@
 #include <sys/types.h>
 
 #include "gpuguard/common/result.h"
+#include "gpuguard/common/severity.h"
 
 namespace gpuguard::signatures {
 
@@ -34,10 +35,9 @@ inline constexpr Field kAllFields[] = {Field::kProcess, Field::kCmdline, Field::
                                        Field::kDomain, Field::kPayload};
 const char* to_string(Field field);
 
-// Syslog severities (RFC 5424 order, most severe first).
-enum class Severity { kEmergency, kAlert, kCritical, kError, kWarning, kNotice, kInfo, kDebug };
-const char* to_string(Severity severity);
-std::optional<Severity> parse_severity(std::string_view name);
+using gpuguard::parse_severity;
+using gpuguard::Severity;
+using gpuguard::to_string;  // for Severity
 
 enum class PatternKind {
     kRegex,         // Hyperscan/PCRE syntax, no back-references or look-arounds
