@@ -41,5 +41,9 @@ void add_ps_command(CLI::App& app, Context& context);
 void add_gpus_command(CLI::App& app, Context& context);
 void add_rules_command(CLI::App& app, Context& context);
 void add_scan_command(CLI::App& app, Context& context);
+void add_journal_command(CLI::App& app, Context& context);  // cli_journal.cpp
+void add_replay_command(CLI::App& app, Context& context);
+// cli_enforce.cpp: kill, free, block.
+void add_enforce_commands(CLI::App& app, Context& context);
 
 }  // namespace gpuguard::agent::cli

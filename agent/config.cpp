@@ -261,6 +261,137 @@ void read_process_table(const ConfigReader& reader, const YAML::Node& node,
     }
 }
 
+void read_journal(const ConfigReader& reader, const YAML::Node& node, JournalConfig& journal) {
+    reader.check_keys(node, "journal",
+                      {"enabled", "dir", "segment_max_mb", "segment_max_age_s", "retention_max_mb",
+                       "retention_max_age_h", "fsync_interval_ms", "compression", "lookback_s",
+                       "incident_after_s", "lookback_max_mb", "queue_events"});
+    if (const auto flag = node["enabled"]) {
+        journal.enabled = reader.scalar<bool>(flag, "journal.enabled", "true or false");
+    }
+    if (const auto dir = node["dir"]) {
+        journal.dir = reader.scalar<std::string>(dir, "journal.dir", "an absolute path");
+        if (journal.dir.empty() || journal.dir.front() != '/') {
+            reader.fail_at(dir, "journal.dir", "'" + journal.dir + "' is not an absolute path");
+        }
+    }
+    if (const auto compression = node["compression"]) {
+        journal.compression =
+            reader.scalar<std::string>(compression, "journal.compression", "none or zstd");
+        if (journal.compression != "none" && journal.compression != "zstd") {
+            reader.fail_at(compression, "journal.compression",
+                           "'" + journal.compression + "' is not one of none, zstd");
+        }
+    }
+    const struct {
+        const char* key;
+        uint32_t* value;
+        uint32_t min;
+        uint32_t max;
+    } fields[] = {{"segment_max_mb", &journal.segment_max_mb, 1, 4096},
+                  {"segment_max_age_s", &journal.segment_max_age_s, 0, 7 * 86'400},
+                  {"retention_max_mb", &journal.retention_max_mb, 0, 16 * 1024 * 1024},
+                  {"retention_max_age_h", &journal.retention_max_age_h, 0, 24 * 3650},
+                  {"fsync_interval_ms", &journal.fsync_interval_ms, 0, 3'600'000},
+                  {"lookback_s", &journal.lookback_s, 0, 3600},
+                  {"incident_after_s", &journal.incident_after_s, 0, 3600},
+                  {"lookback_max_mb", &journal.lookback_max_mb, 1, 16 * 1024},
+                  {"queue_events", &journal.queue_events, 1024, 16 * 1024 * 1024}};
+    for (const auto& field : fields) {
+        if (const auto value = node[field.key]) {
+            const std::string key = std::string("journal.") + field.key;
+            const auto number = reader.scalar<uint32_t>(value, key, "a non-negative integer");
+            if (number < field.min || number > field.max) {
+                reader.fail_at(value, key,
+                               std::to_string(number) + " is not between " +
+                                   std::to_string(field.min) + " and " + std::to_string(field.max));
+            }
+            *field.value = number;
+        }
+    }
+    if (journal.retention_max_mb != 0 && journal.retention_max_mb < journal.segment_max_mb) {
+        reader.fail_at(node["retention_max_mb"] ? node["retention_max_mb"] : node,
+                       "journal.retention_max_mb",
+                       std::to_string(journal.retention_max_mb) +
+                           " is smaller than journal.segment_max_mb (" +
+                           std::to_string(journal.segment_max_mb) + ")");
+    }
+}
+
+void read_string_list(const ConfigReader& reader, const YAML::Node& list, const std::string& key,
+                      std::vector<std::string>& out) {
+    if (!list.IsSequence()) reader.fail_at(list, key, "must be a list of strings");
+    out.clear();
+    for (size_t i = 0; i < list.size(); ++i) {
+        out.push_back(
+            reader.scalar<std::string>(list[i], key + "[" + std::to_string(i) + "]", "a string"));
+    }
+}
+
+void read_enforcement(const ConfigReader& reader, const YAML::Node& node,
+                      EnforcementConfig& enforcement) {
+    reader.check_keys(node, "enforcement",
+                      {"dry_run", "grace_period_ms", "max_actions_per_minute", "kill_scope",
+                       "allowlist", "block_ttl_s", "connect_fallback_cgroup"});
+    if (const auto flag = node["dry_run"]) {
+        enforcement.dry_run = reader.scalar<bool>(flag, "enforcement.dry_run", "true or false");
+    }
+    const struct {
+        const char* key;
+        uint32_t* value;
+        uint32_t max;
+    } numbers[] = {{"grace_period_ms", &enforcement.grace_period_ms, 600'000},
+                   {"max_actions_per_minute", &enforcement.max_actions_per_minute, 100'000},
+                   {"block_ttl_s", &enforcement.block_ttl_s, 31'536'000}};
+    for (const auto& field : numbers) {
+        if (const auto value = node[field.key]) {
+            const std::string key = std::string("enforcement.") + field.key;
+            const auto number = reader.scalar<uint32_t>(value, key, "a non-negative integer");
+            if (number > field.max) {
+                reader.fail_at(value, key,
+                               std::to_string(number) + " is above the maximum of " +
+                                   std::to_string(field.max));
+            }
+            *field.value = number;
+        }
+    }
+    if (const auto scope = node["kill_scope"]) {
+        enforcement.kill_scope =
+            reader.scalar<std::string>(scope, "enforcement.kill_scope", "a string");
+        if (enforcement.kill_scope != "process" && enforcement.kill_scope != "process_group" &&
+            enforcement.kill_scope != "cgroup") {
+            reader.fail_at(scope, "enforcement.kill_scope",
+                           "'" + enforcement.kill_scope +
+                               "' is not one of process, process_group, cgroup");
+        }
+    }
+    if (const auto allowlist = node["allowlist"]) {
+        reader.check_keys(allowlist, "enforcement.allowlist", {"users", "executables", "cgroups"});
+        if (const auto list = allowlist["users"]) {
+            read_string_list(reader, list, "enforcement.allowlist.users",
+                             enforcement.allowlist.users);
+        }
+        if (const auto list = allowlist["executables"]) {
+            read_string_list(reader, list, "enforcement.allowlist.executables",
+                             enforcement.allowlist.executables);
+        }
+        if (const auto list = allowlist["cgroups"]) {
+            read_string_list(reader, list, "enforcement.allowlist.cgroups",
+                             enforcement.allowlist.cgroups);
+        }
+    }
+    if (const auto cgroup = node["connect_fallback_cgroup"]) {
+        enforcement.connect_fallback_cgroup = reader.scalar<std::string>(
+            cgroup, "enforcement.connect_fallback_cgroup", "a cgroup v2 path");
+        if (!enforcement.connect_fallback_cgroup.empty() &&
+            enforcement.connect_fallback_cgroup.front() != '/') {
+            reader.fail_at(cgroup, "enforcement.connect_fallback_cgroup",
+                           "'" + enforcement.connect_fallback_cgroup +
+                               "' must start with / (relative to the cgroup v2 mount)");
+        }
+    }
+}
+
 }  // namespace
 
 Result<Config> load_config_text(std::string_view yaml, const std::string& source) {
@@ -270,7 +401,8 @@ Result<Config> load_config_text(std::string_view yaml, const std::string& source
         if (root.IsNull()) return config;  // empty file: all defaults
         const ConfigReader reader(source);
         reader.check_keys(root, "",
-                          {"log", "sensor", "backends", "metrics", "control", "process_table"});
+                          {"log", "sensor", "backends", "metrics", "control", "process_table",
+                           "journal", "enforcement"});
         if (const auto log = root["log"]) read_log(reader, log, config.log);
         if (const auto control = root["control"]) read_control(reader, control, config.control);
         if (const auto table = root["process_table"]) {
@@ -281,6 +413,10 @@ Result<Config> load_config_text(std::string_view yaml, const std::string& source
             read_backends(reader, backends, config.backends);
         }
         if (const auto metrics = root["metrics"]) read_metrics(reader, metrics, config.metrics);
+        if (const auto journal = root["journal"]) read_journal(reader, journal, config.journal);
+        if (const auto enforcement = root["enforcement"]) {
+            read_enforcement(reader, enforcement, config.enforcement);
+        }
     } catch (const ConfigError& error) {
         return fail(error.code, error.message);
     } catch (const YAML::ParserException& error) {
@@ -351,6 +487,38 @@ std::string config_to_yaml(const Config& config) {
     out << YAML::Key << "enabled" << YAML::Value << config.metrics.enabled;
     out << YAML::Key << "listen" << YAML::Value << YAML::DoubleQuoted << config.metrics.listen;
     out << YAML::Key << "port" << YAML::Value << config.metrics.port;
+    out << YAML::EndMap;
+    const JournalConfig& journal = config.journal;
+    out << YAML::Key << "journal" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "enabled" << YAML::Value << journal.enabled;
+    out << YAML::Key << "dir" << YAML::Value << journal.dir;
+    out << YAML::Key << "segment_max_mb" << YAML::Value << journal.segment_max_mb;
+    out << YAML::Key << "segment_max_age_s" << YAML::Value << journal.segment_max_age_s;
+    out << YAML::Key << "retention_max_mb" << YAML::Value << journal.retention_max_mb;
+    out << YAML::Key << "retention_max_age_h" << YAML::Value << journal.retention_max_age_h;
+    out << YAML::Key << "fsync_interval_ms" << YAML::Value << journal.fsync_interval_ms;
+    out << YAML::Key << "compression" << YAML::Value << journal.compression;
+    out << YAML::Key << "lookback_s" << YAML::Value << journal.lookback_s;
+    out << YAML::Key << "incident_after_s" << YAML::Value << journal.incident_after_s;
+    out << YAML::Key << "lookback_max_mb" << YAML::Value << journal.lookback_max_mb;
+    out << YAML::Key << "queue_events" << YAML::Value << journal.queue_events;
+    out << YAML::EndMap;
+    const EnforcementConfig& enforcement = config.enforcement;
+    out << YAML::Key << "enforcement" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "dry_run" << YAML::Value << enforcement.dry_run;
+    out << YAML::Key << "grace_period_ms" << YAML::Value << enforcement.grace_period_ms;
+    out << YAML::Key << "max_actions_per_minute" << YAML::Value
+        << enforcement.max_actions_per_minute;
+    out << YAML::Key << "kill_scope" << YAML::Value << enforcement.kill_scope;
+    out << YAML::Key << "allowlist" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "users" << YAML::Value << YAML::Flow << enforcement.allowlist.users;
+    out << YAML::Key << "executables" << YAML::Value << YAML::Flow
+        << enforcement.allowlist.executables;
+    out << YAML::Key << "cgroups" << YAML::Value << YAML::Flow << enforcement.allowlist.cgroups;
+    out << YAML::EndMap;
+    out << YAML::Key << "block_ttl_s" << YAML::Value << enforcement.block_ttl_s;
+    out << YAML::Key << "connect_fallback_cgroup" << YAML::Value << YAML::DoubleQuoted
+        << enforcement.connect_fallback_cgroup;
     out << YAML::EndMap;
     out << YAML::EndMap;
     return std::string(out.c_str()) + "\n";

@@ -60,6 +60,39 @@ struct ProcessTableConfig {
     uint32_t ioctl_interval_ms = 1000;  // how often the kernel's ioctl aggregates are read
 };
 
+// The enforcer (docs/enforcement.md).
+struct EnforcementAllowlistConfig {
+    std::vector<std::string> users;        // names or numeric uids
+    std::vector<std::string> executables;  // fnmatch globs on the exe path
+    std::vector<std::string> cgroups;      // fnmatch globs on the cgroup v2 path
+};
+
+struct EnforcementConfig {
+    bool dry_run = false;                  // decide and report, never act
+    uint32_t grace_period_ms = 5000;       // SIGTERM -> SIGKILL
+    uint32_t max_actions_per_minute = 30;  // 0 = unlimited
+    std::string kill_scope = "process";    // process, process_group, cgroup
+    EnforcementAllowlistConfig allowlist;
+    uint32_t block_ttl_s = 3600;          // nftables element timeout; 0 = no timeout
+    std::string connect_fallback_cgroup;  // cgroup v2 path for cgroup/connect4/6; "" = off
+};
+
+// The forensic journal (docs/journal.md).
+struct JournalConfig {
+    bool enabled = true;
+    std::string dir = "/var/lib/gpuguard/journal";
+    uint32_t segment_max_mb = 64;         // rotate at this size
+    uint32_t segment_max_age_s = 3600;    // ... or age; 0 = size only
+    uint32_t retention_max_mb = 1024;     // all segments together; 0 = unbounded
+    uint32_t retention_max_age_h = 168;   // delete older segments/incidents; 0 = never
+    uint32_t fsync_interval_ms = 1000;    // 0 = after every write
+    std::string compression = "none";     // none, zstd
+    uint32_t lookback_s = 60;             // events kept in memory for incident bundles
+    uint32_t incident_after_s = 60;       // events added to a bundle after its detection
+    uint32_t lookback_max_mb = 64;        // memory bound of the look-back window
+    uint32_t queue_events = 65536;        // writer queue; a full queue drops (and counts)
+};
+
 struct Config {
     LogConfig log;
     SensorConfig sensor;
@@ -67,6 +100,8 @@ struct Config {
     ProcessTableConfig process_table;
     BackendsConfig backends;
     MetricsConfig metrics;
+    EnforcementConfig enforcement;
+    JournalConfig journal;
 };
 
 // The YAML text compiled into the binary (agent/default_config.yaml).

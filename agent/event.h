@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -93,7 +94,64 @@ struct Exit {
     int signal() const { return static_cast<int>(status & 0x7f); }  // 0: exited normally
 };
 
-using EventData = std::variant<GpuOpen, GpuIoctl, Connect, Exec, Fork, Exit>;
+// What one process holds on the GPU of a Telemetry event.
+struct ProcessGpuUsage {
+    uint32_t pid = 0;
+    std::optional<uint64_t> memory_bytes;   // device memory
+    std::optional<double> compute_percent;  // busiest engine / SM over the last interval
+    bool operator==(const ProcessGpuUsage&) const = default;
+};
+
+// One telemetry reading of one GPU by the agent's backends (not from the
+// kernel: the event's task is all zero).
+struct Telemetry {
+    uint32_t gpu_index = 0;  // the sampler's GPU index
+    std::string vendor;      // "nvidia", "amd", "intel", ...
+    std::string model;
+    std::vector<std::string> devices;  // device numbers of its nodes, "195:0"
+    std::optional<double> utilization_percent;
+    std::optional<uint64_t> memory_used_bytes;
+    std::optional<uint64_t> memory_total_bytes;
+    std::vector<ProcessGpuUsage> processes;
+};
+
+// A GPU fd a process holds, in a ProcessSnapshot.
+struct SnapshotGpu {
+    uint32_t major = 0;
+    uint32_t minor = 0;
+    int32_t fd = -1;
+    bool operator==(const SnapshotGpu&) const = default;
+};
+
+// What the agent knows about a process that was running before it could see
+// its exec (found by the /proc bootstrap, or written at the start of a
+// journal segment), so replay starts from the same state as the live agent.
+struct ProcessSnapshot {
+    std::string exe;
+    std::vector<std::string> argv;
+    std::string user;
+    std::string cgroup_path;
+    std::string container_id;  // "" on the host
+    std::string container_runtime;
+    std::vector<SnapshotGpu> gpus;
+};
+
+// The kernel SIGKILLed a known-bad process (kill_now): its executable's
+// inode or its name is registered (Sensor::add_known_bad_*). The process dies
+// on its way back to user space; its exit event follows.
+struct KillNow {
+    std::string trigger;  // "exec", "gpu_open", "gpu_ioctl"
+    std::string match;    // "file" (dev, ino) or "name" (comm)
+    uint64_t dev = 0;     // executable's s_dev, kernel encoding (major << 20 | minor)
+    uint64_t ino = 0;
+    uint32_t rule_id = 0;     // tag given at registration
+    int32_t signal_result = 0;  // bpf_send_signal(): 0 or -errno
+    uint32_t major = 0;         // GPU device for the GPU triggers, else 0
+    uint32_t minor = 0;
+};
+
+using EventData = std::variant<GpuOpen, GpuIoctl, Connect, Exec, Fork, Exit, Telemetry,
+                               ProcessSnapshot, KillNow>;
 
 struct Event {
     uint64_t ts_ns = 0;  // CLOCK_MONOTONIC nanoseconds
@@ -102,7 +160,7 @@ struct Event {
 };
 
 // Name of an event's type as used in JSON ("gpu_open", "gpu_ioctl", "connect",
-// "exec", "fork", "exit").
+// "exec", "fork", "exit", "telemetry", "process_snapshot").
 const char* event_type_name(const Event& event);
 
 // "a\0b\0c\0" -> {"a", "b", "c"}, as in /proc/PID/cmdline and exec argv; a

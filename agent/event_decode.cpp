@@ -161,6 +161,38 @@ Result<Event> decode_gpu_open(std::span<const std::byte> record) {
     return event;
 }
 
+Result<Event> decode_kill_now(std::span<const std::byte> record) {
+    gg_kill_now_event raw;
+    if (auto copied = copy_record(record, "kill_now", raw); !copied) {
+        return Unexpected{copied.error()};
+    }
+    Event event = event_base(raw);
+    KillNow kill;
+    switch (raw.trigger) {
+        case GG_KILL_AT_EXEC:
+            kill.trigger = "exec";
+            break;
+        case GG_KILL_AT_GPU_OPEN:
+            kill.trigger = "gpu_open";
+            break;
+        case GG_KILL_AT_GPU_IOCTL:
+            kill.trigger = "gpu_ioctl";
+            break;
+        default:
+            return fail(ErrorCode::kParse,
+                        "kill_now record with unknown trigger " + std::to_string(raw.trigger));
+    }
+    kill.match = raw.match == GG_KILL_MATCH_NAME ? "name" : "file";
+    kill.dev = raw.dev;
+    kill.ino = raw.ino;
+    kill.rule_id = raw.rule_id;
+    kill.signal_result = raw.signal_ret;
+    kill.major = raw.major;
+    kill.minor = raw.minor;
+    event.data = std::move(kill);
+    return event;
+}
+
 }  // namespace
 
 std::vector<std::string> split_nul_separated(std::string_view bytes) {
@@ -198,6 +230,9 @@ const char* event_type_name(const Event& event) {
         const char* operator()(const Exec&) const { return "exec"; }
         const char* operator()(const Fork&) const { return "fork"; }
         const char* operator()(const Exit&) const { return "exit"; }
+        const char* operator()(const Telemetry&) const { return "telemetry"; }
+        const char* operator()(const ProcessSnapshot&) const { return "process_snapshot"; }
+        const char* operator()(const KillNow&) const { return "kill_now"; }
     };
     return std::visit(Visitor{}, event.data);
 }
@@ -231,6 +266,8 @@ Result<Event> decode_record(std::span<const std::byte> record) {
             return decode_fork(body);
         case GG_EVENT_EXIT:
             return decode_exit(body);
+        case GG_EVENT_KILL_NOW:
+            return decode_kill_now(body);
         default:
             return fail(ErrorCode::kParse, "unknown record type " + std::to_string(header.type));
     }

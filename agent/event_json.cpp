@@ -11,18 +11,6 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-std::string rfc3339_utc(int64_t realtime_ns) {
-    const time_t seconds = static_cast<time_t>(realtime_ns / 1'000'000'000);
-    const long nanos = static_cast<long>(realtime_ns % 1'000'000'000);
-    struct tm utc {};
-    gmtime_r(&seconds, &utc);
-    char date[32];
-    strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%S", &utc);
-    char full[48];
-    snprintf(full, sizeof(full), "%s.%09ldZ", date, nanos);
-    return full;
-}
-
 json task_json(const TaskInfo& task) {
     return json{
         {"pid", task.pid}, {"tid", task.tid},   {"ppid", task.ppid},          {"uid", task.uid},
@@ -123,7 +111,63 @@ json exit_json(const Exit& exit) {
     return out;
 }
 
+template <typename T>
+json optional_json(const std::optional<T>& value) {
+    return value ? json(*value) : json(nullptr);
+}
+
+json telemetry_json(const Telemetry& telemetry) {
+    json processes = json::array();
+    for (const auto& usage : telemetry.processes) {
+        processes.push_back(json{{"pid", usage.pid},
+                                 {"memory_bytes", optional_json(usage.memory_bytes)},
+                                 {"compute_percent", optional_json(usage.compute_percent)}});
+    }
+    return json{{"gpu_index", telemetry.gpu_index},
+                {"vendor", telemetry.vendor},
+                {"model", telemetry.model},
+                {"devices", telemetry.devices},
+                {"utilization_percent", optional_json(telemetry.utilization_percent)},
+                {"memory_used_bytes", optional_json(telemetry.memory_used_bytes)},
+                {"memory_total_bytes", optional_json(telemetry.memory_total_bytes)},
+                {"processes", processes}};
+}
+
+json snapshot_json(const ProcessSnapshot& snapshot) {
+    json gpus = json::array();
+    for (const auto& gpu : snapshot.gpus) {
+        gpus.push_back(json{{"device", std::to_string(gpu.major) + ":" + std::to_string(gpu.minor)},
+                            {"major", gpu.major},
+                            {"minor", gpu.minor},
+                            {"fd", gpu.fd}});
+    }
+    return json{{"exe", snapshot.exe},
+                {"argv", snapshot.argv},
+                {"user", snapshot.user},
+                {"cgroup_path", snapshot.cgroup_path},
+                {"container_id", snapshot.container_id},
+                {"container_runtime", snapshot.container_runtime},
+                {"gpus", gpus}};
+}
+
 }  // namespace
+
+std::string format_rfc3339(int64_t unix_ns) {
+    int64_t seconds = unix_ns / 1'000'000'000;
+    int64_t nanos = unix_ns % 1'000'000'000;
+    if (nanos < 0) {
+        nanos += 1'000'000'000;
+        seconds -= 1;
+    }
+    const time_t as_time = static_cast<time_t>(seconds);
+    struct tm utc {};
+    gmtime_r(&as_time, &utc);
+    char date[32];
+    strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%S", &utc);
+    char full[48];
+    snprintf(full, sizeof(full), "%s.%09ldZ", date, static_cast<long>(nanos));
+    return full;
+}
 
 int64_t monotonic_to_realtime_offset_ns() {
     timespec mono{}, real{};
@@ -178,7 +222,7 @@ std::string event_to_json(const Event& event, int64_t realtime_offset_ns) {
     json out{{"v", 1},
              {"type", event_type_name(event)},
              {"ts_ns", event.ts_ns},
-             {"time", rfc3339_utc(static_cast<int64_t>(event.ts_ns) + realtime_offset_ns)},
+             {"time", format_rfc3339(static_cast<int64_t>(event.ts_ns) + realtime_offset_ns)},
              {"process", task_json(event.task)}};
     struct Visitor {
         json& out;
@@ -191,6 +235,21 @@ std::string event_to_json(const Event& event, int64_t realtime_offset_ns) {
                 json{{"child_pid", fork.child_pid}, {"inherited_gpu", fork.inherited_gpu}};
         }
         void operator()(const Exit& exit) const { out["exit"] = exit_json(exit); }
+        void operator()(const Telemetry& telemetry) const {
+            out["telemetry"] = telemetry_json(telemetry);
+        }
+        void operator()(const ProcessSnapshot& snapshot) const {
+            out["process_snapshot"] = snapshot_json(snapshot);
+        }
+        void operator()(const KillNow& kill) const {
+            json body{{"trigger", kill.trigger}, {"match", kill.match},
+                      {"dev", kill.dev},         {"ino", kill.ino},
+                      {"rule_id", kill.rule_id}, {"signal_result", kill.signal_result}};
+            if (kill.major || kill.minor) {
+                body["device"] = std::to_string(kill.major) + ":" + std::to_string(kill.minor);
+            }
+            out["kill_now"] = std::move(body);
+        }
     };
     std::visit(Visitor{out}, event.data);
     // Replace invalid UTF-8 (paths and comm are bytes) instead of throwing.

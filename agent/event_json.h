@@ -2,9 +2,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "agent/event.h"
+#include "gpuguard/common/result.h"
 
 namespace gpuguard::agent {
 
@@ -14,6 +17,27 @@ int64_t monotonic_to_realtime_offset_ns();
 // One JSON object, no trailing newline. `realtime_offset_ns` turns ts_ns into
 // the "time" field (RFC 3339, UTC, nanoseconds).
 std::string event_to_json(const Event& event, int64_t realtime_offset_ns);
+
+// An event read back from its JSON form, with its wall-clock time when the
+// line has one.
+struct ParsedEvent {
+    Event event;
+    std::optional<int64_t> time_unix_ns;  // from "time"
+};
+
+// Parses one line of the JSON form (what event_to_json writes, or a
+// hand-written event: only "type", "ts_ns", "process.pid" and the fields that
+// define the event are required; derived fields may be left out). `where`
+// names the input in errors ("events.jsonl:12"); a failure is kParse and
+// names the field, e.g. "events.jsonl:12: connect.port: expected an integer
+// 0..65535".
+Result<ParsedEvent> event_from_json(std::string_view line, std::string_view where);
+
+// "2026-11-21T23:49:29.227805351Z" -> nanoseconds since the epoch (UTC 'Z'
+// or a +hh:mm offset; fraction optional).
+std::optional<int64_t> parse_rfc3339(std::string_view text);
+// The inverse, always UTC with 9 fraction digits.
+std::string format_rfc3339(int64_t unix_ns);
 
 // "O_RDWR|O_CLOEXEC" style rendering of open(2) flags; unknown bits as hex.
 std::string open_flags_to_string(uint64_t flags);

@@ -46,6 +46,9 @@ int main(int argc, char** argv) {
     cli::add_gpus_command(app, context);
     cli::add_rules_command(app, context);
     cli::add_scan_command(app, context);
+    cli::add_journal_command(app, context);
+    cli::add_replay_command(app, context);
+    cli::add_enforce_commands(app, context);
     app.add_subcommand("version", "print the version")->callback([] {
         std::cout << "gpuguard " << GPUGUARD_VERSION << "\n";
     });

@@ -194,6 +194,7 @@ Result<BootstrapReport> ProcessTable::bootstrap() {
 }
 
 void ProcessTable::load_from_proc(ProcessInfo& info) {
+    if (!options_.read_host) return;
     const auto dir = options_.proc_root / std::to_string(info.pid);
     if (const auto status = read_file(dir / "status")) {
         info.comm = status_name(*status);
@@ -206,6 +207,7 @@ void ProcessTable::load_from_proc(ProcessInfo& info) {
 }
 
 void ProcessTable::enrich_from_proc(ProcessInfo& info) {
+    if (!options_.read_host) return;
     const auto dir = options_.proc_root / std::to_string(info.pid);
     std::error_code ec;
     const auto exe = std::filesystem::read_symlink(dir / "exe", ec);
@@ -278,6 +280,7 @@ void ProcessTable::apply(const Event& event) {
         void operator()(const Exec& exec) {
             // Everything is in the event: no /proc read for the host's every exec.
             ProcessInfo& info = table.processes_[task.pid];
+            if (info.exited) info = ProcessInfo{};  // a reused pid: nothing carries over
             info.pid = task.pid;
             info.ppid = task.ppid;
             info.uid = task.uid;
@@ -322,6 +325,30 @@ void ProcessTable::apply(const Event& event) {
             } else {
                 info.exit_code = exit.exit_code();
             }
+        }
+        void operator()(const Telemetry&) {}
+        void operator()(const KillNow&) {}  // the exit event that follows updates the entry  // per-GPU data: the correlator keeps it
+        void operator()(const ProcessSnapshot& snapshot) {
+            ProcessInfo& info = table.processes_[task.pid];
+            info.pid = task.pid;
+            info.ppid = task.ppid;
+            info.uid = task.uid;
+            info.gid = task.gid;
+            info.comm = task.comm;
+            info.cgroup_id = task.cgroup_id;
+            info.exe = snapshot.exe;
+            info.cmdline = snapshot.argv;
+            info.user = snapshot.user;
+            info.cgroup_path = snapshot.cgroup_path;
+            info.container.reset();
+            if (!snapshot.container_id.empty()) {
+                info.container = ContainerInfo{snapshot.container_runtime, snapshot.container_id};
+            }
+            info.gpus.clear();
+            for (const auto& gpu : snapshot.gpus) {
+                info.gpus.push_back(GpuHandle{gpu.major, gpu.minor, gpu.fd, 0, false});
+            }
+            info.exited = false;
         }
     };
     Visitor visitor{*this, event, task};
@@ -406,6 +433,11 @@ std::optional<ProcessInfo> ProcessTable::get(uint32_t pid) const {
     const auto found = processes_.find(pid);
     if (found == processes_.end()) return std::nullopt;
     return found->second;
+}
+
+const ProcessInfo* ProcessTable::find(uint32_t pid) const {
+    const auto found = processes_.find(pid);
+    return found == processes_.end() ? nullptr : &found->second;
 }
 
 std::vector<ProcessInfo> ProcessTable::gpu_processes() const {

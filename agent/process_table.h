@@ -97,6 +97,9 @@ struct ProcessTableOptions {
     size_t max_entries = 32768;  // bound on memory; exited, then idle non-GPU entries go first
     std::chrono::seconds exit_grace{30};  // how long exited processes stay visible
     size_t max_connects = 16;             // per process
+    // Read /proc and the user database to fill in what events lack. Off for
+    // replay, where only the events (and process_snapshot events) count.
+    bool read_host = true;
 };
 
 struct BootstrapReport {
@@ -130,6 +133,8 @@ class ProcessTable {
     std::vector<uint32_t> evict(uint64_t now_ns);
 
     std::optional<ProcessInfo> get(uint32_t pid) const;
+    // The entry itself, valid until the next apply()/evict(); nullptr if unknown.
+    const ProcessInfo* find(uint32_t pid) const;
     std::vector<ProcessInfo> gpu_processes() const;  // sorted by pid
     size_t size() const { return processes_.size(); }
     uint64_t evicted_live() const { return evicted_live_; }  // bound hit: live entries dropped

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <span>
 
@@ -47,6 +48,8 @@ const char* record_type_name(uint32_t type) {
             return "fork";
         case GG_EVENT_EXIT:
             return "exit";
+        case GG_EVENT_KILL_NOW:
+            return "kill_now";
         default:
             return "unknown";
     }
@@ -309,6 +312,73 @@ Status Sensor::forget_process(uint32_t pid) {
         if (key.tgid == pid) bpf_map__delete_elem(map, &key, sizeof(key), 0);
     }
     bpf_map__delete_elem(impl_->skeleton->maps.gpu_tgids, &pid, sizeof(pid), 0);
+    return {};
+}
+
+namespace {
+
+// Keeps kill_now_armed in step with the known-bad maps, so the hot paths
+// skip their lookups while a map is empty.
+void update_kill_now_armed(gpuguard_bpf* skel) {
+    uint32_t armed = 0;
+    if (!map_keys<gg_file_key>(skel->maps.known_bad_files).empty()) armed |= GG_KILL_ARMED_FILES;
+    if (!map_keys<gg_name_key>(skel->maps.known_bad_names).empty()) armed |= GG_KILL_ARMED_NAMES;
+    skel->bss->kill_now_armed = armed;
+}
+
+gg_name_key name_key(const std::string& comm) {
+    gg_name_key key{};
+    std::memcpy(key.comm, comm.data(), std::min(comm.size(), sizeof(key.comm) - 1));
+    return key;
+}
+
+}  // namespace
+
+Status Sensor::add_known_bad_file(uint64_t dev, uint64_t ino, uint32_t rule_id) {
+    const gg_file_key key{dev, ino};
+    const gg_known_bad value{rule_id, 0};
+    gpuguard_bpf* skel = impl_->skeleton.get();
+    if (int err = bpf_map__update_elem(skel->maps.known_bad_files, &key, sizeof(key), &value,
+                                       sizeof(value), BPF_ANY);
+        err) {
+        return Unexpected{libbpf_error("registering known-bad file " + std::to_string(dev) + ":" +
+                                           std::to_string(ino),
+                                       err)};
+    }
+    update_kill_now_armed(skel);
+    return {};
+}
+
+Status Sensor::remove_known_bad_file(uint64_t dev, uint64_t ino) {
+    const gg_file_key key{dev, ino};
+    gpuguard_bpf* skel = impl_->skeleton.get();
+    bpf_map__delete_elem(skel->maps.known_bad_files, &key, sizeof(key), 0);
+    update_kill_now_armed(skel);
+    return {};
+}
+
+Status Sensor::add_known_bad_name(const std::string& comm, uint32_t rule_id) {
+    if (comm.empty() || comm.size() >= GG_COMM_LEN) {
+        return fail(ErrorCode::kInvalidArgument,
+                    "known-bad name '" + comm + "' must be 1-15 bytes (the kernel's comm)");
+    }
+    const gg_name_key key = name_key(comm);
+    const gg_known_bad value{rule_id, 0};
+    gpuguard_bpf* skel = impl_->skeleton.get();
+    if (int err = bpf_map__update_elem(skel->maps.known_bad_names, &key, sizeof(key), &value,
+                                       sizeof(value), BPF_ANY);
+        err) {
+        return Unexpected{libbpf_error("registering known-bad name " + comm, err)};
+    }
+    update_kill_now_armed(skel);
+    return {};
+}
+
+Status Sensor::remove_known_bad_name(const std::string& comm) {
+    const gg_name_key key = name_key(comm);
+    gpuguard_bpf* skel = impl_->skeleton.get();
+    bpf_map__delete_elem(skel->maps.known_bad_names, &key, sizeof(key), 0);
+    update_kill_now_armed(skel);
     return {};
 }
 

@@ -96,6 +96,15 @@ class Sensor {
     // Drops the kernel state of an exited process (its ioctl aggregates).
     Status forget_process(uint32_t pid);
 
+    // kill_now: executables (by inode, s_dev in kernel encoding) and task
+    // names the kernel SIGKILLs at exec, at a GPU open and at the first GPU
+    // ioctl. `rule_id` is echoed in the kill_now event. kIo when the map is
+    // full (GG_MAX_KNOWN_BAD); removing an absent entry is not an error.
+    Status add_known_bad_file(uint64_t dev, uint64_t ino, uint32_t rule_id);
+    Status remove_known_bad_file(uint64_t dev, uint64_t ino);
+    Status add_known_bad_name(const std::string& comm, uint32_t rule_id);
+    Status remove_known_bad_name(const std::string& comm);
+
     SensorStats stats() const;
 
     // Kernel ids of the loaded programs (bpftool prog show id N).

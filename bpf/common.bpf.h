@@ -107,4 +107,79 @@ static __always_inline void gpu_proc__mark(__u32 tgid, __u32 flags)
 	bpf_map_update_elem(&gpu_tgids, &tgid, &proc, BPF_NOEXIST);
 }
 
+/* SIGKILL, from asm-generic/signal.h (the same on every Linux architecture). */
+#define GG_SIGKILL 9
+
+/*
+ * Is the current process known-bad? Looks its executable's inode up in
+ * known_bad_files, then its comm in known_bad_names, each only while armed.
+ * Fills dev/ino (for the record) and the matching value.
+ */
+static __always_inline __u32 kill_now__match(struct task_struct *task, __u32 armed,
+					     struct gg_file_key *file, __u32 *rule_id)
+{
+	struct gg_known_bad *bad;
+	struct inode *inode;
+
+	inode = BPF_CORE_READ(task, mm, exe_file, f_inode);
+	if (inode) {
+		file->dev = BPF_CORE_READ(inode, i_sb, s_dev);
+		file->ino = BPF_CORE_READ(inode, i_ino);
+	}
+	if ((armed & GG_KILL_ARMED_FILES) && inode) {
+		bad = bpf_map_lookup_elem(&known_bad_files, file);
+		if (bad) {
+			*rule_id = bad->rule_id;
+			return GG_KILL_MATCH_FILE;
+		}
+	}
+	if (armed & GG_KILL_ARMED_NAMES) {
+		struct gg_name_key name = {};
+
+		bpf_get_current_comm(name.comm, sizeof(name.comm));
+		bad = bpf_map_lookup_elem(&known_bad_names, &name);
+		if (bad) {
+			*rule_id = bad->rule_id;
+			return GG_KILL_MATCH_NAME;
+		}
+	}
+	return 0;
+}
+
+/*
+ * kill_now: SIGKILL the current process when it is known-bad, then tell user
+ * space. The signal goes first, so a full ring buffer never saves a miner.
+ * Returns true when it fired.
+ */
+static __always_inline bool kill_now__check(struct task_struct *task, __u32 trigger, __u32 major,
+					    __u32 minor)
+{
+	struct gg_file_key file = {};
+	struct gg_kill_now_event *e;
+	__u32 armed = kill_now_armed;
+	__u32 rule_id = 0, match;
+	long ret;
+
+	if (!armed)
+		return false;
+	match = kill_now__match(task, armed, &file, &rule_id);
+	if (!match)
+		return false;
+	ret = bpf_send_signal(GG_SIGKILL);
+	e = event__reserve(GG_EVENT_KILL_NOW, sizeof(*e));
+	if (!e)
+		return true;
+	task__fill(&e->task, task);
+	e->trigger = trigger;
+	e->match = match;
+	e->dev = file.dev;
+	e->ino = file.ino;
+	e->rule_id = rule_id;
+	e->signal_ret = (__s32)ret;
+	e->major = major;
+	e->minor = minor;
+	event__submit(e, GG_EVENT_KILL_NOW);
+	return true;
+}
+
 #endif /* GPUGUARD_BPF_COMMON_H */

@@ -21,7 +21,7 @@
 #endif
 
 #define GG_ABI_MAJOR 1
-#define GG_ABI_MINOR 0
+#define GG_ABI_MINOR 1
 
 #define GG_COMM_LEN 16
 /* Bounded copy of the path argument of open*(2), NUL included. */
@@ -35,6 +35,9 @@
 #define GG_MAX_GPU_PROCESSES 16384 /* gpu_tgids: processes holding a GPU fd */
 #define GG_MAX_IOCTL_STATS 65536   /* ioctl_stats: (tgid, device, cmd) aggregates */
 #define GG_MAX_WATCHED_PORTS 1024
+#define GG_MAX_KNOWN_BAD 4096	  /* known_bad_files, known_bad_names: kill_now targets */
+#define GG_MAX_BLOCKED_ADDRS 16384 /* blocked_addrs: cgroup/connect fallback of block_ip */
+#define GG_MAX_DENY_CGROUPS 1024	  /* deny_cgroups: GPU denied by the LSM program */
 /* GG_GPU_DEV_ANY_MINOR in a key's minor field matches every minor of a major. */
 #define GG_GPU_DEV_ANY_MINOR 0xffffffffu
 
@@ -45,6 +48,7 @@ enum gg_event_type {
 	GG_EVENT_EXEC = 4,
 	GG_EVENT_FORK = 5,
 	GG_EVENT_EXIT = 6,
+	GG_EVENT_KILL_NOW = 7, /* bpf_send_signal(SIGKILL) sent to a known-bad executable */
 	GG_EVENT_TYPE_MAX, /* size of per-type arrays */
 };
 
@@ -233,6 +237,84 @@ struct gg_exit_event {
 	__u32 flags;	   /* its gpu_tgids flags | GG_PROC_HELD_GPU, 0 if it never held a GPU */
 };
 GG_STATIC_ASSERT(sizeof(struct gg_exit_event) == 16 + 48 + 8, "gg_exit_event ABI");
+
+/* Where the kernel killed a known-bad process (struct gg_kill_now_event.trigger). */
+enum gg_kill_now_trigger {
+	GG_KILL_AT_EXEC = 1,	  /* sched_process_exec: before its first instruction */
+	GG_KILL_AT_GPU_OPEN = 2,  /* successful open of a GPU device node */
+	GG_KILL_AT_GPU_IOCTL = 3, /* first ioctl on a GPU fd */
+};
+
+/* What matched (struct gg_kill_now_event.match). */
+enum gg_kill_now_match {
+	GG_KILL_MATCH_FILE = 1, /* the executable's (dev, ino) is in known_bad_files */
+	GG_KILL_MATCH_NAME = 2, /* the task's comm is in known_bad_names */
+};
+
+/* Bits of the kill_now_armed global: which known-bad maps hold entries. */
+enum gg_kill_now_armed {
+	GG_KILL_ARMED_FILES = 1 << 0,
+	GG_KILL_ARMED_NAMES = 1 << 1,
+};
+
+/* Key of known_bad_files: the executable's inode, as the kernel numbers it. */
+struct gg_file_key {
+	__u64 dev; /* super_block s_dev, kernel encoding: major << 20 | minor */
+	__u64 ino;
+};
+GG_STATIC_ASSERT(sizeof(struct gg_file_key) == 16, "gg_file_key ABI");
+
+/* Key of known_bad_names: the task's comm, NUL-padded to GG_COMM_LEN. */
+struct gg_name_key {
+	char comm[GG_COMM_LEN];
+};
+GG_STATIC_ASSERT(sizeof(struct gg_name_key) == 16, "gg_name_key ABI");
+
+/* Value of known_bad_files and known_bad_names. */
+struct gg_known_bad {
+	__u32 rule_id; /* user-space tag (index of the registration), echoed in the event */
+	__u32 _pad;
+};
+GG_STATIC_ASSERT(sizeof(struct gg_known_bad) == 8, "gg_known_bad ABI");
+
+/*
+ * The kernel sent SIGKILL to the calling process because its executable or
+ * name is known-bad. The process dies on its way back to user space.
+ */
+struct gg_kill_now_event {
+	struct gg_event_header hdr;
+	struct gg_task_info task;
+	__u32 trigger; /* enum gg_kill_now_trigger */
+	__u32 match;   /* enum gg_kill_now_match */
+	__u64 dev;     /* executable inode: s_dev (kernel encoding), 0 if unknown */
+	__u64 ino;
+	__u32 rule_id;	  /* from the matching map value */
+	__s32 signal_ret; /* bpf_send_signal() result: 0, or -errno (-EBUSY, -EPERM) */
+	__u32 major;	  /* GPU device for GPU triggers, else 0 */
+	__u32 minor;
+};
+GG_STATIC_ASSERT(sizeof(struct gg_kill_now_event) == 16 + 48 + 40, "gg_kill_now_event ABI");
+
+/* Key of blocked_addrs (cgroup/connect4/6): IPv6, or IPv4 as ::ffff:a.b.c.d. */
+struct gg_addr_key {
+	__u8 addr[16];
+};
+GG_STATIC_ASSERT(sizeof(struct gg_addr_key) == 16, "gg_addr_key ABI");
+
+/* Value of blocked_addrs. */
+struct gg_blocked_addr {
+	__u64 expires_ns; /* CLOCK_MONOTONIC after which the entry no longer blocks; 0 = never */
+};
+GG_STATIC_ASSERT(sizeof(struct gg_blocked_addr) == 8, "gg_blocked_addr ABI");
+
+/* Slots of the enforcement object's enforce_counters (per CPU, __u64 each). */
+enum gg_enforce_counter {
+	GG_DENIED_DEVICE = 0,	/* cgroup/dev refused a GPU device */
+	GG_DENIED_CONNECT4 = 1, /* cgroup/connect4 refused a blocked address */
+	GG_DENIED_CONNECT6 = 2, /* cgroup/connect6 refused a blocked address */
+	GG_DENIED_LSM_OPEN = 3, /* lsm/file_open refused a GPU open */
+	GG_DENIED_MAX,
+};
 
 /* Per-CPU counters, indexed by enum gg_event_type. */
 struct gg_counters {

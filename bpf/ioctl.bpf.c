@@ -76,6 +76,8 @@ int gg_enter_ioctl(struct trace_event_raw_sys_enter *ctx)
 		return 0;
 	/* Racing threads may both see the flag clear; the agent tolerates a second record. */
 	proc->flags |= GG_PROC_IOCTL_REPORTED;
+	/* Catches processes that opened their GPU before being marked known-bad. */
+	kill_now__check(task, GG_KILL_AT_GPU_IOCTL, major, minor);
 	e = event__reserve(GG_EVENT_GPU_IOCTL, sizeof(*e));
 	if (!e)
 		return 0;

@@ -42,6 +42,29 @@ struct {
 	__type(value, struct gg_gpu_proc);
 } gpu_tgids SEC(".maps") __weak;
 
+/*
+ * kill_now: executables (by inode) and task names the agent marked
+ * known-bad. Checked at exec, at a successful GPU open and at the first GPU
+ * ioctl, only while kill_now_armed says the map holds entries, so a host
+ * without kill_now targets pays no lookup at all.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, GG_MAX_KNOWN_BAD);
+	__type(key, struct gg_file_key);
+	__type(value, struct gg_known_bad);
+} known_bad_files SEC(".maps") __weak;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, GG_MAX_KNOWN_BAD);
+	__type(key, struct gg_name_key);
+	__type(value, struct gg_known_bad);
+} known_bad_names SEC(".maps") __weak;
+
+/* enum gg_kill_now_armed bits, written by the agent through the skeleton's bss. */
+volatile __u32 kill_now_armed __weak;
+
 /* All records to user space. Size set by the loader (sensor.ring_buffer_kb). */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);

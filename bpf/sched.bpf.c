@@ -32,6 +32,9 @@ int gg_sched_exec(struct trace_event_raw_sched_process_exec *ctx)
 	__u64 len;
 	long n;
 
+	/* Before anything else: the new image has not run an instruction yet. */
+	kill_now__check(task, GG_KILL_AT_EXEC, 0, 0);
+
 	e = bpf_map_lookup_elem(&exec_scratch, &zero);
 	if (!e)
 		return 0;

@@ -11,11 +11,13 @@ packages=(
     # libraries
     libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev
     libhyperscan-dev libyara-dev libnftables-dev libcurl4-openssl-dev libcpp-httplib-dev
-    libssl-dev libpcre2-dev
+    libssl-dev libpcre2-dev libzstd-dev
     # tests and benchmarks
     libgtest-dev libgmock-dev libbenchmark-dev
     # tools the tests drive (prometheus ships promtool; /metrics tests use both)
     prometheus
+    # siem/ tests and bench: a real syslog collector with both TLS drivers, a test CA
+    rsyslog rsyslog-openssl rsyslog-gnutls openssl
     nftables iproute2 util-linux procps clang-format
 )
 

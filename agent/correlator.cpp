@@ -1,0 +1,554 @@
+#include "agent/correlator.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <set>
+
+#include "gpuguard/common/logging.h"
+
+namespace gpuguard::agent {
+namespace {
+
+using rules::CorrelationRule;
+using rules::EvidenceField;
+
+// Strength order of actions, for "from_signatures": the strongest wins.
+int action_rank(std::string_view action) {
+    static constexpr std::string_view kOrder[] = {"alert",    "pause", "block_ip",
+                                                  "deny_gpu", "kill",  "kill_now"};
+    for (size_t i = 0; i < std::size(kOrder); ++i) {
+        if (kOrder[i] == action) return static_cast<int>(i);
+    }
+    return 0;
+}
+
+std::string basename_of(std::string_view path) {
+    const auto slash = path.rfind('/');
+    return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
+}
+
+std::string join_argv(const std::vector<std::string>& argv) {
+    std::string out;
+    for (const auto& arg : argv) {
+        if (!out.empty()) out += ' ';
+        out += arg;
+    }
+    return out;
+}
+
+// FNV-1a: detection ids must be the same live and in replay, on any host.
+uint64_t fnv1a(std::string_view text, uint64_t hash = 1469598103934665603ull) {
+    for (unsigned char c : text) {
+        hash ^= c;
+        hash *= 1099511628211ull;
+    }
+    return hash;
+}
+
+std::string detection_id(const std::string& rule_id, uint32_t pid, uint64_t first_ns) {
+    char text[40];
+    const uint64_t hash =
+        fnv1a(rule_id + "/" + std::to_string(pid) + "/" + std::to_string(first_ns));
+    snprintf(text, sizeof(text), "%016" PRIx64, hash);
+    return text;
+}
+
+std::string gib(uint64_t bytes) {
+    char text[32];
+    snprintf(text, sizeof(text), "%.1f GiB", static_cast<double>(bytes) / (1ull << 30));
+    return text;
+}
+
+bool user_matches(const std::vector<std::string>& users, const ProcessInfo& info) {
+    const std::string uid = std::to_string(info.uid);
+    return std::any_of(users.begin(), users.end(), [&](const std::string& user) {
+        return user == uid || (!info.user.empty() && user == info.user);
+    });
+}
+
+bool in_scope(const rules::ScopeCondition& scope, const ProcessInfo& info) {
+    if (!scope.users.empty() && !user_matches(scope.users, info)) return false;
+    if (user_matches(scope.not_users, info)) return false;
+    switch (scope.containers) {
+        case rules::ContainerScope::kAny:
+            return true;
+        case rules::ContainerScope::kHost:
+            return !info.container.has_value();
+        case rules::ContainerScope::kContainer:
+            return info.container.has_value();
+    }
+    return true;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Correlator>> Correlator::create(
+    std::vector<rules::CorrelationRule> rules, std::shared_ptr<const rules::RuleSet> rule_set,
+    const ProcessTable& table, CorrelatorOptions options) {
+    auto scanner = rule_set->scanner();
+    if (!scanner) return Unexpected{scanner.error()};
+    return std::unique_ptr<Correlator>(
+        new Correlator(std::move(rules), std::move(rule_set), std::move(*scanner), table, options));
+}
+
+Correlator::Correlator(std::vector<rules::CorrelationRule> rules,
+                       std::shared_ptr<const rules::RuleSet> rule_set, rules::RuleScanner scanner,
+                       const ProcessTable& table, CorrelatorOptions options)
+    : rules_(std::move(rules)),
+      rule_set_(std::move(rule_set)),
+      scanner_(std::move(scanner)),
+      table_(table),
+      options_(options) {}
+
+Status Correlator::set_rule_set(std::shared_ptr<const rules::RuleSet> rule_set) {
+    auto scanner = rule_set->scanner();
+    if (!scanner) return Unexpected{scanner.error()};
+    scanner_ = std::move(*scanner);
+    rule_set_ = std::move(rule_set);
+    // Signature evidence depends on the rules: match every image again.
+    for (auto& [pid, state] : states_) {
+        state.matched = false;
+        state.hits.clear();
+        state.disguise_ids.clear();
+        state.dirty = true;
+    }
+    return {};
+}
+
+void Correlator::set_rules(std::vector<rules::CorrelationRule> rules) {
+    rules_ = std::move(rules);
+    for (auto& [pid, state] : states_) state.dirty = true;
+}
+
+Correlator::ProcessState& Correlator::state(uint32_t pid) { return states_[pid]; }
+
+void Correlator::add_hits(ProcessState& state, EvidenceField field,
+                          const std::vector<std::string_view>& ids, uint64_t ts_ns,
+                          const std::string& detail) {
+    for (std::string_view id : ids) {
+        const bool known = std::any_of(state.hits.begin(), state.hits.end(), [&](const Hit& hit) {
+            return hit.field == field && hit.id == id && hit.detail == detail;
+        });
+        if (known) continue;
+        const rules::EffectiveSignature* signature = rule_set_->find(id);
+        if (!signature) continue;  // disabled since the match
+        state.hits.push_back(Hit{field, std::string(id), signature->signature.confidence,
+                                 rules::to_string(signature->action), ts_ns, detail});
+        state.dirty = true;
+    }
+}
+
+void Correlator::match_image(ProcessState& state, const ProcessInfo& info, uint64_t ts_ns) {
+    state.matched = true;
+    state.dirty = true;
+    // "/memfd:NAME (deleted)" and "/path/NAME (deleted)" run as NAME.
+    std::string exe_name = basename_of(info.exe);
+    if (exe_name.ends_with(" (deleted)")) exe_name.resize(exe_name.size() - 10);
+    if (exe_name.starts_with("memfd:")) exe_name.erase(0, 6);
+    auto by_comm = scanner_.match(signatures::Field::kProcess, info.comm);
+    auto by_exe = info.exe.empty() ? std::vector<std::string_view>{}
+                                   : scanner_.match(signatures::Field::kProcess, info.exe);
+    add_hits(state, EvidenceField::kProcess, by_comm, ts_ns, info.comm);
+    add_hits(state, EvidenceField::kProcess, by_exe, ts_ns, info.exe);
+    // Disguise: the name the process shows is not its executable's, and only
+    // the executable is a known one.
+    state.disguise_ids.clear();
+    const bool renamed = !info.comm.empty() && !exe_name.empty() &&
+                         exe_name.compare(0, info.comm.size(), info.comm) != 0;
+    if (renamed && by_comm.empty()) {
+        for (auto id : by_exe) state.disguise_ids.emplace_back(id);
+    }
+    if (!info.cmdline.empty()) {
+        const std::string cmdline = join_argv(info.cmdline);
+        add_hits(state, EvidenceField::kCmdline,
+                 scanner_.match(signatures::Field::kCmdline, cmdline), ts_ns, cmdline);
+    }
+}
+
+void Correlator::observe(const Event& event, std::vector<Detection>& out) {
+    ++stats_.events;
+    const uint32_t pid = event.task.pid;
+    struct Visitor {
+        Correlator& self;
+        const Event& event;
+        uint32_t pid;
+        std::vector<Detection>& out;
+
+        void judge(uint32_t target) { self.evaluate(target, event.ts_ns, out); }
+
+        void operator()(const Exec&) {
+            ProcessState& state = self.states_[pid];
+            state.matched = false;
+            state.hits.erase(std::remove_if(state.hits.begin(), state.hits.end(),
+                                            [](const Hit& hit) {
+                                                // Network evidence outlives exec; the image's does
+                                                // not.
+                                                return hit.field != EvidenceField::kPort &&
+                                                       hit.field != EvidenceField::kDomain &&
+                                                       hit.field != EvidenceField::kPayload;
+                                            }),
+                             state.hits.end());
+            state.dirty = true;
+            judge(pid);
+        }
+        void operator()(const ProcessSnapshot&) { (*this)(Exec{}); }
+        void operator()(const GpuOpen& open) {
+            if (open.succeeded()) judge(pid);
+        }
+        void operator()(const GpuIoctl&) { judge(pid); }
+        void operator()(const Connect& connect) {
+            ProcessState& state = self.states_[pid];
+            state.connect_ts.push_back(event.ts_ns);
+            if (state.connect_ts.size() > 64) state.connect_ts.erase(state.connect_ts.begin());
+            if (connect.result == 0 || connect.result == -115 /* EINPROGRESS */) {
+                auto ids = self.scanner_.match_port(connect.port);
+                if (!ids.empty()) {
+                    const std::string peer =
+                        connect.ip_version == 6
+                            ? "[" + connect.address + "]:" + std::to_string(connect.port)
+                            : connect.address + ":" + std::to_string(connect.port);
+                    self.add_hits(state, EvidenceField::kPort, ids, event.ts_ns, peer);
+                    state.peer = DetectionPeer{connect.address, connect.port, "", ""};
+                }
+            }
+            judge(pid);
+        }
+        void operator()(const Fork&) {}
+        void operator()(const KillNow&) {}  // already enforced in the kernel; exit follows
+        void operator()(const Exit&) {
+            self.states_.erase(pid);
+            auto first = self.open_.lower_bound({pid, std::string()});
+            auto last = first;
+            while (last != self.open_.end() && last->first.first == pid) ++last;
+            self.open_.erase(first, last);
+        }
+        void operator()(const Telemetry& telemetry) {
+            GpuTelemetry reading{
+                telemetry.gpu_index, telemetry.vendor, telemetry.utilization_percent, {}};
+            for (const auto& usage : telemetry.processes) reading.processes[usage.pid] = usage;
+            for (const auto& device : telemetry.devices) self.gpu_by_device_[device] = reading;
+            for (const auto& usage : telemetry.processes) {
+                ProcessState& state = self.states_[usage.pid];
+                state.usage.push_back(
+                    UsageSample{event.ts_ns, usage.memory_bytes, usage.compute_percent});
+                if (state.usage.size() > self.options_.max_telemetry_samples) {
+                    state.usage.erase(state.usage.begin());
+                }
+                state.dirty = true;
+                judge(usage.pid);
+            }
+        }
+    };
+    std::visit(Visitor{*this, event, pid, out}, event.data);
+}
+
+void Correlator::evaluate(uint32_t pid, uint64_t ts_ns, std::vector<Detection>& out) {
+    const ProcessInfo* info = table_.find(pid);
+    if (!info) return;
+    ProcessState& state = states_[pid];
+    if (!state.matched) match_image(state, *info, ts_ns);
+    if (info->holds_gpu() != state.held_gpu) {
+        state.held_gpu = info->holds_gpu();
+        if (state.held_gpu && state.first_gpu_ns == 0) state.first_gpu_ns = ts_ns;
+        state.dirty = true;
+    }
+    // Telemetry conditions depend on time passing; everything else only on
+    // new evidence.
+    const bool time_rules = std::any_of(rules_.begin(), rules_.end(), [](const auto& rule) {
+        return rule.memory_growth || rule.sustained_utilization;
+    });
+    if (!state.dirty && !(time_rules && !state.usage.empty())) return;
+    state.dirty = false;
+    ++stats_.evaluations;
+
+    std::vector<rules::ExeLocation> locations;
+    bool locations_known = false;
+    for (const CorrelationRule& rule : rules_) {
+        if (!rule.enabled) continue;
+        if (rule.gpu_held && *rule.gpu_held != info->holds_gpu()) continue;
+        if (rule.scope && !in_scope(*rule.scope, *info)) continue;
+        std::vector<const Hit*> hits;
+        std::vector<Evidence> extra;
+        if (rule.gpu_held.value_or(false) && !info->gpus.empty()) {
+            const GpuHandle& first = info->gpus.front();
+            extra.push_back(Evidence{state.first_gpu_ns, "event",
+                                     first.inherited ? "fork" : "gpu_open", "", "gpu",
+                                     "holds GPU device " + std::to_string(first.major) + ":" +
+                                         std::to_string(first.minor)});
+        }
+        if (rule.signature) {
+            for (const Hit& hit : state.hits) {
+                if (rule.signature->matches(hit.field, hit.id, hit.confidence))
+                    hits.push_back(&hit);
+            }
+            if (hits.empty()) continue;
+        }
+        if (!rule.exe_location.empty()) {
+            if (!locations_known) {
+                locations = rules::exe_locations(info->exe);
+                locations_known = true;
+            }
+            const bool inside =
+                std::any_of(rule.exe_location.begin(), rule.exe_location.end(), [&](auto where) {
+                    return std::find(locations.begin(), locations.end(), where) != locations.end();
+                });
+            if (!inside) continue;
+            extra.push_back(
+                Evidence{ts_ns, "event", "exec", "", "process", "executable " + info->exe});
+        }
+        if (rule.disguised) {
+            // Only executables the rule's signature condition names count.
+            std::vector<const Hit*> disguise;
+            for (const Hit* hit : hits) {
+                if (hit->field == EvidenceField::kProcess && hit->detail == info->exe &&
+                    std::find(state.disguise_ids.begin(), state.disguise_ids.end(), hit->id) !=
+                        state.disguise_ids.end()) {
+                    disguise.push_back(hit);
+                }
+            }
+            if (!rule.signature) {
+                for (const Hit& hit : state.hits) {
+                    if (hit.field == EvidenceField::kProcess && hit.detail == info->exe &&
+                        std::find(state.disguise_ids.begin(), state.disguise_ids.end(),
+                                  hit.id) != state.disguise_ids.end()) {
+                        disguise.push_back(&hit);
+                    }
+                }
+            }
+            if (disguise.empty()) continue;
+            hits = std::move(disguise);
+            extra.push_back(Evidence{ts_ns, "event", "exec", "", "process",
+                                     "comm '" + info->comm + "' hides executable " + info->exe});
+        }
+        if (rule.memory_growth) {
+            std::string detail;
+            if (!memory_growth(*rule.memory_growth, state, ts_ns, detail)) continue;
+            extra.push_back(Evidence{ts_ns, "telemetry", "telemetry", "", "memory", detail});
+        }
+        if (rule.sustained_utilization) {
+            std::string detail;
+            if (!sustained(*rule.sustained_utilization, state, ts_ns, detail)) continue;
+            extra.push_back(Evidence{ts_ns, "telemetry", "telemetry", "", "utilization", detail});
+        }
+        raise(rule, *info, state, std::move(hits), std::move(extra), ts_ns, out);
+    }
+}
+
+bool Correlator::memory_growth(const rules::MemoryGrowthCondition& condition,
+                               const ProcessState& state, uint64_t ts_ns,
+                               std::string& detail) const {
+    if (state.usage.empty() || !state.usage.back().memory_bytes) return false;
+    const auto& latest = state.usage.back();
+    const uint64_t since = ts_ns > static_cast<uint64_t>(condition.within.count()) * 1'000'000'000
+                               ? ts_ns - condition.within.count() * 1'000'000'000ull
+                               : 0;
+    std::optional<uint64_t> lowest;
+    double busiest = 0;
+    for (const auto& sample : state.usage) {
+        if (sample.ts_ns < since) continue;
+        if (sample.memory_bytes && (!lowest || *sample.memory_bytes < *lowest)) {
+            lowest = sample.memory_bytes;
+        }
+        if (sample.compute_percent) busiest = std::max(busiest, *sample.compute_percent);
+    }
+    if (!lowest || *latest.memory_bytes < *lowest ||
+        *latest.memory_bytes - *lowest <= condition.bytes) {
+        return false;
+    }
+    if (busiest > condition.max_utilization_percent) return false;
+    char text[160];
+    snprintf(text, sizeof(text),
+             "GPU memory grew from %s to %s within %llds, compute at most %.0f%%",
+             gib(*lowest).c_str(), gib(*latest.memory_bytes).c_str(),
+             static_cast<long long>(condition.within.count()), busiest);
+    detail = text;
+    return true;
+}
+
+bool Correlator::sustained(const rules::SustainedUtilizationCondition& condition,
+                           const ProcessState& state, uint64_t ts_ns, std::string& detail) const {
+    const uint64_t duration_ns = condition.duration.count() * 1'000'000'000ull;
+    if (ts_ns < duration_ns || state.usage.empty()) return false;
+    const uint64_t since = ts_ns - duration_ns;
+    // Every sample of the window must be above the threshold, and the samples
+    // must cover the whole window.
+    if (state.usage.front().ts_ns > since) return false;
+    double lowest = 100;
+    for (auto sample = state.usage.rbegin(); sample != state.usage.rend(); ++sample) {
+        if (!sample->compute_percent || *sample->compute_percent <= condition.above_percent) {
+            return false;
+        }
+        lowest = std::min(lowest, *sample->compute_percent);
+        if (sample->ts_ns <= since) break;
+    }
+    const auto connects = std::count_if(state.connect_ts.begin(), state.connect_ts.end(),
+                                        [&](uint64_t ts) { return ts >= since; });
+    if (connects > static_cast<long>(condition.max_connects) ||
+        state.connect_ts.size() < condition.min_connects) {
+        return false;
+    }
+    char text[160];
+    snprintf(text, sizeof(text),
+             "compute above %.0f%% (lowest %.0f%%) for %llds with %ld new connections",
+             condition.above_percent, lowest, static_cast<long long>(condition.duration.count()),
+             static_cast<long>(connects));
+    detail = text;
+    return true;
+}
+
+DetectionProcess Correlator::describe(const ProcessInfo& info) const {
+    DetectionProcess process;
+    process.pid = info.pid;
+    process.ppid = info.ppid;
+    process.uid = info.uid;
+    process.gid = info.gid;
+    process.comm = info.comm;
+    process.executable = info.exe;
+    process.argv = info.cmdline;
+    process.command_line = join_argv(info.cmdline);
+    process.user = info.user;
+    process.cgroup_path = info.cgroup_path;
+    if (info.container) {
+        process.container_id = info.container->id;
+        process.container_runtime = info.container->runtime;
+    }
+    return process;
+}
+
+std::vector<DetectionGpu> Correlator::gpus_of(const ProcessInfo& info) const {
+    std::vector<DetectionGpu> gpus;
+    std::set<std::pair<uint32_t, uint32_t>> seen;
+    for (const auto& handle : info.gpus) {
+        if (!seen.insert({handle.major, handle.minor}).second) continue;
+        DetectionGpu gpu;
+        gpu.major = handle.major;
+        gpu.minor = handle.minor;
+        const auto found =
+            gpu_by_device_.find(std::to_string(handle.major) + ":" + std::to_string(handle.minor));
+        if (found != gpu_by_device_.end()) {
+            const GpuTelemetry& reading = found->second;
+            gpu.index = static_cast<int>(reading.index);
+            gpu.vendor = reading.vendor;
+            gpu.utilization_percent = reading.utilization_percent;
+            if (auto usage = reading.processes.find(info.pid); usage != reading.processes.end()) {
+                gpu.memory_used_bytes = usage->second.memory_bytes;
+                gpu.process_utilization_percent = usage->second.compute_percent;
+            }
+        }
+        gpus.push_back(std::move(gpu));
+    }
+    return gpus;
+}
+
+void Correlator::raise(const CorrelationRule& rule, const ProcessInfo& info,
+                       const ProcessState& state, std::vector<const Hit*> hits,
+                       std::vector<Evidence> extra, uint64_t ts_ns, std::vector<Detection>& out) {
+    double confidence = rule.base_confidence;
+    std::string action = rule.action == "from_signatures" ? "alert" : rule.action;
+    for (const Hit* hit : hits) {
+        confidence = rule.combine == rules::Combine::kMax
+                         ? std::max(confidence, hit->confidence)
+                         : 1.0 - (1.0 - confidence) * (1.0 - hit->confidence);
+        if (rule.action == "from_signatures" && action_rank(hit->action) > action_rank(action)) {
+            action = hit->action;
+        }
+    }
+    confidence = std::round(std::min(confidence, 1.0) * 1000) / 1000;  // stable in JSON
+    if (confidence < rule.min_confidence) return;
+
+    rules::ProcessIdentity identity{info.user, static_cast<int64_t>(info.uid),           info.exe,
+                                    "",        info.container ? info.container->id : "", ""};
+    if (rule_set_->allowlisted(identity)) {
+        ++stats_.allowlisted;
+        return;
+    }
+
+    std::vector<Evidence> evidence;
+    for (const Hit* hit : hits) {
+        const char* event_type = hit->field == EvidenceField::kPort      ? "connect"
+                                 : hit->field == EvidenceField::kProcess ? "exec"
+                                 : hit->field == EvidenceField::kCmdline ? "exec"
+                                                                         : "";
+        evidence.push_back(
+            Evidence{hit->ts_ns, hit->field == EvidenceField::kYara ? "yara" : "signature",
+                     event_type, hit->id, rules::to_string(hit->field), hit->detail});
+    }
+    for (auto& item : extra) evidence.push_back(std::move(item));
+    std::stable_sort(evidence.begin(), evidence.end(),
+                     [](const Evidence& a, const Evidence& b) { return a.ts_ns < b.ts_ns; });
+
+    const auto key = std::make_pair(info.pid, rule.id);
+    auto found = open_.find(key);
+    if (found != open_.end() && ts_ns < found->second.window_end_ns) {
+        // Within the window: update when something new arrived.
+        Detection& detection = found->second.detection;
+        bool changed = false;
+        for (auto& item : evidence) {
+            // Signature evidence is new when its value is; an event or a
+            // telemetry condition once per field (its numbers change every sample).
+            const bool by_value = item.kind == "signature" || item.kind == "yara";
+            const bool known = std::any_of(
+                detection.evidence.begin(), detection.evidence.end(), [&](const Evidence& seen) {
+                    return seen.kind == item.kind && seen.signature_id == item.signature_id &&
+                           seen.field == item.field && (!by_value || seen.detail == item.detail);
+                });
+            if (known || detection.evidence.size() >= options_.max_evidence) continue;
+            detection.evidence.push_back(std::move(item));
+            changed = true;
+        }
+        if (!changed) return;
+        for (const Hit* hit : hits) detection.signature_ids.push_back(hit->id);
+        std::sort(detection.signature_ids.begin(), detection.signature_ids.end());
+        detection.signature_ids.erase(
+            std::unique(detection.signature_ids.begin(), detection.signature_ids.end()),
+            detection.signature_ids.end());
+        detection.confidence = std::max(detection.confidence, confidence);
+        if (action_rank(action) > action_rank(detection.action)) detection.action = action;
+        detection.last_seen_ns = ts_ns;
+        detection.time_unix_ns =
+            realtime_offset_ns_ ? static_cast<int64_t>(ts_ns) + realtime_offset_ns_ : 0;
+        detection.process = describe(info);
+        detection.gpus = gpus_of(info);
+        if (state.peer) detection.peer = state.peer;
+        ++detection.update;
+        ++stats_.updates;
+        out.push_back(detection);
+        return;
+    }
+
+    Detection detection;
+    detection.first_seen_ns = evidence.empty() ? ts_ns : std::min(ts_ns, evidence.front().ts_ns);
+    detection.id = detection_id(rule.id, info.pid, ts_ns);
+    detection.rule_id = rule.id;
+    detection.rule_name = rule.name;
+    detection.ruleset = "gpuguard-correlation";
+    detection.description = rule.description;
+    detection.severity = rule.severity;
+    detection.confidence = confidence;
+    detection.mitre_technique_id = rule.mitre_id;
+    detection.mitre_technique_name = rule.mitre_name;
+    detection.mitre_tactic = rule.mitre_tactic;
+    detection.last_seen_ns = ts_ns;
+    detection.time_unix_ns =
+        realtime_offset_ns_ ? static_cast<int64_t>(ts_ns) + realtime_offset_ns_ : 0;
+    detection.process = describe(info);
+    detection.gpus = gpus_of(info);
+    if (state.peer) detection.peer = state.peer;
+    for (const Hit* hit : hits) detection.signature_ids.push_back(hit->id);
+    std::sort(detection.signature_ids.begin(), detection.signature_ids.end());
+    detection.signature_ids.erase(
+        std::unique(detection.signature_ids.begin(), detection.signature_ids.end()),
+        detection.signature_ids.end());
+    if (evidence.size() > options_.max_evidence) evidence.resize(options_.max_evidence);
+    detection.evidence = std::move(evidence);
+    detection.action = action;
+    detection.dry_run = options_.dry_run;
+    ++stats_.detections;
+    out.push_back(detection);
+    open_[key] = Open{std::move(detection),
+                      ts_ns + static_cast<uint64_t>(rule.window.count()) * 1'000'000'000ull};
+}
+
+}  // namespace gpuguard::agent

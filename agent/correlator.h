@@ -1,0 +1,135 @@
+// Correlator: joins, per process, the sensor's events, GPU telemetry and
+// signature matches into Detections, judged by the correlation rules
+// (include/gpuguard/rules/correlation.h). The same code runs live and in
+// `gpuguard replay`: time is the events' own ts_ns (a virtual clock), never
+// the wall clock, so the same input gives the same detections.
+//
+// The caller applies each event to the ProcessTable first, then hands it to
+// observe(). One detection per (process, rule) per the rule's window; new
+// evidence within the window updates it (Detection::update counts up) rather
+// than raising another.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "agent/event.h"
+#include "agent/process_table.h"
+#include "gpuguard/common/detection.h"
+#include "gpuguard/common/result.h"
+#include "gpuguard/rules/correlation.h"
+#include "gpuguard/rules/rules.h"
+
+namespace gpuguard::agent {
+
+struct CorrelatorOptions {
+    size_t max_evidence = 32;             // per detection; the oldest are kept
+    size_t max_telemetry_samples = 1024;  // per process
+    bool dry_run = false;                 // copied into every Detection
+};
+
+struct CorrelatorStats {
+    uint64_t events = 0;
+    uint64_t evaluations = 0;  // rule passes over a process
+    uint64_t detections = 0;   // new detections
+    uint64_t updates = 0;      // updates of open detections
+    uint64_t allowlisted = 0;  // detections withheld because the process is allowlisted
+};
+
+class Correlator {
+  public:
+    // Fails when the rule set's scanner cannot be made (Hyperscan scratch).
+    static Result<std::unique_ptr<Correlator>> create(
+        std::vector<rules::CorrelationRule> rules, std::shared_ptr<const rules::RuleSet> rule_set,
+        const ProcessTable& table, CorrelatorOptions options = {});
+
+    // Judges `event` (already applied to the table) and appends new or
+    // updated detections to `out`.
+    void observe(const Event& event, std::vector<Detection>& out);
+
+    // Hot reload: later events are judged by the new rules; open detections
+    // stay open.
+    Status set_rule_set(std::shared_ptr<const rules::RuleSet> rule_set);
+    void set_rules(std::vector<rules::CorrelationRule> rules);
+
+    // Added to ts_ns for Detection::time_unix_ns (0: leave it 0). Live: the
+    // monotonic-to-realtime offset; replay: from the events' "time".
+    void set_realtime_offset(int64_t offset_ns) { realtime_offset_ns_ = offset_ns; }
+
+    const CorrelatorStats& stats() const { return stats_; }
+    const std::vector<rules::CorrelationRule>& rules() const { return rules_; }
+
+  private:
+    struct Hit {
+        rules::EvidenceField field;
+        std::string id;
+        double confidence = 0;
+        std::string action;  // the signature's action in miner-rules.yaml
+        uint64_t ts_ns = 0;
+        std::string detail;  // the matched value
+    };
+    struct UsageSample {
+        uint64_t ts_ns = 0;
+        std::optional<uint64_t> memory_bytes;
+        std::optional<double> compute_percent;
+    };
+    struct ProcessState {
+        bool matched = false;  // process and command line matched for the current image
+        bool held_gpu = false;
+        bool dirty = true;  // evidence changed since the last evaluation
+        std::vector<Hit> hits;
+        std::vector<std::string> disguise_ids;  // process signatures on the exe, none on comm
+        std::vector<UsageSample> usage;         // newest last, bounded
+        std::vector<uint64_t> connect_ts;       // newest last, bounded
+        std::optional<DetectionPeer> peer;      // last connect with port/domain evidence
+        uint64_t first_gpu_ns = 0;
+    };
+    struct Open {
+        Detection detection;
+        uint64_t window_end_ns = 0;
+    };
+    struct GpuTelemetry {
+        uint32_t index = 0;
+        std::string vendor;
+        std::optional<double> utilization_percent;
+        std::map<uint32_t, ProcessGpuUsage> processes;
+    };
+
+    Correlator(std::vector<rules::CorrelationRule> rules,
+               std::shared_ptr<const rules::RuleSet> rule_set, rules::RuleScanner scanner,
+               const ProcessTable& table, CorrelatorOptions options);
+
+    ProcessState& state(uint32_t pid);
+    void match_image(ProcessState& state, const ProcessInfo& info, uint64_t ts_ns);
+    void add_hits(ProcessState& state, rules::EvidenceField field,
+                  const std::vector<std::string_view>& ids, uint64_t ts_ns,
+                  const std::string& detail);
+    void evaluate(uint32_t pid, uint64_t ts_ns, std::vector<Detection>& out);
+    void raise(const rules::CorrelationRule& rule, const ProcessInfo& info,
+               const ProcessState& state, std::vector<const Hit*> hits, std::vector<Evidence> extra,
+               uint64_t ts_ns, std::vector<Detection>& out);
+    DetectionProcess describe(const ProcessInfo& info) const;
+    std::vector<DetectionGpu> gpus_of(const ProcessInfo& info) const;
+    bool memory_growth(const rules::MemoryGrowthCondition& condition, const ProcessState& state,
+                       uint64_t ts_ns, std::string& detail) const;
+    bool sustained(const rules::SustainedUtilizationCondition& condition, const ProcessState& state,
+                   uint64_t ts_ns, std::string& detail) const;
+
+    std::vector<rules::CorrelationRule> rules_;
+    std::shared_ptr<const rules::RuleSet> rule_set_;
+    rules::RuleScanner scanner_;
+    const ProcessTable& table_;
+    CorrelatorOptions options_;
+    int64_t realtime_offset_ns_ = 0;
+    std::unordered_map<uint32_t, ProcessState> states_;
+    std::map<std::pair<uint32_t, std::string>, Open> open_;
+    std::map<std::string, GpuTelemetry> gpu_by_device_;  // "195:0" -> latest reading
+    CorrelatorStats stats_;
+};
+
+}  // namespace gpuguard::agent

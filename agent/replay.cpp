@@ -1,0 +1,81 @@
+#include "agent/replay.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+
+#include "agent/event_json.h"
+
+namespace gpuguard::agent {
+
+Result<std::unique_ptr<Replay>> Replay::create(std::vector<rules::CorrelationRule> rules,
+                                               std::shared_ptr<const rules::RuleSet> rule_set,
+                                               ReplayOptions options) {
+    ProcessTableOptions table_options;
+    table_options.read_host = false;  // only the events count, never this host's /proc
+    // Every device a gpu_open event names is a GPU: the kernel already decided.
+    auto table =
+        std::make_unique<ProcessTable>(table_options, [](uint32_t, uint32_t) { return true; });
+    std::unique_ptr<Replay> replay(new Replay(options, std::move(table)));
+    auto correlator = Correlator::create(std::move(rules), std::move(rule_set), *replay->table_);
+    if (!correlator) return Unexpected{correlator.error()};
+    replay->correlator_ = std::move(*correlator);
+    return replay;
+}
+
+void Replay::feed(const Event& event, std::optional<int64_t> time_unix_ns, const Emit& emit) {
+    if (time_unix_ns && ((options_.since_unix_ns && *time_unix_ns < *options_.since_unix_ns) ||
+                         (options_.until_unix_ns && *time_unix_ns >= *options_.until_unix_ns))) {
+        ++stats_.filtered;
+        return;
+    }
+    ++stats_.events;
+    correlator_->set_realtime_offset(
+        time_unix_ns ? *time_unix_ns - static_cast<int64_t>(event.ts_ns) : 0);
+    table_->apply(event);
+    pending_.clear();
+    correlator_->observe(event, pending_);
+    for (const auto& detection : pending_) emit(detection);
+    // Forget exited processes on the events' clock, as the live agent does on its own.
+    if (event.ts_ns >= last_evict_ns_ + 1'000'000'000) {
+        table_->evict(event.ts_ns);
+        last_evict_ns_ = event.ts_ns;
+    }
+}
+
+Status Replay::feed_line(std::string_view line, std::string_view where, const Emit& emit) {
+    ++stats_.lines;
+    const auto start = line.find_first_not_of(" \t\r");
+    if (start == std::string_view::npos || line[start] == '#') return {};
+    auto parsed = event_from_json(line, where);
+    if (!parsed) return Unexpected{parsed.error()};
+    feed(parsed->event, parsed->time_unix_ns, emit);
+    return {};
+}
+
+Status Replay::feed_file(const std::filesystem::path& path, const Emit& emit) {
+    std::ifstream file;
+    std::istream* in = &std::cin;
+    if (path != "-") {
+        file.open(path, std::ios::binary);
+        if (!file) {
+            return fail(errno == EACCES ? ErrorCode::kPermission : ErrorCode::kNotFound,
+                        path.string() + ": cannot open: " + std::strerror(errno), errno);
+        }
+        in = &file;
+    }
+    std::string line;
+    uint64_t number = 0;
+    const std::string name = path == "-" ? "<stdin>" : path.string();
+    while (std::getline(*in, line)) {
+        ++number;
+        if (auto status = feed_line(line, name + ":" + std::to_string(number), emit); !status) {
+            return status;
+        }
+    }
+    if (in->bad()) return fail(ErrorCode::kIo, name + ": read error", errno);
+    return {};
+}
+
+}  // namespace gpuguard::agent

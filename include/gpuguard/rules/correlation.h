@@ -1,0 +1,132 @@
+// Correlation rules: the data the correlator (agent/correlator.h) judges a
+// process by. Each rule names conditions over one process's evidence —
+// signature matches by field, whether it holds a GPU, where its executable
+// lives, whether its name disguises it, GPU telemetry over a window, who runs
+// it — and how the evidence's confidences combine. All conditions of a rule
+// must hold. The built-in rules (rules/correlation-rules.yaml) are embedded;
+// files given with --rules or `correlation.files` replace or extend them by
+// id. Format and examples: docs/rules.md.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gpuguard/common/result.h"
+#include "gpuguard/common/severity.h"
+
+namespace gpuguard::rules {
+
+// Where a piece of signature evidence came from.
+enum class EvidenceField {
+    kProcess,  // comm or executable path
+    kCmdline,
+    kConfig,   // content of a file the process uses
+    kDomain,   // a DNS name it resolved or connected to
+    kPayload,  // bytes it sent or received (stratum)
+    kPort,     // a destination port it connected to
+    kYara,     // a YARA rule on its executable
+};
+const char* to_string(EvidenceField field);
+std::optional<EvidenceField> parse_evidence_field(std::string_view name);
+
+// Where an executable lives, for `exe_location`.
+enum class ExeLocation { kTmp, kVarTmp, kDevShm, kDeleted, kMemfd };
+const char* to_string(ExeLocation location);
+// Which of the locations `exe` (a resolved /proc/PID/exe or exec filename) is in.
+std::vector<ExeLocation> exe_locations(std::string_view exe);
+
+struct SignatureCondition {
+    std::vector<EvidenceField> fields;  // any of these; empty: any field
+    std::vector<std::string> ids;       // globs over signature ids; empty: any
+    std::vector<std::string> exclude;   // globs over signature ids
+    double min_confidence = 0.0;        // of the signature
+    bool matches(EvidenceField field, std::string_view id, double confidence) const;
+};
+
+// GPU memory of the process grows by `bytes` within `within` while its
+// compute utilisation stays at or below `max_utilization_percent`.
+struct MemoryGrowthCondition {
+    uint64_t bytes = 20ull << 30;
+    std::chrono::seconds within{300};
+    double max_utilization_percent = 20.0;
+};
+
+// The process keeps a GPU above `above_percent` for `duration` while making at
+// most `max_connects` new connections in that time, having made at least
+// `min_connects` in its life: a miner holds one long-lived pool connection;
+// a render or a training job on local data has none, one streaming its data
+// opens many.
+struct SustainedUtilizationCondition {
+    double above_percent = 90.0;
+    std::chrono::seconds duration{600};
+    uint32_t max_connects = 2;
+    uint32_t min_connects = 1;
+};
+
+enum class ContainerScope { kAny, kHost, kContainer };
+
+struct ScopeCondition {
+    std::vector<std::string> users;      // names or uids; empty: anyone
+    std::vector<std::string> not_users;  // names or uids exempt
+    ContainerScope containers = ContainerScope::kAny;
+};
+
+enum class Combine { kMax, kNoisyOr };
+
+struct CorrelationRule {
+    std::string id;  // GG-CORR-NNNN for the built-in rules
+    std::string name;
+    std::string description;
+    Severity severity = Severity::kWarning;
+    std::string mitre_id;    // "T1496"
+    std::string mitre_name;  // "Resource Hijacking"
+    std::string mitre_tactic;
+    // "alert", "kill", "kill_now", "block_ip", "deny_gpu", "pause", or
+    // "from_signatures": the strongest action miner-rules.yaml sets on the
+    // signatures that matched (alert when none).
+    std::string action = "alert";
+    std::chrono::seconds window{600};  // one detection per (process, rule) per window
+    bool enabled = true;
+
+    // Conditions (all that are set must hold).
+    std::optional<bool> gpu_held;
+    std::optional<SignatureCondition> signature;
+    std::vector<ExeLocation> exe_location;  // any of these
+    bool disguised = false;  // comm names a benign program, the executable is a known one
+    std::optional<MemoryGrowthCondition> memory_growth;
+    std::optional<SustainedUtilizationCondition> sustained_utilization;
+    std::optional<ScopeCondition> scope;
+
+    // Confidence of a detection: `base` combined with the confidence of every
+    // matching signature (kNoisyOr: 1 - (1-base) * prod(1-c); kMax: the
+    // largest). Below `min_confidence` the rule does not fire.
+    double base_confidence = 0.5;
+    Combine combine = Combine::kNoisyOr;
+    double min_confidence = 0.0;
+
+    std::string source;  // "file:line"
+};
+
+// Parses one correlation rule file. Every problem is reported, one per line,
+// as "file:line:col: message" (kParse).
+Result<std::vector<CorrelationRule>> parse_correlation_rules(std::string_view yaml,
+                                                             const std::string& source);
+
+// The built-in rules (embedded rules/correlation-rules.yaml).
+Result<std::vector<CorrelationRule>> builtin_correlation_rules();
+std::string_view builtin_correlation_rules_yaml();
+
+// Built-in rules, then each file in order: a rule with a known id replaces
+// it, a new id is appended, `enabled: false` turns one off.
+Result<std::vector<CorrelationRule>> load_correlation_rules(const std::vector<std::string>& files);
+
+// "90s", "5m", "2h", "1d" -> seconds.
+std::optional<std::chrono::seconds> parse_duration(std::string_view text);
+// "20GiB", "512MiB", "20GB", "1024" -> bytes (binary and decimal units).
+std::optional<uint64_t> parse_bytes(std::string_view text);
+
+}  // namespace gpuguard::rules

@@ -1,0 +1,543 @@
+// Loading correlation rules (include/gpuguard/rules/correlation.h) from YAML,
+// with every problem reported as "file:line:col: message".
+#include "gpuguard/rules/correlation.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <fnmatch.h>
+
+#include "rules/yaml_diagnostics.h"
+
+namespace gpuguard::rules {
+namespace {
+
+constexpr std::pair<EvidenceField, const char*> kFieldNames[] = {
+    {EvidenceField::kProcess, "process"}, {EvidenceField::kCmdline, "cmdline"},
+    {EvidenceField::kConfig, "config"},   {EvidenceField::kDomain, "domain"},
+    {EvidenceField::kPayload, "payload"}, {EvidenceField::kPort, "port"},
+    {EvidenceField::kYara, "yara"}};
+
+constexpr std::pair<ExeLocation, const char*> kLocationNames[] = {
+    {ExeLocation::kTmp, "tmp"},
+    {ExeLocation::kVarTmp, "var_tmp"},
+    {ExeLocation::kDevShm, "dev_shm"},
+    {ExeLocation::kDeleted, "deleted"},
+    {ExeLocation::kMemfd, "memfd"}};
+
+const char* const kActions[] = {"alert",    "kill",  "kill_now",       "block_ip",
+                                "deny_gpu", "pause", "from_signatures"};
+
+bool glob_matches(const std::string& pattern, std::string_view text) {
+    return fnmatch(pattern.c_str(), std::string(text).c_str(), 0) == 0;
+}
+
+std::optional<double> parse_number(const std::string& text) {
+    double value = 0;
+    auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || ptr != text.data() + text.size() || !std::isfinite(value)) {
+        return std::nullopt;
+    }
+    return value;
+}
+
+class RuleReader {
+  public:
+    explicit RuleReader(const std::string& source) : diag_(source), source_(source) {}
+
+    std::vector<CorrelationRule> read(const YAML::Node& root) {
+        std::vector<CorrelationRule> rules;
+        if (!diag_.check_keys(root, "", {"rules"})) return rules;
+        const YAML::Node list = root["rules"];
+        if (!list) {
+            diag_.error(root, "rules: missing");
+            return rules;
+        }
+        if (!list.IsSequence()) {
+            diag_.error(list, "rules: must be a list");
+            return rules;
+        }
+        std::map<std::string, std::string> seen;
+        for (size_t i = 0; i < list.size(); ++i) {
+            CorrelationRule rule = read_rule(list[i], "rules[" + std::to_string(i) + "]");
+            if (rule.id.empty()) continue;
+            if (auto [it, fresh] = seen.emplace(rule.id, rule.source); !fresh) {
+                diag_.error(list[i]["id"],
+                            "duplicate rule id '" + rule.id + "' (first at " + it->second + ")");
+                continue;
+            }
+            rules.push_back(std::move(rule));
+        }
+        return rules;
+    }
+
+    std::vector<std::string> errors() const { return diag_.sorted_errors(); }
+
+  private:
+    std::optional<std::string> string(const YAML::Node& map, const char* key,
+                                      const std::string& path, bool required) {
+        const YAML::Node node = map[key];
+        if (!node) {
+            if (required) diag_.error(map, path + ": " + key + ": missing");
+            return std::nullopt;
+        }
+        return diag_.scalar(node, path + "." + key);
+    }
+
+    std::optional<double> number(const YAML::Node& node, const std::string& path, double lo,
+                                 double hi) {
+        auto text = diag_.scalar(node, path, "a number");
+        if (!text) return std::nullopt;
+        auto value = parse_number(*text);
+        if (!value || *value < lo || *value > hi) {
+            diag_.error(node, path + ": must be a number from " + fmt_number(lo) + " to " +
+                                  fmt_number(hi) + ", got '" + *text + "'");
+            return std::nullopt;
+        }
+        return value;
+    }
+
+    static std::string fmt_number(double value) {
+        std::ostringstream out;
+        out << value;
+        return out.str();
+    }
+
+    std::optional<std::chrono::seconds> duration(const YAML::Node& node, const std::string& path) {
+        auto text = diag_.scalar(node, path, "a duration");
+        if (!text) return std::nullopt;
+        auto value = parse_duration(*text);
+        if (!value || value->count() <= 0) {
+            diag_.error(node,
+                        path + ": must be a duration like 90s, 5m, 2h or 1d, got '" + *text + "'");
+            return std::nullopt;
+        }
+        return value;
+    }
+
+    std::optional<bool> boolean(const YAML::Node& node, const std::string& path) {
+        auto text = diag_.scalar(node, path, "true or false");
+        if (!text) return std::nullopt;
+        if (*text == "true") return true;
+        if (*text == "false") return false;
+        diag_.error(node, path + ": must be true or false, got '" + *text + "'");
+        return std::nullopt;
+    }
+
+    std::vector<std::string> globs(const YAML::Node& node, const std::string& path) {
+        std::vector<std::string> out;
+        for (auto& [text, item] : diag_.scalar_list(node, path)) out.push_back(text);
+        return out;
+    }
+
+    CorrelationRule read_rule(const YAML::Node& node, const std::string& path) {
+        CorrelationRule rule;
+        rule.source = diag_.line_of(node);
+        if (!diag_.check_keys(node, path,
+                              {"id", "name", "description", "severity", "mitre", "action", "window",
+                               "enabled", "when", "confidence"})) {
+            return rule;
+        }
+        const auto id = string(node, "id", path, true);
+        const std::string where = id ? path + " (" + *id + ")" : path;
+        if (auto name = string(node, "name", where, true)) rule.name = *name;
+        if (auto description = string(node, "description", where, false)) {
+            rule.description = *description;
+            while (!rule.description.empty() && rule.description.back() == '\n') {
+                rule.description.pop_back();
+            }
+        }
+        if (auto severity = string(node, "severity", where, true)) {
+            if (auto parsed = parse_severity(*severity)) {
+                rule.severity = *parsed;
+            } else {
+                diag_.error(node["severity"],
+                            where + ".severity: unknown severity '" + *severity +
+                                "' (emergency, alert, critical, error, warning, notice, info, "
+                                "debug)");
+            }
+        }
+        if (const YAML::Node mitre = node["mitre"]) {
+            if (diag_.check_keys(mitre, where + ".mitre", {"id", "name", "tactic"})) {
+                if (auto value = string(mitre, "id", where + ".mitre", true))
+                    rule.mitre_id = *value;
+                if (auto value = string(mitre, "name", where + ".mitre", false)) {
+                    rule.mitre_name = *value;
+                }
+                if (auto value = string(mitre, "tactic", where + ".mitre", false)) {
+                    rule.mitre_tactic = *value;
+                }
+            }
+        }
+        if (auto action = string(node, "action", where, false)) {
+            if (std::find_if(std::begin(kActions), std::end(kActions), [&](const char* name) {
+                    return *action == name;
+                }) == std::end(kActions)) {
+                diag_.error(node["action"],
+                            where + ".action: unknown action '" + *action +
+                                "' (alert, kill, kill_now, block_ip, deny_gpu, pause, "
+                                "from_signatures)");
+            } else {
+                rule.action = *action;
+            }
+        }
+        if (const YAML::Node window = node["window"]) {
+            if (auto value = duration(window, where + ".window")) rule.window = *value;
+        }
+        if (const YAML::Node enabled = node["enabled"]) {
+            if (auto value = boolean(enabled, where + ".enabled")) rule.enabled = *value;
+        }
+        if (const YAML::Node confidence = node["confidence"]) {
+            read_confidence(confidence, where + ".confidence", rule);
+        }
+        const YAML::Node when = node["when"];
+        if (!when) {
+            diag_.error(node, where + ": when: missing (a rule needs at least one condition)");
+        } else if (read_conditions(when, where + ".when", rule) == 0) {
+            diag_.error(when, where + ".when: needs at least one condition");
+        }
+        if (id) rule.id = *id;
+        return rule;
+    }
+
+    void read_confidence(const YAML::Node& node, const std::string& path, CorrelationRule& rule) {
+        if (!diag_.check_keys(node, path, {"base", "combine", "min"})) return;
+        if (node["base"]) {
+            if (auto value = number(node["base"], path + ".base", 0, 1)) {
+                rule.base_confidence = *value;
+            }
+        }
+        if (node["min"]) {
+            if (auto value = number(node["min"], path + ".min", 0, 1)) rule.min_confidence = *value;
+        }
+        if (auto combine = string(node, "combine", path, false)) {
+            if (*combine == "max") {
+                rule.combine = Combine::kMax;
+            } else if (*combine == "noisy_or") {
+                rule.combine = Combine::kNoisyOr;
+            } else {
+                diag_.error(node["combine"],
+                            path + ".combine: must be max or noisy_or, got '" + *combine + "'");
+            }
+        }
+    }
+
+    int read_conditions(const YAML::Node& when, const std::string& path, CorrelationRule& rule) {
+        if (!diag_.check_keys(when, path,
+                              {"gpu_held", "signature", "exe_location", "disguised",
+                               "memory_growth", "sustained_utilization", "scope"})) {
+            return -1;  // reported already
+        }
+        int conditions = 0;
+        if (when["gpu_held"]) {
+            rule.gpu_held = boolean(when["gpu_held"], path + ".gpu_held");
+            ++conditions;
+        }
+        if (const YAML::Node node = when["signature"]) {
+            rule.signature = read_signature(node, path + ".signature");
+            ++conditions;
+        }
+        if (const YAML::Node node = when["exe_location"]) {
+            for (auto& [text, item] : diag_.scalar_list(node, path + ".exe_location")) {
+                auto found = std::find_if(std::begin(kLocationNames), std::end(kLocationNames),
+                                          [&](const auto& entry) { return text == entry.second; });
+                if (found == std::end(kLocationNames)) {
+                    diag_.error(item, path + ".exe_location: unknown location '" + text +
+                                          "' (tmp, var_tmp, dev_shm, deleted, memfd)");
+                } else {
+                    rule.exe_location.push_back(found->first);
+                }
+            }
+            ++conditions;
+        }
+        if (const YAML::Node node = when["disguised"]) {
+            rule.disguised = boolean(node, path + ".disguised").value_or(false);
+            ++conditions;
+        }
+        if (const YAML::Node node = when["memory_growth"]) {
+            const std::string where = path + ".memory_growth";
+            MemoryGrowthCondition condition;
+            if (diag_.check_keys(node, where, {"bytes", "within", "max_utilization_percent"})) {
+                if (node["bytes"]) {
+                    auto text = diag_.scalar(node["bytes"], where + ".bytes");
+                    auto bytes = text ? parse_bytes(*text) : std::nullopt;
+                    if (text && !bytes) {
+                        diag_.error(node["bytes"], where +
+                                                       ".bytes: must be a size like 20GB or "
+                                                       "512MiB, got '" +
+                                                       *text + "'");
+                    }
+                    if (bytes) condition.bytes = *bytes;
+                }
+                if (node["within"]) {
+                    if (auto value = duration(node["within"], where + ".within")) {
+                        condition.within = *value;
+                    }
+                }
+                if (node["max_utilization_percent"]) {
+                    if (auto value = number(node["max_utilization_percent"],
+                                            where + ".max_utilization_percent", 0, 100)) {
+                        condition.max_utilization_percent = *value;
+                    }
+                }
+            }
+            rule.memory_growth = condition;
+            ++conditions;
+        }
+        if (const YAML::Node node = when["sustained_utilization"]) {
+            const std::string where = path + ".sustained_utilization";
+            SustainedUtilizationCondition condition;
+            if (diag_.check_keys(node, where,
+                                 {"above_percent", "for", "max_connects", "min_connects"})) {
+                if (node["above_percent"]) {
+                    if (auto value =
+                            number(node["above_percent"], where + ".above_percent", 0, 100)) {
+                        condition.above_percent = *value;
+                    }
+                }
+                if (node["for"]) {
+                    if (auto value = duration(node["for"], where + ".for")) {
+                        condition.duration = *value;
+                    }
+                }
+                if (node["max_connects"]) {
+                    if (auto value =
+                            number(node["max_connects"], where + ".max_connects", 0, 1e6)) {
+                        condition.max_connects = static_cast<uint32_t>(*value);
+                    }
+                }
+            }
+            rule.sustained_utilization = condition;
+            ++conditions;
+        }
+        if (const YAML::Node node = when["scope"]) {
+            const std::string where = path + ".scope";
+            ScopeCondition scope;
+            if (diag_.check_keys(node, where, {"users", "not_users", "containers"})) {
+                if (node["users"]) scope.users = globs(node["users"], where + ".users");
+                if (node["not_users"]) {
+                    scope.not_users = globs(node["not_users"], where + ".not_users");
+                }
+                if (auto text = string(node, "containers", where, false)) {
+                    if (*text == "any") {
+                        scope.containers = ContainerScope::kAny;
+                    } else if (*text == "host") {
+                        scope.containers = ContainerScope::kHost;
+                    } else if (*text == "container") {
+                        scope.containers = ContainerScope::kContainer;
+                    } else {
+                        diag_.error(node["containers"], where +
+                                                            ".containers: must be any, host or "
+                                                            "container, got '" +
+                                                            *text + "'");
+                    }
+                }
+            }
+            rule.scope = scope;
+            // A scope narrows other conditions; it is not evidence by itself.
+        }
+        return conditions;
+    }
+
+    SignatureCondition read_signature(const YAML::Node& node, const std::string& path) {
+        SignatureCondition condition;
+        if (!diag_.check_keys(node, path, {"fields", "ids", "exclude", "min_confidence"})) {
+            return condition;
+        }
+        if (node["fields"]) {
+            for (auto& [text, item] : diag_.scalar_list(node["fields"], path + ".fields")) {
+                if (auto field = parse_evidence_field(text)) {
+                    condition.fields.push_back(*field);
+                } else {
+                    diag_.error(item, path + ".fields: unknown field '" + text +
+                                          "' (process, cmdline, config, domain, payload, port, "
+                                          "yara)");
+                }
+            }
+        }
+        if (node["ids"]) condition.ids = globs(node["ids"], path + ".ids");
+        if (node["exclude"]) condition.exclude = globs(node["exclude"], path + ".exclude");
+        if (node["min_confidence"]) {
+            if (auto value = number(node["min_confidence"], path + ".min_confidence", 0, 1)) {
+                condition.min_confidence = *value;
+            }
+        }
+        return condition;
+    }
+
+    Diagnostics diag_;
+    std::string source_;
+};
+
+Result<std::string> read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        return fail(errno == EACCES ? ErrorCode::kPermission : ErrorCode::kNotFound,
+                    path + ": cannot open: " + std::strerror(errno), errno);
+    }
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
+}  // namespace
+
+const char* to_string(EvidenceField field) {
+    for (const auto& [value, name] : kFieldNames) {
+        if (value == field) return name;
+    }
+    return "unknown";
+}
+
+std::optional<EvidenceField> parse_evidence_field(std::string_view name) {
+    for (const auto& [value, text] : kFieldNames) {
+        if (name == text) return value;
+    }
+    return std::nullopt;
+}
+
+const char* to_string(ExeLocation location) {
+    for (const auto& [value, name] : kLocationNames) {
+        if (value == location) return name;
+    }
+    return "unknown";
+}
+
+std::vector<ExeLocation> exe_locations(std::string_view exe) {
+    std::vector<ExeLocation> out;
+    if (exe.starts_with("/tmp/")) out.push_back(ExeLocation::kTmp);
+    if (exe.starts_with("/var/tmp/")) out.push_back(ExeLocation::kVarTmp);
+    if (exe.starts_with("/dev/shm/")) out.push_back(ExeLocation::kDevShm);
+    if (exe.starts_with("/memfd:")) out.push_back(ExeLocation::kMemfd);
+    if (exe.ends_with(" (deleted)") && !exe.starts_with("/memfd:")) {
+        out.push_back(ExeLocation::kDeleted);
+    }
+    return out;
+}
+
+bool SignatureCondition::matches(EvidenceField field, std::string_view id,
+                                 double confidence) const {
+    if (confidence < min_confidence) return false;
+    if (!fields.empty() && std::find(fields.begin(), fields.end(), field) == fields.end()) {
+        return false;
+    }
+    if (!ids.empty() && std::none_of(ids.begin(), ids.end(),
+                                     [&](const auto& glob) { return glob_matches(glob, id); })) {
+        return false;
+    }
+    return std::none_of(exclude.begin(), exclude.end(),
+                        [&](const auto& glob) { return glob_matches(glob, id); });
+}
+
+std::optional<std::chrono::seconds> parse_duration(std::string_view text) {
+    if (text.empty()) return std::nullopt;
+    uint64_t value = 0;
+    auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || ptr == text.data()) return std::nullopt;
+    const std::string_view unit(ptr, text.data() + text.size() - ptr);
+    uint64_t scale = 0;
+    if (unit == "s" || unit.empty()) {
+        scale = 1;
+    } else if (unit == "m") {
+        scale = 60;
+    } else if (unit == "h") {
+        scale = 3600;
+    } else if (unit == "d") {
+        scale = 86400;
+    } else {
+        return std::nullopt;
+    }
+    if (value > (uint64_t{1} << 40)) return std::nullopt;
+    return std::chrono::seconds(value * scale);
+}
+
+std::optional<uint64_t> parse_bytes(std::string_view text) {
+    double value = 0;
+    auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || ptr == text.data() || value < 0 || !std::isfinite(value)) {
+        return std::nullopt;
+    }
+    std::string_view unit(ptr, text.data() + text.size() - ptr);
+    while (unit.starts_with(' ')) unit.remove_prefix(1);
+    static constexpr std::pair<std::string_view, double> kUnits[] = {{"", 1},
+                                                                     {"B", 1},
+                                                                     {"kB", 1e3},
+                                                                     {"KB", 1e3},
+                                                                     {"MB", 1e6},
+                                                                     {"GB", 1e9},
+                                                                     {"TB", 1e12},
+                                                                     {"KiB", 1024.0},
+                                                                     {"MiB", 1048576.0},
+                                                                     {"GiB", 1073741824.0},
+                                                                     {"TiB", 1099511627776.0}};
+    for (const auto& [name, scale] : kUnits) {
+        if (unit == name) {
+            const double bytes = value * scale;
+            if (bytes > 1.8e19) return std::nullopt;
+            return static_cast<uint64_t>(std::llround(bytes));
+        }
+    }
+    return std::nullopt;
+}
+
+Result<std::vector<CorrelationRule>> parse_correlation_rules(std::string_view yaml,
+                                                             const std::string& source) {
+    RuleReader reader(source);
+    std::vector<CorrelationRule> rules;
+    try {
+        rules = reader.read(YAML::Load(std::string(yaml)));
+    } catch (const YAML::Exception& error) {
+        return fail(ErrorCode::kParse, source + ":" + std::to_string(error.mark.line + 1) + ":" +
+                                           std::to_string(error.mark.column + 1) + ": " +
+                                           error.msg);
+    }
+    const auto errors = reader.errors();
+    if (!errors.empty()) {
+        std::string message;
+        for (const auto& line : errors) message += (message.empty() ? "" : "\n") + line;
+        return fail(ErrorCode::kParse, message);
+    }
+    return rules;
+}
+
+Result<std::vector<CorrelationRule>> builtin_correlation_rules() {
+    return parse_correlation_rules(builtin_correlation_rules_yaml(),
+                                   "builtin:correlation-rules.yaml");
+}
+
+Result<std::vector<CorrelationRule>> load_correlation_rules(const std::vector<std::string>& files) {
+    auto rules = builtin_correlation_rules();
+    if (!rules) return rules;
+    std::string problems;
+    for (const auto& path : files) {
+        auto text = read_file(path);
+        if (!text) {
+            problems += (problems.empty() ? "" : "\n") + text.error().message;
+            continue;
+        }
+        auto parsed = parse_correlation_rules(*text, path);
+        if (!parsed) {
+            problems += (problems.empty() ? "" : "\n") + parsed.error().message;
+            continue;
+        }
+        for (auto& rule : *parsed) {
+            auto existing = std::find_if(rules->begin(), rules->end(),
+                                         [&](const auto& known) { return known.id == rule.id; });
+            if (existing != rules->end()) {
+                *existing = std::move(rule);
+            } else {
+                rules->push_back(std::move(rule));
+            }
+        }
+    }
+    if (!problems.empty()) return fail(ErrorCode::kParse, problems);
+    return rules;
+}
+
+}  // namespace gpuguard::rules

@@ -1,0 +1,253 @@
+// Correlator semantics on small hand-made event sequences: windows and
+// updates, pid reuse, allowlists, hot reload, actions from miner-rules.yaml,
+// telemetry anomalies, and what a Detection carries.
+#include "agent/correlator.h"
+
+#include <gtest/gtest.h>
+
+#include "gpuguard/rules/correlation.h"
+
+namespace gpuguard::agent {
+namespace {
+
+constexpr uint64_t kSecond = 1'000'000'000;
+
+std::shared_ptr<const signatures::Matcher> pack() {
+    static auto compiled = [] {
+        auto builtin = rules::compile_builtin_pack();
+        EXPECT_TRUE(builtin) << builtin.error().message;
+        return *builtin;
+    }();
+    return compiled;
+}
+
+std::shared_ptr<const rules::RuleSet> rule_set(const std::string& user_yaml = "") {
+    std::vector<rules::RuleFile> files;
+    if (!user_yaml.empty()) files.push_back({"test-rules.yaml", user_yaml});
+    auto built = rules::RuleSet::build(pack(), files);
+    EXPECT_TRUE(built) << built.error().message;
+    return std::make_shared<const rules::RuleSet>(std::move(*built));
+}
+
+std::vector<rules::CorrelationRule> builtin_rules() {
+    auto parsed = rules::builtin_correlation_rules();
+    EXPECT_TRUE(parsed) << parsed.error().message;
+    return *parsed;
+}
+
+class CorrelatorTest : public ::testing::Test {
+  protected:
+    void make(std::shared_ptr<const rules::RuleSet> set = rule_set(),
+              std::vector<rules::CorrelationRule> rules = builtin_rules()) {
+        ProcessTableOptions options;
+        options.read_host = false;
+        table_ = std::make_unique<ProcessTable>(options, [](uint32_t, uint32_t) { return true; });
+        auto created = Correlator::create(std::move(rules), std::move(set), *table_);
+        ASSERT_TRUE(created) << created.error().message;
+        correlator_ = std::move(*created);
+    }
+
+    std::vector<Detection> feed(uint64_t ts, uint32_t pid, const std::string& comm, EventData data,
+                                uint32_t uid = 1000) {
+        Event event;
+        event.ts_ns = ts;
+        event.task = TaskInfo{pid, pid, 1, uid, uid, 1, comm};
+        event.data = std::move(data);
+        table_->apply(event);
+        std::vector<Detection> out;
+        correlator_->observe(event, out);
+        return out;
+    }
+
+    // exec + GPU open; returns what the open raised.
+    std::vector<Detection> start_miner(uint64_t ts, uint32_t pid, const std::string& comm = "xmrig",
+                                       const std::string& exe = "/opt/xmrig/xmrig",
+                                       uint32_t uid = 1000) {
+        feed(ts, pid, comm,
+             Exec{exe,
+                  {comm, "-o", "stratum+tcp://pool.example.org:3333", "--cuda"},
+                  false,
+                  false,
+                  pid},
+             uid);
+        return feed(ts + 1, pid, comm,
+                    GpuOpen{195, 0, 3, -100, 2, OpenSyscall::kOpenat, false, "/dev/nvidia0"}, uid);
+    }
+
+    static std::vector<std::string> rule_ids(const std::vector<Detection>& detections) {
+        std::vector<std::string> ids;
+        for (const auto& detection : detections) ids.push_back(detection.rule_id);
+        return ids;
+    }
+
+    std::unique_ptr<ProcessTable> table_;
+    std::unique_ptr<Correlator> correlator_;
+};
+
+TEST_F(CorrelatorTest, MinerOnGpuIsDetectedWithItsEvidence) {
+    make();
+    EXPECT_TRUE(feed(10 * kSecond, 100, "xmrig",
+                     Exec{"/opt/xmrig/xmrig",
+                          {"xmrig", "-o", "stratum+tcp://pool.example.org:3333"},
+                          false,
+                          false,
+                          100})
+                    .empty())
+        << "no GPU yet: no detection";
+    auto raised = feed(11 * kSecond, 100, "xmrig",
+                       GpuOpen{195, 0, 3, -100, 2, OpenSyscall::kOpenat, false, "/dev/nvidia0"});
+    ASSERT_EQ(rule_ids(raised), std::vector<std::string>{"GG-CORR-0001"});
+    const Detection& detection = raised[0];
+    EXPECT_EQ(detection.update, 0u);
+    EXPECT_EQ(detection.severity, Severity::kCritical);
+    EXPECT_EQ(detection.mitre_technique_id, "T1496");
+    EXPECT_EQ(detection.process.pid, 100u);
+    EXPECT_EQ(detection.process.executable, "/opt/xmrig/xmrig");
+    EXPECT_EQ(detection.process.command_line, "xmrig -o stratum+tcp://pool.example.org:3333");
+    EXPECT_EQ(detection.action, "alert");  // default_action of an empty miner-rules.yaml
+    EXPECT_GT(detection.confidence, 0.5);
+    ASSERT_EQ(detection.gpus.size(), 1u);
+    EXPECT_EQ(detection.gpus[0].major, 195u);
+    EXPECT_FALSE(detection.signature_ids.empty());
+    bool gpu_evidence = false, signature_evidence = false;
+    for (const auto& evidence : detection.evidence) {
+        gpu_evidence |= evidence.event_type == "gpu_open" && evidence.field == "gpu";
+        signature_evidence |= evidence.kind == "signature" && !evidence.signature_id.empty();
+    }
+    EXPECT_TRUE(gpu_evidence);
+    EXPECT_TRUE(signature_evidence);
+    EXPECT_EQ(detection.first_seen_ns, 10 * kSecond);
+}
+
+TEST_F(CorrelatorTest, OneDetectionPerWindowUpdatedByNewEvidence) {
+    make();
+    start_miner(10 * kSecond, 100);
+    // More opens and ioctls bring nothing new.
+    EXPECT_TRUE(feed(12 * kSecond, 100, "xmrig",
+                     GpuOpen{195, 255, 4, -100, 2, OpenSyscall::kOpenat, false, "/dev/nvidiactl"})
+                    .empty());
+    EXPECT_TRUE(feed(13 * kSecond, 100, "xmrig", GpuIoctl{195, 255, 4, 0xc020462a, 0}).empty());
+    // A pool connection: a new rule fires (0002), 0001 stays quiet.
+    auto raised = feed(14 * kSecond, 100, "xmrig",
+                       Connect{9, -115, 4, "198.51.100.1", 3333, true, false, false, false, false});
+    ASSERT_EQ(rule_ids(raised), std::vector<std::string>{"GG-CORR-0002"});
+    EXPECT_EQ(raised[0].peer->ip, "198.51.100.1");
+    EXPECT_EQ(raised[0].peer->port, 3333);
+    // A second pool port within the window updates 0002.
+    raised = feed(15 * kSecond, 100, "xmrig",
+                  Connect{10, -115, 4, "198.51.100.2", 14444, true, false, false, false, false});
+    ASSERT_EQ(rule_ids(raised), std::vector<std::string>{"GG-CORR-0002"});
+    EXPECT_EQ(raised[0].update, 1u);
+    const std::string id = raised[0].id;
+    // After the 10-minute windows the evidence still holds: new detections.
+    raised = feed(15 * kSecond + 601 * kSecond, 100, "xmrig",
+                  Connect{11, -115, 4, "198.51.100.3", 3333, true, false, false, false, false});
+    ASSERT_EQ(rule_ids(raised), (std::vector<std::string>{"GG-CORR-0001", "GG-CORR-0002"}));
+    EXPECT_EQ(raised[1].update, 0u);
+    EXPECT_NE(raised[1].id, id);
+    EXPECT_EQ(correlator_->stats().updates, 1u);
+}
+
+TEST_F(CorrelatorTest, ReusedPidIsANewProcess) {
+    make();
+    EXPECT_EQ(rule_ids(start_miner(10 * kSecond, 100)), std::vector<std::string>{"GG-CORR-0001"});
+    feed(20 * kSecond, 100, "xmrig", Exit{9, true});
+    // Same pid, a new miner within the old window: detected again.
+    EXPECT_EQ(rule_ids(start_miner(30 * kSecond, 100)), std::vector<std::string>{"GG-CORR-0001"});
+}
+
+TEST_F(CorrelatorTest, AllowlistedUserIsNotReported) {
+    make(rule_set("allowlist:\n  users: ['1000']\n"));
+    EXPECT_TRUE(start_miner(10 * kSecond, 100, "xmrig", "/opt/xmrig/xmrig", 1000).empty());
+    EXPECT_GT(correlator_->stats().allowlisted, 0u);
+    EXPECT_EQ(rule_ids(start_miner(10 * kSecond, 200, "xmrig", "/opt/xmrig/xmrig", 1001)),
+              std::vector<std::string>{"GG-CORR-0001"});
+}
+
+TEST_F(CorrelatorTest, ActionComesFromTheStrongestMatchingSignature) {
+    make(rule_set("signatures:\n  override:\n    - id: GG-XMRIG-0001\n      action: kill\n"));
+    auto raised = start_miner(10 * kSecond, 100);
+    ASSERT_EQ(raised.size(), 1u);
+    EXPECT_EQ(raised[0].action, "kill");
+    EXPECT_NE(
+        std::find(raised[0].signature_ids.begin(), raised[0].signature_ids.end(), "GG-XMRIG-0001"),
+        raised[0].signature_ids.end());
+}
+
+TEST_F(CorrelatorTest, HotReloadedUserRuleAppliesToLaterImages) {
+    make();
+    auto quiet = feed(10 * kSecond, 100, "gpu-sched-7",
+                      Exec{"/opt/sched/gpu-sched-7", {"gpu-sched-7"}, false, false, 100});
+    quiet = feed(11 * kSecond, 100, "gpu-sched-7",
+                 GpuOpen{195, 0, 3, -100, 2, OpenSyscall::kOpenat, false, "/dev/nvidia0"});
+    EXPECT_TRUE(quiet.empty());
+    ASSERT_TRUE(correlator_->set_rule_set(rule_set(R"(rules:
+  - id: local-renamed-miner
+    name: Miner renamed to our scheduler's name
+    severity: critical
+    confidence: 0.9
+    action: kill
+    process_name: ["gpu-sched-*"]
+    tests:
+      match: ["gpu-sched-7"]
+      no_match: ["gpu-scheduler"]
+)")));
+    auto raised = feed(12 * kSecond, 100, "gpu-sched-7", GpuIoctl{195, 0, 3, 0xc020462a, 0});
+    ASSERT_EQ(rule_ids(raised), std::vector<std::string>{"GG-CORR-0001"});
+    EXPECT_EQ(raised[0].action, "kill");
+    EXPECT_EQ(raised[0].signature_ids, std::vector<std::string>{"local-renamed-miner"});
+}
+
+TEST_F(CorrelatorTest, MemoryGrowthNeedsLowCompute) {
+    make();
+    feed(1 * kSecond, 300, "hoard", Exec{"/usr/bin/hoard", {"hoard"}, false, false, 300});
+    feed(2 * kSecond, 300, "hoard",
+         GpuOpen{195, 0, 3, -100, 2, OpenSyscall::kOpenat, false, "/dev/nvidia0"});
+    feed(3 * kSecond, 301, "busy", Exec{"/usr/bin/busy", {"busy"}, false, false, 301});
+    feed(4 * kSecond, 301, "busy",
+         GpuOpen{195, 0, 3, -100, 2, OpenSyscall::kOpenat, false, "/dev/nvidia0"});
+    std::vector<Detection> all;
+    for (int i = 0; i <= 4; ++i) {
+        Telemetry telemetry;
+        telemetry.gpu_index = 0;
+        telemetry.vendor = "nvidia";
+        telemetry.devices = {"195:0"};
+        telemetry.utilization_percent = 50;
+        const uint64_t memory = (1ull + 6ull * i) << 30;  // 1 GiB -> 25 GiB in 4 minutes
+        telemetry.processes = {{300, memory, 2.0}, {301, memory, 85.0}};
+        auto raised = feed((10 + 60 * i) * kSecond, 0, "", telemetry);
+        all.insert(all.end(), raised.begin(), raised.end());
+    }
+    ASSERT_EQ(rule_ids(all), std::vector<std::string>{"GG-CORR-0008"});
+    EXPECT_EQ(all[0].process.pid, 300u);
+    ASSERT_EQ(all[0].gpus.size(), 1u);
+    EXPECT_EQ(all[0].gpus[0].index, 0);
+    EXPECT_EQ(all[0].gpus[0].utilization_percent, 50.0);
+    EXPECT_EQ(all[0].gpus[0].memory_used_bytes, 25ull << 30);
+}
+
+TEST_F(CorrelatorTest, CustomRuleWithScopeAndDisabledBuiltin) {
+    auto custom = rules::parse_correlation_rules(R"(rules:
+  - id: SITE-0001
+    name: GPU use by the guest account
+    severity: warning
+    window: 1h
+    when:
+      gpu_held: true
+      scope: {users: ["2000"]}
+    confidence: {base: 0.9}
+)",
+                                                 "site.yaml");
+    ASSERT_TRUE(custom) << custom.error().message;
+    auto rules = builtin_rules();
+    for (auto& rule : rules) rule.enabled = false;
+    rules.insert(rules.end(), custom->begin(), custom->end());
+    make(rule_set(), rules);
+    EXPECT_TRUE(start_miner(10 * kSecond, 100, "xmrig", "/opt/xmrig/xmrig", 1000).empty());
+    auto raised = start_miner(10 * kSecond, 200, "blender", "/usr/bin/blender", 2000);
+    ASSERT_EQ(rule_ids(raised), std::vector<std::string>{"SITE-0001"});
+    EXPECT_DOUBLE_EQ(raised[0].confidence, 0.9);
+}
+
+}  // namespace
+}  // namespace gpuguard::agent

@@ -1,0 +1,158 @@
+// block_ip through nftables, only ever inside network namespaces the test
+// creates: a namespace for "this host" (the table lives there) joined by a
+// veth pair to a peer namespace that listens on TCP. The host's own ruleset
+// is compared before and after.
+#include <chrono>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "agent/enforcer.h"
+#include "agent/nft_blocker.h"
+#include "tests/support/netns.h"
+#include "tests/support/privileged.h"
+#include "tests/support/run_command.h"
+
+namespace gpuguard::agent {
+namespace {
+
+using namespace std::chrono_literals;
+using gpuguard::testing::NetnsScope;
+using gpuguard::testing::run_command;
+using gpuguard::testing::tcp_connect;
+using gpuguard::testing::VethPeer;
+using gpuguard::testing::without_gpuguard_table;
+
+constexpr int kPort = 14444;
+
+std::string ruleset() { return run_command({"/usr/sbin/nft", "list", "ruleset"}).stdout_text; }
+
+class NftBlockerTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        GG_REQUIRE_PRIVILEGED();
+        host_ruleset_ = ruleset();
+        netns_.emplace();
+        ASSERT_EQ(netns_->error(), "");
+        peer_.emplace(kPort);
+        ASSERT_EQ(peer_->error(), "");
+        ASSERT_EQ(tcp_connect("10.67.0.2", kPort, 1000), 0) << "veth pair not working";
+        // Someone else's table in the test namespace: it must survive untouched.
+        const auto made = run_command(
+            {"/usr/sbin/nft", "add table ip other; add chain ip other out { type filter hook output "
+                    "priority 10; policy accept; }; add rule ip other out tcp dport 9 counter"});
+        ASSERT_EQ(made.exit_code, 0) << made.stderr_text;
+        other_ruleset_ = ruleset();
+    }
+    void TearDown() override {
+        peer_.reset();
+        netns_.reset();
+        if (!host_ruleset_.empty() || !::testing::Test::IsSkipped()) {
+            EXPECT_EQ(ruleset(), host_ruleset_) << "the host's ruleset changed";
+        }
+    }
+
+    std::string host_ruleset_;
+    std::string other_ruleset_;
+    std::optional<NetnsScope> netns_;
+    std::optional<VethPeer> peer_;
+};
+
+TEST_F(NftBlockerTest, blocked_addresses_fail_to_connect_and_others_succeed) {
+    NftBlocker blocker(1h);
+    ASSERT_TRUE(blocker.reconcile().ok());
+    ASSERT_TRUE(blocker.block("10.67.0.2", 0s).ok());
+    ASSERT_TRUE(blocker.block("fd00:67::2", 0s).ok());
+    EXPECT_NE(tcp_connect("10.67.0.2", kPort, 500), 0);
+    EXPECT_EQ(tcp_connect("10.67.0.3", kPort, 1000), 0);
+    EXPECT_NE(tcp_connect("fd00:67::2", kPort, 500), 0);
+    EXPECT_EQ(tcp_connect("fd00:67::3", kPort, 1000), 0);
+
+    auto listed = blocker.list();
+    ASSERT_TRUE(listed.ok()) << listed.error().message;
+    ASSERT_EQ(listed->size(), 2u);
+    EXPECT_EQ((*listed)[0].ip, "10.67.0.2");
+    EXPECT_EQ((*listed)[0].timeout_s, 3600u);
+    EXPECT_EQ((*listed)[1].ip, "fd00:67::2");
+    EXPECT_EQ((*listed)[1].ip_version, 6);
+
+    auto removed = blocker.unblock("10.67.0.2");
+    ASSERT_TRUE(removed.ok());
+    EXPECT_TRUE(*removed);
+    EXPECT_FALSE(blocker.unblock("10.67.0.2").value()) << "second removal: not there";
+    EXPECT_EQ(tcp_connect("10.67.0.2", kPort, 1000), 0);
+    EXPECT_FALSE(blocker.block("10.67.0.2; delete table ip other", 0s).ok());
+}
+
+TEST_F(NftBlockerTest, elements_expire_after_their_ttl) {
+    NftBlocker blocker(1h);
+    ASSERT_TRUE(blocker.block("10.67.0.2", 2s).ok()) << "block() creates the table";
+    EXPECT_NE(tcp_connect("10.67.0.2", kPort, 300), 0);
+    const auto deadline = std::chrono::steady_clock::now() + 6s;
+    while (!blocker.list()->empty() && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(100ms);
+    }
+    EXPECT_TRUE(blocker.list()->empty()) << "element still there after its 2 s TTL";
+    EXPECT_EQ(tcp_connect("10.67.0.2", kPort, 1000), 0);
+}
+
+TEST_F(NftBlockerTest, adds_are_idempotent_and_reconcile_keeps_elements) {
+    {
+        NftBlocker blocker(1h);
+        ASSERT_TRUE(blocker.block("10.67.0.2", 0s).ok());
+        ASSERT_TRUE(blocker.block("10.67.0.2", 0s).ok());
+        EXPECT_EQ(blocker.list()->size(), 1u);
+    }
+    NftBlocker restarted(1h);  // the agent starting again
+    ASSERT_TRUE(restarted.reconcile().ok());
+    ASSERT_TRUE(restarted.reconcile().ok());
+    EXPECT_EQ(restarted.list()->size(), 1u) << "elements survive a restart";
+    const auto chain =
+        run_command({"/usr/sbin/nft", "list", "chain", "inet", "gpuguard", "output"}).stdout_text;
+    size_t rules = 0;
+    for (size_t at = chain.find("drop"); at != std::string::npos; at = chain.find("drop", at + 1))
+        ++rules;
+    EXPECT_EQ(rules, 2u) << "reconcile must not duplicate rules:\n" << chain;
+    EXPECT_NE(tcp_connect("10.67.0.2", kPort, 300), 0);
+}
+
+TEST_F(NftBlockerTest, only_our_table_changes_and_flush_all_removes_it) {
+    NftBlocker blocker(1h);
+    ASSERT_TRUE(blocker.block("10.67.0.2", 0s).ok());
+    ASSERT_TRUE(blocker.block("fd00:67::3", 0s).ok());
+    const std::string during = ruleset();
+    EXPECT_NE(during.find("table inet gpuguard"), std::string::npos);
+    EXPECT_EQ(without_gpuguard_table(during), without_gpuguard_table(other_ruleset_));
+
+    ASSERT_TRUE(blocker.flush().ok());
+    EXPECT_TRUE(blocker.list()->empty());
+    EXPECT_TRUE(blocker.table_exists()) << "flush empties the sets, keeps the table";
+    EXPECT_EQ(tcp_connect("10.67.0.2", kPort, 1000), 0);
+
+    ASSERT_TRUE(blocker.remove_table().ok());
+    EXPECT_FALSE(blocker.table_exists());
+    ASSERT_TRUE(blocker.remove_table().ok()) << "removing a missing table is fine";
+    EXPECT_EQ(ruleset(), other_ruleset_) << "flush --all leaves exactly what was there";
+}
+
+TEST_F(NftBlockerTest, the_enforcer_blocks_a_detections_peer) {
+    NftBlocker blocker(1h);
+    EnforcementConfig config;
+    config.block_ttl_s = 60;
+    EnforcerDependencies deps;
+    deps.blocker = &blocker;
+    Enforcer enforcer(config, deps);
+    Detection detection;
+    detection.action = "block_ip";
+    detection.peer = DetectionPeer{"10.67.0.3", static_cast<uint16_t>(kPort), "pool.example", ""};
+    const auto outcome = enforcer.enforce(detection);
+    ASSERT_TRUE(outcome);
+    EXPECT_EQ(outcome->outcome, "success") << outcome->reason;
+    EXPECT_EQ(outcome->reason, "blocked 10.67.0.3 via nftables for 60 s");
+    EXPECT_NE(tcp_connect("10.67.0.3", kPort, 300), 0);
+    EXPECT_EQ(tcp_connect("10.67.0.2", kPort, 1000), 0);
+    EXPECT_EQ(blocker.list()->at(0).timeout_s, 60u);
+}
+
+}  // namespace
+}  // namespace gpuguard::agent

@@ -1,0 +1,198 @@
+// The binary encoding: every event type round-trips, frames and headers
+// reject damage.
+#include "agent/journal_codec.h"
+
+#include <cstring>
+
+#include <gtest/gtest.h>
+
+#include "agent/crc32c.h"
+#include "agent/event_json.h"
+#include "tests/journal/journal_fixtures.h"
+
+namespace gpuguard::agent::journal {
+namespace {
+
+TEST(Crc32c, matches_the_standard_check_values) {
+    EXPECT_EQ(crc32c(0, "123456789", 9), 0xe3069283u);
+    EXPECT_EQ(crc32c(0, "", 0), 0u);
+    const std::string zeros(32, '\0');
+    EXPECT_EQ(crc32c(0, zeros.data(), zeros.size()), 0x8a9136aau);  // RFC 3720 B.4
+    // Incremental equals one shot, for every split point.
+    const std::string text = "The quick brown fox jumps over the lazy dog, twice over.";
+    const uint32_t whole = crc32c(0, text.data(), text.size());
+    for (size_t split = 0; split <= text.size(); ++split) {
+        EXPECT_EQ(crc32c(crc32c(0, text.data(), split), text.data() + split, text.size() - split),
+                  whole);
+    }
+}
+
+TEST(JournalCodec, every_event_type_round_trips) {
+    const auto events = testing::every_event_type();
+    std::set<size_t> variant_indexes;
+    for (const auto& event : events) {
+        std::string payload;
+        encode_event(event, payload);
+        Event decoded;
+        std::string error;
+        ASSERT_TRUE(decode_event(payload, decoded, error)) << event_type_name(event) << ": " << error;
+        EXPECT_EQ(event_to_json(decoded, 0), event_to_json(event, 0));
+        EXPECT_EQ(decoded.data.index(), event.data.index());
+        EXPECT_EQ(peek_event_ts(payload), event.ts_ns);
+        variant_indexes.insert(event.data.index());
+    }
+    EXPECT_EQ(variant_indexes.size(), std::variant_size_v<EventData>)
+        << "add the new event type to testing::every_event_type()";
+}
+
+TEST(JournalCodec, decoding_into_a_reused_event_resets_every_field) {
+    const auto events = testing::every_event_type();
+    Event reused;
+    for (const auto& event : events) {
+        std::string payload;
+        encode_event(event, payload);
+        std::string error;
+        ASSERT_TRUE(decode_event(payload, reused, error)) << error;
+        EXPECT_EQ(event_to_json(reused, 0), event_to_json(event, 0));
+    }
+    for (auto it = events.rbegin(); it != events.rend(); ++it) {
+        std::string payload;
+        encode_event(*it, payload);
+        std::string error;
+        ASSERT_TRUE(decode_event(payload, reused, error)) << error;
+        EXPECT_EQ(event_to_json(reused, 0), event_to_json(*it, 0));
+    }
+}
+
+TEST(JournalCodec, truncated_payloads_fail_without_reading_past_the_end) {
+    for (const auto& event : testing::every_event_type()) {
+        std::string payload;
+        encode_event(event, payload);
+        for (size_t cut = 0; cut < payload.size(); ++cut) {
+            // A heap copy of exactly `cut` bytes so ASan sees any overread.
+            std::unique_ptr<char[]> copy(new char[cut + 1]);
+            std::memcpy(copy.get(), payload.data(), cut);
+            Event decoded;
+            std::string error;
+            EXPECT_FALSE(decode_event(std::string_view(copy.get(), cut), decoded, error))
+                << event_type_name(event) << " cut at " << cut;
+        }
+    }
+}
+
+TEST(JournalCodec, trailing_fields_of_a_newer_minor_version_are_ignored) {
+    const auto event = testing::every_event_type().front();
+    std::string payload;
+    encode_event(event, payload);
+    payload += std::string("\x05\x07\x09", 3);
+    Event decoded;
+    std::string error;
+    ASSERT_TRUE(decode_event(payload, decoded, error)) << error;
+    EXPECT_EQ(event_to_json(decoded, 0), event_to_json(event, 0));
+}
+
+TEST(JournalCodec, unknown_event_type_is_an_error) {
+    std::string payload;
+    encode_event(testing::every_event_type().front(), payload);
+    payload[0] = 99;
+    Event decoded;
+    std::string error;
+    EXPECT_FALSE(decode_event(payload, decoded, error));
+    EXPECT_EQ(error, "unknown event type");
+}
+
+TEST(JournalCodec, other_records_round_trip) {
+    std::string payload;
+    const AlertRecord alert{123456789, 4242, "miner.stratum", R"({"rule":{"id":"x"}})"};
+    encode_alert(alert, payload);
+    AlertRecord alert_back;
+    std::string error;
+    ASSERT_TRUE(decode_alert(payload, alert_back, error));
+    EXPECT_EQ(alert_back.ts_ns, alert.ts_ns);
+    EXPECT_EQ(alert_back.pid, alert.pid);
+    EXPECT_EQ(alert_back.rule_id, alert.rule_id);
+    EXPECT_EQ(alert_back.json, alert.json);
+
+    payload.clear();
+    encode_gap(GapRecord{10, 2, 100, 200, "queue_full"}, payload);
+    GapRecord gap;
+    ASSERT_TRUE(decode_gap(payload, gap, error));
+    EXPECT_EQ(gap.dropped_events, 10u);
+    EXPECT_EQ(gap.dropped_records, 2u);
+    EXPECT_EQ(gap.last_ts_ns, 200u);
+    EXPECT_EQ(gap.reason, "queue_full");
+
+    payload.clear();
+    encode_clock(-1'700'000'000'123'456'789, payload);
+    int64_t offset = 0;
+    ASSERT_TRUE(decode_clock(payload, offset, error));
+    EXPECT_EQ(offset, -1'700'000'000'123'456'789);
+
+    payload.clear();
+    const std::vector<GpuDeviceNumber> devices = {{195, std::nullopt, "nvidia-frontend"},
+                                                  {1, 3, "config"}};
+    encode_gpu_devices(devices, payload);
+    std::vector<GpuDeviceNumber> devices_back;
+    ASSERT_TRUE(decode_gpu_devices(payload, devices_back, error));
+    EXPECT_EQ(devices_back, devices);
+}
+
+TEST(JournalCodec, header_round_trips_and_rejects_damage) {
+    SegmentHeader header;
+    header.sequence = 77;
+    header.created_unix_ns = 1'790'000'000'000'000'000;
+    header.created_mono_ns = 12345;
+    header.realtime_offset_ns = 1'789'999'000'000'000'000;
+    header.hostname = "gpu-node-7";
+    header.boot_id = "abc";
+    header.kernel = "6.18.0";
+    header.agent_version = "0.1.0";
+    header.rule_pack_version = "2026.11";
+    header.compressed = true;
+    const std::string bytes = encode_header(header);
+    size_t size = 0;
+    std::string error;
+    auto back = decode_header(bytes, size, error);
+    ASSERT_TRUE(back) << error;
+    EXPECT_EQ(size, bytes.size());
+    EXPECT_EQ(back->sequence, 77u);
+    EXPECT_EQ(back->hostname, "gpu-node-7");
+    EXPECT_EQ(back->rule_pack_version, "2026.11");
+    EXPECT_TRUE(back->compressed);
+
+    for (size_t i = 0; i < bytes.size(); ++i) {
+        std::string damaged = bytes;
+        damaged[i] ^= 0x10;
+        EXPECT_FALSE(decode_header(damaged, size, error)) << "flip at " << i;
+    }
+    for (size_t cut = 0; cut < bytes.size(); ++cut) {
+        EXPECT_FALSE(decode_header(bytes.substr(0, cut), size, error)) << "cut at " << cut;
+    }
+    std::string other_major = bytes;
+    other_major[8] = 2;
+    EXPECT_FALSE(decode_header(other_major, size, error));
+    EXPECT_NE(error.find("not supported"), std::string::npos) << error;
+}
+
+TEST(JournalCodec, frames_detect_truncation_and_corruption) {
+    std::string bytes;
+    append_frame(RecordKind::kNote, 0, "hello journal", bytes);
+    Frame frame;
+    ASSERT_EQ(check_frame(bytes, frame), FrameStatus::kOk);
+    EXPECT_EQ(frame.kind, RecordKind::kNote);
+    EXPECT_EQ(frame.payload, "hello journal");
+    for (size_t cut = 1; cut < bytes.size(); ++cut) {
+        EXPECT_EQ(check_frame(bytes.substr(0, cut), frame), FrameStatus::kTruncated)
+            << "cut at " << cut;
+    }
+    for (size_t i = 0; i < bytes.size(); ++i) {
+        for (int bit = 0; bit < 8; ++bit) {
+            std::string damaged = bytes;
+            damaged[i] ^= static_cast<char>(1 << bit);
+            EXPECT_NE(check_frame(damaged, frame), FrameStatus::kOk) << i << ":" << bit;
+        }
+    }
+}
+
+}  // namespace
+}  // namespace gpuguard::agent::journal

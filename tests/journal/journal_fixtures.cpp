@@ -1,0 +1,133 @@
+#include "tests/journal/journal_fixtures.h"
+
+#include <fstream>
+#include <iterator>
+#include <limits>
+
+#include <gtest/gtest.h>
+
+#include "agent/event_json.h"
+
+namespace gpuguard::testing {
+
+using namespace gpuguard::agent;
+
+std::vector<Event> every_event_type(uint64_t ts_ns, uint32_t pid) {
+    std::vector<Event> events;
+    auto add = [&](EventData data) {
+        Event event;
+        event.ts_ns = ts_ns + events.size() * 1000;
+        event.task = TaskInfo{pid, pid + 1, 1, 1000, 1000, 0x1234'5678'9abcull, "xmrig"};
+        event.data = std::move(data);
+        events.push_back(std::move(event));
+    };
+    add(GpuOpen{195, 0, 5, -100, 02000002, OpenSyscall::kOpenat, false, "/dev/nvidia0"});
+    add(GpuOpen{0, 0, -13, 7, 0, OpenSyscall::kOpenat2, true, "renderD128"});
+    add(GpuOpen{226, 128, 9, -100, 0, OpenSyscall::kCreat, false, std::string("/dev/\xff\xfe", 7)});
+    add(GpuIoctl{195, 255, 5, 0xc0104629u, 0x7ffd'1234'5678ull});
+    add(Connect{7, 0, 4, "198.51.100.7", 3333, true, true, false, false, false});
+    add(Connect{8, -111, 6, "2001:db8::1", 14444, false, false, true, false, false});
+    add(Connect{9, -115, 4, "127.0.0.1", 4444, false, true, false, true, true});
+    add(Exec{"/tmp/.x/xmrig", {"xmrig", "-o", "pool.example:3333", "--cuda", ""}, true, false,
+             pid + 3});
+    add(Exec{"", {}, false, true, 0});
+    add(Fork{pid + 10, true});
+    add(Fork{std::numeric_limits<uint32_t>::max(), false});
+    add(Exit{0, false});
+    add(Exit{9, true});
+    add(Exit{3 << 8, true});
+    Telemetry telemetry;
+    telemetry.gpu_index = 1;
+    telemetry.vendor = "nvidia";
+    telemetry.model = "NVIDIA H100 80GB HBM3";
+    telemetry.devices = {"195:0", "195:255", "511:0"};
+    telemetry.utilization_percent = 97.5;
+    telemetry.memory_used_bytes = 71ull << 30;
+    telemetry.memory_total_bytes = 80ull << 30;
+    telemetry.processes = {ProcessGpuUsage{pid, 1ull << 30, 88.25},
+                           ProcessGpuUsage{pid + 1, std::nullopt, std::nullopt}};
+    add(telemetry);
+    add(Telemetry{0, "amd", "", {}, std::nullopt, std::nullopt, std::nullopt, {}});
+    ProcessSnapshot snapshot;
+    snapshot.exe = "/usr/bin/python3.11";
+    snapshot.argv = {"python3", "train.py", "--epochs=3"};
+    snapshot.user = "alice";
+    snapshot.cgroup_path = "/system.slice/docker-0123.scope";
+    snapshot.container_id = std::string(64, 'a');
+    snapshot.container_runtime = "docker";
+    snapshot.gpus = {SnapshotGpu{195, 0, 5}, SnapshotGpu{195, 255, -1}};
+    add(snapshot);
+    add(ProcessSnapshot{});
+    add(KillNow{"exec", "file", (259ull << 20) | 3, 1234567, 17, 0, 0, 0});
+    add(KillNow{"gpu_open", "name", 0, 0, 4, -3, 195, 1});
+    return events;
+}
+
+Event numbered_event(uint64_t index, uint64_t base_ns, uint64_t step_ns) {
+    Event event;
+    event.ts_ns = base_ns + index * step_ns;
+    const auto pid = static_cast<uint32_t>(1000 + index % 7);
+    event.task = TaskInfo{pid, pid, 1, 0, 0, 42, "worker-" + std::to_string(index % 7)};
+    switch (index % 3) {
+        case 0:
+            event.data = GpuIoctl{195, 0, 5, 0xc0104629u, index};
+            break;
+        case 1:
+            event.data = Connect{3, 0, 4, "203.0.113.9", 3333, true, false, false, false, false};
+            break;
+        default:
+            event.data = Exec{"/usr/bin/worker", {"worker", "--n", std::to_string(index)}, false,
+                              false, pid};
+    }
+    return event;
+}
+
+journal::JournalOptions test_options(const std::filesystem::path& dir) {
+    journal::JournalOptions options;
+    options.dir = dir;
+    options.fsync_interval_ms = 0;
+    options.retention_max_bytes = 0;
+    options.retention_max_age_s = 0;
+    options.segment_max_age_s = 0;
+    options.lookback_s = 0;
+    return options;
+}
+
+journal::JournalIdentity test_identity() {
+    journal::JournalIdentity identity;
+    identity.host = HostInfo{"testhost", "0f0e0d0c-0b0a-0908-0706-050403020100", "6.18.0-test",
+                             "0.1.0-test"};
+    identity.rule_pack_version = "rules-2026.11";
+    return identity;
+}
+
+std::vector<journal::JournalRecord> read_all(const std::filesystem::path& path,
+                                             journal::ReaderOptions options) {
+    std::vector<journal::JournalRecord> records;
+    auto reader = journal::JournalReader::open({path}, std::move(options));
+    EXPECT_TRUE(reader.ok()) << (reader.ok() ? "" : reader.error().message);
+    if (!reader) return records;
+    journal::JournalRecord record;
+    while (reader->next(record)) records.push_back(record);
+    return records;
+}
+
+std::vector<std::string> event_jsons(const std::vector<journal::JournalRecord>& records) {
+    std::vector<std::string> out;
+    for (const auto& record : records) {
+        if (record.kind == journal::RecordKind::kEvent) out.push_back(event_to_json(record.event, 0));
+    }
+    return out;
+}
+
+std::string read_bytes(const std::filesystem::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void write_bytes(const std::filesystem::path& path, const std::string& bytes) {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+}  // namespace gpuguard::testing

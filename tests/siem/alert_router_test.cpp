@@ -1,0 +1,181 @@
+// AlertRouter with local sinks: filtering, file rotation, overflow policies
+// and counters, and a disk queue that outlives the router.
+#include <fstream>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "gpuguard/siem/siem.h"
+#include "tests/siem/rsyslog_server.h"
+#include "tests/siem/siem_fixtures.h"
+#include "tests/support/temp_dir.h"
+
+namespace gpuguard::siem {
+namespace {
+
+std::vector<std::string> read_lines(const std::filesystem::path& path) {
+    std::vector<std::string> lines;
+    std::ifstream in(path);
+    std::string line;
+    while (std::getline(in, line)) lines.push_back(line);
+    return lines;
+}
+
+std::unique_ptr<AlertRouter> start(std::vector<SinkConfig> sinks) {
+    RouterOptions options;
+    options.host = testing::test_host();
+    options.sinks = std::move(sinks);
+    auto router = AlertRouter::start(options);
+    EXPECT_TRUE(router) << router.error().message;
+    return router ? std::move(router.value()) : nullptr;
+}
+
+SinkConfig file_sink(const std::filesystem::path& path, const std::string& name = "file") {
+    SinkConfig sink;
+    sink.name = name;
+    sink.type = SinkType::kFile;
+    sink.address = path.string();
+    return sink;
+}
+
+// A TCP sink to a loopback port nobody listens on.
+SinkConfig dead_tcp_sink() {
+    SinkConfig sink;
+    sink.name = "dead";
+    sink.type = SinkType::kTcp;
+    sink.address = "127.0.0.1:" + std::to_string(testing::free_port());
+    sink.retry_initial = std::chrono::milliseconds(1000);
+    sink.retry_max = std::chrono::milliseconds(1000);
+    sink.io_timeout = std::chrono::milliseconds(500);
+    return sink;
+}
+
+TEST(AlertRouter, file_sink_filters_by_severity_and_record_kind) {
+    testing::TempDir dir;
+    auto all = file_sink(dir / "all.jsonl", "all");
+    auto severe = file_sink(dir / "severe.cef", "severe");
+    severe.format = Format::kCef;
+    severe.min_severity = Severity::kError;
+    severe.enforcement = false;
+    auto router = start({all, severe});
+    ASSERT_TRUE(router);
+    for (Severity severity : kAllSeverities) {
+        auto d = testing::test_detection(fmt::format("s{}", static_cast<int>(severity)));
+        d.severity = severity;
+        router->publish(d);
+    }
+    router->publish(testing::test_outcome());
+    ASSERT_TRUE(router->flush(std::chrono::seconds(5)));
+    const auto all_lines = read_lines(dir / "all.jsonl");
+    ASSERT_EQ(all_lines.size(), 9u);
+    EXPECT_EQ(nlohmann::json::parse(all_lines.back())["event"]["id"], "e-0001");
+    const auto severe_lines = read_lines(dir / "severe.cef");
+    ASSERT_EQ(severe_lines.size(), 4u);  // emergency, alert, critical, error
+    EXPECT_EQ(severe_lines[0].rfind("CEF:0|", 0), 0u);
+    const auto counters = router->counters();
+    EXPECT_EQ(counters[0].sent, 9u);
+    EXPECT_EQ(counters[1].sent, 4u);
+    EXPECT_EQ(counters[1].filtered, 5u);
+    EXPECT_GT(counters[1].bytes, 0u);
+}
+
+TEST(AlertRouter, file_sink_rotates_by_size) {
+    testing::TempDir dir;
+    auto sink = file_sink(dir / "alerts.log");
+    sink.file_max_bytes = 8 * 1024;
+    sink.file_max_files = 2;
+    sink.batch_max_records = 1;
+    auto router = start({sink});
+    ASSERT_TRUE(router);
+    for (int n = 0; n < 60; ++n) router->publish(testing::test_detection(fmt::format("r{}", n)));
+    ASSERT_TRUE(router->flush(std::chrono::seconds(5)));
+    EXPECT_TRUE(std::filesystem::exists(dir / "alerts.log.1"));
+    EXPECT_TRUE(std::filesystem::exists(dir / "alerts.log.2"));
+    EXPECT_FALSE(std::filesystem::exists(dir / "alerts.log.3"));
+    EXPECT_LE(std::filesystem::file_size(dir / "alerts.log.1"), 8u * 1024 + 4096);
+}
+
+TEST(AlertRouter, drop_oldest_counts_every_dropped_record) {
+    auto sink = dead_tcp_sink();
+    sink.queue_max_bytes = 64 * 1024;
+    auto router = start({sink});
+    ASSERT_TRUE(router);
+    for (int n = 0; n < 500; ++n) router->publish(testing::test_detection(fmt::format("o{}", n)));
+    for (int i = 0; i < 200 && router->counters()[0].queued < 500; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    const auto c = router->counters()[0];
+    EXPECT_EQ(c.queued, 500u);
+    EXPECT_GT(c.dropped, 0u);
+    EXPECT_EQ(c.sent, 0u);
+    EXPECT_EQ(c.queue_records + c.dropped, 500u);  // nothing unaccounted for
+    EXPECT_LE(c.queue_bytes, 64u * 1024);
+    EXPECT_FALSE(c.healthy);
+    router->stop(std::chrono::milliseconds(0));
+}
+
+TEST(AlertRouter, block_policy_drops_new_records_after_the_timeout) {
+    auto sink = dead_tcp_sink();
+    sink.queue_max_bytes = 64 * 1024;
+    sink.overflow = OverflowPolicy::kBlock;
+    sink.block_timeout = std::chrono::milliseconds(5);
+    auto router = start({sink});
+    ASSERT_TRUE(router);
+    for (int n = 0; n < 100; ++n) router->publish(testing::test_detection(fmt::format("b{}", n)));
+    for (int i = 0; i < 300; ++i) {
+        const auto c = router->counters()[0];
+        if (c.queued + c.dropped >= 100) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    const auto c = router->counters()[0];
+    EXPECT_EQ(c.queued + c.dropped, 100u);
+    EXPECT_GT(c.dropped, 0u);
+    EXPECT_EQ(c.queue_records, c.queued);  // the oldest were kept
+    router->stop(std::chrono::milliseconds(0));
+}
+
+TEST(AlertRouter, disk_queue_is_delivered_after_a_restart) {
+    testing::TempDir dir;
+    auto sink = dead_tcp_sink();
+    sink.name = "soc";
+    sink.queue_dir = dir / "queue";
+    {
+        auto router = start({sink});
+        ASSERT_TRUE(router);
+        for (int n = 0; n < 100; ++n) {
+            router->publish(testing::test_detection(fmt::format("q{:03}", n)));
+        }
+        for (int i = 0; i < 200 && router->counters()[0].queued < 100; ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        router->stop(std::chrono::milliseconds(0));
+    }
+    // Same sink name, now reachable (a file): the queued records go out first.
+    auto file = file_sink(dir / "out.log", "soc");
+    file.queue_dir = dir / "queue";
+    auto router = start({file});
+    ASSERT_TRUE(router);
+    router->publish(testing::test_detection("q100"));
+    ASSERT_TRUE(router->flush(std::chrono::seconds(5)));
+    const auto lines = read_lines(dir / "out.log");
+    ASSERT_EQ(lines.size(), 101u);
+    EXPECT_NE(lines[0].find("id=\"q000.0\""), std::string::npos) << lines[0].substr(0, 200);
+    EXPECT_NE(lines[99].find("id=\"q099.0\""), std::string::npos);
+    EXPECT_EQ(nlohmann::json::parse(lines[100])["event"]["id"], "q100.0");
+}
+
+TEST(AlertRouter, rejects_duplicate_sink_names_and_bad_config) {
+    testing::TempDir dir;
+    RouterOptions options;
+    options.sinks = {file_sink(dir / "a"), file_sink(dir / "b")};
+    auto router = AlertRouter::start(options);
+    ASSERT_FALSE(router);
+    EXPECT_NE(router.error().message.find("twice"), std::string::npos);
+    options.sinks = {file_sink(dir / "a")};
+    options.sinks[0].type = SinkType::kTls;
+    EXPECT_FALSE(AlertRouter::start(options));
+}
+
+}  // namespace
+}  // namespace gpuguard::siem
