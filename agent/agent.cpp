@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "agent/control_socket.h"
+#include "agent/correlator.h"
 #include "agent/event_json.h"
 #include "agent/gpu_devices.h"
 #include "agent/ioctl_names.h"
@@ -19,6 +20,8 @@
 #include "agent/telemetry.h"
 #include "gpuguard/backends/backends.h"
 #include "gpuguard/common/logging.h"
+#include "gpuguard/rules/correlation.h"
+#include "gpuguard/rules/rules.h"
 #include "gpuguard/version.h"
 
 namespace gpuguard::agent {
@@ -48,7 +51,13 @@ struct Agent::Impl {
     std::unique_ptr<backends::TelemetrySampler> sampler;
     std::unique_ptr<MetricsServer> metrics;
     std::optional<ControlServer> control;
-    mutable std::mutex mutex;  // guards table and sensor reads from the control thread
+    std::unique_ptr<rules::RuleSetWatcher> rules_watcher;
+    std::unique_ptr<Correlator> correlator;
+    std::vector<Detection> raised;  // scratch for Correlator::observe
+    uint64_t telemetry_sequence = 0;
+    uint64_t detections_total = 0;
+    uint64_t rule_reloads_rejected = 0;
+    mutable std::mutex mutex;  // guards table, correlator and sensor reads from other threads
     int64_t realtime_offset_ns = 0;
     uint64_t started_ns = 0;
     BootstrapReport bootstrap;
@@ -199,8 +208,46 @@ struct Agent::Impl {
         return out;
     }
 
+    void emit(const Detection& detection) {
+        ++detections_total;
+        if (options.detection_sink) options.detection_sink(detection);
+    }
+
+    // A rule file change the watcher rejected: an alert about the agent
+    // itself, so the SOC sees that its rules did not change.
+    void raise_rules_rejected(const Error& error) {
+        ++rule_reloads_rejected;
+        Detection detection;
+        const uint64_t now = monotonic_ns();
+        detection.id = "agent-rules-" + std::to_string(now);
+        detection.rule_id = "GG-AGENT-0001";
+        detection.rule_name = "Rule file change rejected";
+        detection.ruleset = "gpuguard-agent";
+        detection.description =
+            "A change to the rule files was rejected; the previous rules stay active: " +
+            error.message;
+        detection.severity = Severity::kError;
+        detection.confidence = 1.0;
+        detection.first_seen_ns = detection.last_seen_ns = now;
+        detection.time_unix_ns = static_cast<int64_t>(now) + realtime_offset_ns;
+        detection.process.pid = static_cast<uint32_t>(getpid());
+        detection.process.ppid = static_cast<uint32_t>(getppid());
+        detection.process.comm = "gpuguard";
+        std::error_code ec;
+        detection.process.executable = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+        detection.evidence.push_back(
+            Evidence{now, "policy", "", "", "rules", error.message.substr(0, 4096)});
+        detection.action = "alert";
+        emit(detection);
+    }
+
     void on_event(const Event& event) {
         table->apply(event);
+        if (correlator) {
+            raised.clear();
+            correlator->observe(event, raised);
+            for (const auto& detection : raised) emit(detection);
+        }
         if (!options.event_sink) return;
         if (!options.event_types.empty() && !options.event_types.contains(event_type_name(event))) {
             return;
@@ -214,6 +261,7 @@ Agent::Agent(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Agent::~Agent() {
     if (!impl_) return;
     // Stop everything that calls back into the state before the state goes.
+    impl_->rules_watcher.reset();
     impl_->control.reset();
     impl_->metrics.reset();
     if (impl_->sampler) impl_->sampler->stop();
@@ -242,6 +290,41 @@ Result<std::unique_ptr<Agent>> Agent::start(AgentOptions options) {
     Impl* raw = impl.get();
     impl->table = std::make_unique<ProcessTable>(
         table_options, [raw](uint32_t major, uint32_t minor) { return raw->is_gpu(major, minor); });
+
+    // Rules before the sensor: every event is judged from the first one on.
+    auto builtin = rules::compile_builtin_pack();
+    if (!builtin)
+        return fail(builtin.error().code, "built-in signature pack: " + builtin.error().message);
+    auto correlation_rules = rules::load_correlation_rules(config.rules.correlation_files);
+    if (!correlation_rules) {
+        return fail(correlation_rules.error().code,
+                    "correlation rules: " + correlation_rules.error().message);
+    }
+    auto watcher = rules::RuleSetWatcher::start(
+        rules::RulePaths{config.rules.main_file, config.rules.drop_in_dir}, *builtin,
+        rules::RuleSetWatcher::Callbacks{
+            [raw](std::shared_ptr<const rules::RuleSet> set) {
+                std::lock_guard lock(raw->mutex);
+                if (auto applied = raw->correlator->set_rule_set(std::move(set)); !applied) {
+                    logger("rules")->error("reloaded rules not applied: {}",
+                                           applied.error().message);
+                }
+            },
+            [raw](const Error& error) {
+                std::lock_guard lock(raw->mutex);
+                raw->raise_rules_rejected(error);
+            }});
+    if (!watcher) return fail(watcher.error().code, "rules: " + watcher.error().message);
+    impl->rules_watcher = std::move(watcher).value();
+    auto correlator =
+        Correlator::create(std::move(*correlation_rules), impl->rules_watcher->current(),
+                           *impl->table, CorrelatorOptions{});
+    if (!correlator) return Unexpected{correlator.error()};
+    impl->correlator = std::move(correlator).value();
+    impl->correlator->set_realtime_offset(impl->realtime_offset_ns);
+    log->info("rules: {} signatures, {} correlation rules ({}, {})",
+              impl->rules_watcher->current()->effective().size(), impl->correlator->rules().size(),
+              config.rules.main_file, config.rules.drop_in_dir);
 
     auto sensor = Sensor::open(SensorOptions{config.sensor}, [raw](const Event& event) {
         // Called from poll(), which run() does with the mutex held.
@@ -351,6 +434,13 @@ Status Agent::run(const volatile std::sig_atomic_t* stop) {
             return Unexpected{waited.error()};
         }
         const uint64_t now = monotonic_ns();
+        // A new telemetry sample: one event per GPU, judged like kernel events.
+        if (const auto snapshot = impl.sampler->latest();
+            snapshot.sequence != impl.telemetry_sequence) {
+            impl.telemetry_sequence = snapshot.sequence;
+            std::lock_guard lock(impl.mutex);
+            for (const auto& event : telemetry_events(snapshot, now)) impl.on_event(event);
+        }
         if (now < next_ioctl_read && now < next_drop_check) continue;
         std::lock_guard lock(impl.mutex);
         if (now >= next_ioctl_read) {
@@ -415,6 +505,14 @@ std::string Agent::status_json_of(const Impl& impl) {
                 {"dropped", stats.total_dropped()},
                 {"decode_errors", stats.decode_errors},
                 {"gpu_devices", devices},
+                {"rules", json{{"signatures", impl.rules_watcher->current()->effective().size()},
+                               {"correlation_rules", impl.correlator->rules().size()},
+                               {"reloads", impl.rules_watcher->reloads()},
+                               {"rejected", impl.rules_watcher->rejected()}}},
+                {"detections", json{{"raised", impl.correlator->stats().detections},
+                                    {"updated", impl.correlator->stats().updates},
+                                    {"allowlisted", impl.correlator->stats().allowlisted},
+                                    {"emitted", impl.detections_total}}},
                 {"telemetry", json{{"gpus", telemetry.devices.size()},
                                    {"samples", telemetry.sequence},
                                    {"backends", backends_status}}},

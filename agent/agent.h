@@ -1,7 +1,8 @@
 // Agent: the running daemon. Owns the sensor, the GPU device set, the
-// process table and the control socket, and drives them from one loop:
-// kernel events -> process table (-> printed JSON), periodic ioctl
-// aggregates, evictions and drop warnings.
+// process table, the rules (hot-reloaded) and the correlator, and drives
+// them from one loop: kernel events and telemetry samples -> process table
+// -> correlator -> detections; periodic ioctl aggregates, evictions and
+// drop warnings.
 #pragma once
 
 #include <csignal>
@@ -11,6 +12,7 @@
 #include <string>
 
 #include "agent/config.h"
+#include "gpuguard/common/detection.h"
 #include "gpuguard/common/result.h"
 
 namespace gpuguard::agent {
@@ -21,6 +23,9 @@ struct AgentOptions {
     std::function<void(const std::string&)> event_sink;
     // Event types given to event_sink ("gpu_open", "exec", ...); empty = all.
     std::set<std::string> event_types;
+    // Receives each detection (new or updated) as the correlator raises it,
+    // on the agent's loop thread; empty = not given out.
+    std::function<void(const Detection&)> detection_sink;
     std::string proc_root = "/proc";
     std::string sys_root = "/sys";
 };

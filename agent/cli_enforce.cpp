@@ -212,8 +212,8 @@ void add_enforce_commands(CLI::App& app, Context& context) {
     }
     {
         auto command = std::make_shared<FreeCommand>();
-        auto* free = app.add_subcommand(
-            "free", "kill every process holding a GPU (graceful, then forced)");
+        auto* free =
+            app.add_subcommand("free", "kill every process holding a GPU (graceful, then forced)");
         free->add_option("--gpu", command->gpu, "GPU index as gpuguard gpus shows it");
         free->add_option("--device", command->devices,
                          "device number MAJOR:MINOR instead of --gpu (repeatable)");
@@ -227,7 +227,8 @@ void add_enforce_commands(CLI::App& app, Context& context) {
     {
         auto command = std::make_shared<BlockCommand>();
         auto* block = app.add_subcommand(
-            "block", "addresses blocked in nftables table inet gpuguard (list, add, remove, flush)");
+            "block",
+            "addresses blocked in nftables table inet gpuguard (list, add, remove, flush)");
         block->require_subcommand(1);
         block->add_option("-c,--config", command->config_path, "configuration file");
         auto* list = block->add_subcommand("list", "show blocked addresses and their timeouts");

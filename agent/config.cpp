@@ -310,11 +310,10 @@ void read_journal(const ConfigReader& reader, const YAML::Node& node, JournalCon
         }
     }
     if (journal.retention_max_mb != 0 && journal.retention_max_mb < journal.segment_max_mb) {
-        reader.fail_at(node["retention_max_mb"] ? node["retention_max_mb"] : node,
-                       "journal.retention_max_mb",
-                       std::to_string(journal.retention_max_mb) +
-                           " is smaller than journal.segment_max_mb (" +
-                           std::to_string(journal.segment_max_mb) + ")");
+        reader.fail_at(
+            node["retention_max_mb"] ? node["retention_max_mb"] : node, "journal.retention_max_mb",
+            std::to_string(journal.retention_max_mb) + " is smaller than journal.segment_max_mb (" +
+                std::to_string(journal.segment_max_mb) + ")");
     }
 }
 
@@ -325,6 +324,19 @@ void read_string_list(const ConfigReader& reader, const YAML::Node& list, const 
     for (size_t i = 0; i < list.size(); ++i) {
         out.push_back(
             reader.scalar<std::string>(list[i], key + "[" + std::to_string(i) + "]", "a string"));
+    }
+}
+
+void read_rules(const ConfigReader& reader, const YAML::Node& node, RulesConfig& rules) {
+    reader.check_keys(node, "rules", {"main_file", "drop_in_dir", "correlation_files"});
+    if (const auto value = node["main_file"]) {
+        rules.main_file = reader.scalar<std::string>(value, "rules.main_file", "a path");
+    }
+    if (const auto value = node["drop_in_dir"]) {
+        rules.drop_in_dir = reader.scalar<std::string>(value, "rules.drop_in_dir", "a path");
+    }
+    if (const auto value = node["correlation_files"]) {
+        read_string_list(reader, value, "rules.correlation_files", rules.correlation_files);
     }
 }
 
@@ -360,9 +372,9 @@ void read_enforcement(const ConfigReader& reader, const YAML::Node& node,
             reader.scalar<std::string>(scope, "enforcement.kill_scope", "a string");
         if (enforcement.kill_scope != "process" && enforcement.kill_scope != "process_group" &&
             enforcement.kill_scope != "cgroup") {
-            reader.fail_at(scope, "enforcement.kill_scope",
-                           "'" + enforcement.kill_scope +
-                               "' is not one of process, process_group, cgroup");
+            reader.fail_at(
+                scope, "enforcement.kill_scope",
+                "'" + enforcement.kill_scope + "' is not one of process, process_group, cgroup");
         }
     }
     if (const auto allowlist = node["allowlist"]) {
@@ -402,8 +414,9 @@ Result<Config> load_config_text(std::string_view yaml, const std::string& source
         const ConfigReader reader(source);
         reader.check_keys(root, "",
                           {"log", "sensor", "backends", "metrics", "control", "process_table",
-                           "journal", "enforcement"});
+                           "journal", "enforcement", "rules"});
         if (const auto log = root["log"]) read_log(reader, log, config.log);
+        if (const auto rules = root["rules"]) read_rules(reader, rules, config.rules);
         if (const auto control = root["control"]) read_control(reader, control, config.control);
         if (const auto table = root["process_table"]) {
             read_process_table(reader, table, config.process_table);
@@ -446,6 +459,12 @@ std::string config_to_yaml(const Config& config) {
     out << YAML::BeginMap;
     out << YAML::Key << "log" << YAML::Value << YAML::BeginMap;
     out << YAML::Key << "level" << YAML::Value << config.log.level;
+    out << YAML::EndMap;
+    out << YAML::Key << "rules" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "main_file" << YAML::Value << config.rules.main_file;
+    out << YAML::Key << "drop_in_dir" << YAML::Value << config.rules.drop_in_dir;
+    out << YAML::Key << "correlation_files" << YAML::Value << YAML::Flow
+        << config.rules.correlation_files;
     out << YAML::EndMap;
     out << YAML::Key << "control" << YAML::Value << YAML::BeginMap;
     out << YAML::Key << "socket" << YAML::Value << YAML::DoubleQuoted << config.control.socket;

@@ -81,20 +81,29 @@ struct EnforcementConfig {
 struct JournalConfig {
     bool enabled = true;
     std::string dir = "/var/lib/gpuguard/journal";
-    uint32_t segment_max_mb = 64;         // rotate at this size
-    uint32_t segment_max_age_s = 3600;    // ... or age; 0 = size only
-    uint32_t retention_max_mb = 1024;     // all segments together; 0 = unbounded
-    uint32_t retention_max_age_h = 168;   // delete older segments/incidents; 0 = never
-    uint32_t fsync_interval_ms = 1000;    // 0 = after every write
-    std::string compression = "none";     // none, zstd
-    uint32_t lookback_s = 60;             // events kept in memory for incident bundles
-    uint32_t incident_after_s = 60;       // events added to a bundle after its detection
-    uint32_t lookback_max_mb = 64;        // memory bound of the look-back window
-    uint32_t queue_events = 65536;        // writer queue; a full queue drops (and counts)
+    uint32_t segment_max_mb = 64;        // rotate at this size
+    uint32_t segment_max_age_s = 3600;   // ... or age; 0 = size only
+    uint32_t retention_max_mb = 1024;    // all segments together; 0 = unbounded
+    uint32_t retention_max_age_h = 168;  // delete older segments/incidents; 0 = never
+    uint32_t fsync_interval_ms = 1000;   // 0 = after every write
+    std::string compression = "none";    // none, zstd
+    uint32_t lookback_s = 60;            // events kept in memory for incident bundles
+    uint32_t incident_after_s = 60;      // events added to a bundle after its detection
+    uint32_t lookback_max_mb = 64;       // memory bound of the look-back window
+    uint32_t queue_events = 65536;       // writer queue; a full queue drops (and counts)
+};
+
+// Detection rules: miner-rules.yaml (+ rules.d) and correlation rule files
+// (docs/rules.md).
+struct RulesConfig {
+    std::string main_file = "/etc/gpuguard/miner-rules.yaml";
+    std::string drop_in_dir = "/etc/gpuguard/rules.d";
+    std::vector<std::string> correlation_files;  // applied over the built-in correlation rules
 };
 
 struct Config {
     LogConfig log;
+    RulesConfig rules;
     SensorConfig sensor;
     ControlConfig control;
     ProcessTableConfig process_table;

@@ -76,7 +76,8 @@ std::optional<KillScope> parse_kill_scope(const std::string& text) {
 Enforcer::Enforcer(EnforcementConfig config, EnforcerDependencies dependencies)
     : config_(std::move(config)), deps_(std::move(dependencies)) {
     if (!deps_.monotonic_ns) deps_.monotonic_ns = [] { return clock_ns(CLOCK_MONOTONIC); };
-    if (!deps_.unix_ns) deps_.unix_ns = [] { return static_cast<int64_t>(clock_ns(CLOCK_REALTIME)); };
+    if (!deps_.unix_ns)
+        deps_.unix_ns = [] { return static_cast<int64_t>(clock_ns(CLOCK_REALTIME)); };
     if (deps_.self_pid == 0) deps_.self_pid = static_cast<uint32_t>(getpid());
     if (deps_.cgroup2_root.empty()) deps_.cgroup2_root = find_cgroup2_mount();
     default_scope_ = parse_kill_scope(config_.kill_scope).value_or(KillScope::kProcess);
@@ -96,8 +97,8 @@ Enforcer::Enforcer(EnforcementConfig config, EnforcerDependencies dependencies)
         } else if (const passwd* entry = getpwnam(user.c_str())) {
             allowed_uids_.insert(entry->pw_uid);
         } else {
-            logger("enforcer")->warn("enforcement.allowlist.users: no user '{}' on this host",
-                                     user);
+            logger("enforcer")
+                ->warn("enforcement.allowlist.users: no user '{}' on this host", user);
         }
     }
 }
@@ -122,7 +123,8 @@ EnforcementOutcome Enforcer::finish(EnforcementOutcome outcome, const Detection&
     outcome.id = "enf-" + std::to_string(started_unix_s_) + "-" + std::to_string(++sequence_);
     outcome.ts_ns = deps_.monotonic_ns();
     outcome.time_unix_ns = deps_.unix_ns();
-    if (outcome.outcome == "success" && why.last_seen_ns != 0 && why.last_seen_ns <= outcome.ts_ns) {
+    if (outcome.outcome == "success" && why.last_seen_ns != 0 &&
+        why.last_seen_ns <= outcome.ts_ns) {
         outcome.latency_ns = outcome.ts_ns - why.last_seen_ns;
     }
     const auto log = logger("enforcer");
@@ -275,8 +277,8 @@ EnforcementOutcome Enforcer::kill(const DetectionProcess& target, const KillOpti
 
     if (config_.dry_run) {
         outcome.outcome = "dry_run";
-        outcome.reason = options.force ? "would SIGKILL" : "would SIGTERM, SIGKILL after " +
-                                                               seconds_text(grace);
+        outcome.reason =
+            options.force ? "would SIGKILL" : "would SIGTERM, SIGKILL after " + seconds_text(grace);
         if (!group.empty()) outcome.reason += " (" + std::to_string(group.size()) + " processes)";
         return finish(std::move(outcome), why);
     }
@@ -375,8 +377,8 @@ EnforcementOutcome Enforcer::kill_now(const DetectionProcess& target, const Dete
     }
     auto handle = ProcessHandle::open(target.pid, target.start_time_ns, deps_.proc_root);
     if (!handle) {
-        outcome.outcome = handle.error().code == ErrorCode::kInvalidArgument ? "withheld"
-                                                                             : "failure";
+        outcome.outcome =
+            handle.error().code == ErrorCode::kInvalidArgument ? "withheld" : "failure";
         outcome.reason = handle.error().message;
         return finish(std::move(outcome), why);
     }
@@ -474,8 +476,7 @@ EnforcementOutcome Enforcer::block_ip(const DetectionPeer& peer, const Detection
     }
     if (process.pid != 0) {
         if (auto facts = read_proc_facts(process.pid, deps_.proc_root); facts) {
-            if (auto reason =
-                    allowlist_reason(facts->uid, facts->executable, facts->cgroup_path);
+            if (auto reason = allowlist_reason(facts->uid, facts->executable, facts->cgroup_path);
                 !reason.empty()) {
                 return done("withheld", reason);
             }
@@ -506,7 +507,8 @@ EnforcementOutcome Enforcer::deny_gpu(const DetectionProcess& target, const Dete
     auto facts = read_proc_facts(target.pid, deps_.proc_root);
     const std::string path = facts ? facts->cgroup_path : target.cgroup_path;
     if (path.empty() || path == "/") {
-        return done("withheld", "the process is in the root cgroup: denying it would deny the host");
+        return done("withheld",
+                    "the process is in the root cgroup: denying it would deny the host");
     }
     if (auto self = read_proc_facts(deps_.self_pid, deps_.proc_root);
         self && self->cgroup_path == path) {

@@ -72,9 +72,9 @@ class GpuDenier {
 };
 
 struct EnforcerDependencies {
-    AddressBlocker* blocker = nullptr;       // block_ip fails ("no blocker") without one
-    KnownBadRegistry* known_bad = nullptr;   // kill_now without it: user-space SIGKILL only
-    GpuDenier* gpu_denier = nullptr;         // deny_gpu fails without one
+    AddressBlocker* blocker = nullptr;      // block_ip fails ("no blocker") without one
+    KnownBadRegistry* known_bad = nullptr;  // kill_now without it: user-space SIGKILL only
+    GpuDenier* gpu_denier = nullptr;        // deny_gpu fails without one
     std::function<void(const EnforcementOutcome&)> on_outcome;  // every outcome (journal, SIEM)
     std::function<uint64_t()> monotonic_ns;  // CLOCK_MONOTONIC by default; tests inject
     std::function<int64_t()> unix_ns;        // CLOCK_REALTIME by default

@@ -144,14 +144,14 @@ struct KillNow {
     std::string match;    // "file" (dev, ino) or "name" (comm)
     uint64_t dev = 0;     // executable's s_dev, kernel encoding (major << 20 | minor)
     uint64_t ino = 0;
-    uint32_t rule_id = 0;     // tag given at registration
+    uint32_t rule_id = 0;       // tag given at registration
     int32_t signal_result = 0;  // bpf_send_signal(): 0 or -errno
     uint32_t major = 0;         // GPU device for the GPU triggers, else 0
     uint32_t minor = 0;
 };
 
-using EventData = std::variant<GpuOpen, GpuIoctl, Connect, Exec, Fork, Exit, Telemetry,
-                               ProcessSnapshot, KillNow>;
+using EventData =
+    std::variant<GpuOpen, GpuIoctl, Connect, Exec, Fork, Exit, Telemetry, ProcessSnapshot, KillNow>;
 
 struct Event {
     uint64_t ts_ns = 0;  // CLOCK_MONOTONIC nanoseconds

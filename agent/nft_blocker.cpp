@@ -141,8 +141,8 @@ Result<std::vector<BlockedAddress>> NftBlocker::list() {
     std::vector<BlockedAddress> out;
     if (!table_exists()) return out;
     for (int version : {4, 6}) {
-        const auto run = run_nft(
-            std::string("list set inet ") + kNftTable + " " + set_name(version), true);
+        const auto run =
+            run_nft(std::string("list set inet ") + kNftTable + " " + set_name(version), true);
         if (run.rc != 0) return Unexpected{nft_error("listing " + set_name(version), run)};
         try {
             const auto doc = nlohmann::json::parse(run.output);
@@ -158,15 +158,17 @@ Result<std::vector<BlockedAddress>> NftBlocker::list() {
                     } else {
                         const auto& body = elem.at("elem");
                         address.ip = body.at("val").get<std::string>();
-                        if (body.contains("timeout")) address.timeout_s = body["timeout"].get<uint64_t>();
-                        if (body.contains("expires")) address.expires_in_s = body["expires"].get<uint64_t>();
+                        if (body.contains("timeout"))
+                            address.timeout_s = body["timeout"].get<uint64_t>();
+                        if (body.contains("expires"))
+                            address.expires_in_s = body["expires"].get<uint64_t>();
                     }
                     out.push_back(std::move(address));
                 }
             }
         } catch (const nlohmann::json::exception& error) {
-            return fail(ErrorCode::kParse,
-                        "nftables: unexpected JSON listing " + set_name(version) + ": " + error.what());
+            return fail(ErrorCode::kParse, "nftables: unexpected JSON listing " +
+                                               set_name(version) + ": " + error.what());
         }
     }
     return out;

@@ -29,7 +29,7 @@ namespace gpuguard::agent {
 inline constexpr const char* kNftTable = "gpuguard";  // family inet
 
 struct BlockedAddress {
-    std::string ip;                        // canonical text
+    std::string ip;  // canonical text
     int ip_version = 4;
     std::optional<uint64_t> timeout_s;     // nullopt: never expires
     std::optional<uint64_t> expires_in_s;  // seconds left, when it has a timeout

@@ -49,8 +49,8 @@ Result<ProcStat> parse_proc_stat(const std::string& line) {
     std::string field;
     while (rest >> field) fields.push_back(field);
     if (fields.size() < 20) {
-        return fail(ErrorCode::kParse, "malformed /proc stat line: " +
-                                           std::to_string(fields.size() + 2) + " fields");
+        return fail(ErrorCode::kParse,
+                    "malformed /proc stat line: " + std::to_string(fields.size() + 2) + " fields");
     }
     stat.state = fields[0].empty() ? '?' : fields[0][0];
     stat.ppid = static_cast<uint32_t>(std::strtoul(fields[1].c_str(), nullptr, 10));

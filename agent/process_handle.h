@@ -29,9 +29,9 @@ struct ProcStat {
     char state = '?';  // R, S, D, T, t, Z, X, ...
     uint32_t ppid = 0;
     int32_t pgrp = 0;
-    uint32_t flags = 0;              // field 9: PF_* task flags
-    uint64_t start_time_ticks = 0;   // field 22: clock ticks after boot
-    uint64_t start_time_ns = 0;      // the same in ns (ticks * 1e9 / CLK_TCK)
+    uint32_t flags = 0;             // field 9: PF_* task flags
+    uint64_t start_time_ticks = 0;  // field 22: clock ticks after boot
+    uint64_t start_time_ns = 0;     // the same in ns (ticks * 1e9 / CLK_TCK)
 
     bool kernel_thread() const { return (flags & kPfKthread) != 0 || pid == 2 || ppid == 2; }
 };
@@ -45,9 +45,9 @@ Result<ProcStat> read_proc_stat(uint32_t pid, const std::string& proc_root = "/p
 // What the enforcer's allowlist and safety checks look at, read from /proc.
 struct ProcFacts {
     ProcStat stat;
-    uint32_t uid = 0;          // real uid (Uid: line of status)
-    std::string executable;    // readlink of exe, "" for kernel threads / unreadable
-    std::string cgroup_path;   // cgroup v2 path ("0::" line), "" when none
+    uint32_t uid = 0;         // real uid (Uid: line of status)
+    std::string executable;   // readlink of exe, "" for kernel threads / unreadable
+    std::string cgroup_path;  // cgroup v2 path ("0::" line), "" when none
     bool empty_cmdline = false;
 };
 

@@ -210,8 +210,12 @@ void ProcessTable::enrich_from_proc(ProcessInfo& info) {
     if (!options_.read_host) return;
     const auto dir = options_.proc_root / std::to_string(info.pid);
     std::error_code ec;
-    const auto exe = std::filesystem::read_symlink(dir / "exe", ec);
-    if (!ec) info.exe = exe.string();
+    // The exec event's filename wins when it is absolute: /proc is read later
+    // than the event happened and may already show a newer image.
+    if (info.exe.empty() || info.exe.front() != '/') {
+        const auto exe = std::filesystem::read_symlink(dir / "exe", ec);
+        if (!ec) info.exe = exe.string();
+    }
     if (const auto cgroup = read_file(dir / "cgroup")) {
         info.cgroup_path = cgroup_path_from_proc(*cgroup);
         info.container = container_from_cgroup(info.cgroup_path);
@@ -326,8 +330,8 @@ void ProcessTable::apply(const Event& event) {
                 info.exit_code = exit.exit_code();
             }
         }
-        void operator()(const Telemetry&) {}
-        void operator()(const KillNow&) {}  // the exit event that follows updates the entry  // per-GPU data: the correlator keeps it
+        void operator()(const Telemetry&) {}  // per-GPU data: the correlator keeps it
+        void operator()(const KillNow&) {}    // the exit event that follows updates the entry
         void operator()(const ProcessSnapshot& snapshot) {
             ProcessInfo& info = table.processes_[task.pid];
             info.pid = task.pid;

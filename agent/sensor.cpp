@@ -341,9 +341,8 @@ Status Sensor::add_known_bad_file(uint64_t dev, uint64_t ino, uint32_t rule_id) 
     if (int err = bpf_map__update_elem(skel->maps.known_bad_files, &key, sizeof(key), &value,
                                        sizeof(value), BPF_ANY);
         err) {
-        return Unexpected{libbpf_error("registering known-bad file " + std::to_string(dev) + ":" +
-                                           std::to_string(ino),
-                                       err)};
+        return Unexpected{libbpf_error(
+            "registering known-bad file " + std::to_string(dev) + ":" + std::to_string(ino), err)};
     }
     update_kill_now_armed(skel);
     return {};

@@ -23,7 +23,9 @@ namespace gpuguard::agent {
 namespace {
 
 struct SkeletonDeleter {
-    void operator()(gpuguard_enforce_bpf* skeleton) const { gpuguard_enforce_bpf__destroy(skeleton); }
+    void operator()(gpuguard_enforce_bpf* skeleton) const {
+        gpuguard_enforce_bpf__destroy(skeleton);
+    }
 };
 
 struct LinkDeleter {
@@ -63,7 +65,7 @@ struct KernelEnforcer::Impl {
     std::string cgroup2_root;
     bool lsm = false;
     LinkPtr lsm_link;
-    std::map<std::string, LinkPtr> device_links;                 // cgroup path -> cgroup/dev
+    std::map<std::string, LinkPtr> device_links;                       // cgroup path -> cgroup/dev
     std::map<std::string, std::pair<LinkPtr, LinkPtr>> connect_links;  // -> connect4, connect6
 
     Result<int> open_cgroup(const std::string& path) const {
@@ -84,8 +86,8 @@ struct KernelEnforcer::Impl {
         const int err = errno;
         close(*fd);
         if (!link) {
-            return Unexpected{libbpf_error(std::string("attaching ") + what + " to cgroup " + path,
-                                           -err)};
+            return Unexpected{
+                libbpf_error(std::string("attaching ") + what + " to cgroup " + path, -err)};
         }
         return LinkPtr(link);
     }
@@ -98,8 +100,7 @@ Result<std::unique_ptr<KernelEnforcer>> KernelEnforcer::open(const KernelEnforce
     install_libbpf_logger();
     if (auto privileges = check_privileges(); !privileges) return Unexpected{privileges.error()};
     auto impl = std::make_unique<Impl>();
-    impl->cgroup2_root =
-        options.cgroup2_root.empty() ? find_cgroup2_mount() : options.cgroup2_root;
+    impl->cgroup2_root = options.cgroup2_root.empty() ? find_cgroup2_mount() : options.cgroup2_root;
     if (impl->cgroup2_root.empty()) {
         return fail(ErrorCode::kNotFound,
                     "no cgroup v2 mount in /proc/mounts: cgroup enforcement needs one");
@@ -124,9 +125,11 @@ Result<std::unique_ptr<KernelEnforcer>> KernelEnforcer::open(const KernelEnforce
         impl->lsm_link.reset(link);
         impl->lsm = true;
     }
-    logger("enforcer")->info("kernel enforcement loaded (cgroup/dev, cgroup/connect4/6{}), cgroup "
-                             "v2 at {}",
-                             impl->lsm ? ", lsm/file_open" : "", impl->cgroup2_root);
+    logger("enforcer")
+        ->info(
+            "kernel enforcement loaded (cgroup/dev, cgroup/connect4/6{}), cgroup "
+            "v2 at {}",
+            impl->lsm ? ", lsm/file_open" : "", impl->cgroup2_root);
     return std::unique_ptr<KernelEnforcer>(new KernelEnforcer(std::move(impl)));
 }
 
@@ -146,8 +149,8 @@ Status KernelEnforcer::set_denied_devices(const std::vector<GpuDeviceNumber>& de
         const gg_gpu_dev_key entry{device.major,
                                    device.minor ? *device.minor : GG_GPU_DEV_ANY_MINOR};
         const gg_gpu_dev_val value{0, 0};
-        if (int err = bpf_map__update_elem(map, &entry, sizeof(entry), &value, sizeof(value),
-                                           BPF_ANY);
+        if (int err =
+                bpf_map__update_elem(map, &entry, sizeof(entry), &value, sizeof(value), BPF_ANY);
             err) {
             return Unexpected{libbpf_error("denying device " + device.to_string(), err)};
         }

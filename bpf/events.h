@@ -35,9 +35,9 @@
 #define GG_MAX_GPU_PROCESSES 16384 /* gpu_tgids: processes holding a GPU fd */
 #define GG_MAX_IOCTL_STATS 65536   /* ioctl_stats: (tgid, device, cmd) aggregates */
 #define GG_MAX_WATCHED_PORTS 1024
-#define GG_MAX_KNOWN_BAD 4096	  /* known_bad_files, known_bad_names: kill_now targets */
+#define GG_MAX_KNOWN_BAD 4096	   /* known_bad_files, known_bad_names: kill_now targets */
 #define GG_MAX_BLOCKED_ADDRS 16384 /* blocked_addrs: cgroup/connect fallback of block_ip */
-#define GG_MAX_DENY_CGROUPS 1024	  /* deny_cgroups: GPU denied by the LSM program */
+#define GG_MAX_DENY_CGROUPS 1024   /* deny_cgroups: GPU denied by the LSM program */
 /* GG_GPU_DEV_ANY_MINOR in a key's minor field matches every minor of a major. */
 #define GG_GPU_DEV_ANY_MINOR 0xffffffffu
 
@@ -49,7 +49,7 @@ enum gg_event_type {
 	GG_EVENT_FORK = 5,
 	GG_EVENT_EXIT = 6,
 	GG_EVENT_KILL_NOW = 7, /* bpf_send_signal(SIGKILL) sent to a known-bad executable */
-	GG_EVENT_TYPE_MAX, /* size of per-type arrays */
+	GG_EVENT_TYPE_MAX,     /* size of per-type arrays */
 };
 
 /* Which system call a struct gg_gpu_open_event comes from. */

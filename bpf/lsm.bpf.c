@@ -28,7 +28,8 @@ int BPF_PROG(gg_lsm_file_open, struct file *file, int ret)
 
 	if (ret)
 		return ret; /* an earlier LSM already refused */
-	if (!bpf_map_lookup_elem(&deny_tgids, &tgid) && !bpf_map_lookup_elem(&deny_cgroups, &cgroup_id))
+	if (!bpf_map_lookup_elem(&deny_tgids, &tgid) &&
+	    !bpf_map_lookup_elem(&deny_cgroups, &cgroup_id))
 		return 0;
 	inode = file->f_inode;
 	if (!inode || (inode->i_mode & GG_S_IFMT) != GG_S_IFCHR)

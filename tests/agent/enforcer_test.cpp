@@ -220,7 +220,8 @@ TEST(EnforcerKill, process_group_scope_takes_the_whole_group) {
 
 TEST(EnforcerSafety, never_pid_1_kernel_threads_the_agent_or_its_parents) {
     Enforcer enforcer(quick_config());
-    for (uint32_t pid : {1u, 2u, static_cast<uint32_t>(getpid()), static_cast<uint32_t>(getppid())}) {
+    for (uint32_t pid :
+         {1u, 2u, static_cast<uint32_t>(getpid()), static_cast<uint32_t>(getppid())}) {
         DetectionProcess target;
         target.pid = pid;
         const auto outcome = enforcer.kill(target, KillOptions{});
@@ -386,7 +387,9 @@ TEST(KnownBadFiles, sha256_registrations_resolve_to_inodes) {
     { std::ofstream(b) << "not a miner"; }
     auto hash = sha256_file(a);
     ASSERT_TRUE(hash.ok());
-    EXPECT_EQ(*hash, "8b133a3868993176b613738816247a7f4d357cae555996519cf5b543e9b3554b");  // sha256("miner")
+    EXPECT_EQ(
+        *hash,
+        "8b133a3868993176b613738816247a7f4d357cae555996519cf5b543e9b3554b");  // sha256("miner")
     const auto found = resolve_sha256({*hash}, {a, b, (dir / "missing").string()});
     ASSERT_EQ(found.size(), 1u);
     EXPECT_EQ(found[0].first, a);

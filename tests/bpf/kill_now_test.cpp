@@ -129,8 +129,8 @@ TEST_F(KillNowTest, a_running_process_registered_by_inode_dies_at_its_first_gpu_
     int go[2];
     ASSERT_EQ(pipe(go), 0);
     // Reads one line, then opens the "GPU" itself (exec 3< is the shell's own open).
-    const pid_t pid = spawn(shell,
-                            {"gg-shminer", "-c", "read x; exec 3<" + node_ + "; exit 3"}, go[0]);
+    const pid_t pid =
+        spawn(shell, {"gg-shminer", "-c", "read x; exec 3<" + node_ + "; exit 3"}, go[0]);
     close(go[0]);
     for (int i = 0; i < 200; ++i) {  // until it runs the copy (exec done)
         auto stat = read_proc_stat(static_cast<uint32_t>(pid));

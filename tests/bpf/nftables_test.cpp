@@ -39,8 +39,9 @@ class NftBlockerTest : public ::testing::Test {
         ASSERT_EQ(tcp_connect("10.67.0.2", kPort, 1000), 0) << "veth pair not working";
         // Someone else's table in the test namespace: it must survive untouched.
         const auto made = run_command(
-            {"/usr/sbin/nft", "add table ip other; add chain ip other out { type filter hook output "
-                    "priority 10; policy accept; }; add rule ip other out tcp dport 9 counter"});
+            {"/usr/sbin/nft",
+             "add table ip other; add chain ip other out { type filter hook output "
+             "priority 10; policy accept; }; add rule ip other out tcp dport 9 counter"});
         ASSERT_EQ(made.exit_code, 0) << made.stderr_text;
         other_ruleset_ = ruleset();
     }

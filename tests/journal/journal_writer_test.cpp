@@ -72,9 +72,15 @@ TEST_F(JournalWriterTest, writes_every_record_kind_and_reads_it_back) {
             jsons.push_back(event_to_json(record.event, 0));
             EXPECT_EQ(record.realtime_offset_ns, offset);
         }
-        if (record.kind == RecordKind::kDetection) EXPECT_EQ(record.alert.json, R"({"a":1})");
-        if (record.kind == RecordKind::kEnforcement) EXPECT_EQ(record.alert.rule_id, "miner.stratum");
-        if (record.kind == RecordKind::kNote) EXPECT_EQ(record.note.text, "agent stopping");
+        if (record.kind == RecordKind::kDetection) {
+            EXPECT_EQ(record.alert.json, R"({"a":1})");
+        }
+        if (record.kind == RecordKind::kEnforcement) {
+            EXPECT_EQ(record.alert.rule_id, "miner.stratum");
+        }
+        if (record.kind == RecordKind::kNote) {
+            EXPECT_EQ(record.note.text, "agent stopping");
+        }
         if (record.kind == RecordKind::kGpuDevices) {
             ASSERT_EQ(record.gpu_devices.size(), 1u);
             EXPECT_EQ(record.gpu_devices[0].major, 195u);

@@ -50,7 +50,8 @@ NetnsScope::NetnsScope() {
 
 NetnsScope::~NetnsScope() {
     if (original_fd_ < 0) return;
-    if (setns(original_fd_, CLONE_NEWNET) != 0) std::abort();  // never keep testing in the wrong netns
+    if (setns(original_fd_, CLONE_NEWNET) != 0)
+        std::abort();  // never keep testing in the wrong netns
     close(original_fd_);
 }
 
@@ -101,12 +102,14 @@ VethPeer::VethPeer(int port) {
         {"/usr/sbin/ip", "addr", "add", "10.67.0.1/24", "dev", "gg-a"},
         {"/usr/sbin/ip", "addr", "add", "fd00:67::1/64", "dev", "gg-a", "nodad"},
         {"/usr/sbin/ip", "link", "set", "gg-a", "up"},
-        {"/usr/bin/nsenter", "--net=" + peer_ns, "/usr/sbin/ip", "addr", "add", "10.67.0.2/24", "dev", "gg-b"},
-        {"/usr/bin/nsenter", "--net=" + peer_ns, "/usr/sbin/ip", "addr", "add", "10.67.0.3/24", "dev", "gg-b"},
-        {"/usr/bin/nsenter", "--net=" + peer_ns, "/usr/sbin/ip", "addr", "add", "fd00:67::2/64", "dev", "gg-b",
-         "nodad"},
-        {"/usr/bin/nsenter", "--net=" + peer_ns, "/usr/sbin/ip", "addr", "add", "fd00:67::3/64", "dev", "gg-b",
-         "nodad"},
+        {"/usr/bin/nsenter", "--net=" + peer_ns, "/usr/sbin/ip", "addr", "add", "10.67.0.2/24",
+         "dev", "gg-b"},
+        {"/usr/bin/nsenter", "--net=" + peer_ns, "/usr/sbin/ip", "addr", "add", "10.67.0.3/24",
+         "dev", "gg-b"},
+        {"/usr/bin/nsenter", "--net=" + peer_ns, "/usr/sbin/ip", "addr", "add", "fd00:67::2/64",
+         "dev", "gg-b", "nodad"},
+        {"/usr/bin/nsenter", "--net=" + peer_ns, "/usr/sbin/ip", "addr", "add", "fd00:67::3/64",
+         "dev", "gg-b", "nodad"},
         {"/usr/bin/nsenter", "--net=" + peer_ns, "/usr/sbin/ip", "link", "set", "lo", "up"},
         {"/usr/bin/nsenter", "--net=" + peer_ns, "/usr/sbin/ip", "link", "set", "gg-b", "up"},
     };

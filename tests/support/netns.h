@@ -64,8 +64,10 @@ class TestCgroup {
     TestCgroup& operator=(const TestCgroup&) = delete;
 
     const std::string& error() const { return error_; }
-    const std::string& dir() const { return dir_; }    // absolute directory
-    const std::string& path() const { return path_; }  // relative to the v2 mount, "/gpuguard-test-..."
+    const std::string& dir() const { return dir_; }  // absolute directory
+    const std::string& path() const {
+        return path_;
+    }  // relative to the v2 mount, "/gpuguard-test-..."
     // Moves `pid` into the cgroup. False on failure.
     bool add(pid_t pid) const;
 

@@ -1,0 +1,196 @@
+// The live path end to end: `gpuguard run --json` sees a child open a
+// registered fake GPU node, exec with a miner's command line and connect to a
+// loopback "pool", and prints the detections (ECS JSON) within 100 ms; a
+// rule file change is applied live, and a broken one is rejected with an
+// alert while the last good rules keep working.
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <nlohmann/json.hpp>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "tests/support/child_process.h"
+#include "tests/support/privileged.h"
+#include "tests/support/run_command.h"
+#include "tests/support/temp_dir.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+using gpuguard::testing::ChildReaper;
+using gpuguard::testing::Subprocess;
+using gpuguard::testing::TempDir;
+using Clock = std::chrono::steady_clock;
+
+// A listening loopback socket on a port miners use (the pack's GG-PORT-0001).
+struct LoopbackPool {
+    int fd = -1;
+    uint16_t port = 0;
+    LoopbackPool() {
+        for (uint16_t candidate : {3333, 3334, 3335, 3336, 4444, 5555, 7777, 9999}) {
+            fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+            sockaddr_in addr{};
+            addr.sin_family = AF_INET;
+            addr.sin_port = htons(candidate);
+            addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+            const int one = 1;
+            setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+            if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+                listen(fd, 4) == 0) {
+                port = candidate;
+                return;
+            }
+            close(fd);
+            fd = -1;
+        }
+    }
+    ~LoopbackPool() {
+        if (fd >= 0) close(fd);
+    }
+};
+
+class AgentDetectTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        GG_REQUIRE_PRIVILEGED();
+        node_ = dir_ / "gpu0";
+        ASSERT_EQ(mknod(node_.c_str(), S_IFCHR | 0666, makedev(1, 3)), 0);
+        rules_dir_ = dir_ / "rules.d";
+        std::filesystem::create_directory(rules_dir_);
+        config_ = dir_ / "gpuguard.yaml";
+        std::ofstream(config_) << "sensor:\n  extra_gpu_devices: [\"1:3\"]\n"
+                               << "  connect_loopback: true\n"
+                               << "control:\n  socket: \"\"\n"
+                               << "rules:\n  main_file: " << (dir_ / "miner-rules.yaml").string()
+                               << "\n  drop_in_dir: " << rules_dir_.string() << "\n";
+    }
+
+    // The next detection line for `pid` and `rule` within `timeout`.
+    std::optional<nlohmann::json> wait_for_detection(Subprocess& agent, pid_t pid,
+                                                     const std::string& rule,
+                                                     std::chrono::milliseconds timeout) {
+        const auto deadline = Clock::now() + timeout;
+        while (Clock::now() < deadline) {
+            auto line = agent.read_stdout_line(20ms);
+            if (!line) continue;
+            auto detection = nlohmann::json::parse(*line);
+            if (detection["rule"]["id"] == rule && detection["process"]["pid"] == pid) {
+                return detection;
+            }
+            seen_.push_back(*line);
+        }
+        return std::nullopt;
+    }
+
+    // Forks a child that names itself `comm`, opens the fake GPU node (the fd
+    // survives exec) and, when argv is given, execs it.
+    pid_t start_child(const std::string& comm, std::vector<std::string> argv) {
+        const std::string node = node_.string();
+        std::vector<char*> args;
+        for (auto& arg : argv) args.push_back(arg.data());
+        args.push_back(nullptr);
+        const pid_t pid = fork();
+        if (pid == 0) {
+            prctl(PR_SET_NAME, comm.c_str());
+            if (open(node.c_str(), O_RDWR) < 0) _exit(1);
+            if (args.size() > 1) execv(args[0], args.data());
+            pause();
+            _exit(0);
+        }
+        return pid;
+    }
+
+    TempDir dir_{"gg-detect"};
+    std::filesystem::path node_, rules_dir_, config_;
+    std::vector<std::string> seen_;
+};
+
+TEST_F(AgentDetectTest, miner_on_gpu_connecting_to_pool_is_detected_within_100ms) {
+    LoopbackPool pool;
+    ASSERT_GE(pool.fd, 0) << "no free miner port on loopback";
+    Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_stderr("ready", 30s)) << agent.stderr_text();
+
+    const std::string url = "stratum+tcp://127.0.0.1:" + std::to_string(pool.port);
+    const std::string script =
+        "exec 5<>/dev/tcp/127.0.0.1/" + std::to_string(pool.port) + "; read -t 30 <&5";
+    const auto started = Clock::now();
+    const pid_t child = start_child(
+        "gg-miner", {"/bin/bash", "-c", script, "xmrig", "--cuda", "-o", url, "-u", "wallet"});
+    ASSERT_GT(child, 0);
+    ChildReaper reaper(child);
+
+    auto known_miner = wait_for_detection(agent, child, "GG-CORR-0001", 5s);
+    ASSERT_TRUE(known_miner) << agent.stderr_text();
+    const auto known_after = Clock::now() - started;
+    std::cerr << "known miner after "
+              << std::chrono::duration<double, std::milli>(known_after).count() << " ms\n";
+    auto pool_connect = wait_for_detection(agent, child, "GG-CORR-0002", 5s);
+    ASSERT_TRUE(pool_connect) << agent.stderr_text();
+    const auto pool_after = Clock::now() - started;
+    EXPECT_LT(known_after, 100ms) << "known-miner detection took "
+                                  << std::chrono::duration<double, std::milli>(known_after).count()
+                                  << " ms";
+    EXPECT_LT(pool_after, 100ms) << "pool detection took "
+                                 << std::chrono::duration<double, std::milli>(pool_after).count()
+                                 << " ms";
+
+    const auto& detection = *known_miner;
+    EXPECT_EQ(detection["event"]["kind"], "alert");
+    EXPECT_EQ(detection["rule"]["name"], "Known miner running on a GPU");
+    EXPECT_EQ(detection["threat"]["technique"]["id"][0], "T1496");
+    EXPECT_EQ(detection["process"]["executable"], "/bin/bash");
+    EXPECT_NE(detection["process"]["command_line"].get<std::string>().find(url), std::string::npos);
+    EXPECT_EQ((*pool_connect)["destination"]["ip"], "127.0.0.1");
+    EXPECT_EQ((*pool_connect)["destination"]["port"], pool.port);
+    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+}
+
+TEST_F(AgentDetectTest, rule_changes_apply_live_and_broken_ones_are_rejected_with_an_alert) {
+    Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_stderr("ready", 30s)) << agent.stderr_text();
+
+    // Not a known miner yet.
+    const pid_t before = start_child("gg-sched-7", {});
+    ChildReaper reap_before(before);
+    EXPECT_FALSE(wait_for_detection(agent, before, "GG-CORR-0001", 500ms));
+
+    // A broken drop-in is rejected and raised as an alert about the agent.
+    std::ofstream(rules_dir_ / "50-broken.yaml") << "rules:\n  - id: x\n    severity: loud\n";
+    auto rejected = wait_for_detection(agent, agent.pid(), "GG-AGENT-0001", 5s);
+    ASSERT_TRUE(rejected) << agent.stderr_text();
+    EXPECT_NE(rejected->dump().find("50-broken.yaml:"), std::string::npos) << rejected->dump();
+    std::filesystem::remove(rules_dir_ / "50-broken.yaml");
+
+    // A valid rule naming the scheduler's disguise takes effect within a second.
+    std::ofstream(rules_dir_ / "60-local.yaml") << R"(rules:
+  - id: local-renamed-miner
+    name: Miner renamed to our scheduler's name
+    severity: critical
+    confidence: 0.9
+    action: alert
+    process_name: ["gg-sched-*"]
+    tests:
+      match: ["gg-sched-7"]
+      no_match: ["gg-scheduler"]
+)";
+    std::this_thread::sleep_for(1s);
+    const pid_t after = start_child("gg-sched-7", {});
+    ChildReaper reap_after(after);
+    auto detection = wait_for_detection(agent, after, "GG-CORR-0001", 5s);
+    ASSERT_TRUE(detection) << agent.stderr_text();
+    EXPECT_EQ((*detection)["gpuguard"]["detection"]["signature_ids"][0], "local-renamed-miner");
+    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+}
+
+}  // namespace
