@@ -11,17 +11,21 @@
 
 #include "agent/control_socket.h"
 #include "agent/correlator.h"
+#include "agent/enforcer.h"
 #include "agent/event_json.h"
 #include "agent/gpu_devices.h"
 #include "agent/ioctl_names.h"
 #include "agent/metrics_server.h"
+#include "agent/nft_blocker.h"
 #include "agent/process_table.h"
 #include "agent/sensor.h"
+#include "agent/sensor_enforce.h"
 #include "agent/telemetry.h"
 #include "gpuguard/backends/backends.h"
 #include "gpuguard/common/logging.h"
 #include "gpuguard/rules/correlation.h"
 #include "gpuguard/rules/rules.h"
+#include "gpuguard/siem/siem.h"
 #include "gpuguard/version.h"
 
 namespace gpuguard::agent {
@@ -52,6 +56,11 @@ struct Agent::Impl {
     std::unique_ptr<MetricsServer> metrics;
     std::optional<ControlServer> control;
     std::unique_ptr<rules::RuleSetWatcher> rules_watcher;
+    std::unique_ptr<siem::AlertRouter> router;  // null without outputs
+    std::unique_ptr<NftBlocker> blocker;        // touches nftables only on the first block
+    std::unique_ptr<SensorKnownBad> known_bad;
+    std::unique_ptr<Enforcer> enforcer;
+    std::unique_ptr<EnforcerWorker> enforcer_worker;  // kills wait out grace periods there
     std::unique_ptr<Correlator> correlator;
     std::vector<Detection> raised;  // scratch for Correlator::observe
     uint64_t telemetry_sequence = 0;
@@ -211,6 +220,15 @@ struct Agent::Impl {
     void emit(const Detection& detection) {
         ++detections_total;
         if (options.detection_sink) options.detection_sink(detection);
+        if (router) router->publish(detection);
+        if (enforcer_worker && !detection.action.empty() && detection.action != "alert") {
+            enforcer_worker->submit(detection);
+        }
+    }
+
+    void on_outcome(const EnforcementOutcome& outcome) {
+        if (options.outcome_sink) options.outcome_sink(outcome);
+        if (router) router->publish(outcome);
     }
 
     // A rule file change the watcher rejected: an alert about the agent
@@ -262,6 +280,7 @@ Agent::~Agent() {
     if (!impl_) return;
     // Stop everything that calls back into the state before the state goes.
     impl_->rules_watcher.reset();
+    impl_->enforcer_worker.reset();
     impl_->control.reset();
     impl_->metrics.reset();
     if (impl_->sampler) impl_->sampler->stop();
@@ -291,6 +310,19 @@ Result<std::unique_ptr<Agent>> Agent::start(AgentOptions options) {
     impl->table = std::make_unique<ProcessTable>(
         table_options, [raw](uint32_t major, uint32_t minor) { return raw->is_gpu(major, minor); });
 
+    if (!config.outputs.empty()) {
+        siem::RouterOptions router_options;
+        char hostname[256] = {};
+        gethostname(hostname, sizeof(hostname) - 1);
+        router_options.host.hostname = hostname;
+        router_options.host.agent_version = GPUGUARD_VERSION;
+        router_options.sinks = config.outputs;
+        auto router = siem::AlertRouter::start(std::move(router_options));
+        if (!router) return fail(router.error().code, "outputs: " + router.error().message);
+        impl->router = std::move(router).value();
+        log->info("alert outputs: {} sink(s)", config.outputs.size());
+    }
+
     // Rules before the sensor: every event is judged from the first one on.
     auto builtin = rules::compile_builtin_pack();
     if (!builtin)
@@ -318,7 +350,7 @@ Result<std::unique_ptr<Agent>> Agent::start(AgentOptions options) {
     impl->rules_watcher = std::move(watcher).value();
     auto correlator =
         Correlator::create(std::move(*correlation_rules), impl->rules_watcher->current(),
-                           *impl->table, CorrelatorOptions{});
+                           *impl->table, CorrelatorOptions{.dry_run = config.enforcement.dry_run});
     if (!correlator) return Unexpected{correlator.error()};
     impl->correlator = std::move(correlator).value();
     impl->correlator->set_realtime_offset(impl->realtime_offset_ns);
@@ -332,6 +364,22 @@ Result<std::unique_ptr<Agent>> Agent::start(AgentOptions options) {
     });
     if (!sensor) return Unexpected{sensor.error()};
     impl->sensor.emplace(std::move(sensor).value());
+
+    // The enforcer acts on detections whose action is not "alert", on its
+    // own thread; nftables is touched only by the first block_ip.
+    impl->blocker =
+        std::make_unique<NftBlocker>(std::chrono::seconds(config.enforcement.block_ttl_s));
+    impl->known_bad = std::make_unique<SensorKnownBad>(*impl->sensor);
+    EnforcerDependencies dependencies;
+    dependencies.blocker = impl->blocker.get();
+    dependencies.known_bad = impl->known_bad.get();
+    dependencies.on_outcome = [raw](const EnforcementOutcome& outcome) {
+        raw->on_outcome(outcome);
+    };
+    impl->enforcer = std::make_unique<Enforcer>(config.enforcement, std::move(dependencies));
+    impl->enforcer_worker = std::make_unique<EnforcerWorker>(*impl->enforcer);
+    if (config.enforcement.dry_run)
+        log->info("enforcement: dry run (actions are reported, not taken)");
 
     auto from_proc = read_gpu_devices(impl->options.proc_root);
     if (!from_proc) {

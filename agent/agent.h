@@ -26,6 +26,9 @@ struct AgentOptions {
     // Receives each detection (new or updated) as the correlator raises it,
     // on the agent's loop thread; empty = not given out.
     std::function<void(const Detection&)> detection_sink;
+    // Receives each enforcement outcome (taken, withheld, failed, dry run),
+    // on the enforcer's thread; empty = not given out.
+    std::function<void(const EnforcementOutcome&)> outcome_sink;
     std::string proc_root = "/proc";
     std::string sys_root = "/sys";
 };

@@ -96,6 +96,20 @@ int run_free(const Context& context, const FreeCommand& command) {
             std::cerr << "--device " << text << ": expected MAJOR:MINOR\n";
             return 2;
         }
+        // Only numbers known as GPUs: 1:3 (/dev/null) would take every process on the host.
+        bool known = false;
+        for (const auto& gpu : config->sensor.extra_gpu_devices) {
+            known |= gpu.matches(number->major, *number->minor);
+        }
+        if (auto found = read_gpu_devices(config->backends.proc_root); found) {
+            for (const auto& gpu : *found) known |= gpu.matches(number->major, *number->minor);
+        }
+        if (!known) {
+            std::cerr << "--device " << text
+                      << ": not a GPU device number (a GPU driver's in /proc/devices, or "
+                         "sensor.extra_gpu_devices in --config)\n";
+            return 2;
+        }
         devices.push_back(backends::DeviceNumber{number->major, *number->minor});
     }
     if (command.gpu >= 0) {
@@ -216,7 +230,8 @@ void add_enforce_commands(CLI::App& app, Context& context) {
             app.add_subcommand("free", "kill every process holding a GPU (graceful, then forced)");
         free->add_option("--gpu", command->gpu, "GPU index as gpuguard gpus shows it");
         free->add_option("--device", command->devices,
-                         "device number MAJOR:MINOR instead of --gpu (repeatable)");
+                         "GPU device number MAJOR:MINOR instead of --gpu (repeatable; must be a "
+                         "GPU driver's or in sensor.extra_gpu_devices)");
         free->add_flag("--force", command->force, "SIGKILL at once");
         free->add_option("--timeout", command->timeout_s, "grace period in seconds")
             ->check(CLI::Range(0.0, 600.0));

@@ -89,6 +89,22 @@ int run_agent(const Context& context, const RunOptions& options) {
             std::fflush(stdout);
         };
     }
+    if (!options.quiet_detections && (!options.print_events || options.json)) {
+        const bool as_json = options.json;
+        agent_options.outcome_sink = [as_json](const EnforcementOutcome& outcome) {
+            std::string line;
+            if (as_json) {
+                line = siem::format_ecs_json(outcome, HostInfo{});
+            } else {
+                line = "ENFORCEMENT " + outcome.action + " " + outcome.outcome + ": pid " +
+                       std::to_string(outcome.process.pid) + " (" + outcome.rule_id + ") " +
+                       outcome.reason;
+            }
+            line += '\n';
+            std::fwrite(line.data(), 1, line.size(), stdout);
+            std::fflush(stdout);
+        };
+    }
     if (options.event_types != "all") {
         std::stringstream list(options.event_types);
         for (std::string type; std::getline(list, type, ',');) {
@@ -132,8 +148,8 @@ void add_run_command(CLI::App& app, Context& context) {
             if (value == "all") return "";
             std::stringstream list(value);
             for (std::string type; std::getline(list, type, ',');) {
-                static const std::set<std::string> known = {"gpu_open", "gpu_ioctl", "connect",
-                                                            "exec",     "fork",      "exit", "telemetry"};
+                static const std::set<std::string> known = {
+                    "gpu_open", "gpu_ioctl", "connect", "exec", "fork", "exit", "telemetry"};
                 if (!known.contains(type)) {
                     return "unknown event type '" + type +
                            "' (gpu_open, gpu_ioctl, connect, exec, fork, exit, or all)";

@@ -340,6 +340,82 @@ void read_rules(const ConfigReader& reader, const YAML::Node& node, RulesConfig&
     }
 }
 
+// One sink of `outputs:`; validated by siem::validate (address forms, TLS files).
+siem::SinkConfig read_sink(const ConfigReader& reader, const YAML::Node& node,
+                           const std::string& key) {
+    reader.check_keys(node, key,
+                      {"name",         "type",          "format",       "framing",
+                       "min_severity", "detections",    "enforcement",  "address",
+                       "tls_ca_file",  "tls_cert_file", "tls_key_file", "tls_server_name",
+                       "tls_verify",   "token",         "index",        "facility",
+                       "app_name",     "queue_dir",     "queue_max_mb", "overflow"});
+    siem::SinkConfig sink;
+    auto text = [&](const char* name) {
+        return reader.scalar<std::string>(node[name], key + "." + name, "a string");
+    };
+    auto choice = [&](const char* name, auto parse, const char* known) {
+        const std::string value = text(name);
+        auto parsed = parse(value);
+        if (!parsed)
+            reader.fail_at(node[name], key + "." + name, "'" + value + "' is not one of " + known);
+        return *parsed;
+    };
+    if (!node["name"]) reader.fail_at(node, key, "name: missing");
+    sink.name = text("name");
+    if (!node["type"]) reader.fail_at(node, key, "type: missing");
+    sink.type = choice("type", siem::parse_sink_type,
+                       "stdout, file, syslog, udp, tcp, tls, webhook, splunk_hec, elasticsearch");
+    if (node["format"])
+        sink.format = choice("format", siem::parse_format, "ecs_json, cef, leef, ocsf");
+    if (node["framing"])
+        sink.framing = choice("framing", siem::parse_framing, "none, rfc5424, rfc3164");
+    if (node["min_severity"]) {
+        sink.min_severity =
+            choice("min_severity", parse_severity,
+                   "emergency, alert, critical, error, warning, notice, info, debug");
+    }
+    if (node["overflow"])
+        sink.overflow = choice("overflow", siem::parse_overflow_policy, "drop_oldest, block");
+    for (auto [name, target] :
+         {std::pair{"detections", &sink.detections}, std::pair{"enforcement", &sink.enforcement},
+          std::pair{"tls_verify", &sink.tls_verify}}) {
+        if (node[name])
+            *target = reader.scalar<bool>(node[name], key + "." + name, "true or false");
+    }
+    for (auto [name, target] :
+         {std::pair{"address", &sink.address}, std::pair{"tls_ca_file", &sink.tls_ca_file},
+          std::pair{"tls_cert_file", &sink.tls_cert_file},
+          std::pair{"tls_key_file", &sink.tls_key_file},
+          std::pair{"tls_server_name", &sink.tls_server_name}, std::pair{"token", &sink.token},
+          std::pair{"index", &sink.index}, std::pair{"facility", &sink.facility},
+          std::pair{"app_name", &sink.app_name}}) {
+        if (node[name]) *target = text(name);
+    }
+    if (node["queue_dir"]) sink.queue_dir = text("queue_dir");
+    if (node["queue_max_mb"]) {
+        sink.queue_max_bytes =
+            reader.scalar<uint64_t>(node["queue_max_mb"], key + ".queue_max_mb", "an integer")
+            << 20;
+    }
+    if (auto valid = siem::validate(sink); !valid) reader.fail_at(node, key, valid.error().message);
+    return sink;
+}
+
+void read_outputs(const ConfigReader& reader, const YAML::Node& node,
+                  std::vector<siem::SinkConfig>& outputs) {
+    if (!node.IsSequence()) reader.fail_at(node, "outputs", "must be a list of sinks");
+    outputs.clear();
+    std::set<std::string> names;
+    for (size_t i = 0; i < node.size(); ++i) {
+        const std::string key = "outputs[" + std::to_string(i) + "]";
+        outputs.push_back(read_sink(reader, node[i], key));
+        if (!names.insert(outputs.back().name).second) {
+            reader.fail_at(node[i]["name"], key + ".name",
+                           "'" + outputs.back().name + "' is used by another sink");
+        }
+    }
+}
+
 void read_enforcement(const ConfigReader& reader, const YAML::Node& node,
                       EnforcementConfig& enforcement) {
     reader.check_keys(node, "enforcement",
@@ -414,9 +490,10 @@ Result<Config> load_config_text(std::string_view yaml, const std::string& source
         const ConfigReader reader(source);
         reader.check_keys(root, "",
                           {"log", "sensor", "backends", "metrics", "control", "process_table",
-                           "journal", "enforcement", "rules"});
+                           "journal", "enforcement", "rules", "outputs"});
         if (const auto log = root["log"]) read_log(reader, log, config.log);
         if (const auto rules = root["rules"]) read_rules(reader, rules, config.rules);
+        if (const auto outputs = root["outputs"]) read_outputs(reader, outputs, config.outputs);
         if (const auto control = root["control"]) read_control(reader, control, config.control);
         if (const auto table = root["process_table"]) {
             read_process_table(reader, table, config.process_table);
@@ -466,6 +543,18 @@ std::string config_to_yaml(const Config& config) {
     out << YAML::Key << "correlation_files" << YAML::Value << YAML::Flow
         << config.rules.correlation_files;
     out << YAML::EndMap;
+    out << YAML::Key << "outputs" << YAML::Value << YAML::BeginSeq;
+    for (const auto& sink : config.outputs) {
+        out << YAML::BeginMap;
+        out << YAML::Key << "name" << YAML::Value << sink.name;
+        out << YAML::Key << "type" << YAML::Value << siem::to_string(sink.type);
+        out << YAML::Key << "format" << YAML::Value << siem::to_string(sink.format);
+        out << YAML::Key << "min_severity" << YAML::Value << to_string(sink.min_severity);
+        out << YAML::Key << "address" << YAML::Value << sink.address;
+        out << YAML::Key << "queue_dir" << YAML::Value << sink.queue_dir.string();
+        out << YAML::EndMap;
+    }
+    out << YAML::EndSeq;
     out << YAML::Key << "control" << YAML::Value << YAML::BeginMap;
     out << YAML::Key << "socket" << YAML::Value << YAML::DoubleQuoted << config.control.socket;
     out << YAML::EndMap;

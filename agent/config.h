@@ -11,6 +11,7 @@
 
 #include "agent/gpu_devices.h"
 #include "gpuguard/common/result.h"
+#include "gpuguard/siem/siem.h"
 
 namespace gpuguard::agent {
 
@@ -104,6 +105,9 @@ struct RulesConfig {
 struct Config {
     LogConfig log;
     RulesConfig rules;
+    // Alert outputs (docs/outputs.md): each sink gets every detection and
+    // enforcement outcome at or above its min_severity.
+    std::vector<siem::SinkConfig> outputs;
     SensorConfig sensor;
     ControlConfig control;
     ProcessTableConfig process_table;

@@ -328,6 +328,18 @@ ProcessSnapshot read_snapshot(const Reader& reader) {
     return snapshot;
 }
 
+KillNow read_kill_now(const Reader& reader) {
+    KillNow kill;
+    kill.trigger = reader.string("trigger");
+    kill.match = reader.string("match", "file");
+    kill.dev = reader.integer<uint64_t>("dev", 0);
+    kill.ino = reader.integer<uint64_t>("ino", 0);
+    kill.rule_id = reader.integer<uint32_t>("rule_id", 0);
+    kill.signal_result = reader.integer<int32_t>("signal_result", 0);
+    if (reader.has("device")) read_device(reader, kill.major, kill.minor);
+    return kill;
+}
+
 int digits(std::string_view text, size_t pos, size_t count) {
     int value = 0;
     for (size_t i = pos; i < pos + count; ++i) {
@@ -438,6 +450,8 @@ Result<ParsedEvent> event_from_json(std::string_view line, std::string_view wher
             parsed.event.data = read_telemetry(top.object("telemetry"));
         } else if (type == "process_snapshot") {
             parsed.event.data = read_snapshot(top.object("process_snapshot"));
+        } else if (type == "kill_now") {
+            parsed.event.data = read_kill_now(top.object("kill_now"));
         } else if (type == "kill_now") {
             const Reader kill = top.object("kill_now");
             KillNow data;

@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tests/support/child_process.h"
@@ -190,6 +191,58 @@ TEST_F(AgentDetectTest, rule_changes_apply_live_and_broken_ones_are_rejected_wit
     auto detection = wait_for_detection(agent, after, "GG-CORR-0001", 5s);
     ASSERT_TRUE(detection) << agent.stderr_text();
     EXPECT_EQ((*detection)["gpuguard"]["detection"]["signature_ids"][0], "local-renamed-miner");
+    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+}
+
+// A rule that asks for "kill": the enforcer stops the miner through its
+// pidfd, and both the detection and the outcome reach a file output.
+TEST_F(AgentDetectTest, kill_action_stops_the_miner_and_outputs_get_both_records) {
+    LoopbackPool pool;
+    ASSERT_GE(pool.fd, 0) << "no free miner port on loopback";
+    std::ofstream(rules_dir_ / "10-kill.yaml")
+        << "signatures:\n  override:\n    - id: GG-PORT-0001\n      action: kill\n";
+    const auto alerts = dir_ / "alerts.jsonl";
+    std::ofstream(config_, std::ios::app)
+        << "enforcement:\n  grace_period_ms: 500\n"
+        << "outputs:\n  - name: file\n    type: file\n    address: " << alerts.string() << "\n";
+    Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_stderr("ready", 30s)) << agent.stderr_text();
+
+    const std::string script =
+        "exec 5<>/dev/tcp/127.0.0.1/" + std::to_string(pool.port) + "; read -t 30 <&5";
+    const pid_t child = start_child("gg-miner", {"/bin/bash", "-c", script, "worker"});
+    ASSERT_GT(child, 0);
+    ChildReaper reaper(child);
+    auto detection = wait_for_detection(agent, child, "GG-CORR-0002", 5s);
+    ASSERT_TRUE(detection) << agent.stderr_text();
+    EXPECT_EQ((*detection)["event"]["action"], "kill");
+
+    int status = 0;
+    pid_t reaped = 0;
+    const auto deadline = Clock::now() + 5s;
+    while (reaped == 0 && Clock::now() < deadline) {
+        reaped = waitpid(child, &status, WNOHANG);
+        if (reaped == 0) std::this_thread::sleep_for(10ms);
+    }
+    ASSERT_EQ(reaped, child) << "the enforcer did not stop the miner\n" << agent.stderr_text();
+    EXPECT_TRUE(WIFSIGNALED(status));
+    EXPECT_EQ(WTERMSIG(status), SIGTERM) << "bash exits on SIGTERM: no SIGKILL needed";
+
+    bool detection_out = false, outcome_out = false;
+    const auto out_deadline = Clock::now() + 5s;
+    while (!(detection_out && outcome_out) && Clock::now() < out_deadline) {
+        std::ifstream in(alerts);
+        for (std::string line; std::getline(in, line);) {
+            auto record = nlohmann::json::parse(line);
+            if (record["process"]["pid"] != child) continue;
+            detection_out |= record["rule"]["id"] == "GG-CORR-0002";
+            outcome_out |= record["gpuguard"]["record"] == "enforcement" &&
+                           record["event"]["outcome"] == "success";
+        }
+        if (!(detection_out && outcome_out)) std::this_thread::sleep_for(50ms);
+    }
+    EXPECT_TRUE(detection_out) << "detection not in " << alerts;
+    EXPECT_TRUE(outcome_out) << "enforcement outcome not in " << alerts;
     EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
 }
 

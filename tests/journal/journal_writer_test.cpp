@@ -111,6 +111,7 @@ TEST_F(JournalWriterTest, compressed_blocks_read_back_identically) {
     auto options = testing::test_options(dir_.path());
     options.compress = true;
     options.block_bytes = 4096;
+    options.fsync_interval_ms = 1000;  // 0 would seal a block per write batch
     auto writer = open_writer(options);
     ASSERT_TRUE(writer);
     std::vector<std::string> expected;
