@@ -323,7 +323,15 @@ Result<std::unique_ptr<Agent>> Agent::start(AgentOptions options) {
         log->info("alert outputs: {} sink(s)", config.outputs.size());
     }
 
-    // Rules before the sensor: every event is judged from the first one on.
+    auto sensor = Sensor::open(SensorOptions{config.sensor}, [raw](const Event& event) {
+        // Called from poll(), which run() does with the mutex held.
+        raw->on_event(event);
+    });
+    if (!sensor) return Unexpected{sensor.error()};
+    impl->sensor.emplace(std::move(sensor).value());
+
+    // Rules after the sensor (so a missing privilege fails fast) but before
+    // the first poll: events wait in the ring buffer, every one is judged.
     auto builtin = rules::compile_builtin_pack();
     if (!builtin)
         return fail(builtin.error().code, "built-in signature pack: " + builtin.error().message);
@@ -331,6 +339,18 @@ Result<std::unique_ptr<Agent>> Agent::start(AgentOptions options) {
     if (!correlation_rules) {
         return fail(correlation_rules.error().code,
                     "correlation rules: " + correlation_rules.error().message);
+    }
+    // The watcher needs the main file's directory to exist (a fresh host has
+    // no /etc/gpuguard yet); create it so rules dropped there later are seen.
+    if (const auto rules_dir = std::filesystem::path(config.rules.main_file).parent_path();
+        !rules_dir.empty() && !std::filesystem::exists(rules_dir)) {
+        std::error_code ec;
+        std::filesystem::create_directories(rules_dir, ec);
+        if (ec) {
+            return fail(ErrorCode::kIo,
+                        "rules: cannot create " + rules_dir.string() + ": " + ec.message());
+        }
+        log->info("created {} for rule files", rules_dir.string());
     }
     auto watcher = rules::RuleSetWatcher::start(
         rules::RulePaths{config.rules.main_file, config.rules.drop_in_dir}, *builtin,
@@ -357,13 +377,6 @@ Result<std::unique_ptr<Agent>> Agent::start(AgentOptions options) {
     log->info("rules: {} signatures, {} correlation rules ({}, {})",
               impl->rules_watcher->current()->effective().size(), impl->correlator->rules().size(),
               config.rules.main_file, config.rules.drop_in_dir);
-
-    auto sensor = Sensor::open(SensorOptions{config.sensor}, [raw](const Event& event) {
-        // Called from poll(), which run() does with the mutex held.
-        raw->on_event(event);
-    });
-    if (!sensor) return Unexpected{sensor.error()};
-    impl->sensor.emplace(std::move(sensor).value());
 
     // The enforcer acts on detections whose action is not "alert", on its
     // own thread; nftables is touched only by the first block_ip.

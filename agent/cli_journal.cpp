@@ -37,8 +37,8 @@ struct JournalCommand {
 };
 
 const std::set<std::string> kTypes = {
-    "gpu_open", "gpu_ioctl", "connect",     "exec",        "fork", "exit", "telemetry",
-    "process_snapshot", "kill_now", "detection", "enforcement", "note", "gap"};
+    "gpu_open",         "gpu_ioctl", "connect",   "exec",        "fork", "exit", "telemetry",
+    "process_snapshot", "kill_now",  "detection", "enforcement", "note", "gap"};
 
 int64_t now_unix_ns() {
     timespec now{};
@@ -48,8 +48,7 @@ int64_t now_unix_ns() {
 
 // The reader for the command's paths and filters; prints the error and
 // sets `exit_code` on failure.
-std::optional<jr::JournalReader> open_reader(const Context& context,
-                                             const JournalCommand& command,
+std::optional<jr::JournalReader> open_reader(const Context& context, const JournalCommand& command,
                                              jr::ReaderOptions options, int& exit_code) {
     std::vector<std::filesystem::path> paths(command.dirs.begin(), command.dirs.end());
     if (paths.empty()) {
@@ -61,10 +60,9 @@ std::optional<jr::JournalReader> open_reader(const Context& context,
         paths.push_back(config->journal.dir);
     }
     const int64_t now = now_unix_ns();
-    for (const auto& [text, target] :
-         {std::pair<const std::string*, std::optional<int64_t>*>{&command.since,
-                                                                  &options.since_unix_ns},
-          {&command.until, &options.until_unix_ns}}) {
+    for (const auto& [text, target] : {std::pair<const std::string*, std::optional<int64_t>*>{
+                                           &command.since, &options.since_unix_ns},
+                                       {&command.until, &options.until_unix_ns}}) {
         if (text->empty()) continue;
         *target = jr::parse_time_argument(*text, now);
         if (!*target) {
@@ -99,8 +97,8 @@ std::optional<jr::JournalReader> open_reader(const Context& context,
 
 void report_problems(const jr::JournalReader& reader) {
     for (const auto& problem : reader.problems()) {
-        std::cerr << "journal: " << problem.path.string() << " at offset " << problem.offset
-                  << ": " << jr::to_string(problem.kind) << " (" << problem.bytes
+        std::cerr << "journal: " << problem.path.string() << " at offset " << problem.offset << ": "
+                  << jr::to_string(problem.kind) << " (" << problem.bytes
                   << " bytes): " << problem.detail << "\n";
     }
 }
@@ -144,9 +142,9 @@ std::string event_details(const Event& event) {
                    std::to_string(ioctl.fd) + " cmd " + cmd;
         }
         std::string operator()(const Connect& connect) const {
-            std::string out = (connect.ip_version == 6 ? "[" + connect.address + "]"
-                                                       : connect.address) +
-                              ":" + std::to_string(connect.port);
+            std::string out =
+                (connect.ip_version == 6 ? "[" + connect.address + "]" : connect.address) + ":" +
+                std::to_string(connect.port);
             out += connect.result == 0 ? " ok" : " " + errno_text(connect.result);
             std::vector<std::string> reasons;
             if (connect.gpu_holder) reasons.push_back("gpu_holder");
@@ -173,8 +171,8 @@ std::string event_details(const Event& event) {
             if (telemetry.utilization_percent) {
                 std::snprintf(util, sizeof util, "%.0f%%", *telemetry.utilization_percent);
             }
-            std::string out = "gpu" + std::to_string(telemetry.gpu_index) + " " +
-                              telemetry.vendor + " " + telemetry.model + " util " + util;
+            std::string out = "gpu" + std::to_string(telemetry.gpu_index) + " " + telemetry.vendor +
+                              " " + telemetry.model + " util " + util;
             if (telemetry.memory_used_bytes) {
                 out += " mem " + std::to_string(*telemetry.memory_used_bytes >> 20) + " MiB";
             }
@@ -406,13 +404,12 @@ int run_verify(const Context& context, const JournalCommand& command) {
                         problem.path.c_str(), problem.offset, jr::to_string(problem.kind),
                         problem.bytes, problem.detail.c_str());
         }
-        std::printf(
-            "%s: %zu segments, %" PRIu64 " records (%" PRIu64 " events), %" PRIu64
-            " corrupt, %" PRIu64 " undecodable, %" PRIu64 " torn tails, %" PRIu64
-            " bytes skipped\n",
-            reader->clean() ? "OK" : "DAMAGED", reader->segments().size(), stats.records, events,
-            stats.corrupt_records, stats.undecodable_records, stats.torn_tails,
-            stats.skipped_bytes);
+        std::printf("%s: %zu segments, %" PRIu64 " records (%" PRIu64 " events), %" PRIu64
+                    " corrupt, %" PRIu64 " undecodable, %" PRIu64 " torn tails, %" PRIu64
+                    " bytes skipped\n",
+                    reader->clean() ? "OK" : "DAMAGED", reader->segments().size(), stats.records,
+                    events, stats.corrupt_records, stats.undecodable_records, stats.torn_tails,
+                    stats.skipped_bytes);
     }
     std::fflush(stdout);
     return reader->clean() ? 0 : 1;

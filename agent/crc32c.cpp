@@ -45,7 +45,7 @@ uint32_t crc32c_software(uint32_t crc, const uint8_t* p, size_t size) {
 
 #if defined(__x86_64__)
 __attribute__((target("sse4.2"))) uint32_t crc32c_sse42(uint32_t crc, const uint8_t* p,
-                                                       size_t size) {
+                                                        size_t size) {
     uint64_t crc64 = crc;
     while (size >= 8) {
         uint64_t word;

@@ -60,7 +60,8 @@ std::string segment_file_name(uint64_t sequence) {
 std::optional<uint64_t> segment_sequence(const std::string& name) {
     uint64_t sequence = 0;
     char tail[8] = {};
-    if (name.size() != 20 || std::sscanf(name.c_str(), "seg-%12" SCNu64 ".%3s", &sequence, tail) != 2 ||
+    if (name.size() != 20 ||
+        std::sscanf(name.c_str(), "seg-%12" SCNu64 ".%3s", &sequence, tail) != 2 ||
         std::string(tail) != "ggj") {
         return std::nullopt;
     }
@@ -118,8 +119,8 @@ uint64_t record_ts(uint8_t kind, std::string_view payload) {
 std::string safe_label(std::string_view text) {
     std::string out;
     for (char c : text.substr(0, 48)) {
-        const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                        c == '-' || c == '_' || c == '.';
+        const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                        (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
         out.push_back(ok ? c : '_');
     }
     return out;
@@ -226,7 +227,7 @@ struct JournalWriter::Writer {
     uint64_t incident_sequence = 0;
 
     mutable std::mutex stats_mutex;
-    JournalStats stats;     // guarded by stats_mutex
+    JournalStats stats;    // guarded by stats_mutex
     fs::path shared_path;  // the open segment, guarded by stats_mutex
 
     uint64_t mono_now() const {
@@ -364,8 +365,8 @@ struct JournalWriter::Writer {
         fs::path new_path;
         for (int attempt = 0; attempt < 100; ++attempt) {
             new_path = options.dir / segment_file_name(next_sequence);
-            new_fd = ::open(new_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC,
-                            0640);
+            new_fd =
+                ::open(new_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0640);
             if (new_fd >= 0 || errno != EEXIST) break;
             ++next_sequence;  // a file we did not expect: never overwrite it
         }
@@ -457,7 +458,8 @@ struct JournalWriter::Writer {
     void drop(uint64_t events, uint64_t records, uint64_t first_ts, uint64_t last_ts) {
         gap.dropped_events += events;
         gap.dropped_records += records - events;
-        if (first_ts && (!gap.first_ts_ns || first_ts < gap.first_ts_ns)) gap.first_ts_ns = first_ts;
+        if (first_ts && (!gap.first_ts_ns || first_ts < gap.first_ts_ns))
+            gap.first_ts_ns = first_ts;
         gap.last_ts_ns = std::max(gap.last_ts_ns, last_ts);
         update_stats([&](JournalStats& s) { s.dropped_write_failed += records; });
     }
@@ -494,17 +496,16 @@ struct JournalWriter::Writer {
         if (block.bytes.empty()) return;
         if (!cctx) cctx.reset(ZSTD_createCCtx());
         scratch.resize(ZSTD_compressBound(block.bytes.size()));
-        const size_t n = ZSTD_compressCCtx(cctx.get(), scratch.data(), scratch.size(),
-                                           block.bytes.data(), block.bytes.size(),
-                                           options.compression_level);
+        const size_t n =
+            ZSTD_compressCCtx(cctx.get(), scratch.data(), scratch.size(), block.bytes.data(),
+                              block.bytes.size(), options.compression_level);
         if (ZSTD_isError(n)) {
             log->error("journal: zstd: {}", ZSTD_getErrorName(n));
             drop(block.events, block.records, block.first_ts, block.last_ts);
             block.reset();
             return;
         }
-        append_frame(RecordKind::kBlock, kFlagZstd, std::string_view(scratch.data(), n),
-                     out.bytes);
+        append_frame(RecordKind::kBlock, kFlagZstd, std::string_view(scratch.data(), n), out.bytes);
         out.take(block);
         block.reset();
     }
@@ -642,7 +643,8 @@ struct JournalWriter::Writer {
                          : segment.size;
         }
         const int64_t now = real_now();
-        const int64_t max_age_ns = static_cast<int64_t>(options.retention_max_age_s) * 1'000'000'000;
+        const int64_t max_age_ns =
+            static_cast<int64_t>(options.retention_max_age_s) * 1'000'000'000;
         uint64_t deleted = 0;
         for (const auto& segment : segments) {
             if (segment.path == path) break;  // never the open one (nor anything newer)
@@ -689,13 +691,15 @@ struct JournalWriter::Writer {
             ++incident->records;
             ++incident->detections;
             incident->until_ts_ns = std::max(incident->until_ts_ns, detection.ts_ns + after_ns);
-            write_file(incident->dir / ("detection-" + std::to_string(incident->detections) + ".json"),
-                       detection.json + "\n");
+            write_file(
+                incident->dir / ("detection-" + std::to_string(incident->detections) + ".json"),
+                detection.json + "\n");
             return;
         }
         ++incident_sequence;
         const int64_t wall = static_cast<int64_t>(detection.ts_ns) + realtime_offset_ns;
-        std::string name = "incident-" + compact_utc(wall) + "-" + std::to_string(incident_sequence);
+        std::string name =
+            "incident-" + compact_utc(wall) + "-" + std::to_string(incident_sequence);
         if (!detection.rule_id.empty()) name += "-" + safe_label(detection.rule_id);
         Incident bundle;
         bundle.dir = options.dir / "incidents" / name;
@@ -706,8 +710,8 @@ struct JournalWriter::Writer {
         fs::create_directories(bundle.dir, ec);
         const fs::path file = bundle.dir / "incident.ggj";
         if (!ec) {
-            bundle.fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC,
-                               0640);
+            bundle.fd =
+                ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0640);
         }
         if (bundle.fd < 0) {
             log->warn("journal: cannot create incident bundle {}: {}", bundle.dir.string(),
@@ -808,16 +812,15 @@ Result<std::unique_ptr<JournalWriter>> JournalWriter::open(
     fs::create_directories(options.dir, ec);
     if (ec) {
         return fail(ec.value() == EACCES ? ErrorCode::kPermission : ErrorCode::kIo,
-                    "cannot create journal directory " + options.dir.string() + ": " +
-                        ec.message(),
+                    "cannot create journal directory " + options.dir.string() + ": " + ec.message(),
                     ec.value());
     }
     if (::access(options.dir.c_str(), W_OK | X_OK) != 0) {
         const int err = errno;
-        return fail(err == EACCES ? ErrorCode::kPermission : ErrorCode::kIo,
-                    "journal directory " + options.dir.string() + " is not writable: " +
-                        std::strerror(err),
-                    err);
+        return fail(
+            err == EACCES ? ErrorCode::kPermission : ErrorCode::kIo,
+            "journal directory " + options.dir.string() + " is not writable: " + std::strerror(err),
+            err);
     }
 
     std::unique_ptr<JournalWriter> journal(new JournalWriter(std::move(options)));
@@ -838,8 +841,8 @@ Result<std::unique_ptr<JournalWriter>> JournalWriter::open(
     const int error = w.open_segment();
     if (error == EACCES || error == EPERM || error == EROFS) {
         return fail(ErrorCode::kPermission,
-                    "cannot create a journal segment in " + journal->options_.dir.string() +
-                        ": " + std::strerror(error),
+                    "cannot create a journal segment in " + journal->options_.dir.string() + ": " +
+                        std::strerror(error),
                     error);
     }
     if (error != 0) {

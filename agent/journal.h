@@ -40,21 +40,21 @@ namespace journal {
 
 struct JournalOptions {
     std::filesystem::path dir = "/var/lib/gpuguard/journal";
-    uint64_t segment_max_bytes = 64ull << 20;  // rotate before a segment grows past this
-    uint64_t segment_max_age_s = 3600;         // rotate a segment this old (0: never)
+    uint64_t segment_max_bytes = 64ull << 20;   // rotate before a segment grows past this
+    uint64_t segment_max_age_s = 3600;          // rotate a segment this old (0: never)
     uint64_t retention_max_bytes = 1ull << 30;  // all segments together (0: unbounded)
     uint64_t retention_max_age_s = 7 * 86400;   // delete older segments/incidents (0: never)
     uint32_t fsync_interval_ms = 1000;          // fdatasync at most this often; 0: every write
     bool compress = false;                      // zstd blocks
     int compression_level = 3;
-    size_t block_bytes = 64 << 10;  // uncompressed bytes per zstd block
-    uint32_t lookback_s = 60;       // events kept in memory for incident bundles
-    uint32_t incident_after_s = 60;          // events added to a bundle after its trigger
-    size_t lookback_max_bytes = 64 << 20;    // memory bound of the look-back window
-    size_t queue_events = 65536;             // bound of the writer's queue (events)
-    size_t queue_max_bytes = 64 << 20;       // ... and bytes
-    size_t max_tracked_processes = 32768;    // process state kept for segment snapshots
-    uint32_t retry_interval_ms = 1000;       // after a failed write, how often to try again
+    size_t block_bytes = 64 << 10;         // uncompressed bytes per zstd block
+    uint32_t lookback_s = 60;              // events kept in memory for incident bundles
+    uint32_t incident_after_s = 60;        // events added to a bundle after its trigger
+    size_t lookback_max_bytes = 64 << 20;  // memory bound of the look-back window
+    size_t queue_events = 65536;           // bound of the writer's queue (events)
+    size_t queue_max_bytes = 64 << 20;     // ... and bytes
+    size_t max_tracked_processes = 32768;  // process state kept for segment snapshots
+    uint32_t retry_interval_ms = 1000;     // after a failed write, how often to try again
     // CLOCK_MONOTONIC ns (the clock of Event::ts_ns): segment age, incident end.
     std::function<uint64_t()> monotonic_clock;
     // CLOCK_REALTIME ns: retention by age, segment headers.

@@ -33,16 +33,16 @@ inline constexpr uint32_t kMaxRecordPayload = 64u << 20;
 inline constexpr uint8_t kFlagZstd = 0x01;  // kBlock payload is a zstd frame
 
 enum class RecordKind : uint8_t {
-    kEvent = 1,         // one Event
-    kDetection = 2,     // AlertRecord: the SIEM's JSON of a Detection
-    kEnforcement = 3,   // AlertRecord: the JSON of an EnforcementOutcome
-    kNote = 4,          // NoteRecord: the agent's own remarks (start, stop, config)
-    kClock = 5,         // CLOCK_REALTIME - CLOCK_MONOTONIC from here on
-    kGpuDevices = 6,    // the GPU device numbers in use (part of the snapshot)
-    kSnapshotEnd = 7,   // the segment's opening snapshot ends here
-    kGap = 8,           // GapRecord: records that were dropped (queue full, disk full)
-    kBlock = 9,         // a block of inner records, zstd-compressed (kFlagZstd)
-    kSegmentEnd = 10,   // clean end of a segment (rotation or shutdown)
+    kEvent = 1,        // one Event
+    kDetection = 2,    // AlertRecord: the SIEM's JSON of a Detection
+    kEnforcement = 3,  // AlertRecord: the JSON of an EnforcementOutcome
+    kNote = 4,         // NoteRecord: the agent's own remarks (start, stop, config)
+    kClock = 5,        // CLOCK_REALTIME - CLOCK_MONOTONIC from here on
+    kGpuDevices = 6,   // the GPU device numbers in use (part of the snapshot)
+    kSnapshotEnd = 7,  // the segment's opening snapshot ends here
+    kGap = 8,          // GapRecord: records that were dropped (queue full, disk full)
+    kBlock = 9,        // a block of inner records, zstd-compressed (kFlagZstd)
+    kSegmentEnd = 10,  // clean end of a segment (rotation or shutdown)
 };
 
 const char* to_string(RecordKind kind);  // "event", "detection", ...; "unknown"

@@ -276,8 +276,7 @@ bool JournalReader::wanted(const JournalRecord& record) const {
     if (is_meta(record.kind) && !options_.meta) return false;
     if (!options_.types.empty()) {
         const std::string type = record_type(record);
-        if (std::find(options_.types.begin(), options_.types.end(), type) ==
-            options_.types.end()) {
+        if (std::find(options_.types.begin(), options_.types.end(), type) == options_.types.end()) {
             return false;
         }
     }
@@ -291,7 +290,8 @@ bool JournalReader::wanted(const JournalRecord& record) const {
                     match = match || fork->child_pid == pid;
                 }
                 if (const auto* telemetry = std::get_if<Telemetry>(&event.data)) {
-                    for (const auto& usage : telemetry->processes) match = match || usage.pid == pid;
+                    for (const auto& usage : telemetry->processes)
+                        match = match || usage.pid == pid;
                 }
                 if (!match) return false;
                 break;

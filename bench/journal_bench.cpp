@@ -43,31 +43,46 @@ double seconds_since(Clock::time_point start) {
 // A deterministic mix in the proportions a busy GPU host journals: mostly
 // ioctls, connects and process churn, a telemetry sample now and then.
 std::vector<Event> make_events(size_t count, uint32_t seed) {
-    std::mt19937 rng(seed);
+    std::mt19937 engine(seed);
+    auto rng = [&]() -> uint32_t { return static_cast<uint32_t>(engine()); };
     std::vector<Event> events;
     events.reserve(count);
-    const std::vector<std::string> comms = {"python3", "torchrun", "xmrig", "blender", "tritonserver"};
+    const std::vector<std::string> comms = {"python3", "torchrun", "xmrig", "blender",
+                                            "tritonserver"};
     uint64_t ts = 1'000'000'000'000;
     for (size_t i = 0; i < count; ++i) {
         Event event;
         ts += 1000 + rng() % 50'000;
         event.ts_ns = ts;
         const uint32_t pid = 1000 + rng() % 500;
-        event.task = TaskInfo{pid, pid + rng() % 4, 1, 1000 + rng() % 3, 1000, 4000 + rng() % 20,
+        event.task = TaskInfo{pid,
+                              pid + rng() % 4,
+                              1,
+                              1000 + rng() % 3,
+                              1000,
+                              4000 + rng() % 20,
                               comms[rng() % comms.size()]};
         const uint32_t kind = rng() % 100;
         if (kind < 30) {
             event.data = GpuIoctl{195, rng() % 8, static_cast<int32_t>(3 + rng() % 20),
                                   0xc0000000u | (rng() & 0xffff), rng()};
         } else if (kind < 50) {
-            event.data = Connect{static_cast<int32_t>(rng() % 64), 0, 4,
-                                 "10.0." + std::to_string(rng() % 256) + "." +
-                                     std::to_string(rng() % 256),
-                                 static_cast<uint16_t>(rng() % 2 ? 3333 : 443), true, false, false,
-                                 false, false};
+            event.data =
+                Connect{static_cast<int32_t>(rng() % 64),
+                        0,
+                        4,
+                        "10.0." + std::to_string(rng() % 256) + "." + std::to_string(rng() % 256),
+                        static_cast<uint16_t>(rng() % 2 ? 3333 : 443),
+                        true,
+                        false,
+                        false,
+                        false,
+                        false};
         } else if (kind < 60) {
-            event.data = GpuOpen{195, rng() % 8, 5, -100, 02000002, OpenSyscall::kOpenat, false,
-                                 "/dev/nvidia" + std::to_string(rng() % 8)};
+            event.data = GpuOpen{195,      rng() % 8,
+                                 5,        -100,
+                                 02000002, OpenSyscall::kOpenat,
+                                 false,    "/dev/nvidia" + std::to_string(rng() % 8)};
         } else if (kind < 70) {
             event.data = Exec{"/usr/bin/python3",
                               {"python3", "/home/alice/proj/train.py", "--epochs",
@@ -212,9 +227,10 @@ int main(int argc, char** argv) {
     }
     gpuguard::set_log_level("warn");
     const auto events = make_events(count, seed);
-    std::printf("journal_bench: %zu events (ioctl 30%%, connect 20%%, open/exec/fork/exit 10%% "
-                "each, telemetry 10%%)\n",
-                events.size());
+    std::printf(
+        "journal_bench: %zu events (ioctl 30%%, connect 20%%, open/exec/fork/exit 10%% "
+        "each, telemetry 10%%)\n",
+        events.size());
 
     const fs::path plain = dir / "plain";
     const fs::path zstd = dir / "zstd";
@@ -235,12 +251,13 @@ int main(int argc, char** argv) {
     print_row("BM_Journal_replay_jsonl", json.events, json.seconds, jsonl.size());
     const double native_rate = static_cast<double>(native.events) / native.seconds;
     const double json_rate = static_cast<double>(json.events) / json.seconds;
-    std::printf("replay native / JSON Lines: %.1fx faster (zstd: %.1fx); %.1fx smaller on disk "
-                "(zstd: %.1fx)\n",
-                native_rate / json_rate,
-                (static_cast<double>(native_zstd.events) / native_zstd.seconds) / json_rate,
-                static_cast<double>(jsonl.size()) / static_cast<double>(written.bytes),
-                static_cast<double>(jsonl.size()) / static_cast<double>(written_zstd.bytes));
+    std::printf(
+        "replay native / JSON Lines: %.1fx faster (zstd: %.1fx); %.1fx smaller on disk "
+        "(zstd: %.1fx)\n",
+        native_rate / json_rate,
+        (static_cast<double>(native_zstd.events) / native_zstd.seconds) / json_rate,
+        static_cast<double>(jsonl.size()) / static_cast<double>(written.bytes),
+        static_cast<double>(jsonl.size()) / static_cast<double>(written_zstd.bytes));
     std::printf("goal: native replay >= 1 M events/s: %s (%.2f M events/s)\n",
                 native_rate >= 1e6 ? "met" : "NOT met", native_rate / 1e6);
 

@@ -31,8 +31,8 @@ class JournalCliTest : public ::testing::Test {
         clock_gettime(CLOCK_MONOTONIC, &now);
         const uint64_t start = static_cast<uint64_t>(now.tv_sec) * 1'000'000'000 - 60'000'000'000;
         offset_ = monotonic_to_realtime_offset_ns();
-        auto writer = JournalWriter::open(testing::test_options(journal_), testing::test_identity(),
-                                          {}, {});
+        auto writer =
+            JournalWriter::open(testing::test_options(journal_), testing::test_identity(), {}, {});
         ASSERT_TRUE(writer.ok());
         events_ = testing::every_event_type(start);
         for (const auto& event : events_) ASSERT_TRUE((*writer)->append(event, offset_));

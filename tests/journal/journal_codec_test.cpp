@@ -35,7 +35,8 @@ TEST(JournalCodec, every_event_type_round_trips) {
         encode_event(event, payload);
         Event decoded;
         std::string error;
-        ASSERT_TRUE(decode_event(payload, decoded, error)) << event_type_name(event) << ": " << error;
+        ASSERT_TRUE(decode_event(payload, decoded, error))
+            << event_type_name(event) << ": " << error;
         EXPECT_EQ(event_to_json(decoded, 0), event_to_json(event, 0));
         EXPECT_EQ(decoded.data.index(), event.data.index());
         EXPECT_EQ(peek_event_ts(payload), event.ts_ns);

@@ -28,8 +28,8 @@ std::vector<Event> every_event_type(uint64_t ts_ns, uint32_t pid) {
     add(Connect{7, 0, 4, "198.51.100.7", 3333, true, true, false, false, false});
     add(Connect{8, -111, 6, "2001:db8::1", 14444, false, false, true, false, false});
     add(Connect{9, -115, 4, "127.0.0.1", 4444, false, true, false, true, true});
-    add(Exec{"/tmp/.x/xmrig", {"xmrig", "-o", "pool.example:3333", "--cuda", ""}, true, false,
-             pid + 3});
+    add(Exec{
+        "/tmp/.x/xmrig", {"xmrig", "-o", "pool.example:3333", "--cuda", ""}, true, false, pid + 3});
     add(Exec{"", {}, false, true, 0});
     add(Fork{pid + 10, true});
     add(Fork{std::numeric_limits<uint32_t>::max(), false});
@@ -76,8 +76,8 @@ Event numbered_event(uint64_t index, uint64_t base_ns, uint64_t step_ns) {
             event.data = Connect{3, 0, 4, "203.0.113.9", 3333, true, false, false, false, false};
             break;
         default:
-            event.data = Exec{"/usr/bin/worker", {"worker", "--n", std::to_string(index)}, false,
-                              false, pid};
+            event.data = Exec{
+                "/usr/bin/worker", {"worker", "--n", std::to_string(index)}, false, false, pid};
     }
     return event;
 }
@@ -95,8 +95,8 @@ journal::JournalOptions test_options(const std::filesystem::path& dir) {
 
 journal::JournalIdentity test_identity() {
     journal::JournalIdentity identity;
-    identity.host = HostInfo{"testhost", "0f0e0d0c-0b0a-0908-0706-050403020100", "6.18.0-test",
-                             "0.1.0-test"};
+    identity.host =
+        HostInfo{"testhost", "0f0e0d0c-0b0a-0908-0706-050403020100", "6.18.0-test", "0.1.0-test"};
     identity.rule_pack_version = "rules-2026.11";
     return identity;
 }
@@ -115,7 +115,8 @@ std::vector<journal::JournalRecord> read_all(const std::filesystem::path& path,
 std::vector<std::string> event_jsons(const std::vector<journal::JournalRecord>& records) {
     std::vector<std::string> out;
     for (const auto& record : records) {
-        if (record.kind == journal::RecordKind::kEvent) out.push_back(event_to_json(record.event, 0));
+        if (record.kind == journal::RecordKind::kEvent)
+            out.push_back(event_to_json(record.event, 0));
     }
     return out;
 }

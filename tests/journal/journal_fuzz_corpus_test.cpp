@@ -31,7 +31,8 @@ fs::path write_segment(const fs::path& dir, bool compress, bool with_snapshot) {
     auto writer = JournalWriter::open(options, testing::test_identity(), snapshot,
                                       {{195, std::nullopt, "nvidia-frontend"}, {1, 3, "config"}});
     EXPECT_TRUE(writer.ok());
-    for (const auto& event : testing::every_event_type()) (*writer)->append(event, 1'790'000'000'000'000'000);
+    for (const auto& event : testing::every_event_type())
+        (*writer)->append(event, 1'790'000'000'000'000'000);
     (*writer)->append_detection(1'000'100'000, 4242, "miner.stratum", R"({"rule":{"id":"m"}})");
     (*writer)->append_enforcement(1'000'200'000, 4242, "miner.stratum", R"({"action":"kill"})");
     (*writer)->append_note(1'000'300'000, "info", "agent stopping");

@@ -48,7 +48,8 @@ class JournalReaderTest : public ::testing::Test {
         std::vector<uint64_t> offsets;
         for (const auto& record : testing::read_all(path, options)) {
             if (events_only && record.kind != RecordKind::kEvent) continue;
-            if (offsets.empty() || offsets.back() != record.offset) offsets.push_back(record.offset);
+            if (offsets.empty() || offsets.back() != record.offset)
+                offsets.push_back(record.offset);
         }
         return offsets;
     }

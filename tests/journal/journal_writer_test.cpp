@@ -194,8 +194,8 @@ TEST_F(JournalWriterTest, each_segment_opens_with_a_snapshot_of_the_known_proces
     Event initial;
     initial.ts_ns = 10;
     initial.task = TaskInfo{100, 100, 1, 0, 0, 7, "trainer"};
-    initial.data = ProcessSnapshot{"/usr/bin/python3", {"python3", "train.py"}, "root", "/", "", "",
-                                   {SnapshotGpu{195, 0, 4}}};
+    initial.data = ProcessSnapshot{
+        "/usr/bin/python3", {"python3", "train.py"}, "root", "/", "", "", {SnapshotGpu{195, 0, 4}}};
     Event doomed = initial;
     doomed.task.pid = doomed.task.tid = 101;
     auto writer = open_writer(options, {initial, doomed});
@@ -208,11 +208,12 @@ TEST_F(JournalWriterTest, each_segment_opens_with_a_snapshot_of_the_known_proces
         event.data = std::move(data);
         return event;
     };
-    ASSERT_TRUE(writer->append(event_for(500, 20, Exec{"/tmp/xmrig", {"xmrig", "-o", "pool:3333"},
-                                                        false, false, 500}),
-                               0));
     ASSERT_TRUE(writer->append(
-        event_for(500, 21, GpuOpen{195, 1, 6, -100, 2, OpenSyscall::kOpenat, false, "/dev/nvidia1"}),
+        event_for(500, 20, Exec{"/tmp/xmrig", {"xmrig", "-o", "pool:3333"}, false, false, 500}),
+        0));
+    ASSERT_TRUE(writer->append(
+        event_for(500, 21,
+                  GpuOpen{195, 1, 6, -100, 2, OpenSyscall::kOpenat, false, "/dev/nvidia1"}),
         0));
     ASSERT_TRUE(writer->append(event_for(500, 22, Fork{501, true}), 0));
     ASSERT_TRUE(writer->append(event_for(101, 23, Exit{0, true}), 0));
