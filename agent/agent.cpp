@@ -15,6 +15,7 @@
 #include "agent/event_json.h"
 #include "agent/gpu_devices.h"
 #include "agent/ioctl_names.h"
+#include "agent/journal.h"
 #include "agent/metrics_server.h"
 #include "agent/nft_blocker.h"
 #include "agent/process_table.h"
@@ -56,8 +57,9 @@ struct Agent::Impl {
     std::unique_ptr<MetricsServer> metrics;
     std::optional<ControlServer> control;
     std::unique_ptr<rules::RuleSetWatcher> rules_watcher;
-    std::unique_ptr<siem::AlertRouter> router;  // null without outputs
-    std::unique_ptr<NftBlocker> blocker;        // touches nftables only on the first block
+    std::unique_ptr<siem::AlertRouter> router;        // null without outputs
+    std::unique_ptr<journal::JournalWriter> journal;  // null when journal.enabled is false
+    std::unique_ptr<NftBlocker> blocker;              // touches nftables only on the first block
     std::unique_ptr<SensorKnownBad> known_bad;
     std::unique_ptr<Enforcer> enforcer;
     std::unique_ptr<EnforcerWorker> enforcer_worker;  // kills wait out grace periods there
@@ -217,10 +219,29 @@ struct Agent::Impl {
         return out;
     }
 
+    bool becomes_gpu_holder(const Event& event) const {
+        const auto* open = std::get_if<GpuOpen>(&event.data);
+        if (!(open && open->succeeded()) && !std::holds_alternative<GpuIoctl>(event.data)) {
+            return false;
+        }
+        const ProcessInfo* info = table->find(event.task.pid);
+        return !info || info->exited || !info->holds_gpu();
+    }
+
     void emit(const Detection& detection) {
         ++detections_total;
         if (options.detection_sink) options.detection_sink(detection);
         if (router) router->publish(detection);
+        if (journal) {
+            const std::string json = siem::format_ecs_json(detection, HostInfo{});
+            journal->append_detection(detection.last_seen_ns, detection.process.pid,
+                                      detection.rule_id, json);
+            // An incident bundle (look-back + what follows) per new detection.
+            if (detection.update == 0) {
+                journal->trigger(detection.last_seen_ns, detection.process.pid, detection.rule_id,
+                                 json);
+            }
+        }
         if (enforcer_worker && !detection.action.empty() && detection.action != "alert") {
             enforcer_worker->submit(detection);
         }
@@ -229,6 +250,10 @@ struct Agent::Impl {
     void on_outcome(const EnforcementOutcome& outcome) {
         if (options.outcome_sink) options.outcome_sink(outcome);
         if (router) router->publish(outcome);
+        if (journal) {
+            journal->append_enforcement(outcome.ts_ns, outcome.process.pid, outcome.rule_id,
+                                        siem::format_ecs_json(outcome, HostInfo{}));
+        }
     }
 
     // A rule file change the watcher rejected: an alert about the agent
@@ -260,6 +285,14 @@ struct Agent::Impl {
     }
 
     void on_event(const Event& event) {
+        // The first GPU use of a process: what /proc says about it goes into
+        // the stream as a process_snapshot first, so the journal (and replay)
+        // carry the same identity the live correlator sees.
+        if (journal && becomes_gpu_holder(event)) {
+            Event snapshot = journal::snapshot_event(table->enriched(event.task), event.ts_ns);
+            on_event(snapshot);
+        }
+        if (journal) journal->append(event, realtime_offset_ns);  // never blocks
         table->apply(event);
         if (correlator) {
             raised.clear();
@@ -281,6 +314,7 @@ Agent::~Agent() {
     // Stop everything that calls back into the state before the state goes.
     impl_->rules_watcher.reset();
     impl_->enforcer_worker.reset();
+    if (impl_->journal) impl_->journal->close();
     impl_->control.reset();
     impl_->metrics.reset();
     if (impl_->sampler) impl_->sampler->stop();
@@ -450,6 +484,25 @@ Result<std::unique_ptr<Agent>> Agent::start(AgentOptions options) {
                   bootstrap->gpu_processes);
     }
 
+    if (config.journal.enabled) {
+        std::vector<Event> snapshot;
+        const uint64_t now = monotonic_ns();
+        for (const auto& process : impl->table->gpu_processes()) {
+            snapshot.push_back(journal::snapshot_event(process, now));
+        }
+        auto writer = journal::JournalWriter::open(journal::journal_options(config.journal),
+                                                   journal::local_identity("builtin"),
+                                                   std::move(snapshot), impl->devices);
+        if (!writer) {
+            // Detection and enforcement go on without it; the operator must know.
+            log->error("journal disabled: {}", writer.error().message);
+        } else {
+            impl->journal = std::move(writer).value();
+            impl->journal->append_note(now, "info", "agent started");
+            log->info("journal {}", config.journal.dir);
+        }
+    }
+
     impl->sampler->start();
     if (config.metrics.enabled) {
         auto metrics = MetricsServer::start(
@@ -556,34 +609,42 @@ std::string Agent::status_json_of(const Impl& impl) {
     const auto gpu_processes = impl.table->gpu_processes();
     size_t live_gpu = 0;
     for (const auto& process : gpu_processes) live_gpu += !process.exited;
-    return json{{"version", GPUGUARD_VERSION},
-                {"pid", getpid()},
-                {"uptime_s", static_cast<double>(monotonic_ns() - impl.started_ns) / 1e9},
-                {"hooks", impl.sensor->attached_hooks()},
-                {"ring_buffer_kb", impl.options.config.sensor.ring_buffer_kb},
-                {"events", events},
-                {"delivered", stats.delivered},
-                {"dropped", stats.total_dropped()},
-                {"decode_errors", stats.decode_errors},
-                {"gpu_devices", devices},
-                {"rules", json{{"signatures", impl.rules_watcher->current()->effective().size()},
-                               {"correlation_rules", impl.correlator->rules().size()},
-                               {"reloads", impl.rules_watcher->reloads()},
-                               {"rejected", impl.rules_watcher->rejected()}}},
-                {"detections", json{{"raised", impl.correlator->stats().detections},
-                                    {"updated", impl.correlator->stats().updates},
-                                    {"allowlisted", impl.correlator->stats().allowlisted},
-                                    {"emitted", impl.detections_total}}},
-                {"telemetry", json{{"gpus", telemetry.devices.size()},
-                                   {"samples", telemetry.sequence},
-                                   {"backends", backends_status}}},
-                {"process_table",
-                 json{{"entries", impl.table->size()},
-                      {"max_entries", impl.options.config.process_table.max_entries},
-                      {"gpu_processes", live_gpu},
-                      {"evicted_live", impl.table->evicted_live()},
-                      {"bootstrap", json{{"processes", impl.bootstrap.processes},
-                                         {"gpu_processes", impl.bootstrap.gpu_processes}}}}}}
+    return json{
+        {"version", GPUGUARD_VERSION},
+        {"pid", getpid()},
+        {"uptime_s", static_cast<double>(monotonic_ns() - impl.started_ns) / 1e9},
+        {"hooks", impl.sensor->attached_hooks()},
+        {"ring_buffer_kb", impl.options.config.sensor.ring_buffer_kb},
+        {"events", events},
+        {"delivered", stats.delivered},
+        {"dropped", stats.total_dropped()},
+        {"decode_errors", stats.decode_errors},
+        {"gpu_devices", devices},
+        {"rules", json{{"signatures", impl.rules_watcher->current()->effective().size()},
+                       {"correlation_rules", impl.correlator->rules().size()},
+                       {"reloads", impl.rules_watcher->reloads()},
+                       {"rejected", impl.rules_watcher->rejected()}}},
+        {"journal", impl.journal ? json{{"dir", impl.options.config.journal.dir},
+                                        {"events_written", impl.journal->stats().events_written},
+                                        {"bytes_written", impl.journal->stats().bytes_written},
+                                        {"dropped", impl.journal->stats().dropped()},
+                                        {"writing", impl.journal->stats().writing},
+                                        {"last_error", impl.journal->stats().last_error}}
+                                 : json(nullptr)},
+        {"detections", json{{"raised", impl.correlator->stats().detections},
+                            {"updated", impl.correlator->stats().updates},
+                            {"allowlisted", impl.correlator->stats().allowlisted},
+                            {"emitted", impl.detections_total}}},
+        {"telemetry", json{{"gpus", telemetry.devices.size()},
+                           {"samples", telemetry.sequence},
+                           {"backends", backends_status}}},
+        {"process_table",
+         json{{"entries", impl.table->size()},
+              {"max_entries", impl.options.config.process_table.max_entries},
+              {"gpu_processes", live_gpu},
+              {"evicted_live", impl.table->evicted_live()},
+              {"bootstrap", json{{"processes", impl.bootstrap.processes},
+                                 {"gpu_processes", impl.bootstrap.gpu_processes}}}}}}
         .dump();
 }
 

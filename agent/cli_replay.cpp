@@ -7,6 +7,7 @@
 
 #include "agent/cli.h"
 #include "agent/event_json.h"
+#include "agent/journal.h"
 #include "agent/replay.h"
 #include "gpuguard/rules/correlation.h"
 #include "gpuguard/siem/siem.h"
@@ -104,6 +105,16 @@ int run_replay(const ReplayCommand& command) {
         ++detections;
     };
     for (const auto& file : command.files) {
+        if (file != "-" && journal::is_journal(file)) {
+            auto problems = (*replay)->feed_journal(file, emit);
+            if (!problems) {
+                std::cout.flush();
+                std::cerr << problems.error().message << "\n";
+                return 1;
+            }
+            std::cerr << *problems;  // damage was skipped; say where
+            continue;
+        }
         if (auto status = (*replay)->feed_file(file, emit); !status) {
             std::cout.flush();
             std::cerr << status.error().message << "\n";
@@ -126,9 +137,12 @@ void add_replay_command(CLI::App& app, Context& context) {
     auto command = std::make_shared<ReplayCommand>();
     CLI::App* sub = app.add_subcommand(
         "replay",
-        "Run recorded events (JSON Lines, docs/events.md) through the correlator and print "
-        "each detection as one ECS JSON line; enforcement is off");
-    sub->add_option("files", command->files, "Event files ('-' for stdin)")->required();
+        "Run recorded events (JSON Lines, docs/events.md, or a native journal directory, "
+        "segment or incident bundle) through the correlator and print each detection as one "
+        "ECS JSON line; enforcement is off");
+    sub->add_option("files", command->files,
+                    "Event files ('-' for stdin) or journal directories/segments")
+        ->required();
     sub->add_option("--rules", command->rule_files,
                     "miner-rules.yaml-format files to judge with, instead of the installed "
                     "ones (repeatable)");

@@ -25,6 +25,14 @@ struct RunOptions {
     std::string event_types = "gpu_open,gpu_ioctl,connect";
 };
 
+// What stdout's JSON carries about the agent: the same as `gpuguard replay`
+// prints, so live and replayed detections compare byte for byte.
+HostInfo stdout_host() {
+    HostInfo host;
+    host.agent_version = GPUGUARD_VERSION;
+    return host;
+}
+
 // "03:30:00 CRITICAL GG-CORR-0001 Known miner running on a GPU: pid 42 ..."
 std::string describe(const Detection& detection) {
     char clock[16] = "--:--:--";
@@ -83,7 +91,7 @@ int run_agent(const Context& context, const RunOptions& options) {
         const bool as_json = options.json;
         agent_options.detection_sink = [as_json](const Detection& detection) {
             const std::string line =
-                as_json ? siem::format_ecs_json(detection, HostInfo{}) : describe(detection);
+                as_json ? siem::format_ecs_json(detection, stdout_host()) : describe(detection);
             std::fwrite(line.data(), 1, line.size(), stdout);
             std::fputc('\n', stdout);
             std::fflush(stdout);
@@ -94,7 +102,7 @@ int run_agent(const Context& context, const RunOptions& options) {
         agent_options.outcome_sink = [as_json](const EnforcementOutcome& outcome) {
             std::string line;
             if (as_json) {
-                line = siem::format_ecs_json(outcome, HostInfo{});
+                line = siem::format_ecs_json(outcome, stdout_host());
             } else {
                 line = "ENFORCEMENT " + outcome.action + " " + outcome.outcome + ": pid " +
                        std::to_string(outcome.process.pid) + " (" + outcome.rule_id + ") " +

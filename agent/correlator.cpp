@@ -257,7 +257,8 @@ void Correlator::evaluate(uint32_t pid, uint64_t ts_ns, std::vector<Detection>& 
     // Telemetry conditions depend on time passing; everything else only on
     // new evidence.
     const bool time_rules = std::any_of(rules_.begin(), rules_.end(), [](const auto& rule) {
-        return rule.memory_growth || rule.sustained_utilization;
+        return rule.memory_growth || rule.sustained_utilization || rule.gpu_memory_above ||
+               !rule.gpu_index_not_in.empty() || !rule.gpu_vendor_not_in.empty();
     });
     if (!state.dirty && !(time_rules && !state.usage.empty())) return;
     state.dirty = false;
@@ -311,8 +312,8 @@ void Correlator::evaluate(uint32_t pid, uint64_t ts_ns, std::vector<Detection>& 
             if (!rule.signature) {
                 for (const Hit& hit : state.hits) {
                     if (hit.field == EvidenceField::kProcess && hit.detail == info->exe &&
-                        std::find(state.disguise_ids.begin(), state.disguise_ids.end(),
-                                  hit.id) != state.disguise_ids.end()) {
+                        std::find(state.disguise_ids.begin(), state.disguise_ids.end(), hit.id) !=
+                            state.disguise_ids.end()) {
                         disguise.push_back(&hit);
                     }
                 }
@@ -331,6 +332,31 @@ void Correlator::evaluate(uint32_t pid, uint64_t ts_ns, std::vector<Detection>& 
             std::string detail;
             if (!sustained(*rule.sustained_utilization, state, ts_ns, detail)) continue;
             extra.push_back(Evidence{ts_ns, "telemetry", "telemetry", "", "utilization", detail});
+        }
+        if (rule.gpu_memory_above) {
+            const auto& latest = state.usage.empty() ? UsageSample{} : state.usage.back();
+            if (!latest.memory_bytes || *latest.memory_bytes <= *rule.gpu_memory_above) continue;
+            extra.push_back(Evidence{latest.ts_ns, "policy", "telemetry", "", "memory",
+                                     "GPU memory " + gib(*latest.memory_bytes) +
+                                         " over the limit " + gib(*rule.gpu_memory_above)});
+        }
+        if (!rule.gpu_index_not_in.empty() || !rule.gpu_vendor_not_in.empty()) {
+            std::string outside;
+            for (const auto& gpu : gpus_of(*info)) {
+                if (!rule.gpu_index_not_in.empty() && gpu.index >= 0 &&
+                    std::find(rule.gpu_index_not_in.begin(), rule.gpu_index_not_in.end(),
+                              static_cast<uint32_t>(gpu.index)) == rule.gpu_index_not_in.end()) {
+                    outside = "GPU " + std::to_string(gpu.index) + " is not an allowed GPU";
+                }
+                if (!rule.gpu_vendor_not_in.empty() && !gpu.vendor.empty() &&
+                    std::find(rule.gpu_vendor_not_in.begin(), rule.gpu_vendor_not_in.end(),
+                              gpu.vendor) == rule.gpu_vendor_not_in.end()) {
+                    outside = "GPU " + std::to_string(gpu.index) + " is " + gpu.vendor +
+                              ", not an allowed vendor";
+                }
+            }
+            if (outside.empty()) continue;
+            extra.push_back(Evidence{ts_ns, "policy", "gpu_open", "", "gpu", outside});
         }
         raise(rule, *info, state, std::move(hits), std::move(extra), ts_ns, out);
     }

@@ -439,6 +439,24 @@ std::optional<ProcessInfo> ProcessTable::get(uint32_t pid) const {
     return found->second;
 }
 
+ProcessInfo ProcessTable::enriched(const TaskInfo& task) {
+    ProcessInfo info;
+    if (auto found = processes_.find(task.pid);
+        found != processes_.end() && !found->second.exited) {
+        info = found->second;
+    } else {
+        info.pid = task.pid;
+        load_from_proc(info);
+    }
+    info.ppid = task.ppid;
+    info.uid = task.uid;
+    info.gid = task.gid;
+    info.comm = task.comm;
+    info.cgroup_id = task.cgroup_id;
+    enrich_from_proc(info);
+    return info;
+}
+
 const ProcessInfo* ProcessTable::find(uint32_t pid) const {
     const auto found = processes_.find(pid);
     return found == processes_.end() ? nullptr : &found->second;

@@ -133,6 +133,11 @@ class ProcessTable {
     std::vector<uint32_t> evict(uint64_t now_ns);
 
     std::optional<ProcessInfo> get(uint32_t pid) const;
+    // What the table would know about `task`'s process after reading /proc
+    // for it now (exe, cgroup, container, user), without changing the table:
+    // the agent journals it as a process_snapshot before the event that makes
+    // the process a GPU holder, so replay sees the same identity.
+    ProcessInfo enriched(const TaskInfo& task);
     // The entry itself, valid until the next apply()/evict(); nullptr if unknown.
     const ProcessInfo* find(uint32_t pid) const;
     std::vector<ProcessInfo> gpu_processes() const;  // sorted by pid

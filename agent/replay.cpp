@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "agent/event_json.h"
+#include "agent/journal.h"
 
 namespace gpuguard::agent {
 
@@ -76,6 +77,23 @@ Status Replay::feed_file(const std::filesystem::path& path, const Emit& emit) {
     }
     if (in->bad()) return fail(ErrorCode::kIo, name + ": read error", errno);
     return {};
+}
+
+Result<std::string> Replay::feed_journal(const std::filesystem::path& path, const Emit& emit) {
+    auto reader = journal::JournalReader::open({path});
+    if (!reader) return Unexpected{reader.error()};
+    journal::JournalRecord record;
+    while (reader->next(record)) {
+        if (record.kind != journal::RecordKind::kEvent) continue;
+        ++stats_.lines;
+        feed(record.event, record.time_unix_ns(), emit);
+    }
+    std::string problems;
+    for (const auto& problem : reader->problems()) {
+        problems += problem.path.string() + ": " + journal::to_string(problem.kind) +
+                    " at offset " + std::to_string(problem.offset) + ": " + problem.detail + "\n";
+    }
+    return problems;
 }
 
 }  // namespace gpuguard::agent

@@ -46,6 +46,10 @@ class Replay {
     Status feed_line(std::string_view line, std::string_view where, const Emit& emit);
     // A whole file ("-" is stdin). Stops at the first bad line.
     Status feed_file(const std::filesystem::path& path, const Emit& emit);
+    // A native journal (directory, segment file or incident bundle): its
+    // events in order. Damage is skipped by the reader; the problems found
+    // are returned as text, one per line ("" when clean).
+    Result<std::string> feed_journal(const std::filesystem::path& path, const Emit& emit);
 
     const ReplayStats& stats() const { return stats_; }
     const Correlator& correlator() const { return *correlator_; }

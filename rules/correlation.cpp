@@ -231,7 +231,8 @@ class RuleReader {
     int read_conditions(const YAML::Node& when, const std::string& path, CorrelationRule& rule) {
         if (!diag_.check_keys(when, path,
                               {"gpu_held", "signature", "exe_location", "disguised",
-                               "memory_growth", "sustained_utilization", "scope"})) {
+                               "memory_growth", "sustained_utilization", "scope",
+                               "gpu_memory_above", "gpu_index_not_in", "gpu_vendor_not_in"})) {
             return -1;  // reported already
         }
         int conditions = 0;
@@ -314,6 +315,33 @@ class RuleReader {
                 }
             }
             rule.sustained_utilization = condition;
+            ++conditions;
+        }
+        if (const YAML::Node node = when["gpu_memory_above"]) {
+            auto text = diag_.scalar(node, path + ".gpu_memory_above");
+            auto bytes = text ? parse_bytes(*text) : std::nullopt;
+            if (text && !bytes) {
+                diag_.error(node, path + ".gpu_memory_above: must be a size like 40GiB, got '" +
+                                      *text + "'");
+            }
+            rule.gpu_memory_above = bytes;
+            ++conditions;
+        }
+        if (const YAML::Node node = when["gpu_index_not_in"]) {
+            for (auto& [text, item] : diag_.scalar_list(node, path + ".gpu_index_not_in")) {
+                auto index = parse_number(text);
+                if (!index || *index < 0 || *index != std::floor(*index)) {
+                    diag_.error(item, path + ".gpu_index_not_in: not a GPU index: '" + text + "'");
+                } else {
+                    rule.gpu_index_not_in.push_back(static_cast<uint32_t>(*index));
+                }
+            }
+            ++conditions;
+        }
+        if (const YAML::Node node = when["gpu_vendor_not_in"]) {
+            for (auto& [text, item] : diag_.scalar_list(node, path + ".gpu_vendor_not_in")) {
+                rule.gpu_vendor_not_in.push_back(text);
+            }
             ++conditions;
         }
         if (const YAML::Node node = when["scope"]) {

@@ -249,5 +249,36 @@ TEST_F(CorrelatorTest, CustomRuleWithScopeAndDisabledBuiltin) {
     EXPECT_DOUBLE_EQ(raised[0].confidence, 0.9);
 }
 
+TEST_F(CorrelatorTest, GuardPolicyViolationCarriesThePolicysActionAndDryRun) {
+    auto policy = rules::parse_correlation_rules(R"(rules:
+  - id: SITE-GUARD-0001
+    name: GPU memory over the interns' limit
+    severity: warning
+    action: kill
+    when:
+      gpu_held: true
+      scope: {users: ["1500"]}
+      gpu_memory_above: 16GiB
+)",
+                                                 "guard.yaml");
+    ASSERT_TRUE(policy) << policy.error().message;
+    ProcessTableOptions options;
+    options.read_host = false;
+    table_ = std::make_unique<ProcessTable>(options, [](uint32_t, uint32_t) { return true; });
+    auto created =
+        Correlator::create(*policy, rule_set(), *table_, CorrelatorOptions{.dry_run = true});
+    ASSERT_TRUE(created) << created.error().message;
+    correlator_ = std::move(*created);
+    start_miner(1 * kSecond, 400, "python3", "/usr/bin/python3", 1500);
+    Telemetry within{0, "nvidia", "H100", {"195:0"}, 80.0, {}, {}, {{400, 12ull << 30, 80.0}}};
+    EXPECT_TRUE(feed(2 * kSecond, 0, "", within).empty());
+    Telemetry over{0, "nvidia", "H100", {"195:0"}, 80.0, {}, {}, {{400, 17ull << 30, 80.0}}};
+    auto raised = feed(3 * kSecond, 0, "", over);
+    ASSERT_EQ(rule_ids(raised), std::vector<std::string>{"SITE-GUARD-0001"});
+    EXPECT_EQ(raised[0].action, "kill");
+    EXPECT_TRUE(raised[0].dry_run);
+    EXPECT_EQ(raised[0].evidence.back().kind, "policy");
+}
+
 }  // namespace
 }  // namespace gpuguard::agent

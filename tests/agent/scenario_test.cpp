@@ -3,6 +3,7 @@
 // "# expect: RULE pid=N" lines ("# expect: nothing" for benign work). Every
 // file is replayed through the real correlator with the built-in rules and
 // must give exactly the expected (rule, pid) pairs, and the same bytes twice.
+// "# correlation: FILE" lines add correlation rule files (guard policies).
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -43,6 +44,7 @@ std::vector<fs::path> scenario_files() {
 struct Expectation {
     std::multiset<std::string> detections;  // "RULE pid=N"
     bool nothing = false;
+    std::vector<std::string> correlation_files;  // "# correlation: FILE", relative to the corpus
 };
 
 Expectation read_expectation(const fs::path& path) {
@@ -50,6 +52,11 @@ Expectation read_expectation(const fs::path& path) {
     std::ifstream in(path);
     std::string line;
     while (std::getline(in, line)) {
+        if (line.starts_with("# correlation: ")) {
+            expectation.correlation_files.push_back(
+                (path.parent_path() / line.substr(15)).string());
+            continue;
+        }
         if (!line.starts_with("# expect: ")) continue;
         const std::string what = line.substr(10);
         if (what == "nothing") {
@@ -62,8 +69,9 @@ Expectation read_expectation(const fs::path& path) {
 }
 
 // New detections as "RULE pid=N", and every detection's ECS line.
-std::pair<std::multiset<std::string>, std::string> replay(const fs::path& path) {
-    auto correlation = rules::builtin_correlation_rules();
+std::pair<std::multiset<std::string>, std::string> replay(const fs::path& path,
+                                                          const Expectation& expectation) {
+    auto correlation = rules::load_correlation_rules(expectation.correlation_files);
     EXPECT_TRUE(correlation) << correlation.error().message;
     auto replay = Replay::create(*correlation, builtin_rule_set());
     EXPECT_TRUE(replay) << replay.error().message;
@@ -98,9 +106,9 @@ class ScenarioTest : public ::testing::TestWithParam<fs::path> {};
 TEST_P(ScenarioTest, GivesExactlyTheExpectedDetectionsDeterministically) {
     const fs::path& file = GetParam();
     const Expectation expectation = read_expectation(file);
-    auto [found, output] = replay(file);
+    auto [found, output] = replay(file, expectation);
     EXPECT_EQ(found, expectation.detections) << file;
-    auto [again, output_again] = replay(file);
+    auto [again, output_again] = replay(file, expectation);
     EXPECT_EQ(output, output_again) << "replay is not deterministic for " << file;
 }
 

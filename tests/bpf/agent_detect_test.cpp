@@ -5,6 +5,7 @@
 // alert while the last good rules keep working.
 #include <chrono>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include <arpa/inet.h>
@@ -84,11 +85,11 @@ class AgentDetectTest : public ::testing::Test {
         while (Clock::now() < deadline) {
             auto line = agent.read_stdout_line(20ms);
             if (!line) continue;
+            seen_.push_back(*line);
             auto detection = nlohmann::json::parse(*line);
             if (detection["rule"]["id"] == rule && detection["process"]["pid"] == pid) {
                 return detection;
             }
-            seen_.push_back(*line);
         }
         return std::nullopt;
     }
@@ -192,6 +193,57 @@ TEST_F(AgentDetectTest, rule_changes_apply_live_and_broken_ones_are_rejected_wit
     ASSERT_TRUE(detection) << agent.stderr_text();
     EXPECT_EQ((*detection)["gpuguard"]["detection"]["signature_ids"][0], "local-renamed-miner");
     EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+}
+
+// Everything the live agent saw is in its journal: replaying the journal
+// with the same rules gives the same detections, byte for byte once the
+// wall-clock fields are set aside.
+TEST_F(AgentDetectTest, replaying_the_journal_reproduces_the_live_detections) {
+    LoopbackPool pool;
+    ASSERT_GE(pool.fd, 0) << "no free miner port on loopback";
+    const auto journal_dir = dir_ / "journal";
+    std::ofstream(config_, std::ios::app) << "journal:\n  dir: " << journal_dir.string() << "\n";
+    Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_stderr("ready", 30s)) << agent.stderr_text();
+
+    const std::string url = "stratum+tcp://127.0.0.1:" + std::to_string(pool.port);
+    const std::string script =
+        "exec 5<>/dev/tcp/127.0.0.1/" + std::to_string(pool.port) + "; read -t 30 <&5";
+    const pid_t child =
+        start_child("gg-miner", {"/bin/bash", "-c", script, "xmrig", "--cuda", "-o", url});
+    ASSERT_GT(child, 0);
+    ChildReaper reaper(child);
+    ASSERT_TRUE(wait_for_detection(agent, child, "GG-CORR-0002", 5s)) << agent.stderr_text();
+    std::this_thread::sleep_for(300ms);  // let anything else arrive
+    while (auto line = agent.read_stdout_line(100ms)) seen_.push_back(*line);
+    ASSERT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+
+    // Wall-clock fields differ by design; everything else must not.
+    auto without_clock = [](const std::string& line) {
+        auto record = nlohmann::json::parse(line);
+        record.erase("@timestamp");
+        if (record.contains("event")) record["event"].erase("created");
+        return record.dump();
+    };
+    std::vector<std::string> live;
+    for (const auto& line : seen_) {
+        if (nlohmann::json::parse(line)["process"]["pid"] == child)
+            live.push_back(without_clock(line));
+    }
+    const auto replayed = gpuguard::testing::run_command(
+        {GPUGUARD_BINARY, "replay", "--rules-file", (dir_ / "miner-rules.yaml").string(),
+         "--rules-dir", rules_dir_.string(), journal_dir.string()},
+        60s);
+    ASSERT_EQ(replayed.exit_code, 0) << replayed.stderr_text;
+    std::vector<std::string> from_journal;
+    std::istringstream lines(replayed.stdout_text);
+    for (std::string line; std::getline(lines, line);) {
+        auto record = nlohmann::json::parse(line);
+        if (record["process"]["pid"] != child) continue;
+        from_journal.push_back(without_clock(line));
+    }
+    ASSERT_FALSE(live.empty());
+    EXPECT_EQ(from_journal, live);
 }
 
 // A rule that asks for "kill": the enforcer stops the miner through its

@@ -100,6 +100,10 @@ struct CorrelationRule {
     std::optional<MemoryGrowthCondition> memory_growth;
     std::optional<SustainedUtilizationCondition> sustained_utilization;
     std::optional<ScopeCondition> scope;
+    // Guard policies: limits on what a (scoped) process may use.
+    std::optional<uint64_t> gpu_memory_above;    // its GPU memory exceeds this many bytes
+    std::vector<uint32_t> gpu_index_not_in;      // it holds a GPU whose index is not listed
+    std::vector<std::string> gpu_vendor_not_in;  // it holds a GPU of a vendor not listed
 
     // Confidence of a detection: `base` combined with the confidence of every
     // matching signature (kNoisyOr: 1 - (1-base) * prod(1-c); kMax: the
