@@ -211,6 +211,37 @@ struct Agent::Impl {
                                   "gauge",
                                   {},
                                   static_cast<double>(live_gpu)});
+        if (router) {
+            // Per-sink delivery counters (docs/outputs.md).
+            for (const auto& sink : router->counters()) {
+                for (const auto& [state, value] :
+                     {std::pair{"queued", sink.queued}, std::pair{"sent", sink.sent},
+                      std::pair{"retried", sink.retried}, std::pair{"dropped", sink.dropped},
+                      std::pair{"filtered", sink.filtered}}) {
+                    out.push_back(
+                        AgentMetric{"gpuguard_output_records_total",
+                                    "Alert records per output sink and state",
+                                    "counter",
+                                    {{"sink", sink.name}, {"type", sink.type}, {"state", state}},
+                                    static_cast<double>(value)});
+                }
+                out.push_back(AgentMetric{"gpuguard_output_bytes_total",
+                                          "Payload bytes delivered per output sink",
+                                          "counter",
+                                          {{"sink", sink.name}, {"type", sink.type}},
+                                          static_cast<double>(sink.bytes)});
+                out.push_back(AgentMetric{"gpuguard_output_queue_records",
+                                          "Alert records waiting in a sink's queue",
+                                          "gauge",
+                                          {{"sink", sink.name}, {"type", sink.type}},
+                                          static_cast<double>(sink.queue_records)});
+            }
+        }
+        out.push_back(AgentMetric{"gpuguard_detections_total",
+                                  "Detections raised (new and updated)",
+                                  "counter",
+                                  {},
+                                  static_cast<double>(detections_total)});
         out.push_back(AgentMetric{"gpuguard_tracked_processes",
                                   "Entries in the process table",
                                   "gauge",
@@ -590,6 +621,22 @@ std::string Agent::status_json() const { return status_json_of(*impl_); }
 std::string Agent::ps_json() const { return ps_json_of(*impl_); }
 
 std::string Agent::status_json_of(const Impl& impl) {
+    json outputs = json::array();
+    if (impl.router) {
+        for (const auto& sink : impl.router->counters()) {
+            outputs.push_back(json{{"name", sink.name},
+                                   {"type", sink.type},
+                                   {"queued", sink.queued},
+                                   {"sent", sink.sent},
+                                   {"retried", sink.retried},
+                                   {"dropped", sink.dropped},
+                                   {"filtered", sink.filtered},
+                                   {"bytes", sink.bytes},
+                                   {"queue_records", sink.queue_records},
+                                   {"healthy", sink.healthy},
+                                   {"last_error", sink.last_error}});
+        }
+    }
     const auto telemetry = impl.sampler->latest();
     json backends_status = json::array();
     for (const auto& backend : telemetry.backends) {
@@ -631,6 +678,7 @@ std::string Agent::status_json_of(const Impl& impl) {
                                         {"writing", impl.journal->stats().writing},
                                         {"last_error", impl.journal->stats().last_error}}
                                  : json(nullptr)},
+        {"outputs", outputs},
         {"detections", json{{"raised", impl.correlator->stats().detections},
                             {"updated", impl.correlator->stats().updates},
                             {"allowlisted", impl.correlator->stats().allowlisted},

@@ -254,6 +254,13 @@ TEST_F(AgentDetectTest, kill_action_stops_the_miner_and_outputs_get_both_records
     std::ofstream(rules_dir_ / "10-kill.yaml")
         << "signatures:\n  override:\n    - id: GG-PORT-0001\n      action: kill\n";
     const auto alerts = dir_ / "alerts.jsonl";
+    {  // this test asks `gpuguard status`: give the agent a control socket
+        std::ifstream in(config_);
+        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        const std::string none = "socket: \"\"";
+        text.replace(text.find(none), none.size(), "socket: " + (dir_ / "control.sock").string());
+        std::ofstream(config_) << text;
+    }
     std::ofstream(config_, std::ios::app)
         << "enforcement:\n  grace_period_ms: 500\n"
         << "outputs:\n  - name: file\n    type: file\n    address: " << alerts.string() << "\n";
@@ -295,6 +302,16 @@ TEST_F(AgentDetectTest, kill_action_stops_the_miner_and_outputs_get_both_records
     }
     EXPECT_TRUE(detection_out) << "detection not in " << alerts;
     EXPECT_TRUE(outcome_out) << "enforcement outcome not in " << alerts;
+
+    // The sink's counters are in `gpuguard status`.
+    const auto report = gpuguard::testing::run_command(
+        {GPUGUARD_BINARY, "status", "--json", "--socket", (dir_ / "control.sock").string()}, 10s);
+    ASSERT_EQ(report.exit_code, 0) << report.stderr_text;
+    const auto outputs = nlohmann::json::parse(report.stdout_text)["outputs"];
+    ASSERT_EQ(outputs.size(), 1u) << report.stdout_text;
+    EXPECT_EQ(outputs[0]["name"], "file");
+    EXPECT_GE(outputs[0]["sent"].get<int>(), 2);
+    EXPECT_EQ(outputs[0]["dropped"], 0);
     EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
 }
 
