@@ -4,6 +4,7 @@
 // rule file change is applied live, and a broken one is rejected with an
 // alert while the last good rules keep working.
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -14,6 +15,7 @@
 #include <netinet/in.h>
 #include <nlohmann/json.hpp>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -244,6 +246,82 @@ TEST_F(AgentDetectTest, replaying_the_journal_reproduces_the_live_detections) {
     }
     ASSERT_FALSE(live.empty());
     EXPECT_EQ(from_journal, live);
+}
+
+// A full disk under the journal: the agent keeps detecting, counts and
+// reports the journal's drops, and writes again once space returns.
+TEST_F(AgentDetectTest, full_journal_disk_loses_no_detection_and_writing_resumes) {
+    const auto mount_point = dir_ / "jfs";
+    std::filesystem::create_directory(mount_point);
+    ASSERT_EQ(mount("gg-jfs", mount_point.c_str(), "tmpfs", 0, "size=256k"), 0)
+        << std::strerror(errno);
+    struct Unmount {
+        std::string path;
+        ~Unmount() { umount2(path.c_str(), MNT_DETACH); }
+    } unmount{mount_point.string()};
+    {
+        std::ifstream in(config_);
+        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        const std::string none = "socket: \"\"";
+        text.replace(text.find(none), none.size(), "socket: " + (dir_ / "control.sock").string());
+        std::ofstream(config_) << text << "journal:\n  dir: " << (mount_point / "journal").string()
+                               << "\n  fsync_interval_ms: 50\n";
+    }
+    Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_stderr("ready", 30s)) << agent.stderr_text();
+    auto journal_status = [&] {
+        const auto report = gpuguard::testing::run_command(
+            {GPUGUARD_BINARY, "status", "--json", "--socket", (dir_ / "control.sock").string()},
+            10s);
+        EXPECT_EQ(report.exit_code, 0) << report.stderr_text;
+        return nlohmann::json::parse(report.stdout_text)["journal"];
+    };
+
+    // Fill the file system to the last block.
+    const auto filler = mount_point / "filler";
+    {
+        const int fd = open(filler.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        ASSERT_GE(fd, 0);
+        std::vector<char> block(4096, 'x');
+        for (int i = 0; i < 1024 && write(fd, block.data(), block.size()) > 0; ++i) {
+        }
+        close(fd);
+    }
+    const std::string script = "exec -a xmrig sleep 0.3";
+    const pid_t first = start_child(
+        "gg-miner", {"/bin/bash", "-c", script, "x", "-o", "stratum+tcp://127.0.0.1:3333"});
+    ChildReaper reap_first(first);
+    ASSERT_TRUE(wait_for_detection(agent, first, "GG-CORR-0001", 5s))
+        << "detection must not depend on the journal\n"
+        << agent.stderr_text();
+    nlohmann::json full;
+    const auto deadline = Clock::now() + 10s;
+    do {
+        std::this_thread::sleep_for(200ms);
+        full = journal_status();
+    } while (full["dropped"].get<uint64_t>() == 0 && Clock::now() < deadline);
+    EXPECT_GT(full["dropped"].get<uint64_t>(), 0u) << full.dump();
+    EXPECT_FALSE(full["writing"].get<bool>()) << full.dump();
+    EXPECT_FALSE(full["last_error"].get<std::string>().empty()) << full.dump();
+
+    // Space returns: the writer resumes on its own.
+    std::filesystem::remove(filler);
+    const pid_t second = start_child(
+        "gg-miner", {"/bin/bash", "-c", script, "x", "-o", "stratum+tcp://127.0.0.1:3333"});
+    ChildReaper reap_second(second);
+    ASSERT_TRUE(wait_for_detection(agent, second, "GG-CORR-0001", 5s)) << agent.stderr_text();
+    nlohmann::json resumed;
+    const auto resume_deadline = Clock::now() + 10s;
+    do {
+        std::this_thread::sleep_for(200ms);
+        resumed = journal_status();
+    } while (!(resumed["writing"].get<bool>() && resumed["events_written"].get<uint64_t>() >
+                                                     full["events_written"].get<uint64_t>()) &&
+             Clock::now() < resume_deadline);
+    EXPECT_TRUE(resumed["writing"].get<bool>()) << resumed.dump();
+    EXPECT_GT(resumed["events_written"].get<uint64_t>(), full["events_written"].get<uint64_t>())
+        << resumed.dump();
+    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
 }
 
 // A rule that asks for "kill": the enforcer stops the miner through its
