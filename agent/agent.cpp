@@ -580,8 +580,8 @@ Status Agent::run(const volatile std::sig_atomic_t* stop) {
         }
         const uint64_t now = monotonic_ns();
         // A new telemetry sample: one event per GPU, judged like kernel events.
-        if (const auto snapshot = impl.sampler->latest();
-            snapshot.sequence != impl.telemetry_sequence) {
+        if (impl.sampler->latest_sequence() != impl.telemetry_sequence) {
+            const auto snapshot = impl.sampler->latest();
             impl.telemetry_sequence = snapshot.sequence;
             std::lock_guard lock(impl.mutex);
             for (const auto& event : telemetry_events(snapshot, now)) impl.on_event(event);

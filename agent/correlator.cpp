@@ -100,7 +100,8 @@ Correlator::Correlator(std::vector<rules::CorrelationRule> rules,
       rule_set_(std::move(rule_set)),
       scanner_(std::move(scanner)),
       table_(table),
-      options_(options) {}
+      options_(options),
+      has_time_rules_(time_dependent(rules_)) {}
 
 Status Correlator::set_rule_set(std::shared_ptr<const rules::RuleSet> rule_set) {
     auto scanner = rule_set->scanner();
@@ -117,8 +118,16 @@ Status Correlator::set_rule_set(std::shared_ptr<const rules::RuleSet> rule_set) 
     return {};
 }
 
+bool Correlator::time_dependent(const std::vector<rules::CorrelationRule>& rules) {
+    return std::any_of(rules.begin(), rules.end(), [](const auto& rule) {
+        return rule.memory_growth || rule.sustained_utilization || rule.gpu_memory_above ||
+               !rule.gpu_index_not_in.empty() || !rule.gpu_vendor_not_in.empty();
+    });
+}
+
 void Correlator::set_rules(std::vector<rules::CorrelationRule> rules) {
     rules_ = std::move(rules);
+    has_time_rules_ = time_dependent(rules_);
     for (auto& [pid, state] : states_) state.dirty = true;
 }
 
@@ -256,11 +265,7 @@ void Correlator::evaluate(uint32_t pid, uint64_t ts_ns, std::vector<Detection>& 
     }
     // Telemetry conditions depend on time passing; everything else only on
     // new evidence.
-    const bool time_rules = std::any_of(rules_.begin(), rules_.end(), [](const auto& rule) {
-        return rule.memory_growth || rule.sustained_utilization || rule.gpu_memory_above ||
-               !rule.gpu_index_not_in.empty() || !rule.gpu_vendor_not_in.empty();
-    });
-    if (!state.dirty && !(time_rules && !state.usage.empty())) return;
+    if (!state.dirty && !(has_time_rules_ && !state.usage.empty())) return;
     state.dirty = false;
     ++stats_.evaluations;
 
@@ -301,21 +306,18 @@ void Correlator::evaluate(uint32_t pid, uint64_t ts_ns, std::vector<Detection>& 
         }
         if (rule.disguised) {
             // Only executables the rule's signature condition names count.
+            const auto disguises = [&](const Hit& hit) {
+                return hit.field == EvidenceField::kProcess && hit.detail == info->exe &&
+                       std::find(state.disguise_ids.begin(), state.disguise_ids.end(), hit.id) !=
+                           state.disguise_ids.end();
+            };
             std::vector<const Hit*> disguise;
             for (const Hit* hit : hits) {
-                if (hit->field == EvidenceField::kProcess && hit->detail == info->exe &&
-                    std::find(state.disguise_ids.begin(), state.disguise_ids.end(), hit->id) !=
-                        state.disguise_ids.end()) {
-                    disguise.push_back(hit);
-                }
+                if (disguises(*hit)) disguise.push_back(hit);
             }
             if (!rule.signature) {
                 for (const Hit& hit : state.hits) {
-                    if (hit.field == EvidenceField::kProcess && hit.detail == info->exe &&
-                        std::find(state.disguise_ids.begin(), state.disguise_ids.end(), hit.id) !=
-                            state.disguise_ids.end()) {
-                        disguise.push_back(&hit);
-                    }
+                    if (disguises(hit)) disguise.push_back(&hit);
                 }
             }
             if (disguise.empty()) continue;
@@ -468,6 +470,21 @@ std::vector<DetectionGpu> Correlator::gpus_of(const ProcessInfo& info) const {
     return gpus;
 }
 
+void Correlator::refresh(Detection& detection, const ProcessInfo& info, const ProcessState& state,
+                         const std::vector<const Hit*>& hits, uint64_t ts_ns) const {
+    for (const Hit* hit : hits) detection.signature_ids.push_back(hit->id);
+    std::sort(detection.signature_ids.begin(), detection.signature_ids.end());
+    detection.signature_ids.erase(
+        std::unique(detection.signature_ids.begin(), detection.signature_ids.end()),
+        detection.signature_ids.end());
+    detection.last_seen_ns = ts_ns;
+    detection.time_unix_ns =
+        realtime_offset_ns_ ? static_cast<int64_t>(ts_ns) + realtime_offset_ns_ : 0;
+    detection.process = describe(info);
+    detection.gpus = gpus_of(info);
+    if (state.peer) detection.peer = state.peer;
+}
+
 void Correlator::raise(const CorrelationRule& rule, const ProcessInfo& info,
                        const ProcessState& state, std::vector<const Hit*> hits,
                        std::vector<Evidence> extra, uint64_t ts_ns, std::vector<Detection>& out) {
@@ -525,19 +542,9 @@ void Correlator::raise(const CorrelationRule& rule, const ProcessInfo& info,
             changed = true;
         }
         if (!changed) return;
-        for (const Hit* hit : hits) detection.signature_ids.push_back(hit->id);
-        std::sort(detection.signature_ids.begin(), detection.signature_ids.end());
-        detection.signature_ids.erase(
-            std::unique(detection.signature_ids.begin(), detection.signature_ids.end()),
-            detection.signature_ids.end());
         detection.confidence = std::max(detection.confidence, confidence);
         if (action_rank(action) > action_rank(detection.action)) detection.action = action;
-        detection.last_seen_ns = ts_ns;
-        detection.time_unix_ns =
-            realtime_offset_ns_ ? static_cast<int64_t>(ts_ns) + realtime_offset_ns_ : 0;
-        detection.process = describe(info);
-        detection.gpus = gpus_of(info);
-        if (state.peer) detection.peer = state.peer;
+        refresh(detection, info, state, hits, ts_ns);
         ++detection.update;
         ++stats_.updates;
         out.push_back(detection);
@@ -556,17 +563,7 @@ void Correlator::raise(const CorrelationRule& rule, const ProcessInfo& info,
     detection.mitre_technique_id = rule.mitre_id;
     detection.mitre_technique_name = rule.mitre_name;
     detection.mitre_tactic = rule.mitre_tactic;
-    detection.last_seen_ns = ts_ns;
-    detection.time_unix_ns =
-        realtime_offset_ns_ ? static_cast<int64_t>(ts_ns) + realtime_offset_ns_ : 0;
-    detection.process = describe(info);
-    detection.gpus = gpus_of(info);
-    if (state.peer) detection.peer = state.peer;
-    for (const Hit* hit : hits) detection.signature_ids.push_back(hit->id);
-    std::sort(detection.signature_ids.begin(), detection.signature_ids.end());
-    detection.signature_ids.erase(
-        std::unique(detection.signature_ids.begin(), detection.signature_ids.end()),
-        detection.signature_ids.end());
+    refresh(detection, info, state, hits, ts_ns);
     if (evidence.size() > options_.max_evidence) evidence.resize(options_.max_evidence);
     detection.evidence = std::move(evidence);
     detection.action = action;

@@ -113,6 +113,11 @@ class Correlator {
     void raise(const rules::CorrelationRule& rule, const ProcessInfo& info,
                const ProcessState& state, std::vector<const Hit*> hits, std::vector<Evidence> extra,
                uint64_t ts_ns, std::vector<Detection>& out);
+    // What every report of a detection carries fresh: signature ids (merged),
+    // last seen, wall time, the process, its GPUs and peer as known now.
+    void refresh(Detection& detection, const ProcessInfo& info, const ProcessState& state,
+                 const std::vector<const Hit*>& hits, uint64_t ts_ns) const;
+    static bool time_dependent(const std::vector<rules::CorrelationRule>& rules);
     DetectionProcess describe(const ProcessInfo& info) const;
     std::vector<DetectionGpu> gpus_of(const ProcessInfo& info) const;
     bool memory_growth(const rules::MemoryGrowthCondition& condition, const ProcessState& state,
@@ -125,6 +130,7 @@ class Correlator {
     rules::RuleScanner scanner_;
     const ProcessTable& table_;
     CorrelatorOptions options_;
+    bool has_time_rules_ = false;  // some rule looks at telemetry over time
     int64_t realtime_offset_ns_ = 0;
     std::unordered_map<uint32_t, ProcessState> states_;
     std::map<std::pair<uint32_t, std::string>, Open> open_;

@@ -15,6 +15,16 @@
 namespace gpuguard::agent {
 namespace {
 
+// What the kernel says about a task, which is newer than anything /proc gave.
+void take_identity(ProcessInfo& info, const TaskInfo& task) {
+    info.pid = task.pid;
+    info.ppid = task.ppid;
+    info.uid = task.uid;
+    info.gid = task.gid;
+    info.comm = task.comm;
+    info.cgroup_id = task.cgroup_id;
+}
+
 bool is_hex_id(std::string_view text) {
     return text.size() == 64 &&
            std::all_of(text.begin(), text.end(), [](char c) { return std::isxdigit(c) != 0; });
@@ -254,11 +264,7 @@ void ProcessTable::apply(const Event& event) {
 
         ProcessInfo& identified() {
             ProcessInfo& info = table.entry(task.pid);
-            info.ppid = task.ppid;
-            info.uid = task.uid;
-            info.gid = task.gid;
-            info.comm = task.comm;
-            info.cgroup_id = task.cgroup_id;
+            take_identity(info, task);
             return info;
         }
 
@@ -285,12 +291,7 @@ void ProcessTable::apply(const Event& event) {
             // Everything is in the event: no /proc read for the host's every exec.
             ProcessInfo& info = table.processes_[task.pid];
             if (info.exited) info = ProcessInfo{};  // a reused pid: nothing carries over
-            info.pid = task.pid;
-            info.ppid = task.ppid;
-            info.uid = task.uid;
-            info.gid = task.gid;
-            info.comm = task.comm;
-            info.cgroup_id = task.cgroup_id;
+            take_identity(info, task);
             info.exe = exec.filename;
             info.cmdline = exec.argv;
             info.cmdline_truncated = exec.argv_truncated;
@@ -334,12 +335,7 @@ void ProcessTable::apply(const Event& event) {
         void operator()(const KillNow&) {}    // the exit event that follows updates the entry
         void operator()(const ProcessSnapshot& snapshot) {
             ProcessInfo& info = table.processes_[task.pid];
-            info.pid = task.pid;
-            info.ppid = task.ppid;
-            info.uid = task.uid;
-            info.gid = task.gid;
-            info.comm = task.comm;
-            info.cgroup_id = task.cgroup_id;
+            take_identity(info, task);
             info.exe = snapshot.exe;
             info.cmdline = snapshot.argv;
             info.user = snapshot.user;
@@ -448,11 +444,7 @@ ProcessInfo ProcessTable::enriched(const TaskInfo& task) {
         info.pid = task.pid;
         load_from_proc(info);
     }
-    info.ppid = task.ppid;
-    info.uid = task.uid;
-    info.gid = task.gid;
-    info.comm = task.comm;
-    info.cgroup_id = task.cgroup_id;
+    take_identity(info, task);
     enrich_from_proc(info);
     return info;
 }

@@ -58,6 +58,11 @@ Snapshot TelemetrySampler::latest() const {
     return latest_;
 }
 
+uint64_t TelemetrySampler::latest_sequence() const {
+    std::lock_guard lock(mutex_);
+    return latest_.sequence;
+}
+
 void TelemetrySampler::set_process_fds(std::vector<ProcessFd> fds) {
     std::lock_guard lock(mutex_);
     fds_ = std::move(fds);

@@ -79,6 +79,15 @@ class AgentDetectTest : public ::testing::Test {
                                << "\n  drop_in_dir: " << rules_dir_.string() << "\n";
     }
 
+    // Gives the agent a control socket in the test's directory (SetUp has none).
+    void use_control_socket() {
+        std::ifstream in(config_);
+        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        const std::string none = "socket: \"\"";
+        text.replace(text.find(none), none.size(), "socket: " + (dir_ / "control.sock").string());
+        std::ofstream(config_) << text;
+    }
+
     // The next detection line for `pid` and `rule` within `timeout`.
     std::optional<nlohmann::json> wait_for_detection(Subprocess& agent, pid_t pid,
                                                      const std::string& rule,
@@ -259,14 +268,10 @@ TEST_F(AgentDetectTest, full_journal_disk_loses_no_detection_and_writing_resumes
         std::string path;
         ~Unmount() { umount2(path.c_str(), MNT_DETACH); }
     } unmount{mount_point.string()};
-    {
-        std::ifstream in(config_);
-        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        const std::string none = "socket: \"\"";
-        text.replace(text.find(none), none.size(), "socket: " + (dir_ / "control.sock").string());
-        std::ofstream(config_) << text << "journal:\n  dir: " << (mount_point / "journal").string()
-                               << "\n  fsync_interval_ms: 50\n";
-    }
+    use_control_socket();
+    std::ofstream(config_, std::ios::app)
+        << "journal:\n  dir: " << (mount_point / "journal").string()
+        << "\n  fsync_interval_ms: 50\n";
     Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
     ASSERT_TRUE(agent.wait_for_stderr("ready", 30s)) << agent.stderr_text();
     auto journal_status = [&] {
@@ -332,13 +337,7 @@ TEST_F(AgentDetectTest, kill_action_stops_the_miner_and_outputs_get_both_records
     std::ofstream(rules_dir_ / "10-kill.yaml")
         << "signatures:\n  override:\n    - id: GG-PORT-0001\n      action: kill\n";
     const auto alerts = dir_ / "alerts.jsonl";
-    {  // this test asks `gpuguard status`: give the agent a control socket
-        std::ifstream in(config_);
-        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        const std::string none = "socket: \"\"";
-        text.replace(text.find(none), none.size(), "socket: " + (dir_ / "control.sock").string());
-        std::ofstream(config_) << text;
-    }
+    use_control_socket();  // this test asks `gpuguard status`
     std::ofstream(config_, std::ios::app)
         << "enforcement:\n  grace_period_ms: 500\n"
         << "outputs:\n  - name: file\n    type: file\n    address: " << alerts.string() << "\n";

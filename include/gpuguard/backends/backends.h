@@ -249,6 +249,8 @@ class TelemetrySampler {
 
     // A copy of the latest published snapshot (sequence 0 before the first).
     Snapshot latest() const;
+    // Its sequence number alone, without the copy: poll this, copy on change.
+    uint64_t latest_sequence() const;
 
     // Replaces the fds used when SamplerOptions::process_fds is empty.
     void set_process_fds(std::vector<ProcessFd> fds);
