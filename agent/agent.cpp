@@ -1,6 +1,7 @@
 #include "agent/agent.h"
 
 #include <chrono>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -13,10 +14,13 @@
 #include "agent/correlator.h"
 #include "agent/enforcer.h"
 #include "agent/event_json.h"
+#include "agent/exe_scanner.h"
 #include "agent/gpu_devices.h"
 #include "agent/ioctl_names.h"
 #include "agent/journal.h"
 #include "agent/metrics_server.h"
+#include "agent/net_event_codec.h"
+#include "agent/net_intel.h"
 #include "agent/nft_blocker.h"
 #include "agent/process_table.h"
 #include "agent/sensor.h"
@@ -39,6 +43,23 @@ uint64_t monotonic_ns() {
     clock_gettime(CLOCK_MONOTONIC, &now);
     return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000ull +
            static_cast<uint64_t>(now.tv_nsec);
+}
+
+json yara_status_json(const ExeScanStats& stats) {
+    return json{{"requested", stats.requested},
+                {"scanned", stats.scanned},
+                {"matched", stats.matched},
+                {"failed", stats.failed},
+                {"dropped", stats.dropped}};
+}
+
+// The rule tag a kill_now name carries in the kernel map (and in KillNow
+// events): FNV-1a of the signature id, with the top bit set so it never
+// collides with the enforcer's small sequential tags.
+uint32_t kill_now_tag(std::string_view signature_id) {
+    uint32_t hash = 2166136261u;
+    for (unsigned char c : signature_id) hash = (hash ^ c) * 16777619u;
+    return hash | 0x80000000u;
 }
 
 std::string device_text(uint32_t major, uint32_t minor) {
@@ -64,7 +85,10 @@ struct Agent::Impl {
     std::unique_ptr<Enforcer> enforcer;
     std::unique_ptr<EnforcerWorker> enforcer_worker;  // kills wait out grace periods there
     std::unique_ptr<Correlator> correlator;
-    std::vector<Detection> raised;  // scratch for Correlator::observe
+    NetIntel net_intel;  // names connects from DNS answers, derives Stratum events
+    std::unique_ptr<ExeScanWorker> exe_scans;           // null when rules.yara_scan is off
+    std::vector<Detection> raised;                      // scratch for Correlator::observe
+    std::map<std::string, std::string> kill_now_names;  // in the kernel map: comm -> signature id
     uint64_t telemetry_sequence = 0;
     uint64_t detections_total = 0;
     uint64_t rule_reloads_rejected = 0;
@@ -237,6 +261,18 @@ struct Agent::Impl {
                                           static_cast<double>(sink.queue_records)});
             }
         }
+        if (exe_scans) {
+            const auto scans = exe_scans->stats();
+            for (const auto& [result, value] :
+                 {std::pair{"scanned", scans.scanned}, std::pair{"matched", scans.matched},
+                  std::pair{"failed", scans.failed}, std::pair{"dropped", scans.dropped}}) {
+                out.push_back(AgentMetric{"gpuguard_yara_scans_total",
+                                          "YARA scans of executables, by result",
+                                          "counter",
+                                          {{"result", result}},
+                                          static_cast<double>(value)});
+            }
+        }
         out.push_back(AgentMetric{"gpuguard_detections_total",
                                   "Detections raised (new and updated)",
                                   "counter",
@@ -247,6 +283,28 @@ struct Agent::Impl {
                                   "gauge",
                                   {},
                                   static_cast<double>(table->size())});
+        const NetIntelStats& net = net_intel.stats();
+        out.push_back(AgentMetric{"gpuguard_dns_answers_total",
+                                  "DNS answers observed",
+                                  "counter",
+                                  {},
+                                  static_cast<double>(net.dns_answers)});
+        out.push_back(AgentMetric{"gpuguard_stratum_sessions_total",
+                                  "Connections recognised as a mining protocol",
+                                  "counter",
+                                  {},
+                                  static_cast<double>(net.sessions_recognised)});
+        for (const auto& session : net_intel.sessions()) {
+            if (!session.stratum.hash_rate) continue;
+            out.push_back(AgentMetric{"gpuguard_stratum_hash_rate",
+                                      "Hash rate estimated from a mining session's shares (H/s)",
+                                      "gauge",
+                                      {{"pid", std::to_string(session.pid)},
+                                       {"protocol", session.stratum.protocol},
+                                       {"pool", session.stratum.pool_address + ":" +
+                                                    std::to_string(session.stratum.pool_port)}},
+                                      *session.stratum.hash_rate});
+        }
         return out;
     }
 
@@ -315,6 +373,76 @@ struct Agent::Impl {
         emit(detection);
     }
 
+    // The kernel's kill_now name map follows the rules: literal process names
+    // of kill_now signatures are killed at exec, before they run a single
+    // instruction of their own. Names this agent did not register (the
+    // enforcer's) are left alone; its own name and pid 1's are never added.
+    void sync_kill_now_names(const rules::RuleSet& rule_set) {
+        const auto log = logger("enforce");
+        std::map<std::string, std::string> wanted;
+        std::string init_comm;
+        if (std::ifstream in(options.proc_root + "/1/comm"); in) std::getline(in, init_comm);
+        for (auto& [name, id] : rule_set.kill_now_names()) {
+            if (name == "gpuguard" || name == init_comm) {
+                log->warn("kill_now: {} names '{}', which is never killed in the kernel", id, name);
+                continue;
+            }
+            wanted.emplace(name, id);
+        }
+        for (auto it = kill_now_names.begin(); it != kill_now_names.end();) {
+            if (wanted.contains(it->first)) {
+                ++it;
+                continue;
+            }
+            (void)sensor->remove_known_bad_name(it->first);
+            log->info("kill_now: '{}' no longer killed at exec", it->first);
+            it = kill_now_names.erase(it);
+        }
+        for (const auto& [name, id] : wanted) {
+            if (kill_now_names.contains(name)) continue;
+            if (auto added = sensor->add_known_bad_name(name, kill_now_tag(id)); !added) {
+                log->error("kill_now: cannot register '{}' ({}): {}", name, id,
+                           added.error().message);
+                continue;
+            }
+            kill_now_names.emplace(name, id);
+            log->info("kill_now: '{}' ({}) is killed at exec", name, id);
+        }
+    }
+
+    // The correlator's YARA scan requests, for processes still alive.
+    void submit_scans() {
+        for (const auto& request : correlator->take_scan_requests()) {
+            const ProcessInfo* info = table->find(request.pid);
+            if (!info || info->exited) continue;
+            TaskInfo task;
+            task.pid = task.tid = info->pid;
+            task.ppid = info->ppid;
+            task.uid = info->uid;
+            task.gid = info->gid;
+            task.cgroup_id = info->cgroup_id;
+            task.comm = info->comm;
+            exe_scans->submit(task);
+        }
+    }
+
+    // Sensor events pass network intelligence first: a connect is named from
+    // observed DNS answers, payload samples may yield Stratum events, which
+    // follow the sample through the same path (journal, table, correlator).
+    void on_sensor_event(const Event& event) {
+        if (!std::holds_alternative<NetPayload>(event.data) &&
+            !std::holds_alternative<Connect>(event.data) &&
+            !std::holds_alternative<Exit>(event.data)) {
+            on_event(event);
+            return;
+        }
+        Event annotated = event;
+        std::vector<Event> derived;
+        net_intel.process(annotated, derived);
+        on_event(annotated);
+        for (const auto& stratum : derived) on_event(stratum);
+    }
+
     void on_event(const Event& event) {
         // The first GPU use of a process: what /proc says about it goes into
         // the stream as a process_snapshot first, so the journal (and replay)
@@ -329,6 +457,7 @@ struct Agent::Impl {
             raised.clear();
             correlator->observe(event, raised);
             for (const auto& detection : raised) emit(detection);
+            if (exe_scans) submit_scans();
         }
         if (!options.event_sink) return;
         if (!options.event_types.empty() && !options.event_types.contains(event_type_name(event))) {
@@ -343,6 +472,7 @@ Agent::Agent(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Agent::~Agent() {
     if (!impl_) return;
     // Stop everything that calls back into the state before the state goes.
+    impl_->exe_scans.reset();
     impl_->rules_watcher.reset();
     impl_->enforcer_worker.reset();
     if (impl_->journal) impl_->journal->close();
@@ -390,7 +520,7 @@ Result<std::unique_ptr<Agent>> Agent::start(AgentOptions options) {
 
     auto sensor = Sensor::open(SensorOptions{config.sensor}, [raw](const Event& event) {
         // Called from poll(), which run() does with the mutex held.
-        raw->on_event(event);
+        raw->on_sensor_event(event);
     });
     if (!sensor) return Unexpected{sensor.error()};
     impl->sensor.emplace(std::move(sensor).value());
@@ -422,6 +552,7 @@ Result<std::unique_ptr<Agent>> Agent::start(AgentOptions options) {
         rules::RuleSetWatcher::Callbacks{
             [raw](std::shared_ptr<const rules::RuleSet> set) {
                 std::lock_guard lock(raw->mutex);
+                raw->sync_kill_now_names(*set);
                 if (auto applied = raw->correlator->set_rule_set(std::move(set)); !applied) {
                     logger("rules")->error("reloaded rules not applied: {}",
                                            applied.error().message);
@@ -433,12 +564,32 @@ Result<std::unique_ptr<Agent>> Agent::start(AgentOptions options) {
             }});
     if (!watcher) return fail(watcher.error().code, "rules: " + watcher.error().message);
     impl->rules_watcher = std::move(watcher).value();
-    auto correlator =
-        Correlator::create(std::move(*correlation_rules), impl->rules_watcher->current(),
-                           *impl->table, CorrelatorOptions{.dry_run = config.enforcement.dry_run});
+    auto correlator = Correlator::create(
+        std::move(*correlation_rules), impl->rules_watcher->current(), *impl->table,
+        CorrelatorOptions{.dry_run = config.enforcement.dry_run,
+                          .request_scans = config.rules.yara_scan});
     if (!correlator) return Unexpected{correlator.error()};
+    if (config.rules.yara_scan) {
+        // The built-in pack's YARA rules, compiled once; verdicts come back
+        // as exe_scan events, judged and journaled under the mutex.
+        auto pack = signatures::load_builtin_pack();
+        if (!pack) return fail(pack.error().code, "YARA rules: " + pack.error().message);
+        signatures::YaraOptions yara_options;
+        yara_options.max_file_size = config.rules.yara_max_file_mb << 20;
+        auto yara = signatures::YaraScanner::compile(*pack, yara_options);
+        if (!yara) return fail(yara.error().code, "YARA rules: " + yara.error().message);
+        impl->exe_scans = std::make_unique<ExeScanWorker>(
+            std::move(yara).value(),
+            [raw](Event event) {
+                std::lock_guard lock(raw->mutex);
+                event.ts_ns = monotonic_ns();
+                raw->on_event(event);
+            },
+            impl->options.proc_root);
+    }
     impl->correlator = std::move(correlator).value();
     impl->correlator->set_realtime_offset(impl->realtime_offset_ns);
+    impl->sync_kill_now_names(*impl->rules_watcher->current());
     log->info("rules: {} signatures, {} correlation rules ({}, {})",
               impl->rules_watcher->current()->effective().size(), impl->correlator->rules().size(),
               config.rules.main_file, config.rules.drop_in_dir);
@@ -679,6 +830,7 @@ std::string Agent::status_json_of(const Impl& impl) {
                                         {"last_error", impl.journal->stats().last_error}}
                                  : json(nullptr)},
         {"outputs", outputs},
+        {"yara", impl.exe_scans ? yara_status_json(impl.exe_scans->stats()) : json(nullptr)},
         {"detections", json{{"raised", impl.correlator->stats().detections},
                             {"updated", impl.correlator->stats().updates},
                             {"allowlisted", impl.correlator->stats().allowlisted},
@@ -703,7 +855,13 @@ std::string Agent::ps_json_of(const Impl& impl) {
     for (const auto& process : impl.table->gpu_processes()) {
         processes.push_back(impl.process_json(process, telemetry));
     }
-    return json{{"processes", processes}}.dump();
+    json stratum = json::array();
+    for (const auto& session : impl.net_intel.sessions()) {
+        json entry = stratum_to_json(session.stratum);
+        entry["pid"] = session.pid;
+        stratum.push_back(std::move(entry));
+    }
+    return json{{"processes", processes}, {"stratum_sessions", stratum}}.dump();
 }
 
 }  // namespace gpuguard::agent

@@ -36,9 +36,10 @@ struct JournalCommand {
     bool as_json = false;
 };
 
-const std::set<std::string> kTypes = {
-    "gpu_open",         "gpu_ioctl", "connect",   "exec",        "fork", "exit", "telemetry",
-    "process_snapshot", "kill_now",  "detection", "enforcement", "note", "gap"};
+const std::set<std::string> kTypes = {"gpu_open", "gpu_ioctl", "connect",     "exec",
+                                      "fork",     "exit",      "telemetry",   "process_snapshot",
+                                      "kill_now", "exe_scan",  "detection",   "enforcement",
+                                      "note",     "gap",       "net_payload", "stratum"};
 
 int64_t now_unix_ns() {
     timespec now{};
@@ -193,6 +194,23 @@ std::string event_details(const Event& event) {
             return "killed in kernel: trigger " + kill.trigger + ", match " + kill.match +
                    ", rule " + std::to_string(kill.rule_id) +
                    (kill.signal_result ? ", " + errno_text(kill.signal_result) : "");
+        }
+        std::string operator()(const NetPayload& payload) const {
+            return std::string(payload.direction == NetPayload::Direction::kIn ? "in " : "out ") +
+                   payload.remote_address + ":" + std::to_string(payload.remote_port) + " " +
+                   std::to_string(payload.length) + " bytes" + (payload.dns ? " (dns)" : "");
+        }
+        std::string operator()(const Stratum& stratum) const {
+            char rate[32] = "-";
+            if (stratum.hash_rate) std::snprintf(rate, sizeof rate, "%.3g H/s", *stratum.hash_rate);
+            return stratum.protocol + " pool " + stratum.pool_address + ":" +
+                   std::to_string(stratum.pool_port) + " login " + stratum.login + " shares " +
+                   std::to_string(stratum.shares_submitted) + " rate " + rate;
+        }
+        std::string operator()(const ExeScan& scan) const {
+            if (!scan.error.empty()) return "yara: " + scan.path + " not scanned: " + scan.error;
+            return "yara: " + scan.path + " sha256 " + scan.sha256.substr(0, 16) + " " +
+                   (scan.rules.empty() ? std::string("no rule hit") : join(scan.rules, ","));
         }
     };
     return std::visit(Visitor{}, event.data);
@@ -428,7 +446,8 @@ void add_filter_options(CLI::App* app, JournalCommand& command) {
     app->add_option("--until", command.until, "up to this time (same forms as --since)");
     app->add_option("--type", command.types,
                     "only these types (repeatable or comma-separated): gpu_open, gpu_ioctl, "
-                    "connect, exec, fork, exit, telemetry, process_snapshot, kill_now, "
+                    "connect, exec, fork, exit, telemetry, process_snapshot, kill_now, exe_scan, "
+                    "net_payload, stratum, "
                     "detection, enforcement, note, gap");
     app->add_option("--limit", command.limit, "stop after this many records");
 }

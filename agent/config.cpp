@@ -85,7 +85,26 @@ void read_sensor(const ConfigReader& reader, const YAML::Node& node, SensorConfi
     reader.check_keys(
         node, "sensor",
         {"btf", "ring_buffer_kb", "report_failed_opens", "mount_tracefs", "extra_gpu_devices",
-         "connect_all", "connect_loopback", "watched_ports", "argv_max_bytes"});
+         "connect_all", "connect_loopback", "watched_ports", "argv_max_bytes", "payload_capture",
+         "payload_all", "payload_dns", "payload_messages", "payload_syscall_hooks"});
+    for (const auto& [key, flag] :
+         {std::pair{"payload_capture", &sensor.payload_capture},
+          std::pair{"payload_all", &sensor.payload_all},
+          std::pair{"payload_dns", &sensor.payload_dns},
+          std::pair{"payload_syscall_hooks", &sensor.payload_syscall_hooks}}) {
+        if (const auto value = node[key]) {
+            *flag = reader.scalar<bool>(value, std::string("sensor.") + key, "true or false");
+        }
+    }
+    if (const auto count = node["payload_messages"]) {
+        const auto messages =
+            reader.scalar<uint32_t>(count, "sensor.payload_messages", "an integer 1-64");
+        if (messages < 1 || messages > 64) {
+            reader.fail_at(count, "sensor.payload_messages",
+                           std::to_string(messages) + " is not 1-64");
+        }
+        sensor.payload_messages = messages;
+    }
     if (const auto btf = node["btf"]) {
         sensor.btf_path = reader.scalar<std::string>(btf, "sensor.btf", "a path string");
     }
@@ -328,7 +347,9 @@ void read_string_list(const ConfigReader& reader, const YAML::Node& list, const 
 }
 
 void read_rules(const ConfigReader& reader, const YAML::Node& node, RulesConfig& rules) {
-    reader.check_keys(node, "rules", {"main_file", "drop_in_dir", "correlation_files"});
+    reader.check_keys(
+        node, "rules",
+        {"main_file", "drop_in_dir", "correlation_files", "yara_scan", "yara_max_file_mb"});
     if (const auto value = node["main_file"]) {
         rules.main_file = reader.scalar<std::string>(value, "rules.main_file", "a path");
     }
@@ -337,6 +358,16 @@ void read_rules(const ConfigReader& reader, const YAML::Node& node, RulesConfig&
     }
     if (const auto value = node["correlation_files"]) {
         read_string_list(reader, value, "rules.correlation_files", rules.correlation_files);
+    }
+    if (const auto value = node["yara_scan"]) {
+        rules.yara_scan = reader.scalar<bool>(value, "rules.yara_scan", "true or false");
+    }
+    if (const auto value = node["yara_max_file_mb"]) {
+        rules.yara_max_file_mb =
+            reader.scalar<uint64_t>(value, "rules.yara_max_file_mb", "a size in MiB");
+        if (rules.yara_max_file_mb == 0 || rules.yara_max_file_mb > 4096) {
+            reader.fail_at(value, "rules.yara_max_file_mb", "must be between 1 and 4096");
+        }
     }
 }
 
@@ -542,6 +573,8 @@ std::string config_to_yaml(const Config& config) {
     out << YAML::Key << "drop_in_dir" << YAML::Value << config.rules.drop_in_dir;
     out << YAML::Key << "correlation_files" << YAML::Value << YAML::Flow
         << config.rules.correlation_files;
+    out << YAML::Key << "yara_scan" << YAML::Value << config.rules.yara_scan;
+    out << YAML::Key << "yara_max_file_mb" << YAML::Value << config.rules.yara_max_file_mb;
     out << YAML::EndMap;
     out << YAML::Key << "outputs" << YAML::Value << YAML::BeginSeq;
     for (const auto& sink : config.outputs) {
@@ -578,6 +611,12 @@ std::string config_to_yaml(const Config& config) {
     out << YAML::Key << "connect_loopback" << YAML::Value << config.sensor.connect_loopback;
     out << YAML::Key << "watched_ports" << YAML::Value << YAML::Flow << config.sensor.watched_ports;
     out << YAML::Key << "argv_max_bytes" << YAML::Value << config.sensor.argv_max_bytes;
+    out << YAML::Key << "payload_capture" << YAML::Value << config.sensor.payload_capture;
+    out << YAML::Key << "payload_all" << YAML::Value << config.sensor.payload_all;
+    out << YAML::Key << "payload_dns" << YAML::Value << config.sensor.payload_dns;
+    out << YAML::Key << "payload_messages" << YAML::Value << config.sensor.payload_messages;
+    out << YAML::Key << "payload_syscall_hooks" << YAML::Value
+        << config.sensor.payload_syscall_hooks;
     out << YAML::EndMap;
     const BackendsConfig& backends = config.backends;
     out << YAML::Key << "backends" << YAML::Value << YAML::BeginMap;

@@ -30,6 +30,12 @@ struct SensorConfig {
     // Destination ports reported from any process (stratum ports pools commonly use).
     std::vector<uint16_t> watched_ports = {3333, 3334, 4444, 5555, 7777, 14433, 14444, 45700};
     uint32_t argv_max_bytes = 1024;  // argv bytes copied per exec (max 4095)
+    // Socket payload sampling (docs/network.md): Stratum and DNS observation.
+    bool payload_capture = true;         // attach the payload programs
+    bool payload_all = false;            // sample every process, not only watched ones
+    bool payload_dns = true;             // DNS answers of any process
+    uint32_t payload_messages = 4;       // messages sampled per connection and direction (1-64)
+    bool payload_syscall_hooks = false;  // use the syscall tracepoints even where sock_* exist
 };
 
 // GPU telemetry (docs/backends.md).
@@ -100,6 +106,10 @@ struct RulesConfig {
     std::string main_file = "/etc/gpuguard/miner-rules.yaml";
     std::string drop_in_dir = "/etc/gpuguard/rules.d";
     std::vector<std::string> correlation_files;  // applied over the built-in correlation rules
+    // YARA scan of a process's executable when the correlator asks (first GPU
+    // use, first signature hit); results are exe_scan events.
+    bool yara_scan = true;
+    uint64_t yara_max_file_mb = 64;  // larger executables are reported, not scanned
 };
 
 struct Config {

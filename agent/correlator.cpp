@@ -121,7 +121,8 @@ Status Correlator::set_rule_set(std::shared_ptr<const rules::RuleSet> rule_set) 
 bool Correlator::time_dependent(const std::vector<rules::CorrelationRule>& rules) {
     return std::any_of(rules.begin(), rules.end(), [](const auto& rule) {
         return rule.memory_growth || rule.sustained_utilization || rule.gpu_memory_above ||
-               !rule.gpu_index_not_in.empty() || !rule.gpu_vendor_not_in.empty();
+               rule.time_window || !rule.gpu_index_not_in.empty() ||
+               !rule.gpu_vendor_not_in.empty();
     });
 }
 
@@ -200,9 +201,27 @@ void Correlator::observe(const Event& event, std::vector<Detection>& out) {
                                             }),
                              state.hits.end());
             state.dirty = true;
+            state.scan_asked = false;
+            state.sha256.clear();
             judge(pid);
         }
         void operator()(const ProcessSnapshot&) { (*this)(Exec{}); }
+        void operator()(const ExeScan& scan) {
+            // A verdict that arrives after the exit has nobody to judge.
+            const ProcessInfo* info = self.table_.find(pid);
+            if (!info || info->exited) return;
+            ProcessState& state = self.states_[pid];
+            state.scan_asked = true;
+            if (!scan.error.empty()) return;
+            state.sha256 = scan.sha256;
+            state.scanned_ns = event.ts_ns;
+            std::vector<std::string_view> ids(scan.signature_ids.begin(), scan.signature_ids.end());
+            std::string detail = scan.path + " sha256:" + scan.sha256;
+            if (!scan.rules.empty()) detail += " yara:" + join_argv(scan.rules);
+            self.add_hits(state, EvidenceField::kYara, ids, event.ts_ns, detail);
+            state.dirty = true;  // the sha256 may allowlist it
+            judge(pid);
+        }
         void operator()(const GpuOpen& open) {
             if (open.succeeded()) judge(pid);
         }
@@ -219,9 +238,52 @@ void Correlator::observe(const Event& event, std::vector<Detection>& out) {
                             ? "[" + connect.address + "]:" + std::to_string(connect.port)
                             : connect.address + ":" + std::to_string(connect.port);
                     self.add_hits(state, EvidenceField::kPort, ids, event.ts_ns, peer);
-                    state.peer = DetectionPeer{connect.address, connect.port, "", ""};
+                    state.peer = DetectionPeer{connect.address, connect.port, connect.domain, ""};
+                }
+                // The name an observed DNS answer gave the address (net_intel.h).
+                if (!connect.domain.empty()) {
+                    auto by_domain =
+                        self.scanner_.match(signatures::Field::kDomain, connect.domain);
+                    if (!by_domain.empty()) {
+                        self.add_hits(state, EvidenceField::kDomain, by_domain, event.ts_ns,
+                                      connect.domain);
+                        state.peer =
+                            DetectionPeer{connect.address, connect.port, connect.domain, ""};
+                    }
                 }
             }
+            judge(pid);
+        }
+        void operator()(const NetPayload&) {}  // raw samples: net_intel.h derives Stratum events
+        void operator()(const Stratum& stratum) {
+            ProcessState& state = self.states_[pid];
+            for (const auto& message : stratum.messages) {
+                self.add_hits(state, EvidenceField::kPayload,
+                              self.scanner_.match(signatures::Field::kPayload, message),
+                              event.ts_ns, message);
+            }
+            // hash_rate_threshold (miner-rules.yaml): a rate above it is one more
+            // piece of evidence on the payload signatures that matched.
+            const auto threshold = self.rule_set_->hash_rate_threshold();
+            const auto flagged = [](const Hit& hit) {
+                return hit.detail.starts_with("hash rate ");
+            };
+            if (stratum.hash_rate && threshold && *stratum.hash_rate >= *threshold &&
+                std::none_of(state.hits.begin(), state.hits.end(), flagged)) {
+                std::vector<std::string> ids;
+                for (const Hit& hit : state.hits) {
+                    if (hit.field == EvidenceField::kPayload) ids.push_back(hit.id);
+                }
+                char detail[128];
+                snprintf(detail, sizeof(detail),
+                         "hash rate %.4g H/s above hash_rate_threshold %.4g H/s",
+                         *stratum.hash_rate, *threshold);
+                self.add_hits(state, EvidenceField::kPayload,
+                              std::vector<std::string_view>(ids.begin(), ids.end()), event.ts_ns,
+                              detail);
+            }
+            state.peer = DetectionPeer{stratum.pool_address, stratum.pool_port, stratum.pool_domain,
+                                       stratum.protocol};
             judge(pid);
         }
         void operator()(const Fork&) {}
@@ -263,6 +325,17 @@ void Correlator::evaluate(uint32_t pid, uint64_t ts_ns, std::vector<Detection>& 
         if (state.held_gpu && state.first_gpu_ns == 0) state.first_gpu_ns = ts_ns;
         state.dirty = true;
     }
+    // Known-bad hashes need every executable's hash; otherwise GPU users
+    // and processes with a signature hit are worth the scan.
+    const bool hash_all = !rule_set_->known_bad_sha256().empty();
+    if (options_.request_scans && !state.scan_asked &&
+        (state.held_gpu || !state.hits.empty() || hash_all)) {
+        state.scan_asked = true;
+        scan_requests_.push_back(ScanRequest{pid, ts_ns, info->exe,
+                                             state.held_gpu       ? "gpu_open"
+                                             : state.hits.empty() ? "known_bad"
+                                                                  : "signature"});
+    }
     // Telemetry conditions depend on time passing; everything else only on
     // new evidence.
     if (!state.dirty && !(has_time_rules_ && !state.usage.empty())) return;
@@ -303,6 +376,14 @@ void Correlator::evaluate(uint32_t pid, uint64_t ts_ns, std::vector<Detection>& 
             if (!inside) continue;
             extra.push_back(
                 Evidence{ts_ns, "event", "exec", "", "process", "executable " + info->exe});
+        }
+        if (rule.known_bad_executable) {
+            if (state.sha256.empty() || !rule_set_->known_bad_sha256().contains(state.sha256)) {
+                continue;
+            }
+            extra.push_back(
+                Evidence{state.scanned_ns, "event", "exe_scan", "", "sha256",
+                         info->exe + " sha256:" + state.sha256 + " is in known_bad.sha256"});
         }
         if (rule.disguised) {
             // Only executables the rule's signature condition names count.
@@ -360,8 +441,44 @@ void Correlator::evaluate(uint32_t pid, uint64_t ts_ns, std::vector<Detection>& 
             if (outside.empty()) continue;
             extra.push_back(Evidence{ts_ns, "policy", "gpu_open", "", "gpu", outside});
         }
+        if (rule.max_gpu_processes) {
+            std::string detail;
+            if (!over_process_limit(pid, *info, *rule.max_gpu_processes, detail)) continue;
+            extra.push_back(Evidence{ts_ns, "policy", "gpu_open", "", "processes", detail});
+        }
+        if (rule.time_window) {
+            // Last: the window alone never makes a violation, it scopes one.
+            const int64_t wall_ns = static_cast<int64_t>(ts_ns) + realtime_offset_ns_;
+            if (!rule.time_window->contains(wall_ns)) continue;
+            extra.push_back(
+                Evidence{ts_ns, "policy", "", "", "time",
+                         "inside the policy's time window (" + rule.time_window->time_zone + ")"});
+        }
         raise(rule, *info, state, std::move(hits), std::move(extra), ts_ns, out);
     }
+}
+
+bool Correlator::over_process_limit(uint32_t pid, const ProcessInfo& info, uint32_t limit,
+                                    std::string& detail) const {
+    // The user's live GPU processes in order of first GPU use (pid breaks
+    // ties): the first `limit` are within it.
+    std::vector<std::pair<uint64_t, uint32_t>> holders;
+    for (const auto& [other_pid, other] : states_) {
+        if (!other.held_gpu) continue;
+        const ProcessInfo* other_info = table_.find(other_pid);
+        if (!other_info || other_info->exited || other_info->uid != info.uid) continue;
+        holders.emplace_back(other.first_gpu_ns, other_pid);
+    }
+    if (holders.size() <= limit) return false;
+    std::sort(holders.begin(), holders.end());
+    const auto rank = std::find_if(holders.begin(), holders.end(),
+                                   [&](const auto& holder) { return holder.second == pid; });
+    if (rank == holders.end() || rank - holders.begin() < static_cast<std::ptrdiff_t>(limit)) {
+        return false;
+    }
+    detail = "user " + (info.user.empty() ? std::to_string(info.uid) : info.user) + " runs " +
+             std::to_string(holders.size()) + " GPU processes, limit " + std::to_string(limit);
+    return true;
 }
 
 bool Correlator::memory_growth(const rules::MemoryGrowthCondition& condition,
@@ -501,8 +618,10 @@ void Correlator::raise(const CorrelationRule& rule, const ProcessInfo& info,
     confidence = std::round(std::min(confidence, 1.0) * 1000) / 1000;  // stable in JSON
     if (confidence < rule.min_confidence) return;
 
-    rules::ProcessIdentity identity{info.user, static_cast<int64_t>(info.uid),           info.exe,
-                                    "",        info.container ? info.container->id : "", ""};
+    // The sha256 is known once the executable's exe_scan came back.
+    rules::ProcessIdentity identity{
+        info.user,    static_cast<int64_t>(info.uid),           info.exe,
+        state.sha256, info.container ? info.container->id : "", ""};
     if (rule_set_->allowlisted(identity)) {
         ++stats_.allowlisted;
         return;
@@ -511,8 +630,11 @@ void Correlator::raise(const CorrelationRule& rule, const ProcessInfo& info,
     std::vector<Evidence> evidence;
     for (const Hit* hit : hits) {
         const char* event_type = hit->field == EvidenceField::kPort      ? "connect"
+                                 : hit->field == EvidenceField::kDomain  ? "connect"
+                                 : hit->field == EvidenceField::kPayload ? "stratum"
                                  : hit->field == EvidenceField::kProcess ? "exec"
                                  : hit->field == EvidenceField::kCmdline ? "exec"
+                                 : hit->field == EvidenceField::kYara    ? "exe_scan"
                                                                          : "";
         evidence.push_back(
             Evidence{hit->ts_ns, hit->field == EvidenceField::kYara ? "yara" : "signature",

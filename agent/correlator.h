@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "agent/event.h"
@@ -31,6 +32,19 @@ struct CorrelatorOptions {
     size_t max_evidence = 32;             // per detection; the oldest are kept
     size_t max_telemetry_samples = 1024;  // per process
     bool dry_run = false;                 // copied into every Detection
+    // Collect ScanRequests (take_scan_requests()). Live only: in replay the
+    // journal's exe_scan events carry the verdicts.
+    bool request_scans = false;
+};
+
+// The correlator wants a YARA scan of a process's executable: at its first
+// GPU use or its first signature hit, once per executable image. The answer
+// comes back as an ExeScan event.
+struct ScanRequest {
+    uint32_t pid = 0;
+    uint64_t ts_ns = 0;
+    std::string exe;     // as the process table knows it
+    std::string reason;  // "gpu_open", "signature" or "known_bad" (known_bad.sha256 is set)
 };
 
 struct CorrelatorStats {
@@ -61,6 +75,9 @@ class Correlator {
     // monotonic-to-realtime offset; replay: from the events' "time".
     void set_realtime_offset(int64_t offset_ns) { realtime_offset_ns_ = offset_ns; }
 
+    // Scan requests since the last call (empty unless options.request_scans).
+    std::vector<ScanRequest> take_scan_requests() { return std::exchange(scan_requests_, {}); }
+
     const CorrelatorStats& stats() const { return stats_; }
     const std::vector<rules::CorrelationRule>& rules() const { return rules_; }
 
@@ -81,7 +98,10 @@ class Correlator {
     struct ProcessState {
         bool matched = false;  // process and command line matched for the current image
         bool held_gpu = false;
-        bool dirty = true;  // evidence changed since the last evaluation
+        bool dirty = true;        // evidence changed since the last evaluation
+        bool scan_asked = false;  // a YARA scan of the current image was requested or came
+        std::string sha256;       // of the executable, from its exe_scan
+        uint64_t scanned_ns = 0;  // when that exe_scan came
         std::vector<Hit> hits;
         std::vector<std::string> disguise_ids;  // process signatures on the exe, none on comm
         std::vector<UsageSample> usage;         // newest last, bounded
@@ -120,6 +140,8 @@ class Correlator {
     static bool time_dependent(const std::vector<rules::CorrelationRule>& rules);
     DetectionProcess describe(const ProcessInfo& info) const;
     std::vector<DetectionGpu> gpus_of(const ProcessInfo& info) const;
+    bool over_process_limit(uint32_t pid, const ProcessInfo& info, uint32_t limit,
+                            std::string& detail) const;
     bool memory_growth(const rules::MemoryGrowthCondition& condition, const ProcessState& state,
                        uint64_t ts_ns, std::string& detail) const;
     bool sustained(const rules::SustainedUtilizationCondition& condition, const ProcessState& state,
@@ -135,6 +157,7 @@ class Correlator {
     std::unordered_map<uint32_t, ProcessState> states_;
     std::map<std::pair<uint32_t, std::string>, Open> open_;
     std::map<std::string, GpuTelemetry> gpu_by_device_;  // "195:0" -> latest reading
+    std::vector<ScanRequest> scan_requests_;
     CorrelatorStats stats_;
 };
 

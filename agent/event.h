@@ -68,6 +68,7 @@ struct Connect {
     bool all = false;           // ... because sensor.connect_all is on
     bool v4_mapped = false;     // the socket was AF_INET6 with a ::ffff:a.b.c.d address
     bool loopback = false;
+    std::string domain{};  // name an observed DNS answer gave `address` (net_intel.h), or ""
 };
 
 // A successful execve(2).
@@ -150,8 +151,65 @@ struct KillNow {
     uint32_t minor = 0;
 };
 
-using EventData =
-    std::variant<GpuOpen, GpuIoctl, Connect, Exec, Fork, Exit, Telemetry, ProcessSnapshot, KillNow>;
+// The agent's YARA scan of a process's executable, which the correlator asks
+// for at the process's first GPU use or first signature hit. An event (not a
+// side effect) so the journal keeps the verdict and replay reproduces it
+// without the file. The task is the scanned process.
+struct ExeScan {
+    std::string path;    // what /proc/PID/exe named
+    std::string sha256;  // "" when not scanned
+    uint64_t size = 0;
+    std::vector<std::string> rules;          // YARA rules that hit, sorted
+    std::vector<std::string> signature_ids;  // pack signatures naming those rules
+    std::string error;                       // why it was not scanned; "" when it was
+};
+
+// The first bytes of one message on an INET socket (bpf/payload.h): the
+// first few of each connection of a watched process, all of a JSON-RPC flow,
+// and DNS answers of any process. Input of agent/net_intel.h.
+struct NetPayload {
+    enum class Direction { kOut, kIn };
+    int32_t fd = -1;
+    Direction direction = Direction::kOut;
+    std::string syscall;  // "write", "sendto", "sendmsg", "read", "recvfrom", "recvmsg"
+    uint32_t length = 0;  // bytes the call moved
+    uint32_t seq = 0;     // number of this message in its flow and direction, from 0
+    uint64_t flow = 0;    // connection identity (kernel socket address)
+    bool stream = true;   // SOCK_STREAM, else SOCK_DGRAM
+    bool truncated = false;
+    bool dns = false;           // reported as a DNS answer (peer port 53)
+    bool followed = false;      // JSON-RPC flow sampled past the first messages
+    std::string local_address;  // "10.0.0.1", "2001:db8::1"
+    uint16_t local_port = 0;
+    std::string remote_address;
+    uint16_t remote_port = 0;
+    std::string data;  // the captured bytes (binary)
+};
+
+// A mining session recognised on a connection (agent/stratum.h), reported
+// when recognised and then as it progresses. Derived by the agent from
+// NetPayload events and journaled, so replay judges what live judged.
+struct Stratum {
+    uint64_t flow = 0;
+    std::string protocol;  // "stratum1", "ethereumstratum", "ethproxy", "cryptonote", "stratum2"
+    std::string pool_address;  // peer, "1.2.3.4"
+    uint16_t pool_port = 0;
+    std::string pool_domain;            // observed DNS name of the pool, or ""
+    std::string login;                  // worker/login, wallet part cut to a prefix
+    std::string agent;                  // user agent the miner announced, or ""
+    std::vector<std::string> methods;   // method names seen so far, in order of appearance
+    std::vector<std::string> messages;  // lines that showed a method first (for payload signatures)
+    uint64_t shares_submitted = 0;
+    uint64_t shares_accepted = 0;
+    uint64_t shares_rejected = 0;
+    double share_hashes = 0;  // hashes one share stands for at the current difficulty
+    uint64_t difficulty_updates = 0;
+    std::optional<double> hash_rate;           // estimated from shares, H/s
+    std::optional<double> reported_hash_rate;  // what the miner told the pool, H/s
+};
+
+using EventData = std::variant<GpuOpen, GpuIoctl, Connect, Exec, Fork, Exit, Telemetry,
+                               ProcessSnapshot, KillNow, ExeScan, NetPayload, Stratum>;
 
 struct Event {
     uint64_t ts_ns = 0;  // CLOCK_MONOTONIC nanoseconds
@@ -160,7 +218,8 @@ struct Event {
 };
 
 // Name of an event's type as used in JSON ("gpu_open", "gpu_ioctl", "connect",
-// "exec", "fork", "exit", "telemetry", "process_snapshot").
+// "exec", "fork", "exit", "telemetry", "process_snapshot", "kill_now",
+// "exe_scan", "net_payload", "stratum").
 const char* event_type_name(const Event& event);
 
 // "a\0b\0c\0" -> {"a", "b", "c"}, as in /proc/PID/cmdline and exec argv; a

@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 
 #include "agent/event.h"
+#include "agent/net_event_codec.h"
 #include "events.h"
 
 namespace gpuguard::agent {
@@ -233,6 +234,9 @@ const char* event_type_name(const Event& event) {
         const char* operator()(const Telemetry&) const { return "telemetry"; }
         const char* operator()(const ProcessSnapshot&) const { return "process_snapshot"; }
         const char* operator()(const KillNow&) const { return "kill_now"; }
+        const char* operator()(const ExeScan&) const { return "exe_scan"; }
+        const char* operator()(const NetPayload&) const { return "net_payload"; }
+        const char* operator()(const Stratum&) const { return "stratum"; }
     };
     return std::visit(Visitor{}, event.data);
 }
@@ -268,6 +272,8 @@ Result<Event> decode_record(std::span<const std::byte> record) {
             return decode_exit(body);
         case GG_EVENT_KILL_NOW:
             return decode_kill_now(body);
+        case GG_EVENT_NET_PAYLOAD:
+            return decode_net_payload_record(body);
         default:
             return fail(ErrorCode::kParse, "unknown record type " + std::to_string(header.type));
     }

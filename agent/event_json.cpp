@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <time.h>
 
+#include "agent/net_event_codec.h"
+
 namespace gpuguard::agent {
 namespace {
 
@@ -86,6 +88,7 @@ json connect_json(const Connect& connect) {
         {"fd", connect.fd},     {"ip_version", connect.ip_version}, {"address", connect.address},
         {"port", connect.port}, {"v4_mapped", connect.v4_mapped},   {"loopback", connect.loopback},
         {"reasons", reasons},   {"result", connect.result}};
+    if (!connect.domain.empty()) out["domain"] = connect.domain;
     return errno_fields(std::move(out), connect.result);
 }
 
@@ -250,6 +253,19 @@ std::string event_to_json(const Event& event, int64_t realtime_offset_ns) {
             }
             out["kill_now"] = std::move(body);
         }
+        void operator()(const ExeScan& scan) const {
+            json body{{"path", scan.path},
+                      {"sha256", scan.sha256},
+                      {"size", scan.size},
+                      {"rules", scan.rules},
+                      {"signature_ids", scan.signature_ids}};
+            if (!scan.error.empty()) body["error"] = scan.error;
+            out["exe_scan"] = std::move(body);
+        }
+        void operator()(const NetPayload& payload) const {
+            out["net_payload"] = net_payload_to_json(payload);
+        }
+        void operator()(const Stratum& stratum) const { out["stratum"] = stratum_to_json(stratum); }
     };
     std::visit(Visitor{out}, event.data);
     // Replace invalid UTF-8 (paths and comm are bytes) instead of throwing.

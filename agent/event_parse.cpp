@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/event_json.h"
+#include "agent/net_event_codec.h"
 
 namespace gpuguard::agent {
 namespace {
@@ -244,6 +245,7 @@ Connect read_connect(const Reader& reader) {
     connect.result = read_result(reader, "result");
     connect.v4_mapped = reader.boolean("v4_mapped", false);
     connect.loopback = reader.boolean("loopback", is_loopback(connect.address, connect.ip_version));
+    connect.domain = reader.string("domain", "");
     for (const auto& reason : reader.strings("reasons")) {
         if (reason == "gpu_holder") {
             connect.gpu_holder = true;
@@ -338,6 +340,17 @@ KillNow read_kill_now(const Reader& reader) {
     kill.signal_result = reader.integer<int32_t>("signal_result", 0);
     if (reader.has("device")) read_device(reader, kill.major, kill.minor);
     return kill;
+}
+
+ExeScan read_exe_scan(const Reader& reader) {
+    ExeScan scan;
+    scan.path = reader.string("path", "");
+    scan.sha256 = reader.string("sha256", "");
+    scan.size = reader.integer<uint64_t>("size", 0);
+    scan.rules = reader.strings("rules");
+    scan.signature_ids = reader.strings("signature_ids");
+    scan.error = reader.string("error", "");
+    return scan;
 }
 
 int digits(std::string_view text, size_t pos, size_t count) {
@@ -452,29 +465,21 @@ Result<ParsedEvent> event_from_json(std::string_view line, std::string_view wher
             parsed.event.data = read_snapshot(top.object("process_snapshot"));
         } else if (type == "kill_now") {
             parsed.event.data = read_kill_now(top.object("kill_now"));
-        } else if (type == "kill_now") {
-            const Reader kill = top.object("kill_now");
-            KillNow data;
-            data.trigger = kill.string("trigger");
-            data.match = kill.string("match", "file");
-            data.dev = kill.integer<uint64_t>("dev", 0);
-            data.ino = kill.integer<uint64_t>("ino", 0);
-            data.rule_id = kill.integer<uint32_t>("rule_id", 0);
-            data.signal_result = kill.integer<int32_t>("signal_result", 0);
-            if (kill.has("device")) {
-                const std::string device = kill.string("device");
-                const char* end = device.data() + device.size();
-                auto [colon, ec] = std::from_chars(device.data(), end, data.major);
-                if (ec != std::errc() || colon == end || *colon != ':' ||
-                    std::from_chars(colon + 1, end, data.minor).ec != std::errc()) {
-                    kill.error("device", "expected \"MAJOR:MINOR\"");
-                }
-            }
-            parsed.event.data = std::move(data);
+        } else if (type == "exe_scan") {
+            parsed.event.data = read_exe_scan(top.object("exe_scan"));
+        } else if (type == "net_payload") {
+            auto payload = net_payload_from_json(top.object("net_payload").raw());
+            if (!payload) throw FieldError{type, payload.error().message};
+            parsed.event.data = std::move(*payload);
+        } else if (type == "stratum") {
+            auto stratum = stratum_from_json(top.object("stratum").raw());
+            if (!stratum) throw FieldError{type, stratum.error().message};
+            parsed.event.data = std::move(*stratum);
         } else {
-            top.error("type", "unknown event type \"" + type +
-                                  "\" (gpu_open, gpu_ioctl, connect, exec, fork, exit, "
-                                  "telemetry, process_snapshot, kill_now)");
+            top.error("type",
+                      "unknown event type \"" + type +
+                          "\" (gpu_open, gpu_ioctl, connect, exec, fork, exit, "
+                          "telemetry, process_snapshot, kill_now, exe_scan, net_payload, stratum)");
         }
         return parsed;
     } catch (const FieldError& error) {

@@ -309,6 +309,9 @@ struct JournalWriter::Writer {
             void operator()(const Connect&) {}
             void operator()(const Telemetry&) {}
             void operator()(const KillNow&) {}
+            void operator()(const ExeScan&) {}
+            void operator()(const NetPayload&) {}
+            void operator()(const Stratum&) {}
         };
         std::visit(Visitor{*this, task, full}, decoded.data);
     }

@@ -23,6 +23,9 @@ enum class EventTag : uint8_t {
     kTelemetry = 7,
     kProcessSnapshot = 8,
     kKillNow = 9,
+    kExeScan = 10,
+    kNetPayload = 11,
+    kStratum = 12,
 };
 
 // --- writing --------------------------------------------------------------
@@ -247,7 +250,8 @@ struct EncodeVisitor {
         w.varint(connect.port);
         w.u8(static_cast<uint8_t>((connect.gpu_holder ? 1 : 0) | (connect.watched_port ? 2 : 0) |
                                   (connect.all ? 4 : 0) | (connect.v4_mapped ? 8 : 0) |
-                                  (connect.loopback ? 16 : 0)));
+                                  (connect.loopback ? 16 : 0) | (connect.domain.empty() ? 0 : 32)));
+        if (!connect.domain.empty()) w.str(connect.domain);  // bit 32: older records lack it
     }
     void operator()(const Exec& exec) const {
         w.str(exec.filename);
@@ -303,6 +307,47 @@ struct EncodeVisitor {
         w.varint(kill.major);
         w.varint(kill.minor);
     }
+    void operator()(const ExeScan& scan) const {
+        w.str(scan.path);
+        w.str(scan.sha256);
+        w.varint(scan.size);
+        w.strings(scan.rules);
+        w.strings(scan.signature_ids);
+        w.str(scan.error);
+    }
+    void operator()(const NetPayload& payload) const {
+        w.svarint(payload.fd);
+        w.u8(static_cast<uint8_t>((payload.direction == NetPayload::Direction::kIn ? 1 : 0) |
+                                  (payload.stream ? 2 : 0) | (payload.truncated ? 4 : 0) |
+                                  (payload.dns ? 8 : 0) | (payload.followed ? 16 : 0)));
+        w.str(payload.syscall);
+        w.varint(payload.length);
+        w.varint(payload.seq);
+        w.varint(payload.flow);
+        w.str(payload.local_address);
+        w.varint(payload.local_port);
+        w.str(payload.remote_address);
+        w.varint(payload.remote_port);
+        w.str(payload.data);
+    }
+    void operator()(const Stratum& stratum) const {
+        w.varint(stratum.flow);
+        w.str(stratum.protocol);
+        w.str(stratum.pool_address);
+        w.varint(stratum.pool_port);
+        w.str(stratum.pool_domain);
+        w.str(stratum.login);
+        w.str(stratum.agent);
+        w.strings(stratum.methods);
+        w.strings(stratum.messages);
+        w.varint(stratum.shares_submitted);
+        w.varint(stratum.shares_accepted);
+        w.varint(stratum.shares_rejected);
+        w.f64(stratum.share_hashes);
+        w.varint(stratum.difficulty_updates);
+        w.opt_f64(stratum.hash_rate);
+        w.opt_f64(stratum.reported_hash_rate);
+    }
 };
 
 EventTag tag_of(const EventData& data) {
@@ -317,6 +362,9 @@ EventTag tag_of(const EventData& data) {
         EventTag operator()(const Telemetry&) const { return EventTag::kTelemetry; }
         EventTag operator()(const ProcessSnapshot&) const { return EventTag::kProcessSnapshot; }
         EventTag operator()(const KillNow&) const { return EventTag::kKillNow; }
+        EventTag operator()(const ExeScan&) const { return EventTag::kExeScan; }
+        EventTag operator()(const NetPayload&) const { return EventTag::kNetPayload; }
+        EventTag operator()(const Stratum&) const { return EventTag::kStratum; }
     };
     return std::visit(Visitor{}, data);
 }
@@ -368,6 +416,8 @@ void decode_body(Reader& r, EventTag tag, EventData& data) {
             connect.all = bits & 4;
             connect.v4_mapped = bits & 8;
             connect.loopback = bits & 16;
+            connect.domain.clear();
+            if (bits & 32) r.str(connect.domain);
             return;
         }
         case EventTag::kExec: {
@@ -437,6 +487,56 @@ void decode_body(Reader& r, EventTag tag, EventData& data) {
             kill.signal_result = r.sint<int32_t>();
             kill.major = r.uint<uint32_t>();
             kill.minor = r.uint<uint32_t>();
+            return;
+        }
+        case EventTag::kExeScan: {
+            auto& scan = emplace<ExeScan>(data);
+            r.str(scan.path);
+            r.str(scan.sha256);
+            scan.size = r.varint();
+            r.strings(scan.rules);
+            r.strings(scan.signature_ids);
+            r.str(scan.error);
+            return;
+        }
+        case EventTag::kNetPayload: {
+            auto& payload = emplace<NetPayload>(data);
+            payload.fd = r.sint<int32_t>();
+            const uint8_t bits = r.u8();
+            payload.direction = bits & 1 ? NetPayload::Direction::kIn : NetPayload::Direction::kOut;
+            payload.stream = bits & 2;
+            payload.truncated = bits & 4;
+            payload.dns = bits & 8;
+            payload.followed = bits & 16;
+            r.str(payload.syscall);
+            payload.length = r.uint<uint32_t>();
+            payload.seq = r.uint<uint32_t>();
+            payload.flow = r.varint();
+            r.str(payload.local_address);
+            payload.local_port = r.uint<uint16_t>();
+            r.str(payload.remote_address);
+            payload.remote_port = r.uint<uint16_t>();
+            r.str(payload.data);
+            return;
+        }
+        case EventTag::kStratum: {
+            auto& stratum = emplace<Stratum>(data);
+            stratum.flow = r.varint();
+            r.str(stratum.protocol);
+            r.str(stratum.pool_address);
+            stratum.pool_port = r.uint<uint16_t>();
+            r.str(stratum.pool_domain);
+            r.str(stratum.login);
+            r.str(stratum.agent);
+            r.strings(stratum.methods);
+            r.strings(stratum.messages);
+            stratum.shares_submitted = r.varint();
+            stratum.shares_accepted = r.varint();
+            stratum.shares_rejected = r.varint();
+            stratum.share_hashes = r.f64();
+            stratum.difficulty_updates = r.varint();
+            stratum.hash_rate = r.opt_f64();
+            stratum.reported_hash_rate = r.opt_f64();
             return;
         }
     }

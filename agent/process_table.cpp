@@ -331,8 +331,14 @@ void ProcessTable::apply(const Event& event) {
                 info.exit_code = exit.exit_code();
             }
         }
-        void operator()(const Telemetry&) {}  // per-GPU data: the correlator keeps it
-        void operator()(const KillNow&) {}    // the exit event that follows updates the entry
+        void operator()(const Telemetry&) {}   // per-GPU data: the correlator keeps it
+        void operator()(const KillNow&) {}     // the exit event that follows updates the entry
+        void operator()(const ExeScan&) {}     // a verdict: the correlator keeps it
+        void operator()(const NetPayload&) {}  // raw samples: agent/net_intel.h reads them
+        void operator()(const Stratum&) {      // a mining session: the correlator judges it
+            ProcessInfo& info = identified();
+            if (info.exe.empty()) table.enrich_from_proc(info);
+        }
         void operator()(const ProcessSnapshot& snapshot) {
             ProcessInfo& info = table.processes_[task.pid];
             take_identity(info, task);

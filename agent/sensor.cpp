@@ -9,6 +9,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <sys/epoll.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "agent/sensor_support.h"
@@ -50,6 +51,8 @@ const char* record_type_name(uint32_t type) {
             return "exit";
         case GG_EVENT_KILL_NOW:
             return "kill_now";
+        case GG_EVENT_NET_PAYLOAD:
+            return "net_payload";
         default:
             return "unknown";
     }
@@ -70,6 +73,19 @@ std::vector<Key> map_keys(const bpf_map* map) {
         previous = &keys.back();
     }
     return keys;
+}
+
+// The payload programs' preferred variant (bpf/payload.bpf.c): the socket
+// layer's sock_send_length/sock_recv_length tracepoints (6.3+), which only
+// socket I/O reaches; the syscall tracepoints make every write and read of
+// every process pay ~90 ns on 6.18.
+bool payload_tp_btf_supported() {
+#if defined(__x86_64__) || defined(__aarch64__)
+    return libbpf_find_vmlinux_btf_id("sock_send_length", BPF_TRACE_RAW_TP) > 0 &&
+           libbpf_find_vmlinux_btf_id("sock_recv_length", BPF_TRACE_RAW_TP) > 0;
+#else
+    return false;  // the program knows where the syscall number is on these two only
+#endif
 }
 
 // A program and the tracepoint it needs, for per-hook probing before load.
@@ -157,6 +173,9 @@ Result<Sensor> Sensor::open(const SensorOptions& options, EventHandler handler) 
     skel->rodata->cfg_connect_all = config.connect_all ? 1 : 0;
     skel->rodata->cfg_connect_loopback = config.connect_loopback ? 1 : 0;
     skel->rodata->cfg_argv_max = config.argv_max_bytes;
+    skel->rodata->cfg_payload_all = config.payload_all ? 1 : 0;
+    skel->rodata->cfg_payload_dns = config.payload_dns ? 1 : 0;
+    skel->rodata->cfg_payload_msgs = config.payload_messages;
 
     const uint32_t ring_bytes = config.ring_buffer_kb * 1024;
     const long page_bytes = sysconf(_SC_PAGESIZE);
@@ -182,10 +201,41 @@ Result<Sensor> Sensor::open(const SensorOptions& options, EventHandler handler) 
         {skel->progs.gg_sched_exec, "sched", "sched_process_exec", true},
         {skel->progs.gg_sched_fork, "raw", "sched_process_fork", true},
         {skel->progs.gg_sched_exit, "sched", "sched_process_exit", true},
+        // Payload sampling (docs/network.md): one of two variants, or none.
+        {skel->progs.gg_sock_send, "tp_btf", "sock_send_length", false},
+        {skel->progs.gg_sock_recv, "tp_btf", "sock_recv_length", false},
+        {skel->progs.gg_enter_write, "syscalls", "sys_enter_write", false},
+        {skel->progs.gg_enter_sendto, "syscalls", "sys_enter_sendto", false},
+        {skel->progs.gg_enter_sendmsg, "syscalls", "sys_enter_sendmsg", false},
+        {skel->progs.gg_exit_read, "syscalls", "sys_exit_read", false},
+        {skel->progs.gg_exit_recvfrom, "syscalls", "sys_exit_recvfrom", false},
+        {skel->progs.gg_exit_recvmsg, "syscalls", "sys_exit_recvmsg", false},
     };
+    const bool payload_btf =
+        config.payload_capture && !config.payload_syscall_hooks && payload_tp_btf_supported();
+    skel->rodata->cfg_nr_write = SYS_write;
+    skel->rodata->cfg_nr_sendto = SYS_sendto;
+    skel->rodata->cfg_nr_sendmsg = SYS_sendmsg;
+    skel->rodata->cfg_nr_read = SYS_read;
+    skel->rodata->cfg_nr_recvfrom = SYS_recvfrom;
+    skel->rodata->cfg_nr_recvmsg = SYS_recvmsg;
+    for (bpf_program* program : {skel->progs.gg_sock_send, skel->progs.gg_sock_recv}) {
+        bpf_program__set_autoload(program, payload_btf);
+    }
+    for (bpf_program* program : {skel->progs.gg_enter_write, skel->progs.gg_enter_sendto,
+                                 skel->progs.gg_enter_sendmsg, skel->progs.gg_exit_read,
+                                 skel->progs.gg_exit_recvfrom, skel->progs.gg_exit_recvmsg}) {
+        if (!config.payload_capture || payload_btf) bpf_program__set_autoload(program, false);
+    }
+    log->debug("payload sampling: {}", !config.payload_capture ? "off (sensor.payload_capture)"
+                                        : payload_btf          ? "tp_btf/sock_send_length, sock_recv_length"
+                                                               : "syscall tracepoints");
     const std::filesystem::path tracefs = options.tracefs_dir;
     for (const auto& tp : programs) {
-        if (std::string_view(tp.category) == "raw") continue;  // no tracefs entry needed
+        if (std::string_view(tp.category) == "raw" || std::string_view(tp.category) == "tp_btf") {
+            continue;  // no tracefs entry needed
+        }
+        if (!bpf_program__autoload(tp.program)) continue;  // turned off above
         std::error_code ec;
         const bool present =
             std::filesystem::exists(tracefs / "events" / tp.category / tp.name, ec) ||
@@ -288,6 +338,14 @@ Status Sensor::mark_gpu_process(uint32_t pid) {
     if (err && err != -EEXIST) {
         return Unexpected{
             libbpf_error("marking pid " + std::to_string(pid) + " as a GPU process", err)};
+    }
+    // Its socket payloads are sampled too (payload.bpf.c), as for a GPU open seen live.
+    const uint8_t on = 1;
+    err = bpf_map__update_elem(impl_->skeleton->maps.net_watch_tgids, &pid, sizeof(pid), &on,
+                               sizeof(on), BPF_ANY);
+    if (err) {
+        return Unexpected{
+            libbpf_error("marking pid " + std::to_string(pid) + " for payload sampling", err)};
     }
     return {};
 }

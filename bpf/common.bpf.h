@@ -103,8 +103,10 @@ static __always_inline bool file__is_gpu(struct file *file, __u32 *major, __u32 
 static __always_inline void gpu_proc__mark(__u32 tgid, __u32 flags)
 {
 	struct gg_gpu_proc proc = {.since_ns = bpf_ktime_get_ns(), .flags = flags};
+	__u8 on = 1;
 
 	bpf_map_update_elem(&gpu_tgids, &tgid, &proc, BPF_NOEXIST);
+	bpf_map_update_elem(&net_watch_tgids, &tgid, &on, BPF_ANY);
 }
 
 /* SIGKILL, from asm-generic/signal.h (the same on every Linux architecture). */

@@ -107,6 +107,12 @@ int gg_exit_connect(struct trace_event_raw_sys_exit *ctx)
 			flags |= GG_CONNECT_LOOPBACK;
 		}
 	}
+	if (flags & GG_CONNECT_WATCHED_PORT) {
+		__u8 on = 1;
+
+		/* Its traffic is sampled from now on (payload.bpf.c), loopback included. */
+		bpf_map_update_elem(&net_watch_tgids, &tgid, &on, BPF_ANY);
+	}
 	if ((flags & GG_CONNECT_LOOPBACK) && !cfg_connect_loopback)
 		return 0;
 

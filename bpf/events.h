@@ -21,7 +21,7 @@
 #endif
 
 #define GG_ABI_MAJOR 1
-#define GG_ABI_MINOR 1
+#define GG_ABI_MINOR 2
 
 #define GG_COMM_LEN 16
 /* Bounded copy of the path argument of open*(2), NUL included. */
@@ -38,6 +38,7 @@
 #define GG_MAX_KNOWN_BAD 4096	   /* known_bad_files, known_bad_names: kill_now targets */
 #define GG_MAX_BLOCKED_ADDRS 16384 /* blocked_addrs: cgroup/connect fallback of block_ip */
 #define GG_MAX_DENY_CGROUPS 1024   /* deny_cgroups: GPU denied by the LSM program */
+#define GG_MAX_NET_WATCH 16384	   /* net_watch_tgids: processes whose socket payloads are sampled */
 /* GG_GPU_DEV_ANY_MINOR in a key's minor field matches every minor of a major. */
 #define GG_GPU_DEV_ANY_MINOR 0xffffffffu
 
@@ -49,6 +50,7 @@ enum gg_event_type {
 	GG_EVENT_FORK = 5,
 	GG_EVENT_EXIT = 6,
 	GG_EVENT_KILL_NOW = 7, /* bpf_send_signal(SIGKILL) sent to a known-bad executable */
+	GG_EVENT_NET_PAYLOAD = 8, /* first bytes of socket traffic (bpf/payload.h) */
 	GG_EVENT_TYPE_MAX,     /* size of per-type arrays */
 };
 

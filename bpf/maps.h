@@ -43,6 +43,19 @@ struct {
 } gpu_tgids SEC(".maps") __weak;
 
 /*
+ * Processes whose socket traffic the payload programs sample: GPU holders
+ * (gpu_proc__mark, the agent's bootstrap) and processes that connected to a
+ * watched port. One map, so an unwatched write(2) pays one lookup. LRU: a
+ * full map forgets the oldest instead of refusing new miners.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, GG_MAX_NET_WATCH);
+	__type(key, __u32);
+	__type(value, __u8);
+} net_watch_tgids SEC(".maps") __weak;
+
+/*
  * kill_now: executables (by inode) and task names the agent marked
  * known-bad. Checked at exec, at a successful GPU open and at the first GPU
  * ioctl, only while kill_now_armed says the map holds entries, so a host

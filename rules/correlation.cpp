@@ -3,14 +3,18 @@
 #include "gpuguard/rules/correlation.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <sstream>
 
+#include <date/tz.h>
 #include <fnmatch.h>
 
 #include "rules/yaml_diagnostics.h"
@@ -36,6 +40,14 @@ const char* const kActions[] = {"alert",    "kill",  "kill_now",       "block_ip
 
 bool glob_matches(const std::string& pattern, std::string_view text) {
     return fnmatch(pattern.c_str(), std::string(text).c_str(), 0) == 0;
+}
+
+bool time_zone_known(const std::string& name) {
+    try {
+        return date::locate_zone(name) != nullptr;
+    } catch (const std::exception&) {
+        return false;
+    }
 }
 
 std::optional<double> parse_number(const std::string& text) {
@@ -228,11 +240,58 @@ class RuleReader {
         }
     }
 
+    // "HH:MM" -> minutes after midnight ("24:00" allowed as an end).
+    std::optional<int> clock_minutes(const YAML::Node& node, const std::string& path) {
+        auto text = diag_.scalar(node, path);
+        if (!text) return std::nullopt;
+        int hours = -1, minutes = -1;
+        char extra = 0;
+        if (std::sscanf(text->c_str(), "%d:%d%c", &hours, &minutes, &extra) != 2 || hours < 0 ||
+            minutes < 0 || minutes > 59 || hours * 60 + minutes > 24 * 60) {
+            diag_.error(node, path + ": must be a time like 09:00 or 18:30, got '" + *text + "'");
+            return std::nullopt;
+        }
+        return hours * 60 + minutes;
+    }
+
+    TimeWindowCondition read_time_window(const YAML::Node& node, const std::string& where) {
+        TimeWindowCondition window;
+        if (!diag_.check_keys(node, where, {"days", "from", "to", "time_zone"})) return window;
+        static constexpr const char* kDays[] = {"sun", "mon", "tue", "wed", "thu", "fri", "sat"};
+        if (node["days"]) {
+            for (auto& [text, item] : diag_.scalar_list(node["days"], where + ".days")) {
+                std::string lower;
+                for (char c : text) lower += static_cast<char>(std::tolower(c));
+                const auto found = std::find_if(std::begin(kDays), std::end(kDays),
+                                                [&](const char* day) { return lower == day; });
+                if (found == std::end(kDays)) {
+                    diag_.error(item, where + ".days: unknown day '" + text +
+                                          "' (mon, tue, wed, thu, fri, sat, sun)");
+                } else {
+                    window.days.push_back(static_cast<int>(found - std::begin(kDays)));
+                }
+            }
+        }
+        if (node["from"])
+            window.from_minute = clock_minutes(node["from"], where + ".from").value_or(0);
+        if (node["to"])
+            window.to_minute = clock_minutes(node["to"], where + ".to").value_or(24 * 60);
+        if (auto zone = string(node, "time_zone", where, false)) {
+            window.time_zone = *zone;
+            if (!time_zone_known(*zone)) {
+                diag_.error(node["time_zone"], where + ".time_zone: unknown time zone '" + *zone +
+                                                   "' (an IANA name such as Europe/Berlin)");
+            }
+        }
+        return window;
+    }
+
     int read_conditions(const YAML::Node& when, const std::string& path, CorrelationRule& rule) {
-        if (!diag_.check_keys(when, path,
-                              {"gpu_held", "signature", "exe_location", "disguised",
-                               "memory_growth", "sustained_utilization", "scope",
-                               "gpu_memory_above", "gpu_index_not_in", "gpu_vendor_not_in"})) {
+        if (!diag_.check_keys(
+                when, path,
+                {"gpu_held", "signature", "exe_location", "disguised", "known_bad_executable",
+                 "memory_growth", "sustained_utilization", "scope", "gpu_memory_above",
+                 "gpu_index_not_in", "gpu_vendor_not_in", "time_window", "max_gpu_processes"})) {
             return -1;  // reported already
         }
         int conditions = 0;
@@ -259,6 +318,11 @@ class RuleReader {
         }
         if (const YAML::Node node = when["disguised"]) {
             rule.disguised = boolean(node, path + ".disguised").value_or(false);
+            ++conditions;
+        }
+        if (const YAML::Node node = when["known_bad_executable"]) {
+            rule.known_bad_executable =
+                boolean(node, path + ".known_bad_executable").value_or(false);
             ++conditions;
         }
         if (const YAML::Node node = when["memory_growth"]) {
@@ -344,6 +408,19 @@ class RuleReader {
             }
             ++conditions;
         }
+        if (const YAML::Node node = when["time_window"]) {
+            rule.time_window = read_time_window(node, path + ".time_window");
+            ++conditions;
+        }
+        if (const YAML::Node node = when["max_gpu_processes"]) {
+            if (auto value = number(node, path + ".max_gpu_processes", 1, 1e6)) {
+                if (*value != std::floor(*value)) {
+                    diag_.error(node, path + ".max_gpu_processes: must be a whole number");
+                }
+                rule.max_gpu_processes = static_cast<uint32_t>(*value);
+            }
+            ++conditions;
+        }
         if (const YAML::Node node = when["scope"]) {
             const std::string where = path + ".scope";
             ScopeCondition scope;
@@ -415,6 +492,27 @@ Result<std::string> read_file(const std::string& path) {
 }
 
 }  // namespace
+
+bool TimeWindowCondition::contains(int64_t unix_ns) const {
+    using namespace std::chrono;
+    const date::time_zone* zone = nullptr;
+    try {
+        zone = date::locate_zone(time_zone);
+    } catch (const std::exception&) {
+        return false;  // checked at load; a tz database that lost it matches nothing
+    }
+    const auto local = zone->to_local(sys_time<nanoseconds>(nanoseconds(unix_ns)));
+    const auto day_start = floor<std::chrono::days>(local);
+    const int minute = static_cast<int>(duration_cast<minutes>(local - day_start).count());
+    const int weekday = static_cast<int>(date::weekday(day_start).c_encoding());
+    const auto on = [&](int day) {
+        return days.empty() || std::find(days.begin(), days.end(), day) != days.end();
+    };
+    if (from_minute < to_minute) return on(weekday) && minute >= from_minute && minute < to_minute;
+    // Past midnight: the evening part is today's window, the morning part yesterday's.
+    if (minute >= from_minute) return on(weekday);
+    return minute < to_minute && on((weekday + 6) % 7);
+}
 
 const char* to_string(EvidenceField field) {
     for (const auto& [value, name] : kFieldNames) {

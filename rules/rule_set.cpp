@@ -64,6 +64,7 @@ struct ParsedFile {
     std::vector<std::pair<std::string, YAML::Node>> disable;
     std::vector<Override> overrides;
     Allowlist allowlist;
+    std::vector<std::string> known_bad_sha256;
     std::optional<double> hash_rate;
     std::optional<Action> default_action;
 };
@@ -370,10 +371,20 @@ ParsedFile parse_file(Diagnostics& diag, const RuleFile& file) {
 }
 
 void read_root(Diagnostics& diag, const YAML::Node& root, ParsedFile& parsed) {
-    if (!diag.check_keys(
-            root, "",
-            {"rules", "allowlist", "signatures", "hash_rate_threshold", "default_action"})) {
+    if (!diag.check_keys(root, "",
+                         {"rules", "allowlist", "signatures", "known_bad", "hash_rate_threshold",
+                          "default_action"})) {
         return;
+    }
+    if (const auto known_bad = root["known_bad"];
+        known_bad && diag.check_keys(known_bad, "known_bad", {"sha256"}) && known_bad["sha256"]) {
+        for (auto& [text, item] : diag.scalar_list(known_bad["sha256"], "known_bad.sha256")) {
+            if (!is_sha256(text)) {
+                diag.error(item, "known_bad.sha256: '" + text + "' is not 64 lowercase hex digits");
+                continue;
+            }
+            parsed.known_bad_sha256.push_back(text);
+        }
     }
     if (const auto threshold = root["hash_rate_threshold"]) {
         const auto text = diag.scalar(threshold, "hash_rate_threshold", "a hash rate").value_or("");
@@ -556,6 +567,7 @@ Result<RuleSet> RuleSet::build(std::shared_ptr<const signatures::Matcher> builti
                                 std::pair{&parsed.allowlist.containers, &allow.containers}}) {
             to->insert(to->end(), from->begin(), from->end());
         }
+        for (auto& hash : parsed.known_bad_sha256) set.known_bad_sha256_.insert(hash);
         if (parsed.hash_rate) set.hash_rate_threshold_ = parsed.hash_rate;
         if (parsed.default_action) default_action = *parsed.default_action;
         const auto sorted = diag.sorted_errors();
@@ -661,6 +673,26 @@ const EffectiveSignature* RuleSet::find(std::string_view id) const {
         if (entry.signature.id == id) return &entry;
     }
     return nullptr;
+}
+
+std::vector<std::pair<std::string, std::string>> RuleSet::kill_now_names() const {
+    std::vector<std::pair<std::string, std::string>> names;
+    for (const auto& effective : *effective_) {
+        if (effective.action != Action::kKillNow) continue;
+        for (const auto& pattern : effective.signature.patterns) {
+            if (pattern.field != Field::kProcess) continue;
+            if (pattern.kind != PatternKind::kGlob && pattern.kind != PatternKind::kLiteral) {
+                continue;
+            }
+            // A glob or a path is judged in user space; the kernel compares
+            // comm byte for byte (TASK_COMM_LEN 16, NUL included).
+            if (pattern.text.empty() || pattern.text.find_first_of("*?[/") != std::string::npos) {
+                continue;
+            }
+            names.emplace_back(pattern.text.substr(0, 15), effective.signature.id);
+        }
+    }
+    return names;
 }
 
 bool RuleSet::allowlisted(const ProcessIdentity& process) const {

@@ -10,7 +10,7 @@ packages=(
     clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev
     # libraries
     libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev
-    libhyperscan-dev libyara-dev libnftables-dev libcurl4-openssl-dev libcpp-httplib-dev
+    libhyperscan-dev libyara-dev libhowardhinnant-date-dev libnftables-dev libcurl4-openssl-dev libcpp-httplib-dev
     libssl-dev libpcre2-dev libzstd-dev
     # tests and benchmarks
     libgtest-dev libgmock-dev libbenchmark-dev
@@ -19,6 +19,8 @@ packages=(
     # siem/ tests and bench: a real syslog collector with both TLS drivers, a test CA
     rsyslog rsyslog-openssl rsyslog-gnutls openssl
     nftables iproute2 util-linux procps clang-format
+    # vmtests/: boots Debian's kernels under qemu with a busybox initramfs
+    qemu-system-x86 busybox-static cpio xz-utils
 )
 
 if [[ $(id -u) -ne 0 ]]; then

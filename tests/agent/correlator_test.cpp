@@ -38,11 +38,13 @@ std::vector<rules::CorrelationRule> builtin_rules() {
 class CorrelatorTest : public ::testing::Test {
   protected:
     void make(std::shared_ptr<const rules::RuleSet> set = rule_set(),
-              std::vector<rules::CorrelationRule> rules = builtin_rules()) {
+              std::vector<rules::CorrelationRule> rules = builtin_rules(),
+              CorrelatorOptions correlator_options = {}) {
         ProcessTableOptions options;
         options.read_host = false;
         table_ = std::make_unique<ProcessTable>(options, [](uint32_t, uint32_t) { return true; });
-        auto created = Correlator::create(std::move(rules), std::move(set), *table_);
+        auto created =
+            Correlator::create(std::move(rules), std::move(set), *table_, correlator_options);
         ASSERT_TRUE(created) << created.error().message;
         correlator_ = std::move(*created);
     }
@@ -278,6 +280,113 @@ TEST_F(CorrelatorTest, GuardPolicyViolationCarriesThePolicysActionAndDryRun) {
     EXPECT_EQ(raised[0].action, "kill");
     EXPECT_TRUE(raised[0].dry_run);
     EXPECT_EQ(raised[0].evidence.back().kind, "policy");
+}
+
+// YARA: the correlator asks for a scan at a process's first GPU use (or
+// first signature hit), once per executable image; the verdict comes back as
+// an ExeScan event and is evidence like any other.
+TEST_F(CorrelatorTest, ScanRequestedOncePerImageAtFirstGpuUse) {
+    make(rule_set(), builtin_rules(), CorrelatorOptions{.request_scans = true});
+    feed(1 * kSecond, 300, "render", Exec{"/usr/bin/render", {"render", "-q"}, false, false, 300});
+    EXPECT_TRUE(correlator_->take_scan_requests().empty()) << "no GPU, no signature: no scan";
+    feed(2 * kSecond, 300, "render",
+         GpuOpen{195, 0, 3, -100, 2, OpenSyscall::kOpenat, false, "/dev/nvidia0"});
+    auto requests = correlator_->take_scan_requests();
+    ASSERT_EQ(requests.size(), 1u);
+    EXPECT_EQ(requests[0].pid, 300u);
+    EXPECT_EQ(requests[0].exe, "/usr/bin/render");
+    EXPECT_EQ(requests[0].reason, "gpu_open");
+    feed(3 * kSecond, 300, "render",
+         GpuOpen{195, 255, 4, -100, 2, OpenSyscall::kOpenat, false, "/dev/nvidiactl"});
+    EXPECT_TRUE(correlator_->take_scan_requests().empty()) << "same image: asked already";
+    // A new image (the GPU fd survives exec): asked again.
+    feed(4 * kSecond, 300, "render2", Exec{"/usr/bin/render2", {"render2"}, false, false, 300});
+    requests = correlator_->take_scan_requests();
+    ASSERT_EQ(requests.size(), 1u);
+    EXPECT_EQ(requests[0].exe, "/usr/bin/render2");
+    // A process with a signature hit but no GPU is worth a scan too.
+    feed(5 * kSecond, 301, "xmrig",
+         Exec{"/opt/xmrig/xmrig", {"xmrig", "--donate-level", "1"}, false, false, 301});
+    requests = correlator_->take_scan_requests();
+    ASSERT_EQ(requests.size(), 1u);
+    EXPECT_EQ(requests[0].reason, "signature");
+}
+
+TEST_F(CorrelatorTest, ScanRequestsAreOffByDefault) {
+    make();
+    start_miner(1 * kSecond, 300);
+    EXPECT_TRUE(correlator_->take_scan_requests().empty());
+}
+
+TEST_F(CorrelatorTest, YaraVerdictOnAGpuProcessRaisesTheYaraRule) {
+    make();
+    feed(1 * kSecond, 310, "svc-agent",
+         Exec{"/opt/tools/svc-agent", {"svc-agent"}, false, false, 310});
+    EXPECT_TRUE(feed(2 * kSecond, 310, "svc-agent",
+                     GpuOpen{195, 0, 3, -100, 2, OpenSyscall::kOpenat, false, "/dev/nvidia0"})
+                    .empty());
+    // A clean verdict raises nothing.
+    EXPECT_TRUE(
+        feed(3 * kSecond, 310, "svc-agent", ExeScan{"/opt/tools/svc-agent", "aa", 10, {}, {}, ""})
+            .empty());
+    // So does a failed one, whatever it claims.
+    EXPECT_TRUE(feed(3 * kSecond, 310, "svc-agent",
+                     ExeScan{"/opt/tools/svc-agent",
+                             "",
+                             0,
+                             {"GG_XMRig_Executable"},
+                             {"GG-XMRIG-0011"},
+                             "too large"})
+                    .empty());
+    auto raised = feed(
+        4 * kSecond, 310, "svc-agent",
+        ExeScan{
+            "/opt/tools/svc-agent", "ab12", 10, {"GG_XMRig_Executable"}, {"GG-XMRIG-0011"}, ""});
+    ASSERT_EQ(rule_ids(raised), std::vector<std::string>{"GG-CORR-0004"});
+    bool yara_evidence = false;
+    for (const auto& evidence : raised[0].evidence) {
+        if (evidence.kind != "yara") continue;
+        yara_evidence = true;
+        EXPECT_EQ(evidence.signature_id, "GG-XMRIG-0011");
+        EXPECT_NE(evidence.detail.find("GG_XMRig_Executable"), std::string::npos)
+            << evidence.detail;
+        EXPECT_NE(evidence.detail.find("sha256:ab12"), std::string::npos) << evidence.detail;
+    }
+    EXPECT_TRUE(yara_evidence);
+}
+
+TEST_F(CorrelatorTest, Sha256AllowlistAppliesOnceTheHashIsKnown) {
+    const std::string sha = std::string(64, 'c');
+    make(rule_set("allowlist:\n  sha256: ['" + sha + "']\n"));
+    feed(1 * kSecond, 320, "svc-agent",
+         Exec{"/opt/tools/svc-agent", {"svc-agent"}, false, false, 320});
+    feed(2 * kSecond, 320, "svc-agent",
+         GpuOpen{195, 0, 3, -100, 2, OpenSyscall::kOpenat, false, "/dev/nvidia0"});
+    EXPECT_TRUE(
+        feed(3 * kSecond, 320, "svc-agent",
+             ExeScan{
+                 "/opt/tools/svc-agent", sha, 10, {"GG_XMRig_Executable"}, {"GG-XMRIG-0011"}, ""})
+            .empty());
+    EXPECT_GT(correlator_->stats().allowlisted, 0u);
+}
+
+TEST_F(CorrelatorTest, KnownBadHashIsKilledOnSightAndEveryExecIsHashed) {
+    const std::string sha = std::string(64, 'd');
+    make(rule_set("known_bad:\n  sha256: ['" + sha + "']\n"), builtin_rules(),
+         CorrelatorOptions{.request_scans = true});
+    // With a known-bad list every exec is worth a hash, GPU or not.
+    feed(1 * kSecond, 330, "ls", Exec{"/usr/bin/ls", {"ls"}, false, false, 330});
+    auto requests = correlator_->take_scan_requests();
+    ASSERT_EQ(requests.size(), 1u);
+    EXPECT_EQ(requests[0].reason, "known_bad");
+    EXPECT_TRUE(
+        feed(2 * kSecond, 330, "ls", ExeScan{"/usr/bin/ls", std::string(64, 'e'), 10, {}, {}, ""})
+            .empty());
+    feed(3 * kSecond, 331, "updater", Exec{"/tmp/updater", {"updater"}, false, false, 331});
+    auto raised = feed(4 * kSecond, 331, "updater", ExeScan{"/tmp/updater", sha, 10, {}, {}, ""});
+    ASSERT_EQ(rule_ids(raised), std::vector<std::string>{"GG-CORR-0010"});
+    EXPECT_EQ(raised[0].action, "kill_now");
+    EXPECT_EQ(raised[0].evidence.back().field, "sha256");
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "gpuguard/signatures/signatures.h"
 #include "tests/support/child_process.h"
 #include "tests/support/privileged.h"
 #include "tests/support/run_command.h"
@@ -62,6 +63,51 @@ struct LoopbackPool {
         if (fd >= 0) close(fd);
     }
 };
+
+// A child the test started, waited for with a deadline; killed and reaped at
+// scope end only if it is still ours (never a pid we already reaped).
+struct OwnChild {
+    pid_t pid = -1;
+    bool reaped = false;
+    int status = 0;
+    explicit OwnChild(pid_t started) : pid(started) {}
+    ~OwnChild() {
+        if (pid <= 0 || reaped) return;
+        kill(pid, SIGKILL);
+        waitpid(pid, nullptr, 0);
+    }
+    // True when it ended within `timeout` (status then holds its wait status).
+    bool wait_exit(std::chrono::milliseconds timeout) {
+        const auto deadline = Clock::now() + timeout;
+        while (!reaped) {
+            if (waitpid(pid, &status, WNOHANG) == pid) {
+                reaped = true;
+                break;
+            }
+            if (Clock::now() >= deadline) return false;
+            std::this_thread::sleep_for(2ms);
+        }
+        return true;
+    }
+    bool killed_by_sigkill() const {
+        return reaped && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+    }
+};
+
+// A copy of /bin/sleep at `path` with `tail` appended: still runs, and its
+// bytes (hash, strings) are the test's to choose.
+void copy_sleep(const std::filesystem::path& path, const std::string& tail) {
+    std::filesystem::copy_file("/bin/sleep", path);
+    std::ofstream(path, std::ios::app | std::ios::binary) << tail;
+    std::filesystem::permissions(path, std::filesystem::perms::owner_all |
+                                           std::filesystem::perms::group_exec |
+                                           std::filesystem::perms::others_exec);
+}
+
+std::string file_bytes(const std::filesystem::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
 
 class AgentDetectTest : public ::testing::Test {
   protected:
@@ -390,6 +436,162 @@ TEST_F(AgentDetectTest, kill_action_stops_the_miner_and_outputs_get_both_records
     EXPECT_GE(outputs[0]["sent"].get<int>(), 2);
     EXPECT_EQ(outputs[0]["dropped"], 0);
     EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+}
+
+// YARA on first GPU use: a binary no name, path or command-line signature
+// knows (a copy of sleep carrying XMRig's strings) opens the GPU; the
+// agent's scan of /proc/PID/exe finds it and GG-CORR-0004 fires with the
+// YARA evidence, and `gpuguard status` counts the scan.
+TEST_F(AgentDetectTest, yara_scan_at_first_gpu_use_finds_a_renamed_miner_binary) {
+    const auto binary = dir_ / "svc-agent";
+    static constexpr char kXmrigStrings[] = "\0donate.v2.xmrig.com\0--donate-level\0XMRig/6.21\0";
+    copy_sleep(binary, std::string(kXmrigStrings, sizeof(kXmrigStrings) - 1));
+    use_control_socket();
+    Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_stderr("ready", 30s)) << agent.stderr_text();
+
+    OwnChild child(start_child("svc-agent", {binary.string(), "30"}));
+    ASSERT_GT(child.pid, 0);
+    auto detection = wait_for_detection(agent, child.pid, "GG-CORR-0004", 10s);
+    ASSERT_TRUE(detection) << agent.stderr_text();
+    bool yara_evidence = false;
+    for (const auto& item : (*detection)["gpuguard"]["detection"]["evidence"]) {
+        if (item["kind"] != "yara") continue;
+        yara_evidence = true;
+        EXPECT_EQ(item["signature_id"], "GG-XMRIG-0011") << item.dump();
+        EXPECT_NE(item["detail"].get<std::string>().find(
+                      gpuguard::signatures::sha256_hex(file_bytes(binary))),
+                  std::string::npos)
+            << item.dump();
+    }
+    EXPECT_TRUE(yara_evidence) << detection->dump();
+
+    const auto report = gpuguard::testing::run_command(
+        {GPUGUARD_BINARY, "status", "--json", "--socket", (dir_ / "control.sock").string()}, 10s);
+    ASSERT_EQ(report.exit_code, 0) << report.stderr_text;
+    const auto yara = nlohmann::json::parse(report.stdout_text)["yara"];
+    EXPECT_GE(yara["matched"].get<int>(), 1) << yara.dump();
+}
+
+// kill_now from the rules: a literal process name with action kill_now is
+// in the kernel's map from the start (its exec dies before it runs), and an
+// executable listed by sha256 is killed when it first runs (GG-CORR-0010,
+// user-space path) and in the kernel at every later exec, by inode.
+TEST_F(AgentDetectTest, kill_now_names_and_known_bad_hashes_from_the_rules) {
+    const auto doomed = dir_ / "gg-doomed";
+    copy_sleep(doomed, "");
+    const auto hashed = dir_ / "gg-hashed";
+    copy_sleep(hashed, "gpuguard known-bad test copy " + std::to_string(getpid()));
+    const std::string sha = gpuguard::signatures::sha256_hex(file_bytes(hashed));
+    std::ofstream(dir_ / "miner-rules.yaml")
+        << "rules:\n  - id: local-doomed\n    action: kill_now\n"
+        << "    process_name: [gg-doomed]\n"
+        << "known_bad:\n  sha256: [" << sha << "]\n";
+    use_control_socket();  // to read the kernel's kill_now count
+    Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_stderr("ready", 30s)) << agent.stderr_text();
+    EXPECT_NE(agent.stderr_text().find("'gg-doomed' (local-doomed) is killed at exec"),
+              std::string::npos)
+        << agent.stderr_text();
+
+    auto exec_child = [](const std::filesystem::path& path) {
+        const std::string file = path.string();
+        const pid_t pid = fork();
+        if (pid == 0) {
+            execl(file.c_str(), file.c_str(), "30", nullptr);
+            _exit(127);
+        }
+        return pid;
+    };
+    {
+        OwnChild child(exec_child(doomed));
+        ASSERT_TRUE(child.wait_exit(2s)) << "gg-doomed ran on";
+        EXPECT_TRUE(child.killed_by_sigkill()) << child.status;
+    }
+    {
+        OwnChild child(exec_child(hashed));
+        auto detection = wait_for_detection(agent, child.pid, "GG-CORR-0010", 10s);
+        ASSERT_TRUE(detection) << agent.stderr_text();
+        EXPECT_EQ((*detection)["event"]["action"], "kill_now") << detection->dump();
+        ASSERT_TRUE(child.wait_exit(5s)) << "known-bad copy was not killed";
+        EXPECT_TRUE(child.killed_by_sigkill()) << child.status;
+    }
+    {
+        // Registered by inode now: the next exec dies in the kernel, at once.
+        const auto started = Clock::now();
+        OwnChild child(exec_child(hashed));
+        ASSERT_TRUE(child.wait_exit(2s)) << "second run of the known-bad copy ran on";
+        EXPECT_TRUE(child.killed_by_sigkill()) << child.status;
+        std::cerr << "second run dead after "
+                  << std::chrono::duration<double, std::milli>(Clock::now() - started).count()
+                  << " ms\n";
+    }
+    // Both in-kernel kills (the name, the registered inode) were the kernel's:
+    // it counts one kill_now record each; the user-space kill is not one.
+    const auto report = gpuguard::testing::run_command(
+        {GPUGUARD_BINARY, "status", "--json", "--socket", (dir_ / "control.sock").string()}, 10s);
+    ASSERT_EQ(report.exit_code, 0) << report.stderr_text;
+    const auto events = nlohmann::json::parse(report.stdout_text)["events"];
+    ASSERT_TRUE(events.contains("kill_now")) << events.dump();
+    EXPECT_EQ(events["kill_now"]["emitted"].get<int>(), 2) << events.dump();
+}
+
+// Guard mode, enforced: a process over its user's GPU memory limit (memory
+// reported by NVML, here the fake libnvidia-ml.so.1) gets the policy's
+// action, kill, from the live agent; one within the limit is left alone.
+TEST_F(AgentDetectTest, guard_policy_kills_a_process_over_its_memory_limit) {
+    OwnChild hog(start_child("gg-hog", {}));
+    OwnChild modest(start_child("gg-modest", {}));
+    ASSERT_GT(hog.pid, 0);
+    ASSERT_GT(modest.pid, 0);
+    const auto script = dir_ / "nvml.json";
+    std::ofstream(script) << nlohmann::json{
+        {"driver_version", "550.54.15"},
+        {"devices",
+         {{{"name", "NVIDIA H100 80GB HBM3"},
+           {"uuid", "GPU-00000000-1111-2222-3333-444444444444"},
+           {"bus_id", "00000000:3B:00.0"},
+           {"minor", 0},
+           {"steps",
+            {{{"utilization", {95, 60}},
+              {"memory", {85899345920ull, 25769803776ull, 60129542144ull}},
+              {"compute_processes",
+               {{{"pid", hog.pid}, {"used_memory", 20ull << 30}},
+                {{"pid", modest.pid}, {"used_memory", 4ull << 30}}}}}}}}}}};
+    const auto policy = dir_ / "guard.yaml";
+    std::ofstream(policy) << R"(rules:
+  - id: SITE-GUARD-MEM
+    name: GPU memory over root's limit
+    severity: warning
+    action: kill
+    window: 1h
+    when:
+      gpu_held: true
+      scope: {users: ["0", root]}
+      gpu_memory_above: 16GiB
+)";
+    std::ofstream(config_, std::ios::app)
+        << "  correlation_files: [" << policy.string() << "]\n"
+        << "enforcement:\n  grace_period_ms: 500\n"
+        << "backends:\n  interval_ms: 200\n  nvml_library: \"" << GPUGUARD_FAKE_NVML_PATH << "\"\n";
+    Subprocess agent({"/usr/bin/env", "GPUGUARD_FAKE_NVML_SCRIPT=" + script.string(),
+                      GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_stderr("ready", 30s)) << agent.stderr_text();
+
+    auto detection = wait_for_detection(agent, hog.pid, "SITE-GUARD-MEM", 10s);
+    ASSERT_TRUE(detection) << agent.stderr_text();
+    EXPECT_EQ((*detection)["event"]["action"], "kill");
+    EXPECT_NE(detection->dump().find("over the limit"), std::string::npos) << detection->dump();
+    ASSERT_TRUE(hog.wait_exit(5s)) << "the process over its limit still runs";
+    EXPECT_TRUE(WIFSIGNALED(hog.status)) << hog.status;
+    // The process within its limit is untouched and never reported.
+    EXPECT_FALSE(modest.wait_exit(500ms));
+    for (const auto& line : seen_) {
+        const auto record = nlohmann::json::parse(line);
+        if (record.contains("process") && record["process"].contains("pid")) {
+            EXPECT_NE(record["process"]["pid"], modest.pid) << line;
+        }
+    }
 }
 
 }  // namespace

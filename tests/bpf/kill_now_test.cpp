@@ -132,11 +132,9 @@ TEST_F(KillNowTest, a_running_process_registered_by_inode_dies_at_its_first_gpu_
     const pid_t pid =
         spawn(shell, {"gg-shminer", "-c", "read x; exec 3<" + node_ + "; exit 3"}, go[0]);
     close(go[0]);
-    for (int i = 0; i < 200; ++i) {  // until it runs the copy (exec done)
-        auto stat = read_proc_stat(static_cast<uint32_t>(pid));
-        if (stat && stat->comm == "gg-shminer") break;
-        std::this_thread::sleep_for(5ms);
-    }
+    // Register only once the exec tracepoint has run: its kill_now check comes
+    // before the Exec event. (comm changes earlier, inside exec: polling it raced.)
+    ASSERT_EQ(harness_.of<Exec>(static_cast<uint32_t>(pid), 1).size(), 1u);
     auto file = file_identity(shell);
     ASSERT_TRUE(file.ok());
     ASSERT_TRUE(harness_.sensor().add_known_bad_file(file->dev, file->ino, 11).ok());

@@ -60,6 +60,57 @@ std::vector<Event> every_event_type(uint64_t ts_ns, uint32_t pid) {
     add(ProcessSnapshot{});
     add(KillNow{"exec", "file", (259ull << 20) | 3, 1234567, 17, 0, 0, 0});
     add(KillNow{"gpu_open", "name", 0, 0, 4, -3, 195, 1});
+    add(ExeScan{"/opt/x/svc-agent",
+                std::string(64, 'a'),
+                8123456,
+                {"GG_XMRig_Executable"},
+                {"GG-XMRIG-0011"},
+                ""});
+    add(ExeScan{"/memfd:x (deleted)", "", 0, {}, {}, "larger than 67108864 bytes: not scanned"});
+    // Network intelligence (agent/net_intel.h): a named connect, a payload sample, a session.
+    Connect named{10, 0, 4, "203.0.113.5", 443, true, false, false, false, false};
+    named.domain = "pool.supportxmr.com";
+    add(named);
+    NetPayload payload;
+    payload.fd = 10;
+    payload.direction = NetPayload::Direction::kOut;
+    payload.syscall = "sendto";
+    payload.length = 700;
+    payload.seq = 2;
+    payload.flow = 0xffff'8880'1234'5678ull;
+    payload.truncated = true;
+    payload.followed = true;
+    payload.local_address = "10.0.0.2";
+    payload.local_port = 40000;
+    payload.remote_address = "203.0.113.5";
+    payload.remote_port = 443;
+    payload.data = std::string("{\"method\":\"login\"}\n\0\xff", 21);
+    add(payload);
+    Stratum stratum;
+    stratum.flow = payload.flow;
+    stratum.protocol = "cryptonote";
+    stratum.pool_address = "203.0.113.5";
+    stratum.pool_port = 443;
+    stratum.pool_domain = "pool.supportxmr.com";
+    stratum.login = "4AdUndXH\u2026.rig1";
+    stratum.agent = "XMRig/6.21.0";
+    stratum.methods = {"login", "job", "submit"};
+    stratum.messages = {R"({"method":"login","params":{"login":"4A"}})"};
+    stratum.shares_submitted = 12;
+    stratum.shares_accepted = 11;
+    stratum.shares_rejected = 1;
+    stratum.share_hashes = 120001.5;
+    stratum.difficulty_updates = 3;
+    stratum.hash_rate = 2.5e3;
+    add(stratum);
+    add(Stratum{});
+    // The agent's YARA verdict on an executable (covers ExeScan in the round trip).
+    add(ExeScan{"/tmp/.x/xmrig",
+                std::string(64, 'a'),
+                8'388'608,
+                {"GG_Miner_Strings"},
+                {"GG-XMRIG-0001"},
+                ""});
     return events;
 }
 

@@ -1,5 +1,6 @@
 // Correlation rule files: the built-in set loads, every problem in a bad file
 // is reported as file:line:col, and files replace or extend built-in rules.
+#include <ctime>
 #include <fstream>
 
 #include <gtest/gtest.h>
@@ -130,6 +131,72 @@ TEST(CorrelationRules, DurationsSizesAndLocations) {
     EXPECT_EQ(exe_locations("/usr/bin/a (deleted)"),
               std::vector<ExeLocation>{ExeLocation::kDeleted});
     EXPECT_TRUE(exe_locations("/home/u/tmp/x").empty());
+}
+
+// Unix ns of a UTC civil time (timegm: no process time zone involved).
+int64_t utc_ns(int year, int month, int day, int hour, int minute) {
+    std::tm tm{};
+    tm.tm_year = year - 1900;
+    tm.tm_mon = month - 1;
+    tm.tm_mday = day;
+    tm.tm_hour = hour;
+    tm.tm_min = minute;
+    return static_cast<int64_t>(timegm(&tm)) * 1'000'000'000;
+}
+
+TEST(CorrelationRules, TimeWindowsFollowTheirTimeZoneAndDays) {
+    auto parsed = parse_correlation_rules(R"(rules:
+  - id: SITE-1
+    name: business hours
+    severity: warning
+    when:
+      time_window: {days: [Mon, tue, wed, thu, fri], from: "09:00", to: "18:00", time_zone: Europe/Berlin}
+  - id: SITE-2
+    name: nights
+    severity: warning
+    when:
+      time_window: {days: [fri], from: "22:00", to: "06:00", time_zone: UTC}
+)",
+                                          "guard.yaml");
+    ASSERT_TRUE(parsed) << parsed.error().message;
+    const TimeWindowCondition& office = *(*parsed)[0].time_window;
+    // Wednesday 18 November 2026: Berlin is UTC+1.
+    EXPECT_FALSE(office.contains(utc_ns(2026, 11, 18, 7, 59)));  // 08:59 local
+    EXPECT_TRUE(office.contains(utc_ns(2026, 11, 18, 8, 0)));    // 09:00 local
+    EXPECT_TRUE(office.contains(utc_ns(2026, 11, 18, 16, 59)));  // 17:59 local
+    EXPECT_FALSE(office.contains(utc_ns(2026, 11, 18, 17, 0)));  // 18:00 local
+    // Summer time, Wednesday 15 July 2026: UTC+2, so 07:30Z is 09:30 local.
+    EXPECT_TRUE(office.contains(utc_ns(2026, 7, 15, 7, 30)));
+    EXPECT_FALSE(office.contains(utc_ns(2026, 1, 14, 7, 30)));  // winter: 08:30 local
+    // Saturday 21 November 2026, 10:00 local: not a listed day.
+    EXPECT_FALSE(office.contains(utc_ns(2026, 11, 21, 9, 0)));
+
+    const TimeWindowCondition& nights = *(*parsed)[1].time_window;
+    EXPECT_TRUE(nights.contains(utc_ns(2026, 11, 20, 23, 0)));  // Friday night
+    EXPECT_TRUE(nights.contains(utc_ns(2026, 11, 21, 5, 59)));  // ... into Saturday morning
+    EXPECT_FALSE(nights.contains(utc_ns(2026, 11, 21, 6, 0)));
+    EXPECT_FALSE(nights.contains(utc_ns(2026, 11, 21, 23, 0)));  // Saturday night
+    EXPECT_FALSE(nights.contains(utc_ns(2026, 11, 20, 5, 0)));   // Friday morning is Thursday's
+}
+
+TEST(CorrelationRules, BadTimeWindowsAndProcessCapsNameTheirLine) {
+    auto parsed = parse_correlation_rules(R"(rules:
+  - id: SITE-1
+    name: bad
+    when:
+      time_window: {days: [someday], from: "9am", to: "25:00", time_zone: Mars/Olympus_Mons}
+      max_gpu_processes: 0
+)",
+                                          "guard.yaml");
+    ASSERT_FALSE(parsed);
+    const std::string& message = parsed.error().message;
+    EXPECT_NE(message.find("guard.yaml:5:"), std::string::npos) << message;
+    EXPECT_NE(message.find("unknown day 'someday'"), std::string::npos) << message;
+    EXPECT_NE(message.find("'9am'"), std::string::npos) << message;
+    EXPECT_NE(message.find("'25:00'"), std::string::npos) << message;
+    EXPECT_NE(message.find("unknown time zone 'Mars/Olympus_Mons'"), std::string::npos) << message;
+    EXPECT_NE(message.find("guard.yaml:6:"), std::string::npos) << message;
+    EXPECT_NE(message.find("max_gpu_processes"), std::string::npos) << message;
 }
 
 }  // namespace

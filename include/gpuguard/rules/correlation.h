@@ -75,6 +75,19 @@ struct ScopeCondition {
     ContainerScope containers = ContainerScope::kAny;
 };
 
+// Wall-clock window in a time zone: the condition holds while the event's
+// time falls on one of `days` between `from` and `to` (local time). A window
+// whose `to` is not after `from` runs past midnight: it belongs to the day it
+// starts on.
+struct TimeWindowCondition {
+    std::vector<int> days;  // 0 = Sunday ... 6 = Saturday; empty: every day
+    int from_minute = 0;    // minutes after local midnight
+    int to_minute = 24 * 60;
+    std::string time_zone = "UTC";  // IANA name, checked when the rule is loaded
+
+    bool contains(int64_t unix_ns) const;
+};
+
 enum class Combine { kMax, kNoisyOr };
 
 struct CorrelationRule {
@@ -97,13 +110,20 @@ struct CorrelationRule {
     std::optional<SignatureCondition> signature;
     std::vector<ExeLocation> exe_location;  // any of these
     bool disguised = false;  // comm names a benign program, the executable is a known one
+    // The executable's sha256 (from its exe_scan) is in miner-rules.yaml's
+    // known_bad.sha256.
+    bool known_bad_executable = false;
     std::optional<MemoryGrowthCondition> memory_growth;
     std::optional<SustainedUtilizationCondition> sustained_utilization;
     std::optional<ScopeCondition> scope;
     // Guard policies: limits on what a (scoped) process may use.
-    std::optional<uint64_t> gpu_memory_above;    // its GPU memory exceeds this many bytes
-    std::vector<uint32_t> gpu_index_not_in;      // it holds a GPU whose index is not listed
-    std::vector<std::string> gpu_vendor_not_in;  // it holds a GPU of a vendor not listed
+    std::optional<uint64_t> gpu_memory_above;        // its GPU memory exceeds this many bytes
+    std::vector<uint32_t> gpu_index_not_in;          // it holds a GPU whose index is not listed
+    std::vector<std::string> gpu_vendor_not_in;      // it holds a GPU of a vendor not listed
+    std::optional<TimeWindowCondition> time_window;  // only at these times
+    // Its user runs more than this many GPU processes at once, and it is one
+    // of those beyond the limit (counted in order of first GPU use).
+    std::optional<uint32_t> max_gpu_processes;
 
     // Confidence of a detection: `base` combined with the confidence of every
     // matching signature (kNoisyOr: 1 - (1-base) * prod(1-c); kMax: the

@@ -117,6 +117,13 @@ class RuleSet {
 
     bool allowlisted(const ProcessIdentity& process) const;
     const Allowlist& allowlist() const { return allowlist_; }
+    // `known_bad.sha256` of all files: executables killed on sight (action
+    // kill_now of GG-CORR-0010), by content.
+    const std::set<std::string, std::less<>>& known_bad_sha256() const { return known_bad_sha256_; }
+    // Process names the kernel kills at exec (kill_now): the literal
+    // process_name patterns (no glob characters) of enabled signatures whose
+    // action is kill_now, cut to the kernel's 15-byte comm, with the id.
+    std::vector<std::pair<std::string, std::string>> kill_now_names() const;
     // Hashes per second above which a GPU process counts as mining; unset when
     // no file sets hash_rate_threshold.
     std::optional<double> hash_rate_threshold() const { return hash_rate_threshold_; }
@@ -130,6 +137,7 @@ class RuleSet {
     std::shared_ptr<const std::set<std::string, std::less<>>> disabled_;
     std::shared_ptr<const std::vector<EffectiveSignature>> effective_;
     Allowlist allowlist_;
+    std::set<std::string, std::less<>> known_bad_sha256_;
     std::optional<double> hash_rate_threshold_;
     std::vector<std::string> files_;
 };

@@ -1,0 +1,187 @@
+// Cost of the payload programs (bpf/payload.bpf.c) on a process they do not
+// watch: ns per small write(2) to a pipe (plus the read(2) that drains it,
+// which passes sys_exit_read) with the sensor attached without the payload
+// programs (baseline) and with them, alternating rounds in the same run.
+// A third case without any sensor is shown for reference. Goal: <= 10 %
+// added. Process CPU time (user + system) per iteration, not wall time, so a
+// busy machine's scheduling does not count. Needs root.
+//
+// Usage: payload_bench [--writes=N] [--rounds=N] [--max-ratio=R] [--syscall-hooks]
+//                      [google benchmark flags]
+// --syscall-hooks measures the fallback variant (syscall tracepoints).
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+#include <unistd.h>
+
+#include "agent/sensor.h"
+#include "gpuguard/common/logging.h"
+
+namespace {
+
+using gpuguard::agent::Sensor;
+
+void write_read_loop(benchmark::State& state, int read_fd, int write_fd) {
+    char byte[8] = "payload";
+    for (auto _ : state) {
+        if (write(write_fd, byte, sizeof(byte)) != sizeof(byte) ||
+            read(read_fd, byte, sizeof(byte)) != sizeof(byte)) {
+            state.SkipWithError("pipe write/read failed");
+            break;
+        }
+    }
+}
+
+class CollectingReporter : public benchmark::ConsoleReporter {
+  public:
+    void ReportRuns(const std::vector<Run>& runs) override {
+        for (const auto& run : runs) {
+            if (run.error_occurred) failed = true;
+            if (run.run_type == Run::RT_Iteration) {
+                times_ns[run.benchmark_name()].push_back(run.GetAdjustedCPUTime());
+            }
+        }
+        ConsoleReporter::ReportRuns(runs);
+    }
+    std::map<std::string, std::vector<double>> times_ns;
+    bool failed = false;
+};
+
+double median(std::vector<double> values) {
+    std::sort(values.begin(), values.end());
+    return values.empty() ? 0 : values[values.size() / 2];
+}
+
+// An attached sensor and a thread consuming its ring buffer.
+class AttachedSensor {
+  public:
+    explicit AttachedSensor(Sensor sensor) : sensor_(std::move(sensor)) {
+        consumer_ = std::thread([this] {
+            while (!stop_) (void)sensor_.poll(std::chrono::milliseconds(50));
+        });
+    }
+    ~AttachedSensor() {
+        stop_ = true;
+        consumer_.join();
+    }
+    const Sensor& sensor() const { return sensor_; }
+
+  private:
+    Sensor sensor_;
+    std::atomic<bool> stop_{false};
+    std::thread consumer_;
+};
+
+std::optional<AttachedSensor> attach(bool payload, bool syscall_hooks) {
+    gpuguard::agent::SensorOptions options;
+    options.config.payload_capture = payload;
+    options.config.payload_syscall_hooks = syscall_hooks;
+    auto sensor = Sensor::open(options, nullptr);
+    if (!sensor) {
+        std::fprintf(stderr, "payload_bench: %s\n", sensor.error().message.c_str());
+        return std::nullopt;
+    }
+    const auto hooks = sensor->attached_hooks();
+    // Either variant (bpf/payload.bpf.c): socket-layer tp_btf or syscall tracepoints.
+    const bool attached =
+        std::find(hooks.begin(), hooks.end(), "tp_btf/sock_send_length") != hooks.end() ||
+        std::find(hooks.begin(), hooks.end(), "syscalls/sys_enter_write") != hooks.end();
+    if (attached != payload) {
+        std::fprintf(stderr, "payload_bench: the payload programs %s attached\n",
+                     attached ? "are" : "are not");
+        return std::nullopt;
+    }
+    if (payload) {
+        std::printf("payload programs: %s\n",
+                    std::find(hooks.begin(), hooks.end(), "tp_btf/sock_send_length") != hooks.end()
+                        ? "tp_btf/sock_send_length, tp_btf/sock_recv_length"
+                        : "syscall tracepoints");
+    }
+    return std::optional<AttachedSensor>(std::in_place, std::move(sensor).value());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    int rounds = 3;
+    long writes = 1'000'000;
+    double max_ratio = 0;  // 0: report only
+    bool syscall_hooks = false;
+    std::vector<char*> args;
+    for (int i = 0; i < argc; ++i) {
+        if (std::strncmp(argv[i], "--rounds=", 9) == 0) {
+            rounds = std::max(1, std::atoi(argv[i] + 9));
+        } else if (std::strncmp(argv[i], "--writes=", 9) == 0) {
+            writes = std::max(1L, std::atol(argv[i] + 9));
+        } else if (std::strcmp(argv[i], "--syscall-hooks") == 0) {
+            syscall_hooks = true;  // measure the syscall-tracepoint variant
+        } else if (std::strncmp(argv[i], "--max-ratio=", 12) == 0) {
+            max_ratio = std::atof(argv[i] + 12);
+        } else {
+            args.push_back(argv[i]);
+        }
+    }
+    int bench_argc = static_cast<int>(args.size());
+    benchmark::Initialize(&bench_argc, args.data());
+    gpuguard::set_log_level("warn");
+
+    int fds[2];
+    if (pipe(fds) != 0) return 1;
+    for (const char* mode : {"no_sensor", "baseline", "payload"}) {
+        benchmark::RegisterBenchmark(
+            (std::string("BM_Payload_pipe_write/") + mode).c_str(),
+            [&](benchmark::State& state) { write_read_loop(state, fds[0], fds[1]); })
+            ->Iterations(writes);
+    }
+
+    CollectingReporter reporter;
+    for (int round = 0; round < rounds; ++round) {
+        benchmark::RunSpecifiedBenchmarks(&reporter, "/no_sensor/");
+        for (bool payload : {false, true}) {
+            auto attached = attach(payload, syscall_hooks);
+            if (!attached) return 1;
+            benchmark::RunSpecifiedBenchmarks(&reporter, payload ? "/payload/" : "/baseline/");
+        }
+    }
+    close(fds[0]);
+    close(fds[1]);
+
+    // Names carry the iteration count: "BM_Payload_pipe_write/payload/iterations:1000000".
+    const auto median_of = [&](const std::string& mode) {
+        const std::string prefix = "BM_Payload_pipe_write/" + mode + "/";
+        std::vector<double> times;
+        for (const auto& [name, runs] : reporter.times_ns) {
+            if (name.starts_with(prefix)) times.insert(times.end(), runs.begin(), runs.end());
+        }
+        return median(times);
+    };
+    const double none = median_of("no_sensor");
+    const double base = median_of("baseline");
+    const double with = median_of("payload");
+    if (none <= 0 || base <= 0 || with <= 0) {
+        std::fprintf(stderr, "payload_bench: a case did not run\n");
+        return 1;
+    }
+    const double ratio = base > 0 ? with / base : 0;
+    std::printf(
+        "\n%ld write+read pairs on a pipe by an unwatched process, median of %d round(s):\n",
+        writes, rounds);
+    std::printf("  no sensor                      %8.1f ns\n", none);
+    std::printf("  sensor, payload programs off   %8.1f ns\n", base);
+    std::printf("  sensor, payload programs on    %8.1f ns\n", with);
+    std::printf("  ratio on/off                   %8.3fx (%+.1f %%, goal <= +10 %%)\n", ratio,
+                (ratio - 1) * 100);
+    if (max_ratio > 0 && ratio > max_ratio) {
+        std::fprintf(stderr, "payload_bench: ratio %.3f above --max-ratio=%.3f\n", ratio,
+                     max_ratio);
+        return 1;
+    }
+    return reporter.failed ? 1 : 0;
+}

@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Socket payload samples (payload.bpf.c <-> agent/sensor*): the first bytes
+ * of the first messages of each INET connection of a watched process, and
+ * DNS answers of every process. Same ABI rules as events.h.
+ */
+#ifndef GPUGUARD_BPF_PAYLOAD_H
+#define GPUGUARD_BPF_PAYLOAD_H
+
+#include "events.h"
+
+/* Bytes copied per message: enough for a Stratum login/job line. */
+#define GG_PAYLOAD_MAX 512
+/* Flows tracked for the per-connection message budget (LRU). */
+#define GG_MAX_PAYLOAD_FLOWS 65536
+
+enum gg_payload_direction {
+	GG_PAYLOAD_OUT = 0, /* the process sent it */
+	GG_PAYLOAD_IN = 1,  /* the process received it */
+};
+
+/* Which system call a struct gg_payload_event comes from. */
+enum gg_payload_syscall {
+	GG_PSYS_WRITE = 0,
+	GG_PSYS_SENDTO = 1,
+	GG_PSYS_SENDMSG = 2,
+	GG_PSYS_READ = 3,
+	GG_PSYS_RECVFROM = 4,
+	GG_PSYS_RECVMSG = 5,
+};
+
+/* Flags of struct gg_payload_event. */
+enum gg_payload_flags {
+	GG_PAYLOAD_TRUNCATED = 1 << 0, /* the message was longer than GG_PAYLOAD_MAX */
+	GG_PAYLOAD_DNS = 1 << 1,      /* peer port 53: reported for any process (cfg_payload_dns) */
+	GG_PAYLOAD_FOLLOWED = 1 << 2, /* flow opened with '{': sampled past cfg_payload_msgs */
+	GG_PAYLOAD_DGRAM = 1 << 3,    /* SOCK_DGRAM socket (else SOCK_STREAM) */
+};
+
+/*
+ * One message (one system call's buffer) on an AF_INET/AF_INET6 socket.
+ * Variable length: hdr.size = GG_PAYLOAD_FIXED_SIZE + captured.
+ */
+struct gg_payload_event {
+	struct gg_event_header hdr;
+	struct gg_task_info task;
+	__s32 fd;
+	__u32 len;	   /* bytes the call moved (send: asked, receive: returned) */
+	__u32 captured;	   /* bytes in data[], at most GG_PAYLOAD_MAX */
+	__u32 seq;	   /* 0-based number of this message in its flow and direction */
+	__u64 flow;	   /* identity of the connection: the kernel's struct sock address */
+	__u16 family;	   /* AF_INET (2) or AF_INET6 (10) */
+	__u16 local_port;  /* host order */
+	__u16 remote_port; /* host order; from the sockaddr argument for unconnected sockets */
+	__u8 direction;	   /* enum gg_payload_direction */
+	__u8 syscall;	   /* enum gg_payload_syscall */
+	__u32 flags;	   /* enum gg_payload_flags */
+	__u32 _pad;
+	__u8 local_addr[16]; /* network order; IPv4 in the first 4 bytes */
+	__u8 remote_addr[16];
+	char data[GG_PAYLOAD_MAX];
+};
+#define GG_PAYLOAD_FIXED_SIZE (16 + 48 + 40 + 32)
+GG_STATIC_ASSERT(sizeof(struct gg_payload_event) == GG_PAYLOAD_FIXED_SIZE + GG_PAYLOAD_MAX,
+		 "gg_payload_event ABI");
+
+/* Key of payload_flows: one connection of one process. */
+struct gg_flow_key {
+	__u64 sock; /* struct sock address */
+	__u32 tgid;
+	__u32 _pad;
+};
+GG_STATIC_ASSERT(sizeof(struct gg_flow_key) == 16, "gg_flow_key ABI");
+
+/* Value of payload_flows: messages sampled so far, per direction. */
+struct gg_flow_state {
+	__u32 sent;
+	__u32 received;
+	__u32 flags; /* GG_PAYLOAD_FOLLOWED once the first sent byte was '{' */
+	__u32 _pad;
+};
+GG_STATIC_ASSERT(sizeof(struct gg_flow_state) == 16, "gg_flow_state ABI");
+
+#endif /* GPUGUARD_BPF_PAYLOAD_H */

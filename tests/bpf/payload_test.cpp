@@ -1,0 +1,592 @@
+// Payload sampling (payload.bpf.c) end to end on loopback: a child holding
+// a fake GPU node mines against a test pool in this process, speaking each
+// dialect; the captured samples go through NetIntel and the correlator as in
+// the agent. Also: a loopback DNS responder naming the pool, a non-mining
+// JSON-RPC client, and an unwatched process that is not sampled at all.
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <functional>
+#include <thread>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/correlator.h"
+#include "agent/net_intel.h"
+#include "gpuguard/rules/correlation.h"
+#include "tests/support/child_process.h"
+#include "tests/support/privileged.h"
+#include "tests/support/sensor_harness.h"
+#include "tests/support/temp_dir.h"
+
+namespace gpuguard::agent {
+namespace {
+
+using gpuguard::testing::run_in_child;
+
+constexpr int kShares = 11;
+constexpr long kShareIntervalNs = 100'000'000;  // the child submits every 100 ms
+
+// One TCP connection served by a script: every line received gets the
+// replies `respond` gives. Bound to a loopback address, ephemeral port.
+class TestServer {
+  public:
+    using Respond = std::function<std::vector<std::string>(const std::string& line)>;
+
+    TestServer(const char* address, Respond respond) : respond_(std::move(respond)) {
+        listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in in{};
+        in.sin_family = AF_INET;
+        inet_pton(AF_INET, address, &in.sin_addr);
+        socklen_t length = sizeof(in);
+        if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&in), length) != 0 ||
+            listen(listen_fd_, 4) != 0) {
+            close(listen_fd_);
+            listen_fd_ = -1;
+            return;
+        }
+        getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&in), &length);
+        port_ = ntohs(in.sin_port);
+        thread_ = std::thread([this] { serve(); });
+    }
+    ~TestServer() {
+        stop_ = true;
+        if (thread_.joinable()) thread_.join();
+        if (listen_fd_ >= 0) close(listen_fd_);
+    }
+    bool ok() const { return listen_fd_ >= 0; }
+    uint16_t port() const { return port_; }
+
+  private:
+    void serve() {
+        pollfd wait{listen_fd_, POLLIN, 0};
+        while (!stop_ && poll(&wait, 1, 50) == 0) {
+        }
+        if (stop_) return;
+        const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (fd < 0) return;
+        std::string pending;
+        char buffer[4096];
+        pollfd client{fd, POLLIN, 0};
+        while (!stop_) {
+            if (poll(&client, 1, 50) <= 0) continue;
+            const ssize_t n = read(fd, buffer, sizeof(buffer));
+            if (n <= 0) break;
+            pending.append(buffer, static_cast<size_t>(n));
+            size_t newline;
+            while ((newline = pending.find('\n')) != std::string::npos) {
+                const std::string line = pending.substr(0, newline);
+                pending.erase(0, newline + 1);
+                for (const auto& reply : respond_(line)) {
+                    const std::string framed = reply + "\n";
+                    if (write(fd, framed.data(), framed.size()) < 0) break;
+                }
+            }
+        }
+        close(fd);
+    }
+
+    Respond respond_;
+    int listen_fd_ = -1;
+    uint16_t port_ = 0;
+    std::thread thread_;
+    std::atomic<bool> stop_{false};
+};
+
+// The JSON-RPC id of a request line, as text ("" when none).
+std::string id_of(const std::string& line) {
+    const auto at = line.find("\"id\":");
+    if (at == std::string::npos) return "";
+    const auto end = line.find_first_of(",}", at);
+    return line.substr(at + 5, end - at - 5);
+}
+
+// A mining dialect: what the miner sends, what the pool answers, and the
+// hashes one share stands for at the difficulty the pool sets.
+struct Dialect {
+    const char* name;
+    std::vector<std::string> login;  // the miner's opening requests
+    TestServer::Respond pool;
+    std::function<std::string(int)> submit;  // the i-th share
+    double share_hashes;
+};
+
+std::vector<Dialect> dialects() {
+    return {
+        {"stratum1",
+         {R"({"id":1,"method":"mining.subscribe","params":["cgminer/4.10.0"]})",
+          R"({"params":["bc1qtestwalletaddressxxxxxxxxxxxxxxxxx.rig1","x"],"id":2,"method":"mining.authorize"})"},
+         [](const std::string& line) -> std::vector<std::string> {
+             if (line.find("mining.subscribe") != std::string::npos) {
+                 return {
+                     R"({"id":1,"result":[[["mining.notify","ae68"]],"08000002",4],"error":null})",
+                     R"({"id":null,"method":"mining.set_difficulty","params":[8]})",
+                     R"({"id":null,"method":"mining.notify","params":["bf","4d16","01","02",[],"20000000","1d00ffff","504e86b9",true]})"};
+             }
+             return {R"({"id":)" + id_of(line) + R"(,"result":true,"error":null})"};
+         },
+         [](int i) {
+             return R"({"params":["w.rig1","bf","00000001","504e86ed","b2957c02"],"id":)" +
+                    std::to_string(100 + i) + R"(,"method":"mining.submit"})";
+         },
+         8 * 4294967296.0},
+        {"cryptonote",
+         {R"({"id":1,"jsonrpc":"2.0","method":"login","params":{"login":"44AFFq5kSiGBoZ4NMDwYtN18obc8AemS33DBLWs3H7otXft3XjrpDtQGv7SqSsaBYBb98uNbr2VBBEt7f2wfn3RVGQBEP3A","pass":"x","agent":"XMRig/6.21.0"}})"},
+         [](const std::string& line) -> std::vector<std::string> {
+             if (line.find("\"login\"") != std::string::npos) {
+                 return {
+                     R"({"id":1,"jsonrpc":"2.0","error":null,"result":{"id":"s1","job":{"blob":"0707","job_id":"4","target":"b88d0600","seed_hash":"ab"},"status":"OK"}})"};
+             }
+             return {R"({"id":)" + id_of(line) +
+                     R"(,"jsonrpc":"2.0","error":null,"result":{"status":"OK"}})"};
+         },
+         [](int i) {
+             return R"({"id":)" + std::to_string(100 + i) +
+                    R"(,"jsonrpc":"2.0","method":"submit","params":{"id":"s1","job_id":"4","nonce":"0a0b0c0d","result":"ff"}})";
+         },
+         10000.0},
+        {"ethereumstratum",
+         {R"({"id":1,"method":"mining.subscribe","params":["ethminer/0.19","EthereumStratum/1.0.0"]})",
+          R"({"id":2,"method":"mining.authorize","params":["0xb85150eb365e7df0941f0cf08235f987ba91506a.rig2","x"]})"},
+         [](const std::string& line) -> std::vector<std::string> {
+             if (line.find("mining.subscribe") != std::string::npos) {
+                 return {
+                     R"({"id":1,"result":[["mining.notify","ae68","EthereumStratum/1.0.0"],"080c"],"error":null})",
+                     R"({"id":null,"method":"mining.set_target","params":["0000000100000000000000000000000000000000000000000000000000000000"]})"};
+             }
+             return {R"({"id":)" + id_of(line) + R"(,"result":true,"error":null})"};
+         },
+         [](int i) {
+             return R"({"id":)" + std::to_string(100 + i) +
+                    R"(,"method":"mining.submit","params":["rig2","bf","0x6a3c"]})";
+         },
+         4294967296.0},
+    };
+}
+
+// Child-safe helpers: only system calls.
+void sleep_ns(long ns) {
+    timespec delay{ns / 1'000'000'000, ns % 1'000'000'000};
+    while (nanosleep(&delay, &delay) != 0) {
+    }
+}
+
+bool write_all(int fd, const std::string& text) {
+    size_t done = 0;
+    while (done < text.size()) {
+        const ssize_t n = write(fd, text.data() + done, text.size() - done);
+        if (n <= 0) return false;
+        done += static_cast<size_t>(n);
+    }
+    return true;
+}
+
+// Reads until `lines` newlines arrived (or 2 s passed).
+bool read_lines(int fd, int lines) {
+    char buffer[4096];
+    int seen = 0;
+    pollfd wait{fd, POLLIN, 0};
+    while (seen < lines) {
+        if (poll(&wait, 1, 2000) <= 0) return false;
+        const ssize_t n = read(fd, buffer, sizeof(buffer));
+        if (n <= 0) return false;
+        seen += static_cast<int>(std::count(buffer, buffer + n, '\n'));
+    }
+    return true;
+}
+
+int connect_v4(const char* address, uint16_t port) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in in{};
+    in.sin_family = AF_INET;
+    in.sin_port = htons(port);
+    inet_pton(AF_INET, address, &in.sin_addr);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&in), sizeof(in)) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+// NetIntel, process table and correlator, as the agent chains them.
+class Pipeline {
+  public:
+    Pipeline() : intel_(NetIntelOptions{0, 4096, 16, 16384}) {
+        ProcessTableOptions options;
+        options.read_host = false;
+        table_ = std::make_unique<ProcessTable>(
+            options, [](uint32_t major, uint32_t minor) { return major == 1 && minor == 3; });
+        auto pack = rules::compile_builtin_pack();
+        EXPECT_TRUE(pack) << pack.error().message;
+        auto set = rules::RuleSet::build(*pack, {});
+        EXPECT_TRUE(set) << set.error().message;
+        auto correlation = rules::builtin_correlation_rules();
+        EXPECT_TRUE(correlation) << correlation.error().message;
+        auto created = Correlator::create(
+            *correlation, std::make_shared<const rules::RuleSet>(std::move(*set)), *table_);
+        EXPECT_TRUE(created) << created.error().message;
+        correlator_ = std::move(*created);
+    }
+
+    void run(const std::vector<Event>& events) {
+        for (Event event : events) {
+            std::vector<Event> derived;
+            intel_.process(event, derived);
+            judge(event);
+            for (const auto& extra : derived) judge(extra);
+        }
+    }
+
+    std::vector<const Event*> of_pid(uint32_t pid) const {
+        std::vector<const Event*> out;
+        for (const auto& event : judged_) {
+            if (event.task.pid == pid) out.push_back(&event);
+        }
+        return out;
+    }
+    bool fired(const std::string& rule, uint32_t pid) const {
+        return std::any_of(detections_.begin(), detections_.end(), [&](const Detection& d) {
+            return d.rule_id == rule && d.process.pid == pid;
+        });
+    }
+    const std::vector<Detection>& detections() const { return detections_; }
+
+  private:
+    void judge(const Event& event) {
+        judged_.push_back(event);
+        table_->apply(event);
+        correlator_->observe(event, detections_);
+    }
+
+    NetIntel intel_;
+    std::unique_ptr<ProcessTable> table_;
+    std::unique_ptr<Correlator> correlator_;
+    std::vector<Event> judged_;
+    std::vector<Detection> detections_;
+};
+
+// Run once per hook variant (bpf/payload.bpf.c): the socket-layer tracepoints
+// where the kernel has them, and the syscall tracepoints.
+class PayloadTracingTest : public ::testing::TestWithParam<bool> {
+  protected:
+    void SetUp() override {
+        GG_REQUIRE_PRIVILEGED();
+        node_ = (dir_ / "gpu0").string();
+        ASSERT_EQ(mknod(node_.c_str(), S_IFCHR | 0666, makedev(1, 3)), 0);
+        SensorOptions options;
+        options.config.extra_gpu_devices = {GpuDeviceNumber{1, 3, "test"}};
+        options.config.connect_loopback = true;  // the tests' traffic is loopback only
+        options.config.watched_ports = {};
+        options.config.payload_syscall_hooks = GetParam();
+        const auto error = harness_.open(options);
+        ASSERT_FALSE(error) << *error;
+        const auto hooks = harness_.sensor().attached_hooks();
+        const bool syscall_hooks =
+            std::find(hooks.begin(), hooks.end(), "syscalls/sys_enter_write") != hooks.end();
+        const bool socket_hooks =
+            std::find(hooks.begin(), hooks.end(), "tp_btf/sock_send_length") != hooks.end();
+        ASSERT_TRUE(syscall_hooks != socket_hooks);
+        if (!GetParam()) {
+            EXPECT_TRUE(socket_hooks) << "kernel without sock_send_length?";
+        }
+    }
+
+    // The child: open the GPU node, connect, log in, mine kShares shares.
+    pid_t mine(const Dialect& dialect, uint16_t port) {
+        std::vector<std::string> shares;
+        for (int i = 0; i < kShares; ++i) shares.push_back(dialect.submit(i) + "\n");
+        std::vector<std::string> login;
+        for (const auto& line : dialect.login) login.push_back(line + "\n");
+        int exit_code = -1;
+        const pid_t child = run_in_child(
+            "gg-miner",
+            [&] {
+                const int gpu = open(node_.c_str(), O_RDWR);
+                if (gpu < 0) return 1;
+                const int fd = connect_v4("127.0.0.1", port);
+                if (fd < 0) return 2;
+                for (const auto& line : login) {
+                    if (!write_all(fd, line)) return 3;
+                    if (!read_lines(fd, 1)) return 4;
+                }
+                sleep_ns(20'000'000);  // the rest of the pool's greeting
+                for (const auto& share : shares) {
+                    if (!write_all(fd, share) || !read_lines(fd, 1)) return 5;
+                    sleep_ns(kShareIntervalNs);
+                }
+                close(fd);
+                return 0;
+            },
+            &exit_code);
+        EXPECT_EQ(exit_code, 0) << dialect.name;
+        return child;
+    }
+
+    gpuguard::testing::TempDir dir_{"gg-payload"};
+    std::string node_;
+    gpuguard::testing::SensorHarness harness_;
+};
+
+TEST_P(PayloadTracingTest, each_dialect_is_recognised_in_one_round_trip_with_its_hash_rate) {
+    for (const auto& dialect : dialects()) {
+        SCOPED_TRACE(dialect.name);
+        TestServer pool("127.0.0.1", dialect.pool);
+        ASSERT_TRUE(pool.ok());
+        const pid_t child = mine(dialect, pool.port());
+        const auto samples = harness_.of<NetPayload>(child, dialect.login.size() + kShares);
+        ASSERT_GE(samples.size(), dialect.login.size() + kShares);
+        EXPECT_EQ(samples.front().second.remote_port, pool.port());
+        EXPECT_EQ(samples.front().second.remote_address, "127.0.0.1");
+
+        Pipeline pipeline;
+        pipeline.run(harness_.events());
+        std::vector<Stratum> sessions;
+        for (const Event* event : pipeline.of_pid(child)) {
+            if (const auto* stratum = std::get_if<Stratum>(&event->data))
+                sessions.push_back(*stratum);
+        }
+        ASSERT_FALSE(sessions.empty());
+        // Recognised from the miner's first request, before any answer.
+        EXPECT_EQ(sessions.front().methods.size(), 1u);
+        EXPECT_EQ(sessions.front().methods.front(),
+                  std::string(dialect.name) == "cryptonote" ? "login" : "mining.subscribe");
+        const Stratum& last = sessions.back();
+        EXPECT_EQ(last.protocol, dialect.name);
+        EXPECT_EQ(last.pool_port, pool.port());
+        EXPECT_EQ(last.shares_submitted, static_cast<uint64_t>(kShares));
+        EXPECT_DOUBLE_EQ(last.share_hashes, dialect.share_hashes);
+        ASSERT_TRUE(last.hash_rate);
+        const double truth = dialect.share_hashes / (kShareIntervalNs / 1e9);
+        std::printf("%-16s hash rate %.6g H/s, truth %.6g H/s, error %+.2f %%\n", dialect.name,
+                    *last.hash_rate, truth, (*last.hash_rate - truth) / truth * 100);
+        EXPECT_NEAR(*last.hash_rate, truth, truth * 0.10)
+            << "error " << (*last.hash_rate - truth) / truth * 100 << "%";
+        EXPECT_TRUE(pipeline.fired("GG-CORR-0003", static_cast<uint32_t>(child)));
+        harness_.events().clear();
+    }
+}
+
+// A DNS responder on 127.53.53.53:53 (not the host's resolver) that answers
+// every A query for `name` with `address`.
+class DnsResponder {
+  public:
+    DnsResponder(std::string name, std::array<uint8_t, 4> address)
+        : name_(std::move(name)), address_(address) {
+        fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        sockaddr_in in{};
+        in.sin_family = AF_INET;
+        in.sin_port = htons(53);
+        inet_pton(AF_INET, "127.53.53.53", &in.sin_addr);
+        if (bind(fd_, reinterpret_cast<sockaddr*>(&in), sizeof(in)) != 0) {
+            close(fd_);
+            fd_ = -1;
+            return;
+        }
+        thread_ = std::thread([this] { serve(); });
+    }
+    ~DnsResponder() {
+        stop_ = true;
+        if (thread_.joinable()) thread_.join();
+        if (fd_ >= 0) close(fd_);
+    }
+    bool ok() const { return fd_ >= 0; }
+
+  private:
+    void serve() {
+        uint8_t query[512];
+        pollfd wait{fd_, POLLIN, 0};
+        while (!stop_) {
+            if (poll(&wait, 1, 50) <= 0) continue;
+            sockaddr_in from{};
+            socklen_t length = sizeof(from);
+            const ssize_t n =
+                recvfrom(fd_, query, sizeof(query), 0, reinterpret_cast<sockaddr*>(&from), &length);
+            if (n < 12) continue;
+            // Echo the header and question, one answer pointing at the question.
+            std::string reply(reinterpret_cast<char*>(query), static_cast<size_t>(n));
+            reply[2] = static_cast<char>(0x81);
+            reply[3] = static_cast<char>(0x80);
+            reply[7] = 1;  // ancount
+            reply += std::string{char(0xc0), 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4};
+            for (uint8_t byte : address_) reply += static_cast<char>(byte);
+            sendto(fd_, reply.data(), reply.size(), 0, reinterpret_cast<sockaddr*>(&from), length);
+        }
+    }
+
+    std::string name_;
+    std::array<uint8_t, 4> address_;
+    int fd_ = -1;
+    std::thread thread_;
+    std::atomic<bool> stop_{false};
+};
+
+std::string dns_query(const std::string& name) {
+    std::string out = {0x42, 0x42, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0};
+    size_t start = 0;
+    while (start <= name.size()) {
+        size_t end = name.find('.', start);
+        if (end == std::string::npos) end = name.size();
+        out += static_cast<char>(end - start);
+        out += name.substr(start, end - start);
+        start = end + 1;
+    }
+    out += std::string{0, 0, 1, 0, 1};
+    return out;
+}
+
+TEST_P(PayloadTracingTest, observed_dns_answer_names_the_connect_and_the_pool_domain_rule_fires) {
+    DnsResponder responder("pool.supportxmr.com", {127, 0, 0, 77});
+    ASSERT_TRUE(responder.ok());
+    TestServer pool("127.0.0.77", [](const std::string&) { return std::vector<std::string>{}; });
+    ASSERT_TRUE(pool.ok());
+    const std::string query = dns_query("pool.supportxmr.com");
+    const uint16_t port = pool.port();
+    int exit_code = -1;
+    const pid_t child = run_in_child(
+        "gg-resolver",
+        [&] {
+            if (open(node_.c_str(), O_RDWR) < 0) return 1;
+            // As a stub resolver does: an unconnected UDP socket, sendto/recvfrom.
+            const int udp = socket(AF_INET, SOCK_DGRAM, 0);
+            sockaddr_in server{};
+            server.sin_family = AF_INET;
+            server.sin_port = htons(53);
+            inet_pton(AF_INET, "127.53.53.53", &server.sin_addr);
+            if (sendto(udp, query.data(), query.size(), 0, reinterpret_cast<sockaddr*>(&server),
+                       sizeof(server)) < 0) {
+                return 2;
+            }
+            char answer[512];
+            sockaddr_in from{};
+            socklen_t length = sizeof(from);
+            pollfd wait{udp, POLLIN, 0};
+            if (poll(&wait, 1, 2000) <= 0) return 3;
+            if (recvfrom(udp, answer, sizeof(answer), 0, reinterpret_cast<sockaddr*>(&from),
+                         &length) < 12) {
+                return 4;
+            }
+            close(udp);
+            const int fd = connect_v4("127.0.0.77", port);
+            if (fd < 0) return 5;
+            close(fd);
+            return 0;
+        },
+        &exit_code);
+    ASSERT_EQ(exit_code, 0);
+    const auto connects = harness_.of<Connect>(child, 1);
+    ASSERT_EQ(connects.size(), 1u);
+    const auto answers = harness_.matching<NetPayload>(child);
+    ASSERT_EQ(answers.size(), 1u);
+    EXPECT_TRUE(answers[0].second.dns);
+    EXPECT_EQ(answers[0].second.remote_port, 53);
+    EXPECT_EQ(answers[0].second.remote_address, "127.53.53.53");
+
+    Pipeline pipeline;
+    pipeline.run(harness_.events());
+    const auto events = pipeline.of_pid(child);
+    const auto connect = std::find_if(events.begin(), events.end(), [](const Event* event) {
+        return std::holds_alternative<Connect>(event->data);
+    });
+    ASSERT_NE(connect, events.end());
+    EXPECT_EQ(std::get<Connect>((*connect)->data).domain, "pool.supportxmr.com");
+    EXPECT_TRUE(pipeline.fired("GG-CORR-0002", static_cast<uint32_t>(child)));
+}
+
+TEST_P(PayloadTracingTest, non_mining_json_rpc_is_sampled_but_raises_nothing) {
+    TestServer node("127.0.0.1", [](const std::string& line) {
+        return std::vector<std::string>{R"({"jsonrpc":"2.0","id":)" + id_of(line) +
+                                        R"(,"result":"0x0234c8a3397aab58"})"};
+    });
+    ASSERT_TRUE(node.ok());
+    const std::string request =
+        R"({"jsonrpc":"2.0","method":"eth_getBalance","params":["0xb85150eb365e7df0941f0cf08235f987ba91506a","latest"],"id":1})"
+        "\n";
+    const uint16_t port = node.port();
+    int exit_code = -1;
+    const pid_t child = run_in_child(
+        "gg-wallet",
+        [&] {
+            if (open(node_.c_str(), O_RDWR) < 0) return 1;
+            const int fd = connect_v4("127.0.0.1", port);
+            if (fd < 0) return 2;
+            for (int i = 0; i < 3; ++i) {
+                if (!write_all(fd, request) || !read_lines(fd, 1)) return 3;
+            }
+            close(fd);
+            return 0;
+        },
+        &exit_code);
+    ASSERT_EQ(exit_code, 0);
+    const auto samples = harness_.of<NetPayload>(child, 6);
+    EXPECT_EQ(samples.size(), 6u);  // watched (GPU holder): sampled both ways
+    Pipeline pipeline;
+    pipeline.run(harness_.events());
+    for (const Event* event : pipeline.of_pid(child)) {
+        EXPECT_FALSE(std::holds_alternative<Stratum>(event->data));
+    }
+    EXPECT_FALSE(pipeline.fired("GG-CORR-0003", static_cast<uint32_t>(child)));
+}
+
+TEST_P(PayloadTracingTest, unwatched_processes_are_not_sampled_and_flows_are_bounded) {
+    TestServer pool("127.0.0.1", [](const std::string& line) {
+        return std::vector<std::string>{R"({"id":)" + id_of(line) + R"(,"result":true})"};
+    });
+    ASSERT_TRUE(pool.ok());
+    const uint16_t port = pool.port();
+    const std::string line = R"({"id":7,"method":"mining.subscribe","params":[]})"
+                             "\n";
+    const std::string binary(40, 'B');  // not JSON: the default budget applies
+    int exit_code = -1;
+    // No GPU, no watched port: nothing at all.
+    const pid_t stranger = run_in_child(
+        "gg-stranger",
+        [&] {
+            const int fd = connect_v4("127.0.0.1", port);
+            if (fd < 0) return 2;
+            if (!write_all(fd, line) || !read_lines(fd, 1)) return 3;
+            close(fd);
+            return 0;
+        },
+        &exit_code);
+    ASSERT_EQ(exit_code, 0);
+    harness_.drain(std::chrono::milliseconds(300));
+    EXPECT_TRUE(harness_.matching<NetPayload>(stranger).empty());
+
+    // A GPU holder's non-JSON flow: only the first payload_messages (4) writes.
+    TestServer sink("127.0.0.1", [](const std::string&) { return std::vector<std::string>{}; });
+    ASSERT_TRUE(sink.ok());
+    const uint16_t sink_port = sink.port();
+    const pid_t holder = run_in_child(
+        "gg-holder",
+        [&] {
+            if (open(node_.c_str(), O_RDWR) < 0) return 1;
+            const int fd = connect_v4("127.0.0.1", sink_port);
+            if (fd < 0) return 2;
+            for (int i = 0; i < 20; ++i) {
+                if (!write_all(fd, binary)) return 3;
+            }
+            close(fd);
+            return 0;
+        },
+        &exit_code);
+    ASSERT_EQ(exit_code, 0);
+    const auto samples = harness_.of<NetPayload>(holder, 4);
+    EXPECT_EQ(samples.size(), 4u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Hooks, PayloadTracingTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                             return info.param ? "syscall_tracepoints" : "socket_tracepoints";
+                         });
+
+}  // namespace
+}  // namespace gpuguard::agent

@@ -1,0 +1,284 @@
+// NetIntel between the sensor and the correlator: DNS answers name connects,
+// payload samples become Stratum events, and the built-in correlation rules
+// (GG-CORR-0002 pool domain, GG-CORR-0003 stratum) fire on them -- live and,
+// from the derived events' JSON form, in replay.
+#include "agent/net_intel.h"
+
+#include <algorithm>
+
+#include <gtest/gtest.h>
+
+#include "agent/correlator.h"
+#include "agent/event_json.h"
+#include "gpuguard/rules/correlation.h"
+
+namespace gpuguard::agent {
+namespace {
+
+constexpr uint64_t kSecond = 1'000'000'000;
+constexpr uint32_t kPid = 4242;
+constexpr uint64_t kFlow = 0xffff'8880'0000'1000ull;
+
+std::shared_ptr<const rules::RuleSet> rule_set(const std::string& user_yaml = "") {
+    static auto pack = [] {
+        auto builtin = rules::compile_builtin_pack();
+        EXPECT_TRUE(builtin) << builtin.error().message;
+        return *builtin;
+    }();
+    std::vector<rules::RuleFile> files;
+    if (!user_yaml.empty()) files.push_back({"test-rules.yaml", user_yaml});
+    auto built = rules::RuleSet::build(pack, files);
+    EXPECT_TRUE(built) << built.error().message;
+    return std::make_shared<const rules::RuleSet>(std::move(*built));
+}
+
+// A DNS response: `name` A `address` (dotted quad), TTL 300.
+std::string dns_answer(const std::string& name, std::array<uint8_t, 4> address) {
+    std::string out = {0x12, 0x34, char(0x81), char(0x80), 0, 1, 0, 1, 0, 0, 0, 0};
+    size_t start = 0;
+    while (start <= name.size()) {
+        size_t end = name.find('.', start);
+        if (end == std::string::npos) end = name.size();
+        out += static_cast<char>(end - start);
+        out += name.substr(start, end - start);
+        start = end + 1;
+    }
+    out += std::string{0, 0, 1, 0, 1};
+    out += std::string{char(0xc0), 12, 0, 1, 0, 1, 0, 0, 1, 44, 0, 4};
+    for (uint8_t byte : address) out += static_cast<char>(byte);
+    return out;
+}
+
+class NetIntelTest : public ::testing::Test {
+  protected:
+    void SetUp() override { make(rule_set()); }
+
+    void make(std::shared_ptr<const rules::RuleSet> set) {
+        ProcessTableOptions options;
+        options.read_host = false;
+        table_ = std::make_unique<ProcessTable>(options, [](uint32_t, uint32_t) { return true; });
+        auto parsed = rules::builtin_correlation_rules();
+        ASSERT_TRUE(parsed) << parsed.error().message;
+        auto created = Correlator::create(*parsed, std::move(set), *table_);
+        ASSERT_TRUE(created) << created.error().message;
+        correlator_ = std::move(*created);
+    }
+
+    // The agent's path: NetIntel, then table and correlator for the event
+    // and every event it derived. Returns the detections.
+    std::vector<Detection> feed(uint64_t ts, EventData data, uint32_t pid = kPid) {
+        Event event{ts, TaskInfo{pid, pid, 1, 1000, 1000, 1, "python3"}, std::move(data)};
+        std::vector<Event> derived;
+        intel_.process(event, derived);
+        std::vector<Detection> out;
+        judge(event, out);
+        for (const auto& extra : derived) judge(extra, out);
+        return out;
+    }
+
+    void judge(const Event& event, std::vector<Detection>& out) {
+        journal_.push_back(event_to_json(event, 0));
+        table_->apply(event);
+        correlator_->observe(event, out);
+    }
+
+    std::vector<Detection> payload(uint64_t ts, NetPayload::Direction direction, std::string data,
+                                   uint32_t seq, uint64_t flow = kFlow) {
+        NetPayload sample;
+        sample.fd = 7;
+        sample.direction = direction;
+        sample.syscall = direction == NetPayload::Direction::kOut ? "write" : "read";
+        sample.length = static_cast<uint32_t>(data.size());
+        sample.seq = seq;
+        sample.flow = flow;
+        sample.remote_address = "198.51.100.20";
+        sample.remote_port = 443;
+        sample.data = std::move(data);
+        return feed(ts, sample);
+    }
+
+    void hold_gpu(uint64_t ts) {
+        feed(ts, Exec{"/usr/bin/python3", {"python3", "job.py"}, false, false, kPid});
+        feed(ts + 1, GpuOpen{195, 0, 3, -100, 2, OpenSyscall::kOpenat, false, "/dev/nvidia0"});
+    }
+
+    static const Detection* find(const std::vector<Detection>& detections, const std::string& id) {
+        const auto found = std::find_if(detections.begin(), detections.end(),
+                                        [&](const Detection& d) { return d.rule_id == id; });
+        return found == detections.end() ? nullptr : &*found;
+    }
+
+    std::vector<Stratum> stratum_events() const {
+        std::vector<Stratum> out;
+        for (const auto& line : journal_) {
+            auto parsed = event_from_json(line, "journal");
+            EXPECT_TRUE(parsed) << parsed.error().message;
+            if (auto* stratum = std::get_if<Stratum>(&parsed->event.data)) out.push_back(*stratum);
+        }
+        return out;
+    }
+
+    NetIntel intel_{NetIntelOptions{0, 64, 16, 128}};
+    std::unique_ptr<ProcessTable> table_;
+    std::unique_ptr<Correlator> correlator_;
+    std::vector<std::string> journal_;  // JSON Lines of every event judged
+};
+
+TEST_F(NetIntelTest, observed_dns_answer_names_the_connect_and_the_pool_domain_rule_fires) {
+    hold_gpu(1 * kSecond);
+    NetPayload answer;
+    answer.direction = NetPayload::Direction::kIn;
+    answer.syscall = "recvfrom";
+    answer.stream = false;
+    answer.dns = true;
+    answer.remote_address = "127.0.0.53";
+    answer.remote_port = 53;
+    answer.data = dns_answer("xmr-eu1.nanopool.org", {203, 0, 113, 5});
+    feed(2 * kSecond, answer);
+    EXPECT_EQ(intel_.stats().dns_answers, 1u);
+
+    const auto detections =
+        feed(3 * kSecond, Connect{9, 0, 4, "203.0.113.5", 10300, true, false, false, false, false});
+    const Detection* pool = find(detections, "GG-CORR-0002");
+    ASSERT_NE(pool, nullptr);
+    ASSERT_TRUE(pool->peer);
+    EXPECT_EQ(pool->peer->domain, "xmr-eu1.nanopool.org");
+    EXPECT_TRUE(std::any_of(pool->signature_ids.begin(), pool->signature_ids.end(),
+                            [](const std::string& id) { return id.starts_with("GG-POOL-"); }));
+    EXPECT_NE(journal_.back().find(R"("domain":"xmr-eu1.nanopool.org")"), std::string::npos);
+}
+
+TEST_F(NetIntelTest, connect_to_an_address_nobody_resolved_has_no_domain) {
+    hold_gpu(1 * kSecond);
+    const auto detections =
+        feed(3 * kSecond, Connect{9, 0, 4, "203.0.113.5", 10300, true, false, false, false, false});
+    EXPECT_EQ(find(detections, "GG-CORR-0002"), nullptr);
+    EXPECT_EQ(journal_.back().find("\"domain\""), std::string::npos);
+}
+
+TEST_F(NetIntelTest, stratum_login_raises_the_stratum_rule_within_one_message) {
+    const auto detections = payload(
+        5 * kSecond, NetPayload::Direction::kOut,
+        R"({"id":1,"jsonrpc":"2.0","method":"login","params":{"login":"44AFFq5kSiGBoZ4NMDwYtN18obc8AemS33DBLWs3H7otXft3Xjrp","pass":"x","agent":"XMRig/6.21.0"}})"
+        "\n",
+        0);
+    const Detection* stratum = find(detections, "GG-CORR-0003");
+    ASSERT_NE(stratum, nullptr);
+    EXPECT_TRUE(std::find(stratum->signature_ids.begin(), stratum->signature_ids.end(),
+                          "GG-STRATUM-0016") != stratum->signature_ids.end());
+    ASSERT_TRUE(stratum->peer);
+    EXPECT_EQ(stratum->peer->protocol, "cryptonote");
+    EXPECT_EQ(stratum->peer->ip, "198.51.100.20");
+    const auto events = stratum_events();
+    ASSERT_EQ(events.size(), 1u);
+    EXPECT_EQ(events[0].login, "44AFFq5k\u2026");
+}
+
+TEST_F(NetIntelTest, hash_rate_above_the_threshold_is_evidence) {
+    make(rule_set("hash_rate_threshold: 1kH/s\n"));
+    payload(1 * kSecond, NetPayload::Direction::kOut,
+            R"({"id":1,"method":"mining.subscribe","params":[]})"
+            "\n",
+            0);
+    payload(1 * kSecond + 1, NetPayload::Direction::kIn,
+            R"({"id":null,"method":"mining.set_difficulty","params":[1]})"
+            "\n",
+            0);
+    std::vector<Detection> last;
+    for (uint32_t i = 0; i < 4; ++i) {
+        auto detections = payload((2 + i) * kSecond, NetPayload::Direction::kOut,
+                                  R"({"id":)" + std::to_string(10 + i) +
+                                      R"(,"method":"mining.submit","params":["w","j","e","t","n"]})"
+                                      "\n",
+                                  1 + i);
+        if (!detections.empty()) last = detections;
+    }
+    const Detection* stratum = find(last, "GG-CORR-0003");
+    ASSERT_NE(stratum, nullptr);
+    EXPECT_TRUE(std::any_of(stratum->evidence.begin(), stratum->evidence.end(),
+                            [](const Evidence& e) { return e.detail.starts_with("hash rate "); }));
+    const auto sessions = intel_.sessions();
+    ASSERT_EQ(sessions.size(), 1u);
+    ASSERT_TRUE(sessions[0].stratum.hash_rate);
+    EXPECT_DOUBLE_EQ(*sessions[0].stratum.hash_rate, 4294967296.0);
+}
+
+TEST_F(NetIntelTest, non_mining_json_rpc_raises_nothing) {
+    std::vector<Detection> all;
+    for (
+        const auto& detection : payload(
+            1 * kSecond, NetPayload::Direction::kOut,
+            R"({"jsonrpc":"2.0","method":"eth_getBalance","params":["0xb85150eb365e7df0941f0cf08235f987ba91506a","latest"],"id":1})"
+            "\n",
+            0)) {
+        all.push_back(detection);
+    }
+    for (const auto& detection : payload(1 * kSecond + 5, NetPayload::Direction::kIn,
+                                         R"({"jsonrpc":"2.0","id":1,"result":"0x0234c8a3397aab58"})"
+                                         "\n",
+                                         0)) {
+        all.push_back(detection);
+    }
+    EXPECT_TRUE(all.empty());
+    EXPECT_TRUE(stratum_events().empty());
+    EXPECT_EQ(intel_.stats().sessions_recognised, 0u);
+}
+
+TEST_F(NetIntelTest, replaying_the_journaled_events_reproduces_the_detections) {
+    hold_gpu(1 * kSecond);
+    NetPayload answer;
+    answer.direction = NetPayload::Direction::kIn;
+    answer.stream = false;
+    answer.dns = true;
+    answer.remote_port = 53;
+    answer.data = dns_answer("pool.supportxmr.com", {198, 51, 100, 20});
+    std::vector<std::string> live;
+    const auto collect = [&](const std::vector<Detection>& detections) {
+        for (const auto& d : detections) live.push_back(d.rule_id + "/" + std::to_string(d.update));
+    };
+    collect(feed(2 * kSecond, answer));
+    collect(feed(3 * kSecond,
+                 Connect{7, 0, 4, "198.51.100.20", 443, true, false, false, false, false}));
+    collect(payload(4 * kSecond, NetPayload::Direction::kOut,
+                    R"({"id":1,"method":"mining.subscribe","params":["x/1"]})"
+                    "\n",
+                    0));
+    ASSERT_FALSE(live.empty());
+    EXPECT_EQ(stratum_events().at(0).pool_domain, "pool.supportxmr.com");
+
+    // Replay: a fresh table and correlator, the journaled JSON, no NetIntel.
+    const auto lines = journal_;
+    make(rule_set());
+    std::vector<std::string> replayed;
+    for (const auto& line : lines) {
+        auto parsed = event_from_json(line, "journal");
+        ASSERT_TRUE(parsed) << parsed.error().message;
+        table_->apply(parsed->event);
+        std::vector<Detection> out;
+        correlator_->observe(parsed->event, out);
+        for (const auto& d : out) replayed.push_back(d.rule_id + "/" + std::to_string(d.update));
+    }
+    EXPECT_EQ(replayed, live);
+}
+
+TEST_F(NetIntelTest, exit_forgets_the_process_sessions) {
+    payload(1 * kSecond, NetPayload::Direction::kOut,
+            R"({"id":1,"method":"mining.subscribe","params":[]})"
+            "\n",
+            0);
+    EXPECT_EQ(intel_.sessions().size(), 1u);
+    feed(2 * kSecond, Exit{0, false});
+    EXPECT_TRUE(intel_.sessions().empty());
+}
+
+TEST_F(NetIntelTest, unrecognised_flows_are_bounded) {
+    for (uint64_t flow = 1; flow <= 200; ++flow) {
+        payload(flow, NetPayload::Direction::kOut, R"({"jsonrpc":"2.0","method":"ping"})", 0, flow);
+    }
+    // Only sessions() of recognised flows are visible; the table itself stays bounded.
+    payload(1000, NetPayload::Direction::kOut, R"({"id":1,"method":"mining.subscribe"})", 0, 999);
+    EXPECT_EQ(intel_.sessions().size(), 1u);
+}
+
+}  // namespace
+}  // namespace gpuguard::agent

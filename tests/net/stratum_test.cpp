@@ -1,0 +1,179 @@
+// Stratum recognition per dialect, share accounting and the hash-rate
+// estimate, and what must not be taken for mining.
+#include "agent/stratum.h"
+
+#include <gtest/gtest.h>
+
+namespace gpuguard::agent::stratum {
+namespace {
+
+constexpr uint64_t kSecond = 1'000'000'000;
+using Direction = NetPayload::Direction;
+
+class SessionTest : public ::testing::Test {
+  protected:
+    Update out(const std::string& line, uint64_t ts = 0) {
+        return session_.feed(Direction::kOut, line + "\n", out_seq_++,
+                             static_cast<uint32_t>(line.size() + 1), ts);
+    }
+    Update in(const std::string& line, uint64_t ts = 0) {
+        return session_.feed(Direction::kIn, line + "\n", in_seq_++,
+                             static_cast<uint32_t>(line.size() + 1), ts);
+    }
+    Session session_;
+    uint32_t out_seq_ = 0;
+    uint32_t in_seq_ = 0;
+};
+
+TEST_F(SessionTest, stratum1_is_recognised_by_its_first_request_whatever_the_key_order) {
+    const auto update =
+        out(R"({"params": ["cgminer/4.10.0"], "id": 1, "method": "mining.subscribe"})");
+    EXPECT_TRUE(update.recognised);
+    EXPECT_EQ(session_.protocol(), Protocol::kStratum1);
+    const auto stratum = session_.describe();
+    EXPECT_EQ(stratum.agent, "cgminer/4.10.0");
+    ASSERT_EQ(stratum.messages.size(), 1u);
+    EXPECT_NE(stratum.messages[0].find("mining.subscribe"), std::string::npos);
+}
+
+TEST_F(SessionTest, stratum1_hash_rate_is_share_difficulty_times_2_pow_32_over_time) {
+    out(R"({"id":1,"method":"mining.subscribe","params":[]})");
+    out(R"({"id":2,"method":"mining.authorize","params":["1BvBMSEYstWetqTFn5Au4m4GFg7xJaNVN2.rig1","x"]})");
+    in(R"({"id":null,"method":"mining.set_difficulty","params":[16]})");
+    in(R"({"id":null,"method":"mining.notify","params":["bf","4d16"]})");
+    // 11 shares, one every 2 s: 10 intervals of 16 * 2^32 hashes each.
+    for (int i = 0; i <= 10; ++i) {
+        const std::string id = std::to_string(10 + i);
+        out(R"({"params":["w","bf","00000001","504e86ed","b2957c02"],"id":)" + id +
+                R"(,"method":"mining.submit"})",
+            (100 + 2 * i) * kSecond);
+        in(R"({"id":)" + id + R"(,"result":)" + (i == 3 ? "false" : "true") + R"(,"error":null})");
+    }
+    const auto stratum = session_.describe();
+    EXPECT_EQ(stratum.protocol, "stratum1");
+    EXPECT_EQ(stratum.login, "1BvBMSEY\u2026.rig1");
+    EXPECT_EQ(stratum.shares_submitted, 11u);
+    EXPECT_EQ(stratum.shares_accepted, 10u);
+    EXPECT_EQ(stratum.shares_rejected, 1u);
+    EXPECT_EQ(stratum.difficulty_updates, 1u);
+    ASSERT_TRUE(stratum.hash_rate);
+    EXPECT_DOUBLE_EQ(*stratum.hash_rate, 16 * 4294967296.0 / 2);
+}
+
+TEST_F(SessionTest, ethereum_stratum_uses_the_target_for_share_hashes) {
+    out(R"({"id":1,"method":"mining.subscribe","params":["ethminer/0.19","EthereumStratum/1.0.0"]})");
+    EXPECT_EQ(session_.protocol(), Protocol::kEthereumStratum);
+    // Target 2^240: 2^16 hashes per share.
+    in(R"({"id":null,"method":"mining.set_target","params":["0001000000000000000000000000000000000000000000000000000000000000"]})");
+    out(R"({"id":5,"method":"mining.submit","params":["w","j","0x1"]})", 10 * kSecond);
+    out(R"({"id":6,"method":"mining.submit","params":["w","j","0x2"]})", 11 * kSecond);
+    ASSERT_TRUE(session_.hash_rate());
+    EXPECT_NEAR(*session_.hash_rate(), 65536.0, 1e-6);
+}
+
+TEST_F(SessionTest, mining_hello_is_ethereum_stratum_2) {
+    EXPECT_TRUE(
+        out(R"({"id":0,"method":"mining.hello","params":{"agent":"ethminer-0.19","host":"p","port":"4444","proto":"EthereumStratum/2.0.0"}})")
+            .recognised);
+    EXPECT_EQ(session_.protocol(), Protocol::kEthereumStratum);
+    EXPECT_EQ(session_.describe().agent, "ethminer-0.19");
+}
+
+TEST_F(SessionTest, ethproxy_login_work_and_reported_hashrate) {
+    out(R"({"worker":"rig7","jsonrpc":"2.0","params":["0xb85150eb365e7df0941f0cf08235f987ba91506a"],"id":1,"method":"eth_submitLogin"})");
+    EXPECT_EQ(session_.protocol(), Protocol::kEthProxy);
+    out(R"({"id":2,"method":"eth_getWork","params":[]})");
+    in(R"({"id":2,"jsonrpc":"2.0","result":["0xabc","0xdef","0x0000000100000000000000000000000000000000000000000000000000000000"]})");
+    out(R"({"id":3,"method":"eth_submitHashrate","params":["0x1dcd6500","0xabc"]})");
+    out(R"({"id":4,"method":"eth_submitWork","params":["0x1","0x2","0x3"]})", 1 * kSecond);
+    out(R"({"id":5,"method":"eth_submitWork","params":["0x1","0x2","0x3"]})", 3 * kSecond);
+    const auto stratum = session_.describe();
+    EXPECT_EQ(stratum.login, "0xb85150\u2026.rig7");
+    ASSERT_TRUE(stratum.reported_hash_rate);
+    EXPECT_DOUBLE_EQ(*stratum.reported_hash_rate, 500'000'000.0);
+    ASSERT_TRUE(stratum.hash_rate);
+    EXPECT_NEAR(*stratum.hash_rate, 4294967296.0 / 2, 1);  // 2^256 / 2^224 per share, 2 s
+}
+
+TEST_F(SessionTest, cryptonote_login_job_target_and_submits) {
+    EXPECT_TRUE(
+        out(R"j({"id":1,"jsonrpc":"2.0","method":"login","params":{"login":"44AFFq5kSiGBoZ4NMDwYtN18obc8AemS33DBLWs3H7otXft3XjrpDtQGv7SqSsaBYBb98uNbr2VBBEt7f2wfn3RVGQBEP3A","pass":"x","agent":"XMRig/6.21.0 (Linux x86_64)"}})j")
+            .recognised);
+    EXPECT_EQ(session_.protocol(), Protocol::kCryptoNote);
+    // Target b88d0600 (LE) = 0x00068db8 -> difficulty floor(0xffffffff / 0x68db8) = 10000.
+    in(R"({"id":1,"jsonrpc":"2.0","error":null,"result":{"id":"1","job":{"blob":"0707","job_id":"4","target":"b88d0600","seed_hash":"ab"},"status":"OK"}})");
+    for (int i = 0; i < 5; ++i) {
+        const std::string id = std::to_string(2 + i);
+        out(R"({"id":)" + id +
+                R"(,"jsonrpc":"2.0","method":"submit","params":{"id":"1","job_id":"4","nonce":"0000","result":"ff"}})",
+            (10 + i) * kSecond);
+        in(R"({"id":)" + id + R"(,"jsonrpc":"2.0","error":null,"result":{"status":"OK"}})");
+    }
+    const auto stratum = session_.describe();
+    EXPECT_EQ(stratum.agent, "XMRig/6.21.0 (Linux x86_64)");
+    EXPECT_EQ(stratum.login, "44AFFq5k\u2026");
+    EXPECT_EQ(stratum.shares_accepted, 5u);
+    EXPECT_DOUBLE_EQ(stratum.share_hashes, 10000.0);
+    ASSERT_TRUE(stratum.hash_rate);
+    EXPECT_DOUBLE_EQ(*stratum.hash_rate, 10000.0);
+}
+
+TEST_F(SessionTest, a_job_line_cut_at_the_capture_limit_still_sets_the_difficulty) {
+    out(R"({"id":1,"method":"login","params":{"login":"4A","pass":"x"}})");
+    const std::string job =
+        R"({"jsonrpc":"2.0","method":"job","params":{"target":"b88d0600","blob":")" +
+        std::string(600, '0');
+    session_.feed(Direction::kIn, std::string_view(job).substr(0, 512), 0, 700, 0);
+    EXPECT_DOUBLE_EQ(session_.describe().share_hashes, 10000.0);
+}
+
+TEST_F(SessionTest, stratum2_is_recognised_by_its_noise_handshake_sizes) {
+    const std::string client_act(64, '\x11');
+    const std::string server_act(170, '\x22');
+    EXPECT_FALSE(session_.feed(Direction::kOut, client_act, 0, 64, 0).recognised);
+    EXPECT_TRUE(session_.feed(Direction::kIn, server_act, 0, 170, 1).recognised);
+    EXPECT_EQ(session_.protocol(), Protocol::kStratum2);
+}
+
+TEST_F(SessionTest, other_binary_handshakes_are_not_stratum2) {
+    session_.feed(Direction::kOut, std::string(64, '\x16'), 0, 64, 0);
+    session_.feed(Direction::kIn, std::string(171, '\x16'), 0, 171, 1);
+    EXPECT_FALSE(session_.recognised());
+}
+
+TEST_F(SessionTest, ordinary_json_rpc_is_not_mining) {
+    out(R"({"jsonrpc":"2.0","method":"eth_getBalance","params":["0xb85150eb365e7df0941f0cf08235f987ba91506a","latest"],"id":1})");
+    in(R"({"jsonrpc":"2.0","id":1,"result":"0x0234c8a3397aab58"})");
+    out(R"({"jsonrpc":"2.0","method":"eth_getWork","params":[],"id":2})");  // a node API too
+    out(R"({"method":"login","params":{"username":"bob","password":"x"}})");
+    out(R"({"method":"submit","params":{"form":1}})");
+    in(R"({"method":"job","params":{"name":"backup"}})");
+    out(R"({"method":"mining.subscriber"})");
+    EXPECT_FALSE(session_.recognised());
+}
+
+TEST(StratumMath, difficulty_and_target_conversions) {
+    EXPECT_DOUBLE_EQ(*hashes_from_difficulty(1), 4294967296.0);
+    EXPECT_FALSE(hashes_from_difficulty(0));
+    EXPECT_FALSE(hashes_from_difficulty(-1));
+    EXPECT_NEAR(*hashes_from_target256(
+                    "0x00000000ffff0000000000000000000000000000000000000000000000000000"),
+                4295032833.0, 1);                                    // bitcoin difficulty 1
+    EXPECT_NEAR(*hashes_from_target256("0000ffff"), 65537.0, 0.01);  // the most significant digits
+    EXPECT_FALSE(hashes_from_target256("zz"));
+    EXPECT_FALSE(hashes_from_target256("0"));
+    EXPECT_DOUBLE_EQ(*hashes_from_cryptonote_target("b88d0600"), 10000.0);
+    EXPECT_DOUBLE_EQ(*hashes_from_cryptonote_target("ffffffff"), 1.0);
+    EXPECT_DOUBLE_EQ(*hashes_from_cryptonote_target("ffffffffffffff00"), 256.0);
+    EXPECT_FALSE(hashes_from_cryptonote_target("b88d06"));
+}
+
+TEST(StratumRedact, wallets_are_cut_worker_names_kept) {
+    EXPECT_EQ(redact_login("rig1"), "rig1");
+    EXPECT_EQ(redact_login("alice.worker"), "alice.worker");
+    EXPECT_EQ(redact_login("44AFFq5kSiGBoZ4NMDwYtN18obc8AemS33DBLWs3H7otXft3Xjrp+1000"),
+              "44AFFq5k\u2026+1000");
+}
+
+}  // namespace
+}  // namespace gpuguard::agent::stratum
