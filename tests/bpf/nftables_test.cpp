@@ -6,6 +6,13 @@
 #include <thread>
 
 #include <gtest/gtest.h>
+#include <algorithm>
+#include <fstream>
+#include <unistd.h>
+#include <sys/wait.h>
+#include <signal.h>
+#include <sched.h>
+#include <fcntl.h>
 
 #include "agent/enforcer.h"
 #include "agent/nft_blocker.h"
@@ -153,6 +160,102 @@ TEST_F(NftBlockerTest, the_enforcer_blocks_a_detections_peer) {
     EXPECT_NE(tcp_connect("10.67.0.3", kPort, 300), 0);
     EXPECT_EQ(tcp_connect("10.67.0.2", kPort, 1000), 0);
     EXPECT_EQ(blocker.list()->at(0).timeout_s, 60u);
+}
+
+// A network namespace of its own for a "container" behind this namespace,
+// which routes for it: client gg-d 10.68.0.2/24 -> gg-c 10.68.0.1 (here) ->
+// the VethPeer at 10.67.0.2/.3, so its traffic crosses our forward chain.
+class RoutedClient {
+  public:
+    RoutedClient() {
+        int ready[2];
+        if (pipe(ready) != 0) return;
+        pid_ = fork();
+        if (pid_ == 0) {
+            close(ready[0]);
+            if (unshare(CLONE_NEWNET) != 0) _exit(1);
+            const char byte = 1;
+            (void)!write(ready[1], &byte, 1);
+            pause();
+            _exit(0);
+        }
+        close(ready[1]);
+        char byte = 0;
+        const bool started = read(ready[0], &byte, 1) == 1;
+        close(ready[0]);
+        if (!started) return;
+        ns_ = "/proc/" + std::to_string(pid_) + "/ns/net";
+        for (const auto& command : std::vector<std::vector<std::string>>{
+                 {"/usr/sbin/ip", "link", "add", "gg-c", "type", "veth", "peer", "name", "gg-d",
+                  "netns", std::to_string(pid_)},
+                 {"/usr/sbin/ip", "addr", "add", "10.68.0.1/24", "dev", "gg-c"},
+                 {"/usr/sbin/ip", "link", "set", "gg-c", "up"},
+                 {"/usr/bin/nsenter", "--net=" + ns_, "/usr/sbin/ip", "addr", "add",
+                  "10.68.0.2/24", "dev", "gg-d"},
+                 {"/usr/bin/nsenter", "--net=" + ns_, "/usr/sbin/ip", "link", "set", "gg-d", "up"},
+                 {"/usr/bin/nsenter", "--net=" + ns_, "/usr/sbin/ip", "route", "add", "default",
+                  "via", "10.68.0.1"}}) {
+            const auto result = run_command(command);
+            if (result.exit_code != 0) {
+                error_ = command[0] + ": " + result.stderr_text;
+                return;
+            }
+        }
+        error_.clear();
+    }
+    ~RoutedClient() {
+        if (pid_ <= 0) return;
+        kill(pid_, SIGKILL);  // our own child; its namespace and gg-d go with it
+        waitpid(pid_, nullptr, 0);
+    }
+    RoutedClient(const RoutedClient&) = delete;
+    RoutedClient& operator=(const RoutedClient&) = delete;
+
+    const std::string& error() const { return error_; }
+    const std::string& ns() const { return ns_; }
+
+    // tcp_connect() from inside the client's namespace (a forked child).
+    int connect(const std::string& ip, int port, int timeout_ms) const {
+        const pid_t child = fork();
+        if (child == 0) {
+            const int fd = open(ns_.c_str(), O_RDONLY | O_CLOEXEC);
+            if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) _exit(250);
+            _exit(std::min(tcp_connect(ip, port, timeout_ms), 249));
+        }
+        int status = 0;
+        waitpid(child, &status, 0);
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    }
+
+  private:
+    pid_t pid_ = -1;
+    std::string ns_;
+    std::string error_ = "client namespace did not start";
+};
+
+// Containers' traffic is forwarded, not sent: the table's forward chain
+// drops it too, and only for the blocked address.
+TEST_F(NftBlockerTest, forwarded_traffic_from_a_routed_namespace_is_blocked_too) {
+    RoutedClient client;
+    ASSERT_EQ(client.error(), "") << client.error();
+    // This namespace routes between the client and the peer (per-namespace sysctl).
+    std::ofstream("/proc/sys/net/ipv4/ip_forward") << "1\n";
+    ASSERT_EQ(run_command({"/usr/bin/nsenter", "--net=/proc/" + std::to_string(peer_->pid()) +
+                                                   "/ns/net",
+                           "/usr/sbin/ip", "route", "add", "10.68.0.0/24", "via", "10.67.0.1"})
+                  .exit_code,
+              0);
+    ASSERT_EQ(client.connect("10.67.0.2", kPort, 2000), 0) << "not routed before the block";
+
+    NftBlocker blocker(1h);
+    ASSERT_TRUE(blocker.block("10.67.0.2", 0s).ok());
+    EXPECT_NE(client.connect("10.67.0.2", kPort, 500), 0) << "forwarded connect got through";
+    EXPECT_EQ(client.connect("10.67.0.3", kPort, 2000), 0) << "unblocked address refused";
+    const auto forward =
+        run_command({"/usr/sbin/nft", "list", "chain", "inet", "gpuguard", "forward"}).stdout_text;
+    EXPECT_NE(forward.find("packets 0 "), forward.find("packets")) << forward;
+    ASSERT_TRUE(blocker.remove_table().ok());
+    EXPECT_EQ(client.connect("10.67.0.2", kPort, 2000), 0);
 }
 
 }  // namespace
