@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/activity_log.h"
 #include "agent/control_socket.h"
 #include "agent/correlator.h"
 #include "agent/enforcer.h"
@@ -92,6 +93,7 @@ struct Agent::Impl {
     uint64_t telemetry_sequence = 0;
     uint64_t detections_total = 0;
     uint64_t rule_reloads_rejected = 0;
+    std::unique_ptr<ActivityLog> activity;  // recent detections/actions: status page, metrics
     mutable std::mutex mutex;  // guards table, correlator and sensor reads from other threads
     int64_t realtime_offset_ns = 0;
     uint64_t started_ns = 0;
@@ -230,7 +232,7 @@ struct Agent::Impl {
                                   static_cast<double>(stats.decode_errors)});
         size_t live_gpu = 0;
         for (const auto& process : table->gpu_processes()) live_gpu += !process.exited;
-        out.push_back(AgentMetric{"gpuguard_gpu_processes",
+        out.push_back(AgentMetric{"gpuguard_processes_holding_gpu",
                                   "Live processes holding a GPU fd",
                                   "gauge",
                                   {},
@@ -278,6 +280,7 @@ struct Agent::Impl {
                                   "counter",
                                   {},
                                   static_cast<double>(detections_total)});
+        activity->append_metrics(out);
         out.push_back(AgentMetric{"gpuguard_tracked_processes",
                                   "Entries in the process table",
                                   "gauge",
@@ -319,6 +322,7 @@ struct Agent::Impl {
 
     void emit(const Detection& detection) {
         ++detections_total;
+        activity->record(detection);
         if (options.detection_sink) options.detection_sink(detection);
         if (router) router->publish(detection);
         if (journal) {
@@ -337,6 +341,7 @@ struct Agent::Impl {
     }
 
     void on_outcome(const EnforcementOutcome& outcome) {
+        activity->record(outcome);
         if (options.outcome_sink) options.outcome_sink(outcome);
         if (router) router->publish(outcome);
         if (journal) {
@@ -488,6 +493,8 @@ Result<std::unique_ptr<Agent>> Agent::start(AgentOptions options) {
     impl->realtime_offset_ns = monotonic_to_realtime_offset_ns();
     impl->started_ns = monotonic_ns();
     const Config& config = impl->options.config;
+    impl->activity =
+        std::make_unique<ActivityLog>(50, std::chrono::seconds(config.enforcement.block_ttl_s));
 
     // A second agent must not attach a second sensor: ask the socket first.
     if (!config.control.socket.empty() &&
@@ -687,9 +694,23 @@ Result<std::unique_ptr<Agent>> Agent::start(AgentOptions options) {
 
     impl->sampler->start();
     if (config.metrics.enabled) {
+        MetricsServerOptions metrics_options{config.metrics.listen, config.metrics.port, {}};
+        if (config.metrics.status_page) {
+            metrics_options.status_json = [raw] {
+                char hostname[256] = {};
+                gethostname(hostname, sizeof(hostname) - 1);
+                return json{{"host", hostname},
+                            {"status", json::parse(Agent::status_json_of(*raw))},
+                            {"ps", json::parse(Agent::ps_json_of(*raw))},
+                            {"activity",
+                             json::parse(raw->activity->to_json(
+                                 static_cast<int64_t>(monotonic_ns()) + raw->realtime_offset_ns))}}
+                    .dump();
+            };
+        }
         auto metrics = MetricsServer::start(
-            MetricsServerOptions{config.metrics.listen, config.metrics.port},
-            [raw] { return raw->sampler->latest(); }, [raw] { return raw->agent_metrics(); });
+            std::move(metrics_options), [raw] { return raw->sampler->latest(); },
+            [raw] { return raw->agent_metrics(); });
         if (!metrics) return Unexpected{metrics.error()};
         impl->metrics = std::move(metrics).value();
         log->info("metrics on http://{}:{}/metrics", config.metrics.listen, impl->metrics->port());
@@ -729,6 +750,7 @@ Status Agent::run(const volatile std::sig_atomic_t* stop) {
         if (auto waited = impl.sensor->wait(std::chrono::milliseconds(100)); !waited) {
             return Unexpected{waited.error()};
         }
+        if (impl.options.on_loop) impl.options.on_loop();
         const uint64_t now = monotonic_ns();
         // A new telemetry sample: one event per GPU, judged like kernel events.
         if (impl.sampler->latest_sequence() != impl.telemetry_sequence) {

@@ -29,6 +29,10 @@ struct AgentOptions {
     // Receives each enforcement outcome (taken, withheld, failed, dry run),
     // on the enforcer's thread; empty = not given out.
     std::function<void(const EnforcementOutcome&)> outcome_sink;
+    // Called by run() on its own thread after every wait (at least every
+    // 100 ms), without the agent's lock: the service watchdog ping and the
+    // configuration reload (agent/cli_run.cpp) happen here; empty = none.
+    std::function<void()> on_loop;
     std::string proc_root = "/proc";
     std::string sys_root = "/sys";
 };

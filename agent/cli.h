@@ -20,6 +20,9 @@ struct Context {
     // Set to the signal number by SIGINT/SIGTERM once install_stop_handlers() ran.
     const volatile std::sig_atomic_t* stop_signal = nullptr;
     void (*install_stop_handlers)() = nullptr;
+    // Set to 1 by SIGHUP once install_reload_handler() ran; the reader clears it.
+    volatile std::sig_atomic_t* reload_signal = nullptr;
+    void (*install_reload_handler)() = nullptr;
 };
 
 // Loads `path`, or the embedded default when empty; logs the error and

@@ -1,9 +1,16 @@
 // gpuguard config show|check|default
 #include <iostream>
+#include <string>
 
 #include "agent/cli.h"
 
 namespace gpuguard::agent::cli {
+namespace {
+
+// Where the Debian package puts the file the service runs with.
+constexpr const char* kInstalledConfigPath = "/etc/gpuguard/gpuguard.yaml";
+
+}  // namespace
 
 void add_config_command(CLI::App& app, Context& context) {
     auto* config = app.add_subcommand("config", "inspect configuration");
@@ -22,8 +29,11 @@ void add_config_command(CLI::App& app, Context& context) {
     });
 
     auto* check = config->add_subcommand("check", "validate a configuration file");
-    check->add_option("file", *path, "configuration file")->required();
+    check->add_option("file", *path,
+                      "configuration file (default: " + std::string(kInstalledConfigPath) +
+                          ", the packaged service's)");
     check->callback([&context, path] {
+        if (path->empty()) *path = kInstalledConfigPath;
         if (!load_config_or_report(context, *path)) {
             context.exit_code = 2;
             return;

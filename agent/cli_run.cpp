@@ -2,6 +2,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -9,6 +10,8 @@
 
 #include "agent/agent.h"
 #include "agent/cli.h"
+#include "agent/config_reload.h"
+#include "agent/service_notify.h"
 #include "gpuguard/common/logging.h"
 #include "gpuguard/siem/siem.h"
 #include "gpuguard/version.h"
@@ -68,6 +71,97 @@ std::string describe(const Detection& detection) {
     return out.str();
 }
 
+// Re-reads the configuration file on SIGHUP or when the file changes on
+// disk, applies what a running agent can (log.level) and logs every other
+// changed key as "requires restart". Runs on the agent's loop thread.
+class ConfigReloader {
+  public:
+    ConfigReloader(const Context& context, const RunOptions& options, Config running,
+                   ServiceNotifier& service)
+        : context_(context), options_(options), running_(std::move(running)), service_(service) {
+        if (options_.config_path.empty()) return;  // the embedded default never changes
+        auto watch = ConfigFileWatch::start(options_.config_path);
+        if (watch) {
+            watch_.emplace(std::move(watch).value());
+        } else {
+            logger("agent")->warn("{}: changes to {} apply on SIGHUP only", watch.error().message,
+                                  options_.config_path);
+        }
+    }
+
+    // Cheap when nothing happened: one flag test, and one non-blocking
+    // inotify read every 250 ms.
+    void poll() {
+        const char* reason = nullptr;
+        if (context_.reload_signal && *context_.reload_signal) {
+            *context_.reload_signal = 0;
+            reason = "SIGHUP";
+        }
+        const auto now = std::chrono::steady_clock::now();
+        if (watch_ && now >= next_watch_check_) {
+            next_watch_check_ = now + std::chrono::milliseconds(250);
+            if (watch_->changed() && !reason) reason = "file changed";
+        }
+        if (reason) reload(reason);
+    }
+
+  private:
+    void reload(const char* reason) {
+        const auto log = logger("agent");
+        if (options_.config_path.empty()) {
+            log->info(
+                "config reload ({}): running on the embedded default config, nothing to "
+                "re-read",
+                reason);
+            return;
+        }
+        service_.reloading();
+        log->debug("config reload ({}): re-reading {}", reason, options_.config_path);
+        auto next = load_config_file(options_.config_path);
+        if (!next) {
+            log->error("config reload ({}): {}; the running configuration stays in effect", reason,
+                       next.error().message);
+            service_.ready("config reload rejected: " + next.error().message);
+            return;
+        }
+        if (!options_.btf_path.empty()) next->sensor.btf_path = options_.btf_path;
+        const auto changes = diff_config(running_, *next);
+        if (changes.empty()) log->info("config reload ({}): no changes", reason);
+        size_t restart_needed = 0;
+        for (const auto& change : changes) {
+            if (!change.applies_live) {
+                ++restart_needed;
+                log->warn("config reload ({}): requires restart: {} ({} -> {})", reason, change.key,
+                          change.old_value, change.new_value);
+                continue;
+            }
+            if (change.key == "log.level") {
+                if (!context_.log_level.empty()) {
+                    log->warn(
+                        "config reload ({}): log.level {} not applied: --log-level {} was "
+                        "given on the command line",
+                        reason, change.new_value, context_.log_level);
+                    continue;
+                }
+                set_log_level(next->log.level);
+                running_.log.level = next->log.level;
+            }
+            log->info("config reload ({}): applied {}: {} -> {}", reason, change.key,
+                      change.old_value, change.new_value);
+        }
+        service_.ready(restart_needed ? "running; " + std::to_string(restart_needed) +
+                                            " config change(s) wait for a restart"
+                                      : "running");
+    }
+
+    const Context& context_;
+    const RunOptions& options_;
+    Config running_;  // what is in effect: keys needing a restart keep their start value
+    ServiceNotifier& service_;
+    std::optional<ConfigFileWatch> watch_;
+    std::chrono::steady_clock::time_point next_watch_check_{};
+};
+
 int run_agent(const Context& context, const RunOptions& options) {
     const auto log = logger("agent");
     auto config = load_config_or_report(context, options.config_path);
@@ -76,8 +170,14 @@ int run_agent(const Context& context, const RunOptions& options) {
     log->info("gpuguard {} starting ({})", GPUGUARD_VERSION,
               options.config_path.empty() ? "embedded default config" : options.config_path);
 
+    ServiceNotifier service;
+    ConfigReloader reloader(context, options, *config, service);
     AgentOptions agent_options;
     agent_options.config = *config;
+    agent_options.on_loop = [&service, &reloader] {
+        service.ping_watchdog_if_due();
+        reloader.poll();
+    };
     if (options.print_events) {
         agent_options.event_sink = [](const std::string& line) {
             std::fwrite(line.data(), 1, line.size(), stdout);
@@ -120,13 +220,17 @@ int run_agent(const Context& context, const RunOptions& options) {
         }
     }
     context.install_stop_handlers();
+    if (context.install_reload_handler) context.install_reload_handler();
     auto agent = Agent::start(std::move(agent_options));
     if (!agent) {
         log->critical("cannot start the sensor: {}", agent.error().message);
         return 1;
     }
     log->info("ready{}", options.print_events ? ": printing events as JSON lines on stdout" : "");
-    if (auto ran = agent.value()->run(context.stop_signal); !ran) {
+    service.ready("running");
+    auto ran = agent.value()->run(context.stop_signal);
+    service.stopping();
+    if (!ran) {
         log->critical("{}", ran.error().message);
         return 1;
     }

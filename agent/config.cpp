@@ -220,9 +220,16 @@ bool is_loopback(const std::string& address) {
 }
 
 void read_metrics(const ConfigReader& reader, const YAML::Node& node, MetricsConfig& metrics) {
-    reader.check_keys(node, "metrics", {"enabled", "listen", "port"});
+    reader.check_keys(node, "metrics", {"enabled", "listen", "port", "status_page"});
     if (const auto flag = node["enabled"]) {
         metrics.enabled = reader.scalar<bool>(flag, "metrics.enabled", "true or false");
+    }
+    if (const auto flag = node["status_page"]) {
+        metrics.status_page = reader.scalar<bool>(flag, "metrics.status_page", "true or false");
+        if (metrics.status_page && !metrics.enabled) {
+            reader.fail_at(flag, "metrics.status_page",
+                           "needs metrics.enabled: true (the page is served with /metrics)");
+        }
     }
     if (const auto listen = node["listen"]) {
         metrics.listen = reader.scalar<std::string>(listen, "metrics.listen", "an address");
@@ -582,9 +589,26 @@ std::string config_to_yaml(const Config& config) {
         out << YAML::Key << "name" << YAML::Value << sink.name;
         out << YAML::Key << "type" << YAML::Value << siem::to_string(sink.type);
         out << YAML::Key << "format" << YAML::Value << siem::to_string(sink.format);
+        if (sink.framing) {
+            out << YAML::Key << "framing" << YAML::Value << siem::to_string(*sink.framing);
+        }
         out << YAML::Key << "min_severity" << YAML::Value << to_string(sink.min_severity);
+        out << YAML::Key << "detections" << YAML::Value << sink.detections;
+        out << YAML::Key << "enforcement" << YAML::Value << sink.enforcement;
         out << YAML::Key << "address" << YAML::Value << sink.address;
+        out << YAML::Key << "tls_ca_file" << YAML::Value << sink.tls_ca_file;
+        out << YAML::Key << "tls_cert_file" << YAML::Value << sink.tls_cert_file;
+        out << YAML::Key << "tls_key_file" << YAML::Value << sink.tls_key_file;
+        out << YAML::Key << "tls_server_name" << YAML::Value << sink.tls_server_name;
+        out << YAML::Key << "tls_verify" << YAML::Value << sink.tls_verify;
+        // A secret: shown as set or not, never printed.
+        out << YAML::Key << "token" << YAML::Value << (sink.token.empty() ? "" : "<redacted>");
+        out << YAML::Key << "index" << YAML::Value << sink.index;
+        out << YAML::Key << "facility" << YAML::Value << sink.facility;
+        out << YAML::Key << "app_name" << YAML::Value << sink.app_name;
         out << YAML::Key << "queue_dir" << YAML::Value << sink.queue_dir.string();
+        out << YAML::Key << "queue_max_mb" << YAML::Value << (sink.queue_max_bytes >> 20);
+        out << YAML::Key << "overflow" << YAML::Value << siem::to_string(sink.overflow);
         out << YAML::EndMap;
     }
     out << YAML::EndSeq;
@@ -634,6 +658,7 @@ std::string config_to_yaml(const Config& config) {
     out << YAML::Key << "enabled" << YAML::Value << config.metrics.enabled;
     out << YAML::Key << "listen" << YAML::Value << YAML::DoubleQuoted << config.metrics.listen;
     out << YAML::Key << "port" << YAML::Value << config.metrics.port;
+    out << YAML::Key << "status_page" << YAML::Value << config.metrics.status_page;
     out << YAML::EndMap;
     const JournalConfig& journal = config.journal;
     out << YAML::Key << "journal" << YAML::Value << YAML::BeginMap;

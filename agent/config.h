@@ -55,6 +55,7 @@ struct MetricsConfig {
     bool enabled = false;
     std::string listen = "127.0.0.1";  // 127.0.0.0/8 or ::1
     uint16_t port = 9842;
+    bool status_page = false;  // read-only HTML status page at /status (needs enabled)
 };
 
 struct ControlConfig {

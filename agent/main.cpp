@@ -10,10 +10,12 @@
 
 namespace {
 
-// The one piece of mutable global state: set by SIGINT/SIGTERM.
+// The only mutable global state: set by SIGINT/SIGTERM, and by SIGHUP.
 volatile std::sig_atomic_t g_stop_signal = 0;
+volatile std::sig_atomic_t g_reload_signal = 0;
 
 void on_stop_signal(int signo) { g_stop_signal = signo; }
+void on_reload_signal(int) { g_reload_signal = 1; }
 
 void install_stop_handlers() {
     struct sigaction action {};
@@ -24,6 +26,14 @@ void install_stop_handlers() {
     sigaction(SIGTERM, &action, nullptr);
 }
 
+void install_reload_handler() {
+    struct sigaction action {};
+    action.sa_handler = on_reload_signal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;  // the loop polls the flag; nothing needs to be woken
+    sigaction(SIGHUP, &action, nullptr);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -31,6 +41,8 @@ int main(int argc, char** argv) {
     cli::Context context;
     context.stop_signal = &g_stop_signal;
     context.install_stop_handlers = install_stop_handlers;
+    context.reload_signal = &g_reload_signal;
+    context.install_reload_handler = install_reload_handler;
 
     CLI::App app{"gpuguard: watch GPU use, detect miners and abuse, stop them"};
     app.require_subcommand(1);

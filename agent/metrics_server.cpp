@@ -13,6 +13,7 @@
 #include <arpa/inet.h>
 #include <httplib.h>
 
+#include "agent/status_page.h"
 #include "gpuguard/common/logging.h"
 
 namespace gpuguard::agent {
@@ -259,8 +260,36 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const MetricsServerO
                                                 agent ? agent() : std::vector<AgentMetric>{});
         response.set_content(body, "text/plain; version=0.0.4; charset=utf-8");
     });
-    server.Get("/", [](const httplib::Request&, httplib::Response& response) {
-        response.set_content("gpuguard: see /metrics\n", "text/plain");
+    const bool status_page = static_cast<bool>(options.status_json);
+    if (status_page) {
+        auto page_headers = [](httplib::Response& response) {
+            response.set_header("Content-Security-Policy", std::string(kStatusPageCsp));
+            response.set_header("X-Content-Type-Options", "nosniff");
+            response.set_header("Cache-Control", "no-store");
+        };
+        server.Get("/status", [page_headers](const httplib::Request&, httplib::Response& response) {
+            page_headers(response);
+            response.set_content(std::string(status_page_html()), "text/html; charset=utf-8");
+        });
+        server.Get("/status.js",
+                   [page_headers](const httplib::Request&, httplib::Response& response) {
+                       page_headers(response);
+                       response.set_content(std::string(status_page_script()),
+                                            "text/javascript; charset=utf-8");
+                   });
+        server.Get("/status.json", [page_headers, snapshot, status = options.status_json](
+                                       const httplib::Request&, httplib::Response& response) {
+            page_headers(response);
+            const auto telemetry = snapshot ? snapshot() : backends::Snapshot{};
+            response.set_content("{\"telemetry\":" + backends::to_json(telemetry, -1) +
+                                     ",\"agent\":" + status() + "}",
+                                 "application/json");
+        });
+    }
+    server.Get("/", [status_page](const httplib::Request&, httplib::Response& response) {
+        response.set_content(
+            status_page ? "gpuguard: see /metrics and /status\n" : "gpuguard: see /metrics\n",
+            "text/plain");
     });
     errno = 0;
     if (options.port == 0) {
@@ -284,10 +313,13 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const MetricsServerO
     }
     Impl* raw = impl.get();
     impl->thread = std::thread([raw] { raw->server.listen_after_bind(); });
-    logger("agent")->info(
-        "metrics: serving /metrics on http://{}:{}/metrics",
-        options.listen.find(':') != std::string::npos ? "[" + options.listen + "]" : options.listen,
-        impl->port);
+    const std::string host =
+        options.listen.find(':') != std::string::npos ? "[" + options.listen + "]" : options.listen;
+    logger("agent")->info("metrics: serving /metrics on http://{}:{}/metrics", host, impl->port);
+    if (status_page) {
+        logger("agent")->info("metrics: serving the status page on http://{}:{}/status", host,
+                              impl->port);
+    }
     return std::unique_ptr<MetricsServer>(new MetricsServer(std::move(impl)));
 }
 

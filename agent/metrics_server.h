@@ -39,6 +39,10 @@ std::string render_metrics(const backends::Snapshot& snapshot,
 struct MetricsServerOptions {
     std::string listen = "127.0.0.1";  // must be loopback; config validates it
     uint16_t port = 9842;              // 0: any free port (tests), see port()
+    // Set: also serve the read-only status page (/status, /status.js) and its
+    // data, /status.json = {"telemetry": <the snapshot>, "agent": <this>}.
+    // Must return a JSON object; called on the server's threads.
+    std::function<std::string()> status_json;
 };
 
 class MetricsServer {

@@ -222,14 +222,14 @@ Result<Sensor> Sensor::open(const SensorOptions& options, EventHandler handler) 
     for (bpf_program* program : {skel->progs.gg_sock_send, skel->progs.gg_sock_recv}) {
         bpf_program__set_autoload(program, payload_btf);
     }
-    for (bpf_program* program : {skel->progs.gg_enter_write, skel->progs.gg_enter_sendto,
-                                 skel->progs.gg_enter_sendmsg, skel->progs.gg_exit_read,
-                                 skel->progs.gg_exit_recvfrom, skel->progs.gg_exit_recvmsg}) {
+    for (bpf_program* program :
+         {skel->progs.gg_enter_write, skel->progs.gg_enter_sendto, skel->progs.gg_enter_sendmsg,
+          skel->progs.gg_exit_read, skel->progs.gg_exit_recvfrom, skel->progs.gg_exit_recvmsg}) {
         if (!config.payload_capture || payload_btf) bpf_program__set_autoload(program, false);
     }
     log->debug("payload sampling: {}", !config.payload_capture ? "off (sensor.payload_capture)"
-                                        : payload_btf          ? "tp_btf/sock_send_length, sock_recv_length"
-                                                               : "syscall tracepoints");
+                                       : payload_btf ? "tp_btf/sock_send_length, sock_recv_length"
+                                                     : "syscall tracepoints");
     const std::filesystem::path tracefs = options.tracefs_dir;
     for (const auto& tp : programs) {
         if (std::string_view(tp.category) == "raw" || std::string_view(tp.category) == "tp_btf") {

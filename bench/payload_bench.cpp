@@ -3,8 +3,8 @@
 // which passes sys_exit_read) with the sensor attached without the payload
 // programs (baseline) and with them, alternating rounds in the same run.
 // A third case without any sensor is shown for reference. Goal: <= 10 %
-// added. Process CPU time (user + system) per iteration, not wall time, so a
-// busy machine's scheduling does not count. Needs root.
+// added. Wall time per iteration, as open_bench: process CPU time would also
+// count the in-process ring-buffer consumer thread. Needs root.
 //
 // Usage: payload_bench [--writes=N] [--rounds=N] [--max-ratio=R] [--syscall-hooks]
 //                      [google benchmark flags]
@@ -45,7 +45,7 @@ class CollectingReporter : public benchmark::ConsoleReporter {
         for (const auto& run : runs) {
             if (run.error_occurred) failed = true;
             if (run.run_type == Run::RT_Iteration) {
-                times_ns[run.benchmark_name()].push_back(run.GetAdjustedCPUTime());
+                times_ns[run.benchmark_name()].push_back(run.GetAdjustedRealTime());
             }
         }
         ConsoleReporter::ReportRuns(runs);

@@ -12,6 +12,8 @@ packages=(
     libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev
     libhyperscan-dev libyara-dev libhowardhinnant-date-dev libnftables-dev libcurl4-openssl-dev libcpp-httplib-dev
     libssl-dev libpcre2-dev libzstd-dev
+    # sd_notify for the systemd unit (Type=notify, watchdog)
+    libsystemd-dev
     # tests and benchmarks
     libgtest-dev libgmock-dev libbenchmark-dev
     # tools the tests drive (prometheus ships promtool; /metrics tests use both)
@@ -19,6 +21,11 @@ packages=(
     # siem/ tests and bench: a real syslog collector with both TLS drivers, a test CA
     rsyslog rsyslog-openssl rsyslog-gnutls openssl
     nftables iproute2 util-linux procps clang-format
+    # tests/ops: the unit's capability set (capsh), the Debian package (cpack
+    # -G DEB runs dpkg-shlibdeps; dpkg --root installs it; lintian checks it)
+    libcap2-bin systemd dpkg-dev fakeroot lintian
+    # tests/ops: the status page rendered by a real browser (headless)
+    chromium
     # vmtests/: boots Debian's kernels under qemu with a busybox initramfs
     qemu-system-x86 busybox-static cpio xz-utils
 )

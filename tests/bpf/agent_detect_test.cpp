@@ -25,6 +25,7 @@
 
 #include "gpuguard/signatures/signatures.h"
 #include "tests/support/child_process.h"
+#include "tests/support/fake_nvml_script.h"
 #include "tests/support/privileged.h"
 #include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
@@ -545,19 +546,11 @@ TEST_F(AgentDetectTest, guard_policy_kills_a_process_over_its_memory_limit) {
     ASSERT_GT(hog.pid, 0);
     ASSERT_GT(modest.pid, 0);
     const auto script = dir_ / "nvml.json";
-    std::ofstream(script) << nlohmann::json{
-        {"driver_version", "550.54.15"},
-        {"devices",
-         {{{"name", "NVIDIA H100 80GB HBM3"},
-           {"uuid", "GPU-00000000-1111-2222-3333-444444444444"},
-           {"bus_id", "00000000:3B:00.0"},
-           {"minor", 0},
-           {"steps",
-            {{{"utilization", {95, 60}},
-              {"memory", {85899345920ull, 25769803776ull, 60129542144ull}},
-              {"compute_processes",
-               {{{"pid", hog.pid}, {"used_memory", 20ull << 30}},
-                {{"pid", modest.pid}, {"used_memory", 4ull << 30}}}}}}}}}}};
+    std::ofstream(script) << gpuguard::testing::fake_nvml_script(
+        {.gpu_utilization = 95,
+         .memory_utilization = 60,
+         .memory_used = 24ull << 30,
+         .processes = {{hog.pid, 20ull << 30}, {modest.pid, 4ull << 30}}});
     const auto policy = dir_ / "guard.yaml";
     std::ofstream(policy) << R"(rules:
   - id: SITE-GUARD-MEM

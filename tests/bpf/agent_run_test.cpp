@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "tests/support/child_process.h"
+#include "tests/support/fake_nvml_script.h"
 #include "tests/support/privileged.h"
 #include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
@@ -203,17 +204,8 @@ TEST_F(AgentRunTest, ps_joins_per_process_gpu_memory_from_the_backends) {
     ASSERT_EQ(byte, 'y');
 
     const auto script = dir_ / "nvml.json";
-    std::ofstream(script) << nlohmann::json{
-        {"driver_version", "550.54.15"},
-        {"devices",
-         {{{"name", "NVIDIA H100 80GB HBM3"},
-           {"uuid", "GPU-00000000-1111-2222-3333-444444444444"},
-           {"bus_id", "00000000:3B:00.0"},
-           {"minor", 0},
-           {"steps",
-            {{{"utilization", {97, 40}},
-              {"memory", {85899345920ull, 1073741824ull, 84825604096ull}},
-              {"compute_processes", {{{"pid", holder}, {"used_memory", 1073741824ull}}}}}}}}}}};
+    std::ofstream(script) << gpuguard::testing::fake_nvml_script(
+        {.processes = {{holder, 1ull << 30}}});
     const auto socket = dir_ / "control.sock";
     const auto config = dir_ / "gpuguard.yaml";
     std::ofstream(config) << "sensor:\n  extra_gpu_devices: [\"1:7\"]\n"

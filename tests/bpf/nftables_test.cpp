@@ -2,17 +2,17 @@
 // creates: a namespace for "this host" (the table lives there) joined by a
 // veth pair to a peer namespace that listens on TCP. The host's own ruleset
 // is compared before and after.
+#include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <thread>
 
-#include <gtest/gtest.h>
-#include <algorithm>
-#include <fstream>
-#include <unistd.h>
-#include <sys/wait.h>
-#include <signal.h>
-#include <sched.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "agent/enforcer.h"
 #include "agent/nft_blocker.h"
@@ -190,8 +190,8 @@ class RoutedClient {
                   "netns", std::to_string(pid_)},
                  {"/usr/sbin/ip", "addr", "add", "10.68.0.1/24", "dev", "gg-c"},
                  {"/usr/sbin/ip", "link", "set", "gg-c", "up"},
-                 {"/usr/bin/nsenter", "--net=" + ns_, "/usr/sbin/ip", "addr", "add",
-                  "10.68.0.2/24", "dev", "gg-d"},
+                 {"/usr/bin/nsenter", "--net=" + ns_, "/usr/sbin/ip", "addr", "add", "10.68.0.2/24",
+                  "dev", "gg-d"},
                  {"/usr/bin/nsenter", "--net=" + ns_, "/usr/sbin/ip", "link", "set", "gg-d", "up"},
                  {"/usr/bin/nsenter", "--net=" + ns_, "/usr/sbin/ip", "route", "add", "default",
                   "via", "10.68.0.1"}}) {
@@ -240,11 +240,11 @@ TEST_F(NftBlockerTest, forwarded_traffic_from_a_routed_namespace_is_blocked_too)
     ASSERT_EQ(client.error(), "") << client.error();
     // This namespace routes between the client and the peer (per-namespace sysctl).
     std::ofstream("/proc/sys/net/ipv4/ip_forward") << "1\n";
-    ASSERT_EQ(run_command({"/usr/bin/nsenter", "--net=/proc/" + std::to_string(peer_->pid()) +
-                                                   "/ns/net",
-                           "/usr/sbin/ip", "route", "add", "10.68.0.0/24", "via", "10.67.0.1"})
-                  .exit_code,
-              0);
+    ASSERT_EQ(
+        run_command({"/usr/bin/nsenter", "--net=/proc/" + std::to_string(peer_->pid()) + "/ns/net",
+                     "/usr/sbin/ip", "route", "add", "10.68.0.0/24", "via", "10.67.0.1"})
+            .exit_code,
+        0);
     ASSERT_EQ(client.connect("10.67.0.2", kPort, 2000), 0) << "not routed before the block";
 
     NftBlocker blocker(1h);

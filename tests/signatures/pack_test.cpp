@@ -104,7 +104,11 @@ TEST(Pack, has_at_least_100_pool_domain_suffixes_and_the_stratum_methods) {
     std::string payload_patterns;
     for (const auto& signature : builtin_pack().signatures) {
         for (const auto& pattern : signature.patterns) {
-            if (pattern.kind == PatternKind::kDomainSuffix) domains.insert(pattern.text);
+            // Pools only: web-mining script hosts (GG-POOL-0018) and donation
+            // hosts in other packs are domain patterns too, but not pools.
+            const bool pool =
+                signature.id.rfind("GG-POOL-", 0) == 0 && signature.id != "GG-POOL-0018";
+            if (pool && pattern.kind == PatternKind::kDomainSuffix) domains.insert(pattern.text);
             if (pattern.field == Field::kPayload) payload_patterns += pattern.text + "\n";
         }
     }

@@ -1,0 +1,341 @@
+// contrib/grafana/gpuguard.json and contrib/prometheus/gpuguard-alerts.yml
+// query only series a running agent exports: the agent runs with a fake
+// NVML GPU, a GPU holder and an output sink, and its /metrics is scraped.
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <regex>
+#include <set>
+#include <thread>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <nlohmann/json.hpp>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "gpuguard/version.h"
+#include "tests/ops/service_support.h"
+#include "tests/support/child_process.h"
+#include "tests/support/fake_nvml_script.h"
+#include "tests/support/privileged.h"
+#include "tests/support/run_command.h"
+#include "tests/support/temp_dir.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+using gpuguard::testing::Subprocess;
+using gpuguard::testing::TempDir;
+
+const std::filesystem::path kContrib = GPUGUARD_SOURCE_DIR "/contrib";
+
+std::string file_text(const std::filesystem::path& path) {
+    std::ifstream in(path);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// gpuguard_* metric names a PromQL expression refers to.
+std::set<std::string> metrics_in(const std::string& expression) {
+    static const std::regex name(R"(\bgpuguard_[a-z0-9_]+)");
+    std::set<std::string> names;
+    for (std::sregex_iterator it(expression.begin(), expression.end(), name), end; it != end;
+         ++it) {
+        names.insert(it->str());
+    }
+    return names;
+}
+
+void collect_dashboard_expressions(const nlohmann::json& node, std::vector<std::string>& out) {
+    if (node.is_object()) {
+        for (const auto& [key, value] : node.items()) {
+            if (key == "expr" && value.is_string()) out.push_back(value.get<std::string>());
+            collect_dashboard_expressions(value, out);
+        }
+    } else if (node.is_array()) {
+        for (const auto& item : node) collect_dashboard_expressions(item, out);
+    }
+}
+
+uint16_t free_loopback_port() {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof address;
+    uint16_t port = 0;
+    if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
+        getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
+        port = ntohs(address.sin_port);
+    }
+    close(fd);
+    return port;
+}
+
+// Family names from "# TYPE <name> <type>" lines.
+std::set<std::string> exported_families(const std::string& exposition) {
+    std::set<std::string> names;
+    static const std::regex type_line(R"(^# TYPE (\S+) \S+$)", std::regex::multiline);
+    for (std::sregex_iterator it(exposition.begin(), exposition.end(), type_line), end; it != end;
+         ++it) {
+        names.insert((*it)[1]);
+    }
+    return names;
+}
+
+TEST(Dashboard, queries_the_series_the_issue_asks_for) {
+    const auto dashboard = nlohmann::json::parse(file_text(kContrib / "grafana/gpuguard.json"));
+    std::vector<std::string> expressions;
+    collect_dashboard_expressions(dashboard, expressions);
+    std::set<std::string> used;
+    for (const auto& expression : expressions) used.merge(metrics_in(expression));
+    // GPU utilisation and memory per GPU, GPU processes, detections, drops, sink queues.
+    for (const char* metric :
+         {"gpuguard_gpu_utilization_ratio", "gpuguard_gpu_memory_used_bytes",
+          "gpuguard_processes_holding_gpu", "gpuguard_process_gpu_memory_bytes",
+          "gpuguard_detections_total", "gpuguard_events_dropped_total",
+          "gpuguard_output_queue_records", "gpuguard_output_records_total"}) {
+        EXPECT_TRUE(used.contains(metric)) << metric;
+    }
+    // Every panel has a query and a unique id.
+    std::set<int> ids;
+    for (const auto& panel : dashboard["panels"]) {
+        EXPECT_TRUE(ids.insert(panel["id"].get<int>()).second) << panel["title"];
+        if (panel["type"] != "row") {
+            EXPECT_FALSE(panel["targets"].empty()) << panel["title"];
+        }
+    }
+}
+
+// A running agent with everything the dashboard and the status page show:
+// a fake NVML GPU, a GPU holder it reports, a file output sink, metrics and
+// the status page on, and a local rule (action kill, in dry run) that a
+// child the test starts triggers, so detections and actions exist.
+class ObservedAgentTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        GG_REQUIRE_PRIVILEGED();
+        node_ = dir_ / "gpu0";
+        ASSERT_EQ(mknod(node_.c_str(), S_IFCHR | 0666, makedev(1, 3)), 0);
+        int ready[2];
+        ASSERT_EQ(pipe(ready), 0);
+        holder_ = fork();
+        ASSERT_GE(holder_, 0);
+        if (holder_ == 0) {
+            const int fd = open(node_.c_str(), O_RDWR);
+            char byte = fd >= 0 ? 'y' : 'n';
+            (void)!write(ready[1], &byte, 1);
+            pause();
+            _exit(0);
+        }
+        holder_reaper_.emplace(holder_);
+        char byte = 0;
+        ASSERT_EQ(read(ready[0], &byte, 1), 1);
+        ASSERT_EQ(byte, 'y');
+        close(ready[0]);
+        close(ready[1]);
+
+        const auto script = dir_ / "nvml.json";
+        std::ofstream(script) << gpuguard::testing::fake_nvml_script(
+            {.processes = {{holder_, 1ull << 30}}});
+        std::ofstream(dir_ / "miner-rules.yaml") << R"(rules:
+  - id: local-dash-miner
+    name: Test miner on the fake GPU
+    severity: critical
+    confidence: 0.9
+    action: kill
+    process_name: ["gg-dash-miner"]
+    tests:
+      match: ["gg-dash-miner"]
+      no_match: ["gg-dash"]
+)";
+        port_ = free_loopback_port();
+        ASSERT_NE(port_, 0);
+        const auto config = dir_ / "gpuguard.yaml";
+        std::ofstream(config) << gpuguard::testing::scratch_agent_config(
+            dir_.path(), "1:3",
+            "backends:\n  interval_ms: 200\n  nvml_library: \"" GPUGUARD_FAKE_NVML_PATH
+            "\"\n"
+            "metrics:\n  enabled: true\n  status_page: true\n  port: " +
+                std::to_string(port_) + "\noutputs:\n  - name: local\n    type: file\n" +
+                "    address: " + (dir_ / "alerts.json").string() + "\n");
+        agent_.emplace(std::vector<std::string>{
+            "/usr/bin/env", "GPUGUARD_FAKE_NVML_SCRIPT=" + script.string(), GPUGUARD_BINARY, "run",
+            "--config", config.string(), "--json"});
+        ASSERT_TRUE(agent_->wait_for_stderr("ready", 60s)) << agent_->stderr_text();
+
+        const std::string node = node_.string();
+        miner_ = fork();
+        ASSERT_GE(miner_, 0);
+        if (miner_ == 0) {
+            prctl(PR_SET_NAME, "gg-dash-miner");
+            if (open(node.c_str(), O_RDWR) < 0) _exit(1);
+            pause();
+            _exit(0);
+        }
+        miner_reaper_.emplace(miner_);
+        // The detection and its (dry-run) kill, as printed with --json.
+        bool detected = false, acted = false;
+        const auto deadline = std::chrono::steady_clock::now() + 10s;
+        while (!(detected && acted) && std::chrono::steady_clock::now() < deadline) {
+            auto line = agent_->read_stdout_line(200ms);
+            if (!line) continue;
+            const auto record = nlohmann::json::parse(*line);
+            if (record["process"]["pid"] != miner_) continue;
+            detected |= record["gpuguard"]["record"] == "detection";
+            acted |= record["gpuguard"]["record"] == "enforcement";
+        }
+        ASSERT_TRUE(detected && acted) << agent_->stderr_text();
+    }
+
+    void TearDown() override {
+        if (agent_) {
+            EXPECT_EQ(agent_->stop(SIGTERM, 15s), 0) << agent_->stderr_text();
+        }
+    }
+
+    httplib::Result get(const std::string& path) {
+        httplib::Client client("127.0.0.1", port_);
+        return client.Get(path);
+    }
+
+    TempDir dir_{"gg-observed"};
+    std::filesystem::path node_;
+    pid_t holder_ = -1, miner_ = -1;
+    std::optional<gpuguard::testing::ChildReaper> holder_reaper_, miner_reaper_;
+    uint16_t port_ = 0;
+    std::optional<Subprocess> agent_;
+};
+
+TEST_F(ObservedAgentTest, every_metric_the_dashboard_and_alerts_query_is_exported) {
+    std::set<std::string> exported;
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (std::chrono::steady_clock::now() < deadline) {
+        const auto response = get("/metrics");
+        ASSERT_TRUE(response) << agent_->stderr_text();
+        ASSERT_EQ(response->status, 200);
+        exported = exported_families(response->body);
+        if (exported.contains("gpuguard_process_gpu_memory_bytes") &&
+            exported.contains("gpuguard_actions_total")) {
+            break;
+        }
+        std::this_thread::sleep_for(200ms);
+    }
+    ASSERT_TRUE(exported.contains("gpuguard_gpu_utilization_ratio")) << agent_->stderr_text();
+    ASSERT_TRUE(exported.contains("gpuguard_process_gpu_memory_bytes")) << agent_->stderr_text();
+
+    std::vector<std::string> expressions;
+    collect_dashboard_expressions(
+        nlohmann::json::parse(file_text(kContrib / "grafana/gpuguard.json")), expressions);
+    static const std::regex alert_expr(R"(^\s*expr:\s*(.+)$)", std::regex::multiline);
+    const std::string alerts = file_text(kContrib / "prometheus/gpuguard-alerts.yml");
+    for (std::sregex_iterator it(alerts.begin(), alerts.end(), alert_expr), end; it != end; ++it) {
+        expressions.push_back((*it)[1]);
+    }
+    ASSERT_GT(expressions.size(), 20u);
+    for (const auto& expression : expressions) {
+        for (const auto& metric : metrics_in(expression)) {
+            EXPECT_TRUE(exported.contains(metric))
+                << metric << " (in `" << expression << "`) is not exported";
+        }
+    }
+    // Per rule: the local rule's detection and its dry-run kill.
+    const auto body = get("/metrics")->body;
+    EXPECT_NE(
+        body.find("gpuguard_rule_detections_total{rule=\"GG-CORR-0001\",severity=\"critical\"}"),
+        std::string::npos)
+        << body;
+    EXPECT_TRUE(std::regex_search(
+        body,
+        std::regex(
+            R"(gpuguard_actions_total\{rule="GG-CORR-0001",action="kill",outcome="dry_run"\} [1-9])")))
+        << body;
+}
+
+TEST_F(ObservedAgentTest, status_page_shows_live_gpu_processes_detections_and_actions) {
+    const auto page = get("/status");
+    ASSERT_TRUE(page);
+    EXPECT_EQ(page->status, 200);
+    EXPECT_EQ(page->get_header_value("Content-Type"), "text/html; charset=utf-8");
+    EXPECT_NE(page->get_header_value("Content-Security-Policy").find("script-src 'self'"),
+              std::string::npos);
+    EXPECT_NE(page->body.find("<script src=\"/status.js\""), std::string::npos);
+    const auto script = get("/status.js");
+    ASSERT_TRUE(script);
+    EXPECT_EQ(script->status, 200);
+    EXPECT_EQ(script->body.find("innerHTML"), std::string::npos) << "values must go in as text";
+
+    const auto data = get("/status.json");
+    ASSERT_TRUE(data);
+    ASSERT_EQ(data->status, 200);
+    const auto status = nlohmann::json::parse(data->body);
+    // The fake NVML GPU, live.
+    ASSERT_EQ(status["telemetry"]["devices"].size(), 1u) << status["telemetry"].dump();
+    EXPECT_EQ(status["telemetry"]["devices"][0]["model"], "NVIDIA H100 80GB HBM3");
+    EXPECT_EQ(status["telemetry"]["devices"][0]["metrics"]["gpu_utilization_percent"], 97);
+    EXPECT_EQ(status["telemetry"]["devices"][0]["metrics"]["memory_used_bytes"], 1073741824ull);
+    // GPU processes: the holder and the miner.
+    std::set<pid_t> pids;
+    for (const auto& process : status["agent"]["ps"]["processes"])
+        pids.insert(process["pid"].get<pid_t>());
+    EXPECT_TRUE(pids.contains(holder_));
+    EXPECT_TRUE(pids.contains(miner_));
+    // The detection with its evidence, and the action it asked for.
+    const auto& detections = status["agent"]["activity"]["detections"];
+    ASSERT_FALSE(detections.empty());
+    EXPECT_EQ(detections[0]["process"]["pid"], miner_);
+    EXPECT_EQ(detections[0]["gpuguard"]["detection"]["signature_ids"][0], "local-dash-miner");
+    const auto& actions = status["agent"]["activity"]["actions"];
+    ASSERT_FALSE(actions.empty());
+    EXPECT_EQ(actions[0]["event"]["action"], "kill");
+    EXPECT_EQ(actions[0]["gpuguard"]["enforcement"]["outcome"], "dry_run");
+    EXPECT_EQ(actions[0]["process"]["pid"], miner_);
+    EXPECT_TRUE(status["agent"]["activity"]["blocked"].is_array());
+    EXPECT_EQ(status["agent"]["status"]["version"], GPUGUARD_VERSION);
+}
+
+// The page as a browser shows it: Debian's chromium, headless, runs the
+// page's script against the live agent; the rendered DOM has the fake GPU,
+// the miner's verdict and its detection. The screenshot is left in the
+// build tree for people to look at.
+TEST_F(ObservedAgentTest, status_page_renders_live_data_in_headless_chromium) {
+    const std::string url = "http://127.0.0.1:" + std::to_string(port_) + "/status";
+    auto chromium = [&](const std::string& action) {
+        return gpuguard::testing::run_command(
+            {"/usr/bin/chromium", "--headless=new", "--no-sandbox", "--disable-gpu",
+             "--no-first-run", "--user-data-dir=" + (dir_ / "chromium").string(),
+             "--virtual-time-budget=5000", "--window-size=1280,1400", action, url},
+            60s);
+    };
+    const auto dom = chromium("--dump-dom");
+    ASSERT_EQ(dom.exit_code, 0) << dom.stderr_text;
+    // Filled in by the script from /status.json (the static page has none of it).
+    EXPECT_NE(dom.stdout_text.find("<td>NVIDIA H100 80GB HBM3</td>"), std::string::npos)
+        << dom.stdout_text;
+    EXPECT_NE(dom.stdout_text.find(" 97 %"), std::string::npos);
+    EXPECT_NE(dom.stdout_text.find("1.0 GiB / 80.0 GiB"), std::string::npos);
+    EXPECT_NE(dom.stdout_text.find("<td>pid " + std::to_string(miner_) + " gg-dash-miner</td>"),
+              std::string::npos);
+    EXPECT_NE(dom.stdout_text.find("class=\"verdict-detected\">GG-CORR-0001"), std::string::npos);
+    EXPECT_NE(dom.stdout_text.find("local-dash-miner"), std::string::npos) << "evidence";
+    EXPECT_NE(dom.stdout_text.find("<td>dry_run</td>"), std::string::npos);
+    EXPECT_EQ(dom.stdout_text.find("cannot load /status.json"), std::string::npos);
+
+    const auto screenshot = std::filesystem::path(GPUGUARD_BUILD_DIR) / "tests/ops/status-page.png";
+    std::filesystem::remove(screenshot);
+    const auto shot = chromium("--screenshot=" + screenshot.string());
+    ASSERT_EQ(shot.exit_code, 0) << shot.stderr_text;
+    ASSERT_TRUE(std::filesystem::exists(screenshot));
+    EXPECT_GT(std::filesystem::file_size(screenshot), 10000u);
+    std::cout << "status page screenshot: " << screenshot.string() << "\n";
+    RecordProperty("screenshot", screenshot.string());
+}
+
+}  // namespace

@@ -1,0 +1,98 @@
+#include "tests/ops/service_support.h"
+
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+namespace gpuguard::testing {
+
+std::multimap<std::string, std::string> read_unit_directives(const std::filesystem::path& unit) {
+    std::ifstream in(unit);
+    if (!in) throw std::runtime_error("cannot read " + unit.string());
+    std::multimap<std::string, std::string> directives;
+    for (std::string line; std::getline(in, line);) {
+        if (line.empty() || line[0] == '#' || line[0] == ';' || line[0] == '[') continue;
+        const auto equals = line.find('=');
+        if (equals == std::string::npos) continue;
+        directives.emplace(line.substr(0, equals), line.substr(equals + 1));
+    }
+    return directives;
+}
+
+std::string unit_value(const std::multimap<std::string, std::string>& directives,
+                       const std::string& key) {
+    const auto found = directives.find(key);
+    return found == directives.end() ? "" : found->second;
+}
+
+NotifySocket::NotifySocket(std::filesystem::path path) : path_(std::move(path)) {
+    fd_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd_ < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    if (path_.string().size() >= sizeof(address.sun_path)) {
+        throw std::runtime_error("notify socket path too long: " + path_.string());
+    }
+    std::strncpy(address.sun_path, path_.c_str(), sizeof(address.sun_path) - 1);
+    if (bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+        throw std::runtime_error("bind " + path_.string() + ": " + std::strerror(errno));
+    }
+}
+
+NotifySocket::~NotifySocket() {
+    if (fd_ >= 0) close(fd_);
+    std::error_code ec;
+    std::filesystem::remove(path_, ec);
+}
+
+std::optional<std::string> NotifySocket::receive(std::chrono::milliseconds timeout) {
+    pollfd ready{fd_, POLLIN, 0};
+    if (poll(&ready, 1, static_cast<int>(timeout.count())) <= 0) return std::nullopt;
+    char buffer[4096];
+    const ssize_t length = recv(fd_, buffer, sizeof buffer, 0);
+    if (length < 0) return std::nullopt;
+    return std::string(buffer, static_cast<size_t>(length));
+}
+
+std::optional<std::string> NotifySocket::wait_for(const std::string& text,
+                                                  std::chrono::milliseconds timeout,
+                                                  std::vector<std::string>* seen) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0) return std::nullopt;
+        auto message = receive(left);
+        if (!message) return std::nullopt;
+        if (seen) seen->push_back(*message);
+        if (message->find(text) != std::string::npos) return message;
+    }
+}
+
+std::string scratch_agent_config(const std::filesystem::path& dir, const std::string& device,
+                                 const std::string& extra) {
+    std::filesystem::create_directories(dir / "rules.d");
+    return "sensor:\n  extra_gpu_devices: [\"" + device + "\"]\n" +
+           "control:\n  socket: " + (dir / "control.sock").string() + "\n" +
+           "rules:\n  main_file: " + (dir / "miner-rules.yaml").string() +
+           "\n  drop_in_dir: " + (dir / "rules.d").string() + "\n" +
+           "journal:\n  dir: " + (dir / "journal").string() + "\n" +
+           "enforcement:\n  dry_run: true\n" + extra;
+}
+
+void replace_file(const std::filesystem::path& path, const std::string& text) {
+    const auto temporary = path.string() + ".new";
+    {
+        std::ofstream out(temporary);
+        out << text;
+        if (!out) throw std::runtime_error("cannot write " + temporary);
+    }
+    std::filesystem::rename(temporary, path);
+}
+
+}  // namespace gpuguard::testing

@@ -1,0 +1,54 @@
+// What the operations tests share: the systemd unit's directives, a
+// NOTIFY_SOCKET of the test's own, and an agent configuration that keeps
+// everything (journal, rules, control socket) inside a scratch directory.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpuguard::testing {
+
+// The [Service] and [Unit] directives of a unit file, in file order per key
+// ("ExecStartPre" may appear several times). Keys of every section are merged.
+std::multimap<std::string, std::string> read_unit_directives(const std::filesystem::path& unit);
+
+// The value of a directive that must appear once; "" when absent.
+std::string unit_value(const std::multimap<std::string, std::string>& directives,
+                       const std::string& key);
+
+// A unix datagram socket bound at `path`, as systemd's $NOTIFY_SOCKET.
+class NotifySocket {
+  public:
+    explicit NotifySocket(std::filesystem::path path);
+    ~NotifySocket();
+    NotifySocket(const NotifySocket&) = delete;
+    NotifySocket& operator=(const NotifySocket&) = delete;
+
+    const std::filesystem::path& path() const { return path_; }
+    // The next datagram within `timeout`.
+    std::optional<std::string> receive(std::chrono::milliseconds timeout);
+    // Datagrams until one contains `text` (returned) or `timeout` passes;
+    // every one read is appended to `seen` when given.
+    std::optional<std::string> wait_for(const std::string& text, std::chrono::milliseconds timeout,
+                                        std::vector<std::string>* seen = nullptr);
+
+  private:
+    std::filesystem::path path_;
+    int fd_ = -1;
+};
+
+// A config for a test agent: fake GPU `device` ("1:3"), journal, rules and
+// control socket under `dir`, enforcement in dry run; `extra` is appended
+// (top-level YAML sections not already used: log, metrics, backends, outputs).
+std::string scratch_agent_config(const std::filesystem::path& dir, const std::string& device,
+                                 const std::string& extra = "");
+
+// Writes `text` to `path` atomically (a temporary file renamed over it), as
+// editors and configuration managers do.
+void replace_file(const std::filesystem::path& path, const std::string& text);
+
+}  // namespace gpuguard::testing

@@ -1,0 +1,31 @@
+// The script the fake libnvidia-ml.so.1 (tests/backends/fake_nvml) plays:
+// one NVIDIA H100 with a fixed utilisation and memory use, and the compute
+// processes NVML reports on it. Tests write it to the file named by the
+// fake's environment variable.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <sys/types.h>
+
+namespace gpuguard::testing {
+
+struct FakeNvmlProcess {
+    pid_t pid = 0;
+    uint64_t used_memory = 0;
+};
+
+struct FakeH100 {
+    unsigned gpu_utilization = 97;     // percent
+    unsigned memory_utilization = 40;  // percent
+    uint64_t memory_used = 1ull << 30;
+    std::vector<FakeNvmlProcess> processes;
+};
+
+// JSON text of a one-GPU script (80 GiB total, free = total - used).
+std::string fake_nvml_script(const FakeH100& gpu);
+
+}  // namespace gpuguard::testing
