@@ -648,6 +648,7 @@ struct JournalWriter::Writer {
         const int64_t now = real_now();
         const int64_t max_age_ns =
             static_cast<int64_t>(options.retention_max_age_s) * 1'000'000'000;
+        total += prune_incidents(now, max_age_ns);
         uint64_t deleted = 0;
         for (const auto& segment : segments) {
             if (segment.path == path) break;  // never the open one (nor anything newer)
@@ -664,16 +665,56 @@ struct JournalWriter::Writer {
             total -= segment.size;
             ++deleted;
         }
-        if (max_age_ns) {
-            for (const auto& entry : fs::directory_iterator(options.dir / "incidents", ec)) {
-                if (incident && entry.path() == incident->dir) continue;
-                if (mtime_unix_ns(entry.path()) < now - max_age_ns) {
-                    std::error_code remove_ec;
-                    fs::remove_all(entry.path(), remove_ec);
-                }
-            }
-        }
         if (deleted) update_stats([&](JournalStats& s) { s.segments_deleted += deleted; });
+    }
+
+    // Incident bundles count toward retention_max_bytes but may hold at most
+    // half of it, so neither a burst of incidents nor a busy journal pushes
+    // the other out entirely: past half, or past the maximum age, the oldest
+    // closed bundles go first. Returns the bytes of the bundles kept.
+    uint64_t prune_incidents(int64_t now, int64_t max_age_ns) {
+        struct Bundle {
+            int64_t mtime_ns;
+            fs::path dir;
+            uint64_t size;
+        };
+        std::vector<Bundle> bundles;
+        uint64_t total = 0;
+        std::error_code ec;
+        for (const auto& entry : fs::directory_iterator(options.dir / "incidents", ec)) {
+            uint64_t size = 0;
+            std::error_code walk_ec;
+            for (const auto& file : fs::recursive_directory_iterator(entry.path(), walk_ec)) {
+                std::error_code size_ec;
+                if (file.is_regular_file(size_ec)) size += file.file_size(size_ec);
+            }
+            total += size;
+            if (incident && entry.path() == incident->dir) continue;  // still being written
+            bundles.push_back({mtime_unix_ns(entry.path()), entry.path(), size});
+        }
+        std::sort(bundles.begin(), bundles.end(), [](const Bundle& a, const Bundle& b) {
+            return std::tie(a.mtime_ns, a.dir) < std::tie(b.mtime_ns, b.dir);
+        });
+        const uint64_t budget = options.retention_max_bytes / 2;
+        uint64_t deleted = 0;
+        for (const auto& bundle : bundles) {
+            const bool too_big = options.retention_max_bytes && total > budget;
+            const bool too_old = max_age_ns && bundle.mtime_ns < now - max_age_ns;
+            if (!too_big && !too_old) continue;  // a newer one may still be too old: keep looking
+            std::error_code remove_ec;
+            fs::remove_all(bundle.dir, remove_ec);
+            if (remove_ec) {
+                log->warn("journal: cannot delete {}: {}", bundle.dir.string(),
+                          remove_ec.message());
+                continue;
+            }
+            log->debug("journal: deleted {} ({})", bundle.dir.string(),
+                       too_big ? "incidents over half of retention_max_mb" : "retention_max_age_h");
+            total -= bundle.size;
+            ++deleted;
+        }
+        if (deleted) update_stats([&](JournalStats& s) { s.incidents_deleted += deleted; });
+        return total;
     }
 
     // --- incident bundles -------------------------------------------------

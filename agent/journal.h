@@ -87,6 +87,7 @@ struct JournalStats {
     uint64_t segments_created = 0;
     uint64_t segments_deleted = 0;  // by retention
     uint64_t incidents_written = 0;
+    uint64_t incidents_deleted = 0;  // by retention
     uint64_t incidents_failed = 0;
     uint64_t tracked_processes = 0;
     bool writing = true;     // false while writes fail

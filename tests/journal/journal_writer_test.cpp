@@ -2,6 +2,7 @@
 // snapshots, queue drops, look-back incident bundles.
 #include <atomic>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -429,6 +430,62 @@ TEST_F(JournalWriterTest, an_incident_closes_on_the_clock_without_new_events) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     EXPECT_EQ(writer->stats().incidents_written, 1u);
+}
+
+// Incident bundles count toward retention_max_bytes and keep at most half of
+// it: with many incidents the oldest bundles go, the newest stays, and the
+// segments keep the other half.
+TEST_F(JournalWriterTest, retention_keeps_incidents_within_half_of_the_size) {
+    auto now = std::make_shared<std::atomic<uint64_t>>(1'000'000'000);
+    auto options = testing::test_options(dir_.path());
+    options.segment_max_bytes = 8192;
+    options.retention_max_bytes = 60000;
+    options.lookback_s = 1;  // a bundle holds its own round of events
+    options.incident_after_s = 1;
+    options.monotonic_clock = [now] { return now->load(); };
+    auto writer = open_writer(options);
+    ASSERT_TRUE(writer);
+    constexpr uint64_t kSecond = 1'000'000'000;
+    uint64_t sequence = 0;
+    for (uint64_t round = 0; round < 12; ++round) {
+        for (int i = 0; i < 60; ++i) {
+            Event event = testing::numbered_event(sequence++);
+            event.ts_ns = now->load();
+            ASSERT_TRUE(writer->append(event, 0));
+        }
+        ASSERT_TRUE(writer->trigger(now->load(), 1000, "r" + std::to_string(round), "{}"));
+        now->fetch_add(2 * kSecond);  // past incident_after_s: the bundle closes
+        for (int i = 0; i < 100 && writer->stats().incidents_written <= round; ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        ASSERT_EQ(writer->stats().incidents_written, round + 1);
+    }
+    // One more rotation runs retention after the last bundle closed.
+    for (int i = 0; i < 400; ++i)
+        ASSERT_TRUE(writer->append(testing::numbered_event(sequence++), 0));
+    writer->close();
+
+    std::map<std::string, uint64_t> bundles;  // name -> bytes
+    uint64_t incident_bytes = 0;
+    for (const auto& entry : fs::directory_iterator(dir_.path() / "incidents")) {
+        uint64_t size = 0;
+        for (const auto& file : fs::recursive_directory_iterator(entry.path())) {
+            if (file.is_regular_file()) size += file.file_size();
+        }
+        bundles[entry.path().filename().string()] = size;
+        incident_bytes += size;
+    }
+    EXPECT_GT(writer->stats().incidents_deleted, 0u);
+    EXPECT_LT(bundles.size(), 12u);
+    EXPECT_LE(incident_bytes, options.retention_max_bytes / 2);
+    EXPECT_LE(incident_bytes + total_size(dir_.path()), options.retention_max_bytes);
+    bool newest_kept = false, oldest_kept = false;
+    for (const auto& [name, size] : bundles) {
+        newest_kept |= name.ends_with("-r11");
+        oldest_kept |= name.ends_with("-r0");
+    }
+    EXPECT_TRUE(newest_kept) << ::testing::PrintToString(bundles);
+    EXPECT_FALSE(oldest_kept) << ::testing::PrintToString(bundles);
 }
 
 TEST_F(JournalWriterTest, open_fails_on_an_unwritable_directory) {
