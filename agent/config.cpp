@@ -1,11 +1,14 @@
 #include "agent/config.h"
 
+#include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include <yaml-cpp/yaml.h>
 
@@ -55,6 +58,18 @@ class ConfigReader {
         } catch (const YAML::Exception&) {
             fail_at(node, key, std::string("must be ") + type_name);
         }
+    }
+
+    // An integer in [min, max]; the error names the value's file:line.
+    template <typename T>
+    T bounded(const YAML::Node& node, const std::string& key, T min, T max) const {
+        const auto value = scalar<T>(node, key, "a non-negative integer");
+        if (value < min || value > max) {
+            fail_at(node, key,
+                    std::to_string(value) + " is not between " + std::to_string(min) + " and " +
+                        std::to_string(max));
+        }
+        return value;
     }
 
     static std::string join(const std::string& prefix, const std::string& key) {
@@ -325,14 +340,8 @@ void read_journal(const ConfigReader& reader, const YAML::Node& node, JournalCon
                   {"queue_events", &journal.queue_events, 1024, 16 * 1024 * 1024}};
     for (const auto& field : fields) {
         if (const auto value = node[field.key]) {
-            const std::string key = std::string("journal.") + field.key;
-            const auto number = reader.scalar<uint32_t>(value, key, "a non-negative integer");
-            if (number < field.min || number > field.max) {
-                reader.fail_at(value, key,
-                               std::to_string(number) + " is not between " +
-                                   std::to_string(field.min) + " and " + std::to_string(field.max));
-            }
-            *field.value = number;
+            *field.value = reader.bounded<uint32_t>(value, std::string("journal.") + field.key,
+                                                    field.min, field.max);
         }
     }
     if (journal.retention_max_mb != 0 && journal.retention_max_mb < journal.segment_max_mb) {
@@ -378,15 +387,55 @@ void read_rules(const ConfigReader& reader, const YAML::Node& node, RulesConfig&
     }
 }
 
-// One sink of `outputs:`; validated by siem::validate (address forms, TLS files).
+// Why an extra HTTP header line is not "Name: value" (a token name, no line
+// breaks, which would inject headers), or "" when it is.
+std::string header_line_problem(const std::string& line) {
+    if (line.find_first_of("\r\n") != std::string::npos) return "contains a line break";
+    const auto colon = line.find(':');
+    bool token = colon != 0 && colon != std::string::npos;
+    for (size_t i = 0; token && i < colon; ++i) {
+        const auto c = static_cast<unsigned char>(line[i]);
+        token = std::isalnum(c) ||
+                std::string_view("!#$%&'*+-.^_`|~").find(line[i]) != std::string_view::npos;
+    }
+    return token ? "" : "'" + line + "' is not a \"Name: value\" header line";
+}
+
+// One sink of `outputs:`. Each key is checked where it stands (file:line of
+// the value); siem::validate then checks the sink as a whole (address forms,
+// readable TLS files).
 siem::SinkConfig read_sink(const ConfigReader& reader, const YAML::Node& node,
                            const std::string& key) {
     reader.check_keys(node, key,
-                      {"name",         "type",          "format",       "framing",
-                       "min_severity", "detections",    "enforcement",  "address",
-                       "tls_ca_file",  "tls_cert_file", "tls_key_file", "tls_server_name",
-                       "tls_verify",   "token",         "index",        "facility",
-                       "app_name",     "queue_dir",     "queue_max_mb", "overflow"});
+                      {"name",
+                       "type",
+                       "format",
+                       "framing",
+                       "min_severity",
+                       "detections",
+                       "enforcement",
+                       "address",
+                       "tls_ca_file",
+                       "tls_cert_file",
+                       "tls_key_file",
+                       "tls_server_name",
+                       "tls_verify",
+                       "token",
+                       "index",
+                       "http_headers",
+                       "facility",
+                       "app_name",
+                       "file_max_bytes",
+                       "file_max_files",
+                       "queue_dir",
+                       "queue_max_mb",
+                       "queue_fsync",
+                       "overflow",
+                       "block_timeout_ms",
+                       "batch_max_records",
+                       "retry_initial_ms",
+                       "retry_max_ms",
+                       "io_timeout_ms"});
     siem::SinkConfig sink;
     auto text = [&](const char* name) {
         return reader.scalar<std::string>(node[name], key + "." + name, "a string");
@@ -397,6 +446,12 @@ siem::SinkConfig read_sink(const ConfigReader& reader, const YAML::Node& node,
         if (!parsed)
             reader.fail_at(node[name], key + "." + name, "'" + value + "' is not one of " + known);
         return *parsed;
+    };
+    auto number = [&](const char* name, uint64_t min, uint64_t max) {
+        return reader.bounded<uint64_t>(node[name], key + "." + name, min, max);
+    };
+    auto millis = [&](const char* name, uint64_t min, uint64_t max) {
+        return std::chrono::milliseconds(number(name, min, max));
     };
     if (!node["name"]) reader.fail_at(node, key, "name: missing");
     sink.name = text("name");
@@ -416,7 +471,7 @@ siem::SinkConfig read_sink(const ConfigReader& reader, const YAML::Node& node,
         sink.overflow = choice("overflow", siem::parse_overflow_policy, "drop_oldest, block");
     for (auto [name, target] :
          {std::pair{"detections", &sink.detections}, std::pair{"enforcement", &sink.enforcement},
-          std::pair{"tls_verify", &sink.tls_verify}}) {
+          std::pair{"tls_verify", &sink.tls_verify}, std::pair{"queue_fsync", &sink.queue_fsync}}) {
         if (node[name])
             *target = reader.scalar<bool>(node[name], key + "." + name, "true or false");
     }
@@ -429,12 +484,38 @@ siem::SinkConfig read_sink(const ConfigReader& reader, const YAML::Node& node,
           std::pair{"app_name", &sink.app_name}}) {
         if (node[name]) *target = text(name);
     }
-    if (node["queue_dir"]) sink.queue_dir = text("queue_dir");
-    if (node["queue_max_mb"]) {
-        sink.queue_max_bytes =
-            reader.scalar<uint64_t>(node["queue_max_mb"], key + ".queue_max_mb", "an integer")
-            << 20;
+    if (node["facility"] && !siem::parse_facility(sink.facility)) {
+        reader.fail_at(node["facility"], key + ".facility",
+                       "'" + sink.facility + "' is not a syslog facility (kern, user, daemon, " +
+                           "auth, authpriv, local0 .. local7, ...)");
     }
+    if (const auto headers = node["http_headers"]) {
+        read_string_list(reader, headers, key + ".http_headers", sink.http_headers);
+        for (size_t i = 0; i < sink.http_headers.size(); ++i) {
+            if (auto problem = header_line_problem(sink.http_headers[i]); !problem.empty()) {
+                reader.fail_at(headers[i], key + ".http_headers[" + std::to_string(i) + "]",
+                               problem);
+            }
+        }
+    }
+    if (node["file_max_bytes"]) sink.file_max_bytes = number("file_max_bytes", 0, 1ull << 40);
+    if (node["file_max_files"]) {
+        sink.file_max_files = static_cast<uint32_t>(number("file_max_files", 0, 1000));
+    }
+    if (node["queue_dir"]) sink.queue_dir = text("queue_dir");
+    if (node["queue_max_mb"]) sink.queue_max_bytes = number("queue_max_mb", 1, 1u << 20) << 20;
+    if (node["block_timeout_ms"]) sink.block_timeout = millis("block_timeout_ms", 0, 600'000);
+    if (node["batch_max_records"]) sink.batch_max_records = number("batch_max_records", 0, 100'000);
+    if (node["retry_initial_ms"]) sink.retry_initial = millis("retry_initial_ms", 1, 3'600'000);
+    if (node["retry_max_ms"]) sink.retry_max = millis("retry_max_ms", 1, 3'600'000);
+    if (sink.retry_max < sink.retry_initial) {
+        const char* at = node["retry_max_ms"] ? "retry_max_ms" : "retry_initial_ms";
+        reader.fail_at(node[at], key + "." + at,
+                       "retry_max_ms (" + std::to_string(sink.retry_max.count()) +
+                           ") is smaller than retry_initial_ms (" +
+                           std::to_string(sink.retry_initial.count()) + ")");
+    }
+    if (node["io_timeout_ms"]) sink.io_timeout = millis("io_timeout_ms", 1, 600'000);
     if (auto valid = siem::validate(sink); !valid) reader.fail_at(node, key, valid.error().message);
     return sink;
 }
@@ -520,6 +601,17 @@ void read_enforcement(const ConfigReader& reader, const YAML::Node& node,
 
 }  // namespace
 
+std::string redacted_header(const std::string& header) {
+    const auto colon = header.find(':');
+    if (colon == std::string::npos) return header;
+    std::string name = header.substr(0, colon);
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (const char* secret : {"auth", "token", "key", "secret", "password", "cookie"}) {
+        if (name.find(secret) != std::string::npos) return header.substr(0, colon) + ": <redacted>";
+    }
+    return header;
+}
+
 Result<Config> load_config_text(std::string_view yaml, const std::string& source) {
     Config config;
     try {
@@ -604,11 +696,22 @@ std::string config_to_yaml(const Config& config) {
         // A secret: shown as set or not, never printed.
         out << YAML::Key << "token" << YAML::Value << (sink.token.empty() ? "" : "<redacted>");
         out << YAML::Key << "index" << YAML::Value << sink.index;
+        out << YAML::Key << "http_headers" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+        for (const auto& header : sink.http_headers) out << redacted_header(header);
+        out << YAML::EndSeq;
         out << YAML::Key << "facility" << YAML::Value << sink.facility;
         out << YAML::Key << "app_name" << YAML::Value << sink.app_name;
+        out << YAML::Key << "file_max_bytes" << YAML::Value << sink.file_max_bytes;
+        out << YAML::Key << "file_max_files" << YAML::Value << sink.file_max_files;
         out << YAML::Key << "queue_dir" << YAML::Value << sink.queue_dir.string();
         out << YAML::Key << "queue_max_mb" << YAML::Value << (sink.queue_max_bytes >> 20);
+        out << YAML::Key << "queue_fsync" << YAML::Value << sink.queue_fsync;
         out << YAML::Key << "overflow" << YAML::Value << siem::to_string(sink.overflow);
+        out << YAML::Key << "block_timeout_ms" << YAML::Value << sink.block_timeout.count();
+        out << YAML::Key << "batch_max_records" << YAML::Value << sink.batch_max_records;
+        out << YAML::Key << "retry_initial_ms" << YAML::Value << sink.retry_initial.count();
+        out << YAML::Key << "retry_max_ms" << YAML::Value << sink.retry_max.count();
+        out << YAML::Key << "io_timeout_ms" << YAML::Value << sink.io_timeout.count();
         out << YAML::EndMap;
     }
     out << YAML::EndSeq;

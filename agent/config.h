@@ -138,7 +138,13 @@ Result<Config> load_config_text(std::string_view yaml, const std::string& source
 // Reads and loads a file. Fails with kIo if it cannot be read.
 Result<Config> load_config_file(const std::filesystem::path& path);
 
-// The effective configuration as YAML (for `gpuguard config show`).
+// The effective configuration as YAML (for `gpuguard config show`). Secrets
+// are never printed: a sink's token and the values of credential-like HTTP
+// headers show as "<redacted>".
 std::string config_to_yaml(const Config& config);
+
+// "Name: value" with the value replaced by "<redacted>" when the name looks
+// like a credential (Authorization, *token*, *key*, *secret*, ...).
+std::string redacted_header(const std::string& header);
 
 }  // namespace gpuguard::agent

@@ -59,7 +59,8 @@ std::vector<ConfigChange> diff_config(const Config& running, const Config& next)
                 ConfigChange{key, old_value, new_value, config_key_applies_live(key)});
         }
     }
-    // Sink tokens are redacted in the YAML, so a new token alone is found here.
+    // Sink tokens and credential headers are redacted in the YAML, so a new
+    // secret alone is found here.
     const bool outputs_changed = std::any_of(changes.begin(), changes.end(),
                                              [](const auto& c) { return c.key == "outputs"; });
     if (!outputs_changed && running.outputs.size() == next.outputs.size()) {
@@ -67,6 +68,12 @@ std::vector<ConfigChange> diff_config(const Config& running, const Config& next)
             if (running.outputs[i].token != next.outputs[i].token) {
                 changes.push_back(ConfigChange{"outputs", "token of " + running.outputs[i].name,
                                                "a new token", config_key_applies_live("outputs")});
+                break;
+            }
+            if (running.outputs[i].http_headers != next.outputs[i].http_headers) {
+                changes.push_back(ConfigChange{
+                    "outputs", "http_headers of " + running.outputs[i].name,
+                    "new (redacted) http_headers", config_key_applies_live("outputs")});
                 break;
             }
         }

@@ -59,6 +59,14 @@ Status validate(const SinkConfig& sink) {
     if (!sink.tls_key_file.empty() && sink.tls_cert_file.empty()) {
         return bad(sink, "tls_key_file given without tls_cert_file");
     }
+    for (const auto& header : sink.http_headers) {
+        const auto colon = header.find(':');
+        if (colon == 0 || colon == std::string::npos ||
+            header.find_first_of("\r\n") != std::string::npos) {
+            return bad(sink,
+                       fmt::format("http_headers: '{}' is not a \"Name: value\" line", header));
+        }
+    }
     if (!parse_facility(sink.facility)) {
         return bad(sink, fmt::format("unknown syslog facility '{}'", sink.facility));
     }

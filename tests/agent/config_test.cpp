@@ -207,5 +207,179 @@ TEST(Config, bad_backends_and_metrics_values_name_key_and_line) {
     EXPECT_TRUE(load_config_text("metrics:\n  listen: 127.0.0.2\n", "x.yaml").ok());
 }
 
+// Every field of siem::SinkConfig is reachable from the YAML file: each key
+// set to a value other than the default lands in its field.
+TEST(Config, reads_every_sink_key) {
+    testing::TempDir dir;
+    const auto pem = [&](const char* name) {
+        std::ofstream(dir / name) << "-----BEGIN CERTIFICATE-----\n";
+        return (dir / name).string();
+    };
+    const std::string ca = pem("ca.pem"), cert = pem("agent.pem"), key = pem("agent.key");
+    const std::string yaml =
+        "outputs:\n"
+        "  - name: soc\n"
+        "    type: tls\n"
+        "    format: cef\n"
+        "    framing: rfc3164\n"
+        "    min_severity: warning\n"
+        "    detections: false\n"
+        "    enforcement: false\n"
+        "    address: collector.example:6514\n"
+        "    tls_ca_file: " +
+        ca +
+        "\n"
+        "    tls_cert_file: " +
+        cert +
+        "\n"
+        "    tls_key_file: " +
+        key +
+        "\n"
+        "    tls_server_name: soc.example\n"
+        "    tls_verify: false\n"
+        "    token: t0k3n\n"
+        "    index: gpu\n"
+        "    http_headers: [\"X-Team: soc\", \"X-Env: prod\"]\n"
+        "    facility: local5\n"
+        "    app_name: gg\n"
+        "    file_max_bytes: 65536\n"
+        "    file_max_files: 9\n"
+        "    queue_dir: /var/lib/gg/q\n"
+        "    queue_max_mb: 3\n"
+        "    queue_fsync: false\n"
+        "    overflow: block\n"
+        "    block_timeout_ms: 250\n"
+        "    batch_max_records: 42\n"
+        "    retry_initial_ms: 20\n"
+        "    retry_max_ms: 700\n"
+        "    io_timeout_ms: 1500\n";
+    auto config = load_config_text(yaml, "s.yaml");
+    ASSERT_TRUE(config.ok()) << config.error().message;
+    ASSERT_EQ(config->outputs.size(), 1u);
+    const siem::SinkConfig& sink = config->outputs[0];
+    EXPECT_EQ(sink.name, "soc");
+    EXPECT_EQ(sink.type, siem::SinkType::kTls);
+    EXPECT_EQ(sink.format, siem::Format::kCef);
+    EXPECT_EQ(sink.framing, siem::Framing::kRfc3164);
+    EXPECT_EQ(sink.min_severity, Severity::kWarning);
+    EXPECT_FALSE(sink.detections);
+    EXPECT_FALSE(sink.enforcement);
+    EXPECT_EQ(sink.address, "collector.example:6514");
+    EXPECT_EQ(sink.tls_ca_file, ca);
+    EXPECT_EQ(sink.tls_cert_file, cert);
+    EXPECT_EQ(sink.tls_key_file, key);
+    EXPECT_EQ(sink.tls_server_name, "soc.example");
+    EXPECT_FALSE(sink.tls_verify);
+    EXPECT_EQ(sink.token, "t0k3n");
+    EXPECT_EQ(sink.index, "gpu");
+    EXPECT_EQ(sink.http_headers, (std::vector<std::string>{"X-Team: soc", "X-Env: prod"}));
+    EXPECT_EQ(sink.facility, "local5");
+    EXPECT_EQ(sink.app_name, "gg");
+    EXPECT_EQ(sink.file_max_bytes, 65536u);
+    EXPECT_EQ(sink.file_max_files, 9u);
+    EXPECT_EQ(sink.queue_dir, "/var/lib/gg/q");
+    EXPECT_EQ(sink.queue_max_bytes, 3u << 20);
+    EXPECT_FALSE(sink.queue_fsync);
+    EXPECT_EQ(sink.overflow, siem::OverflowPolicy::kBlock);
+    EXPECT_EQ(sink.block_timeout, std::chrono::milliseconds(250));
+    EXPECT_EQ(sink.batch_max_records, 42u);
+    EXPECT_EQ(sink.retry_initial, std::chrono::milliseconds(20));
+    EXPECT_EQ(sink.retry_max, std::chrono::milliseconds(700));
+    EXPECT_EQ(sink.io_timeout, std::chrono::milliseconds(1500));
+
+    // None of these values is a default, so a key that were read into the
+    // wrong field, or not at all, shows up here too.
+    const siem::SinkConfig defaults;
+    EXPECT_NE(sink.file_max_bytes, defaults.file_max_bytes);
+    EXPECT_NE(sink.file_max_files, defaults.file_max_files);
+    EXPECT_NE(sink.queue_fsync, defaults.queue_fsync);
+    EXPECT_NE(sink.block_timeout, defaults.block_timeout);
+    EXPECT_NE(sink.batch_max_records, defaults.batch_max_records);
+    EXPECT_NE(sink.retry_initial, defaults.retry_initial);
+    EXPECT_NE(sink.retry_max, defaults.retry_max);
+    EXPECT_NE(sink.io_timeout, defaults.io_timeout);
+}
+
+TEST(Config, bad_sink_values_name_file_line_and_key) {
+    const std::string head = "outputs:\n  - name: s\n    type: tcp\n    address: c.example:514\n";
+    struct Case {
+        const char* lines;
+        const char* expected;
+    } cases[] = {
+        {"    file_max_bytes: -1\n",
+         "o.yaml:5:21: outputs[0].file_max_bytes: must be a non-negative integer"},
+        {"    file_max_bytes: 2000000000000\n",
+         "o.yaml:5:21: outputs[0].file_max_bytes: 2000000000000 is not between 0 and "
+         "1099511627776"},
+        {"    file_max_files: 1001\n",
+         "o.yaml:5:21: outputs[0].file_max_files: 1001 is not between 0 and 1000"},
+        {"    file_max_files: many\n",
+         "o.yaml:5:21: outputs[0].file_max_files: must be a non-negative integer"},
+        {"    queue_max_mb: 0\n", "o.yaml:5:19: outputs[0].queue_max_mb: 0 is not between 1 and"},
+        {"    queue_fsync: sometimes\n",
+         "o.yaml:5:18: outputs[0].queue_fsync: must be true or false"},
+        {"    block_timeout_ms: 600001\n",
+         "o.yaml:5:23: outputs[0].block_timeout_ms: 600001 is not between 0 and 600000"},
+        {"    batch_max_records: 100001\n",
+         "o.yaml:5:24: outputs[0].batch_max_records: 100001 is not between 0 and 100000"},
+        {"    retry_initial_ms: 0\n",
+         "o.yaml:5:23: outputs[0].retry_initial_ms: 0 is not between 1 and 3600000"},
+        {"    retry_initial_ms: 2000\n    retry_max_ms: 1000\n",
+         "o.yaml:6:19: outputs[0].retry_max_ms: retry_max_ms (1000) is smaller than "
+         "retry_initial_ms (2000)"},
+        {"    retry_initial_ms: 40000\n",
+         "o.yaml:5:23: outputs[0].retry_initial_ms: retry_max_ms (30000) is smaller than "
+         "retry_initial_ms (40000)"},
+        {"    io_timeout_ms: 0\n",
+         "o.yaml:5:20: outputs[0].io_timeout_ms: 0 is not between 1 and 600000"},
+        {"    io_timeout_ms: 1.5\n",
+         "o.yaml:5:20: outputs[0].io_timeout_ms: must be a non-negative integer"},
+        {"    http_headers: \"X-Team: soc\"\n",
+         "o.yaml:5:19: outputs[0].http_headers: must be a list of strings"},
+        {"    http_headers: [\"X-Team soc\"]\n",
+         "o.yaml:5:20: outputs[0].http_headers[0]: 'X-Team soc' is not a \"Name: value\" header "
+         "line"},
+        {"    http_headers: [\"X-A: 1\", \"X-B: 2\\r\\nHost: evil\"]\n",
+         "o.yaml:5:30: outputs[0].http_headers[1]: contains a line break"},
+        {"    http_headers: [\"Bad Name: 1\"]\n",
+         "o.yaml:5:20: outputs[0].http_headers[0]: 'Bad Name: 1' is not"},
+        {"    facility: local9\n",
+         "o.yaml:5:15: outputs[0].facility: 'local9' is not a syslog facility"},
+        {"    retry_max: 100\n", "o.yaml:5:5: outputs[0].retry_max: unknown key"},
+    };
+    for (const auto& c : cases) {
+        auto config = load_config_text(head + c.lines, "o.yaml");
+        ASSERT_FALSE(config.ok()) << c.lines;
+        EXPECT_EQ(config.error().code, ErrorCode::kInvalidArgument);
+        EXPECT_EQ(config.error().message.rfind(c.expected, 0), 0u)
+            << config.error().message << "\n  expected: " << c.expected;
+    }
+    // The limits themselves are accepted.
+    auto edge = load_config_text(head +
+                                     "    file_max_bytes: 0\n    file_max_files: 0\n"
+                                     "    block_timeout_ms: 0\n    batch_max_records: 0\n"
+                                     "    retry_initial_ms: 3600000\n    retry_max_ms: 3600000\n"
+                                     "    io_timeout_ms: 600000\n",
+                                 "o.yaml");
+    ASSERT_TRUE(edge.ok()) << edge.error().message;
+    EXPECT_EQ(edge->outputs[0].file_max_bytes, 0u);
+    EXPECT_EQ(edge->outputs[0].retry_max, std::chrono::hours(1));
+}
+
+TEST(Config, credential_headers_are_redacted_in_config_show) {
+    auto config = load_config_text(
+        "outputs:\n  - name: hook\n    type: webhook\n    address: https://h.example/in\n"
+        "    http_headers: [\"Authorization: Bearer s3cret\", \"X-Api-Key: k3y\", "
+        "\"X-Team: soc\"]\n",
+        "h.yaml");
+    ASSERT_TRUE(config.ok()) << config.error().message;
+    const std::string shown = config_to_yaml(*config);
+    EXPECT_EQ(shown.find("s3cret"), std::string::npos) << shown;
+    EXPECT_EQ(shown.find("k3y"), std::string::npos) << shown;
+    EXPECT_NE(shown.find("Authorization: <redacted>"), std::string::npos) << shown;
+    EXPECT_NE(shown.find("X-Api-Key: <redacted>"), std::string::npos) << shown;
+    EXPECT_NE(shown.find("X-Team: soc"), std::string::npos) << shown;
+}
+
 }  // namespace
 }  // namespace gpuguard::agent

@@ -60,4 +60,50 @@ TEST(ConfigDocs, the_complete_example_is_the_effective_default) {
         << "regenerate the example in docs/configuration.md with `gpuguard config show`";
 }
 
+// Keys of the first sink in `config show` output ("  - key:" then "    key:").
+std::vector<std::string> sink_keys(const std::string& yaml) {
+    std::vector<std::string> keys;
+    std::istringstream in(yaml);
+    bool in_sink = false;
+    for (std::string line; std::getline(in, line);) {
+        if (line.rfind("  - ", 0) == 0) {
+            if (in_sink) break;  // the second sink
+            in_sink = true;
+            line = "    " + line.substr(4);
+        }
+        if (!in_sink) continue;
+        if (line.rfind("    ", 0) != 0) break;
+        keys.push_back(line.substr(4, line.find(':') - 4));
+    }
+    return keys;
+}
+
+// The section of `doc` from `from` up to the next line starting with `until`.
+std::string section(const std::string& doc, const std::string& from, const std::string& until) {
+    const size_t begin = doc.find(from);
+    if (begin == std::string::npos) return "";
+    return doc.substr(begin, doc.find(until, begin + from.size()) - begin);
+}
+
+TEST(ConfigDocs, every_sink_key_is_documented_in_both_docs) {
+    auto config = gpuguard::agent::load_config_text(
+        "outputs:\n  - name: s\n    type: tcp\n    address: c.example:514\n    framing: none\n",
+        "s.yaml");
+    ASSERT_TRUE(config) << config.error().message;
+    const auto keys = sink_keys(gpuguard::agent::config_to_yaml(*config));
+    ASSERT_GE(keys.size(), 29u) << "every field of siem::SinkConfig has a key";
+    const std::string reference =
+        section(file_text(GPUGUARD_SOURCE_DIR "/docs/configuration.md"), "### `outputs`", "\n### ");
+    const std::string outputs =
+        section(file_text(GPUGUARD_SOURCE_DIR "/docs/outputs.md"), "\n## Sinks", "\n## ");
+    ASSERT_FALSE(reference.empty());
+    ASSERT_FALSE(outputs.empty());
+    for (const auto& key : keys) {
+        EXPECT_NE(reference.find("| `" + key + "` |"), std::string::npos)
+            << key << " has no row in the outputs table of docs/configuration.md";
+        EXPECT_NE(outputs.find("`" + key + "`"), std::string::npos)
+            << key << " is not in the sink table of docs/outputs.md";
+    }
+}
+
 }  // namespace

@@ -82,14 +82,46 @@ TEST(ConfigReload, config_show_prints_every_sink_key_and_loads_back) {
         "    format: cef\n    framing: rfc5424\n    min_severity: warning\n"
         "    detections: true\n    enforcement: false\n    facility: local3\n"
         "    app_name: gg\n    queue_dir: /var/lib/gpuguard/queue\n    queue_max_mb: 32\n"
-        "    overflow: block\n");
+        "    overflow: block\n    tls_server_name: soc.example\n    tls_verify: false\n"
+        "    index: gpu\n    http_headers: [\"X-Team: soc\"]\n    file_max_bytes: 65536\n"
+        "    file_max_files: 9\n    queue_fsync: false\n    block_timeout_ms: 250\n"
+        "    batch_max_records: 42\n    retry_initial_ms: 20\n    retry_max_ms: 700\n"
+        "    io_timeout_ms: 1500\n");
     const std::string shown = gpuguard::agent::config_to_yaml(config);
-    for (const char* line : {"framing: rfc5424", "enforcement: false", "facility: local3",
-                             "app_name: gg", "queue_max_mb: 32", "overflow: block"}) {
+    for (const char* line :
+         {"framing: rfc5424", "enforcement: false", "facility: local3", "app_name: gg",
+          "queue_max_mb: 32", "overflow: block", "tls_server_name: soc.example",
+          "tls_verify: false", "index: gpu", "http_headers: [\"X-Team: soc\"]",
+          "file_max_bytes: 65536", "file_max_files: 9", "queue_fsync: false",
+          "block_timeout_ms: 250", "batch_max_records: 42", "retry_initial_ms: 20",
+          "retry_max_ms: 700", "io_timeout_ms: 1500"}) {
         EXPECT_NE(shown.find(line), std::string::npos) << line << "\n" << shown;
     }
     const auto again = load(shown);
     EXPECT_TRUE(diff_config(config, again).empty()) << shown;
+    ASSERT_EQ(again.outputs.size(), 1u);
+    const auto& sink = again.outputs[0];
+    EXPECT_EQ(sink.http_headers, config.outputs[0].http_headers);
+    EXPECT_EQ(sink.file_max_bytes, 65536u);
+    EXPECT_EQ(sink.file_max_files, 9u);
+    EXPECT_FALSE(sink.queue_fsync);
+    EXPECT_EQ(sink.block_timeout.count(), 250);
+    EXPECT_EQ(sink.batch_max_records, 42u);
+    EXPECT_EQ(sink.retry_initial.count(), 20);
+    EXPECT_EQ(sink.retry_max.count(), 700);
+    EXPECT_EQ(sink.io_timeout.count(), 1500);
+}
+
+TEST(ConfigReload, a_new_credential_header_is_a_change_but_never_printed) {
+    const std::string sink =
+        "outputs:\n  - name: hook\n    type: webhook\n    address: https://h.example/in\n"
+        "    http_headers: [\"Authorization: Bearer ";
+    const auto changes =
+        diff_config(load(sink + "first-secret\"]\n"), load(sink + "second-secret\"]\n"));
+    ASSERT_EQ(changes.size(), 1u);
+    EXPECT_EQ(changes[0].key, "outputs");
+    EXPECT_EQ(changes[0].old_value.find("secret"), std::string::npos) << changes[0].old_value;
+    EXPECT_EQ(changes[0].new_value.find("secret"), std::string::npos) << changes[0].new_value;
 }
 
 TEST(ConfigFileWatch, sees_writes_and_replacements_of_its_file_only) {
