@@ -35,9 +35,14 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Longest wait for a TLS 1.3 server to confirm (or refuse) the session.
+constexpr std::chrono::milliseconds kTls13ConfirmWait{1000};
+
 std::string errno_text(int err) { return strerror(err); }
 
-std::string ssl_error_text() {
+// OpenSSL's error queue as text; when it is empty (a failed read or write
+// system call), `sys_errno`'s text.
+std::string ssl_error_text(int sys_errno = 0) {
     std::string text;
     while (const unsigned long code = ERR_get_error()) {
         char buffer[256];
@@ -45,7 +50,8 @@ std::string ssl_error_text() {
         if (!text.empty()) text += "; ";
         text += buffer;
     }
-    return text.empty() ? "unknown TLS error" : text;
+    if (text.empty()) return sys_errno != 0 ? errno_text(sys_errno) : "unknown TLS error";
+    return text;
 }
 
 void set_timeouts(int fd, std::chrono::milliseconds timeout) {
@@ -127,7 +133,12 @@ class StreamTransport final : public Transport {
           port_(port),
           timeout_(timeout),
           ctx_(std::move(ctx)),
-          server_name_(std::move(server_name)) {}
+          server_name_(std::move(server_name)) {
+        if (ctx_) {
+            SSL_CTX_set_session_cache_mode(ctx_.get(), SSL_SESS_CACHE_CLIENT);
+            SSL_CTX_sess_set_new_cb(ctx_.get(), &StreamTransport::on_new_session);
+        }
+    }
     ~StreamTransport() override { disconnect(); }
 
     Delivery deliver(const std::vector<QueuedRecord>& batch) override {
@@ -176,6 +187,7 @@ class StreamTransport final : public Transport {
             return "TLS: " + ssl_error_text();
         }
         SSL_set_fd(ssl_.get(), fd_);
+        SSL_set_app_data(ssl_.get(), this);
         if (!is_ip_literal(server_name_)) {
             SSL_set_tlsext_host_name(ssl_.get(), server_name_.c_str());
         }
@@ -187,8 +199,9 @@ class StreamTransport final : public Transport {
             }
         }
         ERR_clear_error();
+        errno = 0;
         if (SSL_connect(ssl_.get()) != 1) {
-            std::string reason = ssl_error_text();
+            std::string reason = ssl_error_text(errno);
             const long verify = SSL_get_verify_result(ssl_.get());
             if (verify != X509_V_OK) {
                 reason = fmt::format("certificate verification failed: {}",
@@ -197,7 +210,55 @@ class StreamTransport final : public Transport {
             disconnect();
             return fmt::format("TLS handshake with {}:{}: {}", host_, port_, reason);
         }
+        if (SSL_version(ssl_.get()) >= TLS1_3_VERSION) {
+            if (std::string error = confirm_tls13_handshake(); !error.empty()) {
+                disconnect();
+                return fmt::format("TLS handshake with {}:{}: {}", host_, port_, error);
+            }
+        }
         return "";
+    }
+
+    // In TLS 1.3 the client's handshake ends before the server has checked
+    // the client's certificate: a server that refuses it (mutual TLS) answers
+    // with an alert one round trip later, and whatever was written meanwhile
+    // is acknowledged by its TCP stack and thrown away. So wait for the
+    // server's first post-handshake record: a session ticket confirms the
+    // session, an alert or a hang-up refuses it. A server that sends no
+    // tickets costs one bounded wait per connection.
+    std::string confirm_tls13_handshake() {
+        ticket_seen_ = false;
+        const auto deadline = Clock::now() + std::min(timeout_, kTls13ConfirmWait);
+        const int flags = fcntl(fd_, F_GETFL);
+        fcntl(fd_, F_SETFL, flags | O_NONBLOCK);
+        std::string error;
+        while (!ticket_seen_) {
+            const auto left =
+                std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+            if (left.count() <= 0) break;
+            pollfd p{fd_, POLLIN, 0};
+            if (poll(&p, 1, static_cast<int>(left.count())) != 1) continue;
+            char byte;
+            ERR_clear_error();
+            const int n = SSL_read(ssl_.get(), &byte, 1);
+            const int code = n > 0 ? SSL_ERROR_NONE : SSL_get_error(ssl_.get(), n);
+            if (n > 0 || code == SSL_ERROR_WANT_READ || code == SSL_ERROR_WANT_WRITE) continue;
+            error = code == SSL_ERROR_ZERO_RETURN || ERR_peek_error() == 0
+                        ? std::string("the server closed the session")
+                        : "the server refused the session: " + ssl_error_text();
+            break;
+        }
+        fcntl(fd_, F_SETFL, flags);
+        return error;
+    }
+
+    // OpenSSL's new-session callback: a TLS 1.3 ticket arrived. The session
+    // itself is not kept (returning 0 lets OpenSSL free it).
+    static int on_new_session(SSL* ssl, SSL_SESSION*) {
+        if (auto* self = static_cast<StreamTransport*>(SSL_get_app_data(ssl))) {
+            self->ticket_seen_ = true;
+        }
+        return 0;
     }
 
     void disconnect() {
@@ -243,10 +304,11 @@ class StreamTransport final : public Transport {
         while (done < buffer.size()) {
             if (ssl_) {
                 ERR_clear_error();
+                errno = 0;
                 const int n =
                     SSL_write(ssl_.get(), buffer.data() + done,
                               static_cast<int>(std::min<size_t>(buffer.size() - done, 1 << 30)));
-                if (n <= 0) return "TLS write: " + ssl_error_text();
+                if (n <= 0) return "TLS write: " + ssl_error_text(errno);
                 done += static_cast<size_t>(n);
             } else {
                 const ssize_t n =
@@ -296,6 +358,7 @@ class StreamTransport final : public Transport {
     std::string server_name_;
     int fd_ = -1;
     std::unique_ptr<SSL, SslDeleter> ssl_;
+    bool ticket_seen_ = false;
 };
 
 // One datagram per record: UDP (RFC 5426) or a unix datagram socket.

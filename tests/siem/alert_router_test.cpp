@@ -1,10 +1,18 @@
 // AlertRouter with local sinks: filtering, file rotation, overflow policies
-// and counters, and a disk queue that outlives the router.
+// and counters, a disk queue that outlives the router, and the retry backoff
+// seen from a loopback listener that turns every connection away.
+#include <atomic>
 #include <fstream>
+#include <mutex>
+#include <thread>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <nlohmann/json.hpp>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "gpuguard/siem/siem.h"
 #include "tests/siem/rsyslog_server.h"
@@ -175,6 +183,107 @@ TEST(AlertRouter, rejects_duplicate_sink_names_and_bad_config) {
     options.sinks = {file_sink(dir / "a")};
     options.sinks[0].type = SinkType::kTls;
     EXPECT_FALSE(AlertRouter::start(options));
+}
+
+// Accepts every connection on a loopback port and closes it at once, noting
+// when each attempt came: a collector that is up but refuses every session.
+class RefusingListener {
+  public:
+    RefusingListener() {
+        fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in addr{};
+        addr.sin_family = AF_INET;
+        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t len = sizeof(addr);
+        if (bind(fd_, reinterpret_cast<sockaddr*>(&addr), len) != 0 || listen(fd_, 16) != 0 ||
+            getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+            ADD_FAILURE() << "loopback listener: " << strerror(errno);
+            return;
+        }
+        port_ = ntohs(addr.sin_port);
+        thread_ = std::thread([this] { run(); });
+    }
+    ~RefusingListener() {
+        stop_ = true;
+        if (thread_.joinable()) thread_.join();
+        close(fd_);
+    }
+
+    std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+    // Waits (bounded) for `count` attempts; returns the times seen so far.
+    std::vector<std::chrono::steady_clock::time_point> wait_for(size_t count,
+                                                                std::chrono::milliseconds timeout) {
+        const auto deadline = std::chrono::steady_clock::now() + timeout;
+        for (;;) {
+            {
+                std::lock_guard lock(mutex_);
+                if (attempts_.size() >= count || std::chrono::steady_clock::now() >= deadline) {
+                    return attempts_;
+                }
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+    }
+
+  private:
+    void run() {
+        while (!stop_) {
+            pollfd p{fd_, POLLIN, 0};
+            if (poll(&p, 1, 20) != 1) continue;
+            const int client = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+            if (client < 0) continue;
+            {
+                std::lock_guard lock(mutex_);
+                attempts_.push_back(std::chrono::steady_clock::now());
+            }
+            close(client);
+        }
+    }
+
+    int fd_ = -1;
+    uint16_t port_ = 0;
+    std::atomic<bool> stop_{false};
+    std::thread thread_;
+    std::mutex mutex_;
+    std::vector<std::chrono::steady_clock::time_point> attempts_;
+};
+
+// Each failed attempt doubles the wait (retry_initial 40 ms: 40, 80, 160,
+// then retry_max 320 ms for good), with +-20 % jitter. The lower bounds are
+// exact (the sender sleeps at least that long) and rule out a constant
+// delay; the upper bounds allow 120 ms for a busy machine and stay below
+// 0.8 * 640 ms, so a delay that kept doubling past retry_max fails.
+TEST(AlertRouter, retry_delays_double_and_are_capped_at_retry_max) {
+    RefusingListener collector;
+    SinkConfig sink;
+    sink.name = "refused";
+    sink.type = SinkType::kTls;  // every handshake fails: the peer hangs up
+    sink.tls_verify = false;
+    sink.address = collector.address();
+    sink.retry_initial = std::chrono::milliseconds(40);
+    sink.retry_max = std::chrono::milliseconds(320);
+    sink.io_timeout = std::chrono::milliseconds(1000);
+    auto router = start({sink});
+    ASSERT_TRUE(router);
+    router->publish(testing::test_detection());
+    const std::vector<double> expected_ms = {40, 80, 160, 320, 320, 320, 320};
+    const auto attempts = collector.wait_for(expected_ms.size() + 1, std::chrono::seconds(10));
+    router->stop(std::chrono::milliseconds(0));
+    ASSERT_EQ(attempts.size(), expected_ms.size() + 1);
+    for (size_t i = 0; i < expected_ms.size(); ++i) {
+        const double gap =
+            std::chrono::duration<double, std::milli>(attempts[i + 1] - attempts[i]).count();
+        SCOPED_TRACE(fmt::format("attempt {} -> {}: {:.1f} ms", i + 1, i + 2, gap));
+        EXPECT_GE(gap, 0.8 * expected_ms[i] - 1.0);
+        EXPECT_LE(gap, 1.2 * expected_ms[i] + 120.0);  // capped: below 0.8 * 640 ms
+    }
+    const auto counters = router->counters()[0];
+    EXPECT_EQ(counters.sent, 0u);
+    EXPECT_EQ(counters.dropped, 0u);
+    EXPECT_GE(counters.retried, expected_ms.size());
+    EXPECT_FALSE(counters.healthy);
+    EXPECT_EQ(counters.queue_records, 1u);
 }
 
 }  // namespace

@@ -67,17 +67,28 @@ bool make_test_pki(const std::filesystem::path& dir, TestPki* pki) {
         ext << "subjectAltName=DNS:localhost,IP:127.0.0.1\n"
                "extendedKeyUsage=serverAuth\n";
     }
+    {
+        std::ofstream ext(p("client.ext"));
+        ext << "extendedKeyUsage=clientAuth\n";
+    }
+    // One certificate request signed by the test CA.
+    const auto signed_by_ca = [&](const std::string& name, const std::string& subject) {
+        return openssl(args({"req"}, {"-keyout", p((name + ".key").c_str()), "-out",
+                                      p((name + ".csr").c_str()), "-subj", subject})) &&
+               openssl({"x509", "-req", "-in", p((name + ".csr").c_str()), "-CA", p("ca.pem"),
+                        "-CAkey", p("ca.key"), "-CAcreateserial", "-out",
+                        p((name + ".pem").c_str()), "-days", "2", "-extfile",
+                        p((name + ".ext").c_str())});
+    };
     if (!openssl(args({"req", "-x509"}, {"-keyout", p("ca.key"), "-out", p("ca.pem"), "-days", "2",
                                          "-subj", "/CN=gpuguard test CA"})) ||
         !openssl(args({"req", "-x509"}, {"-keyout", p("other-ca.key"), "-out", p("other-ca.pem"),
                                          "-days", "2", "-subj", "/CN=unrelated test CA"})) ||
-        !openssl(args({"req"}, {"-keyout", p("server.key"), "-out", p("server.csr"), "-subj",
-                                "/CN=localhost"})) ||
-        !openssl({"x509", "-req", "-in", p("server.csr"), "-CA", p("ca.pem"), "-CAkey", p("ca.key"),
-                  "-CAcreateserial", "-out", p("server.pem"), "-days", "2", "-extfile",
-                  p("server.ext")})) {
+        !signed_by_ca("server", "/CN=localhost") || !signed_by_ca("client", "/CN=gpu-node-7")) {
         return false;
     }
+    pki->client_cert = p("client.pem");
+    pki->client_key = p("client.key");
     pki->ca_cert = p("ca.pem");
     pki->server_cert = p("server.pem");
     pki->server_key = p("server.key");
@@ -106,8 +117,10 @@ std::string RsyslogServer::start(const std::filesystem::path& dir, RsyslogOption
     }
     conf << ")\n";
     if (options_.tls) {
-        conf << "module(load=\"imtcp\" streamDriver.name=\"ossl\" streamDriver.mode=\"1\" "
-                "streamDriver.authMode=\"anon\")\n";
+        conf << fmt::format(
+            "module(load=\"imtcp\" streamDriver.name=\"ossl\" streamDriver.mode=\"1\" "
+            "streamDriver.authMode=\"{}\")\n",
+            options_.require_client_cert ? "x509/certvalid" : "anon");
     } else {
         conf << "module(load=\"imtcp\")\n";
     }
