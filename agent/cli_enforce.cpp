@@ -144,9 +144,15 @@ int run_free(const Context& context, const FreeCommand& command) {
     std::mutex mutex;
     int worst = 0;
     std::vector<std::thread> workers;
+    // One Enforcer per holder (one is not for concurrent use), made here one
+    // after another: their outcome ids carry distinct start times.
+    std::vector<std::unique_ptr<Enforcer>> enforcers;
+    for (size_t i = 0; i < pids.size(); ++i) {
+        enforcers.push_back(std::make_unique<Enforcer>(enforcement));
+    }
+    size_t next = 0;
     for (uint32_t pid : pids) {
-        workers.emplace_back([&, pid] {
-            Enforcer enforcer(enforcement);
+        workers.emplace_back([&, pid, &enforcer = *enforcers[next++]] {
             DetectionProcess target;
             target.pid = pid;
             if (auto stat = read_proc_stat(pid)) target.start_time_ns = stat->start_time_ns;

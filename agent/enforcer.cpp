@@ -81,7 +81,15 @@ Enforcer::Enforcer(EnforcementConfig config, EnforcerDependencies dependencies)
     if (deps_.self_pid == 0) deps_.self_pid = static_cast<uint32_t>(getpid());
     if (deps_.cgroup2_root.empty()) deps_.cgroup2_root = find_cgroup2_mount();
     default_scope_ = parse_kill_scope(config_.kill_scope).value_or(KillScope::kProcess);
-    started_unix_s_ = deps_.unix_ns() / 1'000'000'000;
+    if (deps_.host_name.empty()) {
+        char host[256] = {};
+        gethostname(host, sizeof(host) - 1);
+        deps_.host_name = host[0] ? host : "localhost";
+    }
+    // Host, pid and start time in ns: agents on cloned hosts, or restarted
+    // within the same second, never hand out the same id.
+    id_prefix_ = "enf-" + deps_.host_name + "-" + std::to_string(deps_.self_pid) + "-" +
+                 std::to_string(deps_.unix_ns());
     // The agent and every ancestor up to (not including) pid 1, which is protected anyway.
     for (uint32_t pid = deps_.self_pid; pid > 1 && protected_chain_.size() < 64;) {
         auto stat = read_proc_stat(pid, deps_.proc_root);
@@ -120,7 +128,7 @@ EnforcementOutcome Enforcer::begin(const std::string& action, const DetectionPro
 }
 
 EnforcementOutcome Enforcer::finish(EnforcementOutcome outcome, const Detection& why) {
-    outcome.id = "enf-" + std::to_string(started_unix_s_) + "-" + std::to_string(++sequence_);
+    outcome.id = id_prefix_ + "-" + std::to_string(++sequence_);
     outcome.ts_ns = deps_.monotonic_ns();
     outcome.time_unix_ns = deps_.unix_ns();
     if (outcome.outcome == "success" && why.last_seen_ns != 0 &&
@@ -397,6 +405,14 @@ EnforcementOutcome Enforcer::kill_now(const DetectionProcess& target, const Dete
     std::string registered;
     if (deps_.known_bad && file) {
         const uint32_t tag = next_rule_tag_++;
+        {
+            Detection registration;
+            registration.id = why.id;
+            registration.rule_id = why.rule_id;
+            registration.severity = why.severity;
+            std::lock_guard lock(kill_now_mutex_);
+            kill_now_registrations_[tag] = std::move(registration);
+        }
         if (auto added = deps_.known_bad->add_known_bad_file(*file, tag); added) {
             registered = "executable " + std::to_string(file->dev) + ":" +
                          std::to_string(file->ino) + " registered for the in-kernel kill; ";
@@ -412,6 +428,34 @@ EnforcementOutcome Enforcer::kill_now(const DetectionProcess& target, const Dete
     const bool dead = handle->wait_exit(milliseconds(5000));
     outcome.outcome = dead ? "success" : "failure";
     outcome.reason = registered + (dead ? "SIGKILL" : "still alive 5 s after SIGKILL");
+    return finish(std::move(outcome), why);
+}
+
+EnforcementOutcome Enforcer::kernel_kill(const DetectionProcess& target, uint32_t tag,
+                                         int32_t signal_result, const std::string& how,
+                                         const std::string& rule_id) {
+    Detection why;
+    {
+        std::lock_guard lock(kill_now_mutex_);
+        if (const auto found = kill_now_registrations_.find(tag);
+            found != kill_now_registrations_.end()) {
+            why = found->second;
+        }
+    }
+    if (why.rule_id.empty()) {
+        why.rule_id = rule_id;
+        why.severity = Severity::kCritical;
+    }
+    EnforcementOutcome outcome;
+    outcome.detection_id = why.id;
+    outcome.rule_id = why.rule_id;
+    outcome.action = "kill_now";
+    outcome.severity = why.rule_id.empty() ? Severity::kNotice : why.severity;
+    outcome.process = target;
+    outcome.outcome = signal_result == 0 ? "success" : "failure";
+    outcome.reason = signal_result == 0
+                         ? how
+                         : how + ": bpf_send_signal failed: " + std::strerror(-signal_result);
     return finish(std::move(outcome), why);
 }
 
@@ -525,7 +569,15 @@ EnforcementOutcome Enforcer::deny_gpu(const DetectionProcess& target, const Dete
     if (auto denied = deps_.gpu_denier->deny_cgroup(path); !denied) {
         return done("failure", denied.error().message);
     }
-    return done("success", "GPU devices denied to cgroup " + path + " via " + via);
+    std::string reason = "GPU devices denied to cgroup " + path + " via " + via;
+    // Where the denier can (BPF LSM), the process itself too: it stays
+    // denied if it moves to another cgroup.
+    if (auto process = deps_.gpu_denier->deny_process(target.pid); process) {
+        reason += "; pid " + std::to_string(target.pid) + " denied in the LSM";
+    } else if (process.error().code != ErrorCode::kUnsupported) {
+        reason += "; per-process deny failed: " + process.error().message;
+    }
+    return done("success", reason);
 }
 
 EnforcerWorker::EnforcerWorker(Enforcer& enforcer)

@@ -18,6 +18,7 @@
 // EnforcerWorker is such a worker. One Enforcer is not for concurrent use.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -68,6 +69,11 @@ class GpuDenier {
     virtual ~GpuDenier() = default;
     // Denies every GPU device to the cgroup v2 path (relative to the mount, "/x/y").
     virtual Status deny_cgroup(const std::string& cgroup_path) = 0;
+    // Denies GPU opens to one process wherever it runs (BPF LSM). kUnsupported
+    // where the denier cannot (the default): deny_gpu then relies on the cgroup.
+    virtual Status deny_process(uint32_t /*pid*/) {
+        return fail(ErrorCode::kUnsupported, name() + " cannot deny a single process");
+    }
     virtual std::string name() const = 0;  // "cgroup_device", "bpf_lsm"
 };
 
@@ -81,6 +87,7 @@ struct EnforcerDependencies {
     std::string proc_root = "/proc";
     std::string cgroup2_root;  // "" = found in /proc/mounts
     uint32_t self_pid = 0;     // 0 = getpid(); the agent, protected with its parent chain
+    std::string host_name;     // "" = gethostname(); part of every outcome id
 };
 
 enum class KillScope { kProcess, kProcessGroup, kCgroup };
@@ -123,6 +130,21 @@ class Enforcer {
     // "allowlisted user root", ...), or "" when it may be. Reads /proc.
     std::string protected_reason(uint32_t pid) const;
 
+    // An in-kernel kill_now the sensor reported afterwards (the kernel already
+    // sent SIGKILL): outcome "success" (or "failure" when bpf_send_signal
+    // failed, `signal_result` < 0) with `how` as the reason, reported through
+    // on_outcome like every other outcome. `tag` is the registration's rule
+    // tag: one this Enforcer made (kill_now()) names its detection's rule;
+    // otherwise `rule_id` is used. Safe to call while another thread is in
+    // enforce().
+    EnforcementOutcome kernel_kill(const DetectionProcess& target, uint32_t tag,
+                                   int32_t signal_result, const std::string& how,
+                                   const std::string& rule_id = "");
+
+    // "enf-<host>-<pid>-<start ns>": unique per agent instance, across hosts
+    // and agents started in the same second; outcome ids append "-<n>".
+    const std::string& id_prefix() const { return id_prefix_; }
+
     const EnforcementConfig& config() const { return config_; }
     void set_dry_run(bool dry_run) { config_.dry_run = dry_run; }
 
@@ -148,9 +170,13 @@ class Enforcer {
     std::map<uint32_t, uint64_t> protected_chain_;  // pid -> start time (ns), the agent upwards
     std::set<uint32_t> allowed_uids_;
     std::deque<uint64_t> recent_actions_ns_;  // rate limit window
-    uint64_t sequence_ = 0;
-    int64_t started_unix_s_ = 0;
+    std::atomic<uint64_t> sequence_{0};
+    std::string id_prefix_;
     uint32_t next_rule_tag_ = 1;
+    // kill_now registrations this Enforcer made: tag -> the detection behind
+    // it, for kernel_kill() (another thread).
+    std::mutex kill_now_mutex_;
+    std::map<uint32_t, Detection> kill_now_registrations_;
 };
 
 // Runs enforce() on its own thread, in submission order; outcomes go to

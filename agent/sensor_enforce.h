@@ -58,7 +58,7 @@ class KernelEnforcer : public GpuDenier {
     std::string name() const override;  // "cgroup_device" or "cgroup_device+bpf_lsm"
 
     // lsm/file_open only: refuses GPU opens to one process. kUnsupported without LSM.
-    Status deny_process(uint32_t pid);
+    Status deny_process(uint32_t pid) override;
 
     // block_ip fallback: attaches cgroup/connect4 and connect6 to
     // `cgroup_path` (every process below it). Idempotent.

@@ -8,6 +8,7 @@
 #include <csignal>
 #include <fstream>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include <fcntl.h>
@@ -378,6 +379,106 @@ TEST(EnforcerWorker, runs_detections_in_order_off_the_caller_thread) {
     worker.submit(detection);
     worker.drain();
     EXPECT_EQ(outcomes, (std::vector<std::string>{"success", "success", "success"}));
+}
+
+// Outcome ids name the agent instance: host, pid and start time in ns. Two
+// agents started in the same second (the old "enf-<second>-<n>" collided)
+// on two hosts, or twice on one host, never share an id.
+TEST(EnforcerIds, outcome_ids_differ_across_hosts_pids_and_start_times) {
+    const int64_t same_second = 1'800'000'000'000'000'000;
+    auto outcome_id = [&](const std::string& host, uint32_t pid, int64_t start_ns) {
+        EnforcerDependencies deps;
+        deps.host_name = host;
+        deps.self_pid = pid;
+        deps.unix_ns = [start_ns] { return start_ns; };
+        Enforcer enforcer(quick_config(), deps);
+        Detection detection;
+        detection.action = "teleport";  // an outcome "failure" without side effects
+        return enforcer.enforce(detection)->id;
+    };
+    const auto self = static_cast<uint32_t>(getpid());
+    const auto parent = static_cast<uint32_t>(getppid());
+    const std::set<std::string> ids{
+        outcome_id("gpu-a", self, same_second), outcome_id("gpu-b", self, same_second),
+        outcome_id("gpu-a", parent, same_second), outcome_id("gpu-a", self, same_second + 1)};
+    EXPECT_EQ(ids.size(), 4u);
+    EXPECT_EQ(outcome_id("gpu-a", self, same_second),
+              "enf-gpu-a-" + std::to_string(self) + "-" + std::to_string(same_second) + "-1");
+
+    // Defaults: this host's name and pid; one enforcer counts up.
+    Enforcer enforcer(quick_config());
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    EXPECT_EQ(enforcer.id_prefix().rfind(
+                  "enf-" + std::string(host) + "-" + std::to_string(getpid()) + "-", 0),
+              0u)
+        << enforcer.id_prefix();
+    Detection detection;
+    detection.action = "teleport";
+    const auto first = enforcer.enforce(detection)->id;
+    const auto second = enforcer.enforce(detection)->id;
+    EXPECT_NE(first, second);
+    EXPECT_EQ(first, enforcer.id_prefix() + "-1");
+}
+
+// Records kill_now registrations; tags in order.
+class RecordingKnownBad : public KnownBadRegistry {
+  public:
+    Status add_known_bad_file(const FileIdentity&, uint32_t rule_id) override {
+        tags.push_back(rule_id);
+        return {};
+    }
+    Status add_known_bad_name(const std::string&, uint32_t rule_id) override {
+        tags.push_back(rule_id);
+        return {};
+    }
+    std::vector<uint32_t> tags;
+};
+
+// The kernel's kill_now, reported afterwards by the sensor, becomes an
+// outcome like any other: the rule of the detection whose kill_now
+// registered the file, or the rule the caller names for its own tags.
+TEST(EnforcerKernelKill, in_kernel_kills_are_reported_as_outcomes_of_their_rule) {
+    std::vector<EnforcementOutcome> reported;
+    RecordingKnownBad known_bad;
+    EnforcerDependencies deps;
+    deps.known_bad = &known_bad;
+    deps.on_outcome = [&](const EnforcementOutcome& outcome) { reported.push_back(outcome); };
+    Enforcer enforcer(quick_config(), deps);
+    Child child(Child::Kind::kSleepExec);
+    Detection detection;
+    detection.id = "det-7";
+    detection.rule_id = "GG-CORR-0010";
+    detection.severity = Severity::kCritical;
+    detection.action = "kill_now";
+    detection.process = child.target();
+    ASSERT_EQ(enforcer.enforce(detection)->outcome, "success");
+    ASSERT_EQ(known_bad.tags.size(), 1u);
+
+    DetectionProcess later;
+    later.pid = 4242;
+    later.comm = "sleep";
+    const auto kernel = enforcer.kernel_kill(later, known_bad.tags[0], 0,
+                                             "SIGKILL in the kernel at exec (executable 8:1)");
+    EXPECT_EQ(kernel.action, "kill_now");
+    EXPECT_EQ(kernel.outcome, "success");
+    EXPECT_EQ(kernel.reason, "SIGKILL in the kernel at exec (executable 8:1)");
+    EXPECT_EQ(kernel.rule_id, "GG-CORR-0010");
+    EXPECT_EQ(kernel.detection_id, "det-7");
+    EXPECT_EQ(kernel.severity, Severity::kCritical);
+    EXPECT_EQ(kernel.process.pid, 4242u);
+    ASSERT_EQ(reported.size(), 2u);
+    EXPECT_EQ(reported[1].id, kernel.id);
+    EXPECT_NE(reported[0].id, reported[1].id);
+
+    const auto by_name =
+        enforcer.kernel_kill(later, 0x80001234u, 0, "SIGKILL in the kernel", "local-doomed");
+    EXPECT_EQ(by_name.rule_id, "local-doomed");
+    EXPECT_EQ(by_name.detection_id, "");
+    const auto refused = enforcer.kernel_kill(later, 0x80001234u, -ESRCH, "SIGKILL", "x");
+    EXPECT_EQ(refused.outcome, "failure");
+    EXPECT_NE(refused.reason.find("bpf_send_signal failed"), std::string::npos) << refused.reason;
+    EXPECT_EQ(reported.size(), 4u);
 }
 
 TEST(KnownBadFiles, sha256_registrations_resolve_to_inodes) {
