@@ -26,6 +26,7 @@
 #include "agent/process_table.h"
 #include "agent/sensor.h"
 #include "agent/sensor_enforce.h"
+#include "agent/sensor_probe.h"
 #include "agent/telemetry.h"
 #include "gpuguard/backends/backends.h"
 #include "gpuguard/common/logging.h"
@@ -67,6 +68,33 @@ std::string device_text(uint32_t major, uint32_t minor) {
     return std::to_string(major) + ":" + std::to_string(minor);
 }
 
+// The cgroup programs of deny_gpu and the connect fallback, with BPF LSM
+// where the kernel runs it; null (one warning) where they cannot load.
+std::unique_ptr<KernelEnforcer> open_kernel_enforcer(const Config& config) {
+    const auto log = logger("enforcer");
+    KernelEnforcerOptions options;
+    options.btf_path = config.sensor.btf_path;
+    const FeatureStatus lsm = probe_bpf_lsm(config.sensor.btf_path);
+    options.load_lsm = lsm.available;
+    auto kernel = KernelEnforcer::open(options);
+    if (!kernel && options.load_lsm) {
+        options.load_lsm = false;
+        kernel = KernelEnforcer::open(options);
+    }
+    if (!kernel) {
+        log->warn(
+            "kernel enforcement unavailable ({}): deny_gpu fails and block_ip has no cgroup "
+            "fallback",
+            kernel.error().message);
+        return nullptr;
+    }
+    if (!(*kernel)->lsm_loaded()) {
+        log->warn("deny_gpu: BPF LSM unavailable ({}), per-cgroup cgroup/dev deny only",
+                  lsm.detail);
+    }
+    return std::move(kernel).value();
+}
+
 }  // namespace
 
 struct Agent::Impl {
@@ -81,7 +109,9 @@ struct Agent::Impl {
     std::unique_ptr<rules::RuleSetWatcher> rules_watcher;
     std::unique_ptr<siem::AlertRouter> router;        // null without outputs
     std::unique_ptr<journal::JournalWriter> journal;  // null when journal.enabled is false
-    std::unique_ptr<NftBlocker> blocker;              // touches nftables only on the first block
+    std::unique_ptr<NftBlocker> nft;  // reconciled at start only where its table exists
+    std::unique_ptr<KernelEnforcer> kernel_enforcer;       // null where cgroup programs fail
+    std::unique_ptr<CgroupConnectBlocker> connect_filter;  // block_ip's cgroup/connect fallback
     std::unique_ptr<SensorKnownBad> known_bad;
     std::unique_ptr<Enforcer> enforcer;
     std::unique_ptr<EnforcerWorker> enforcer_worker;  // kills wait out grace periods there
@@ -340,6 +370,69 @@ struct Agent::Impl {
         }
     }
 
+    // block_ip goes to nftables, or to the cgroup/connect filter when
+    // enforcement.connect_fallback_cgroup names a cgroup or nftables does
+    // not answer (then on the root cgroup: every connect of the host, as the
+    // output chain would). An existing table inet gpuguard is reconciled
+    // (repaired, its elements kept); a host that never blocked gets none.
+    AddressBlocker* address_blocker(const EnforcementConfig& config) {
+        const auto log = logger("enforcer");
+        nft = std::make_unique<NftBlocker>(std::chrono::seconds(config.block_ttl_s));
+        const Status usable = nft->usable();
+        if (usable && nft->table_exists()) {
+            if (auto reconciled = nft->reconcile(); !reconciled) {
+                log->error("{}", reconciled.error().message);
+            } else {
+                const auto kept = nft->list();
+                log->info("nftables table inet {} reconciled, {} blocked address(es) kept",
+                          kNftTable, kept ? kept->size() : 0);
+            }
+        }
+        if (usable && config.connect_fallback_cgroup.empty()) return nft.get();
+        const std::string why = usable ? "enforcement.connect_fallback_cgroup"
+                                       : "nftables unusable: " + usable.error().message;
+        const std::string cgroup =
+            config.connect_fallback_cgroup.empty() ? "/" : config.connect_fallback_cgroup;
+        if (!kernel_enforcer) {
+            log->warn("block_ip: no cgroup/connect filter for {} ({})", cgroup, why);
+            return nft.get();
+        }
+        if (auto attached = kernel_enforcer->attach_connect_filter(cgroup); !attached) {
+            log->error("block_ip: {} ({})", attached.error().message, why);
+            return nft.get();
+        }
+        connect_filter = std::make_unique<CgroupConnectBlocker>(*kernel_enforcer);
+        log->info("block_ip: cgroup/connect4/6 on cgroup {} ({})", cgroup, why);
+        return connect_filter.get();
+    }
+
+    // A kill_now the kernel carried out, told afterwards: an outcome like the
+    // enforcer's own (outputs, journal), naming the rule that registered the
+    // name (the agent's tags) or the file (the enforcer's).
+    void report_kernel_kill(const Event& event, const KillNow& kill) {
+        DetectionProcess process;
+        if (const ProcessInfo* info = table->find(event.task.pid)) {
+            process = Correlator::describe(*info);
+        }
+        process.pid = event.task.pid;
+        process.ppid = event.task.ppid;
+        process.uid = event.task.uid;
+        process.gid = event.task.gid;
+        if (!event.task.comm.empty()) process.comm = event.task.comm;
+        std::string rule_id;
+        for (const auto& [name, id] : kill_now_names) {
+            if (kill_now_tag(id) == kill.rule_id) rule_id = id;
+        }
+        const std::string what = kill.match == "name"
+                                     ? "name '" + event.task.comm + "'"
+                                     : "executable " + std::to_string(kill.dev >> 20) + ":" +
+                                           std::to_string(kill.dev & 0xfffff) + " inode " +
+                                           std::to_string(kill.ino);
+        (void)enforcer->kernel_kill(process, kill.rule_id, kill.signal_result,
+                                    "SIGKILL in the kernel at " + kill.trigger + " (" + what + ")",
+                                    rule_id);
+    }
+
     void on_outcome(const EnforcementOutcome& outcome) {
         activity->record(outcome);
         if (options.outcome_sink) options.outcome_sink(outcome);
@@ -458,6 +551,9 @@ struct Agent::Impl {
         }
         if (journal) journal->append(event, realtime_offset_ns);  // never blocks
         table->apply(event);
+        if (const auto* kill = std::get_if<KillNow>(&event.data); kill && enforcer) {
+            report_kernel_kill(event, *kill);
+        }
         if (correlator) {
             raised.clear();
             correlator->observe(event, raised);
@@ -602,13 +698,15 @@ Result<std::unique_ptr<Agent>> Agent::start(AgentOptions options) {
               config.rules.main_file, config.rules.drop_in_dir);
 
     // The enforcer acts on detections whose action is not "alert", on its
-    // own thread; nftables is touched only by the first block_ip.
-    impl->blocker =
-        std::make_unique<NftBlocker>(std::chrono::seconds(config.enforcement.block_ttl_s));
+    // own thread. deny_gpu goes through the kernel enforcer (its device set
+    // follows once the GPUs are known, below); block_ip through nftables or
+    // the cgroup/connect filter.
+    impl->kernel_enforcer = open_kernel_enforcer(config);
     impl->known_bad = std::make_unique<SensorKnownBad>(*impl->sensor);
     EnforcerDependencies dependencies;
-    dependencies.blocker = impl->blocker.get();
+    dependencies.blocker = impl->address_blocker(config.enforcement);
     dependencies.known_bad = impl->known_bad.get();
+    dependencies.gpu_denier = impl->kernel_enforcer.get();
     dependencies.on_outcome = [raw](const EnforcementOutcome& outcome) {
         raw->on_outcome(outcome);
     };
@@ -655,6 +753,12 @@ Result<std::unique_ptr<Agent>> Agent::start(AgentOptions options) {
             impl->devices.push_back(device);
             log->info("watching GPU device {} (found by the telemetry backends)",
                       device.to_string());
+        }
+    }
+
+    if (impl->kernel_enforcer) {
+        if (auto denied = impl->kernel_enforcer->set_denied_devices(impl->devices); !denied) {
+            log->error("deny_gpu: {}", denied.error().message);
         }
     }
 

@@ -543,7 +543,7 @@ bool Correlator::sustained(const rules::SustainedUtilizationCondition& condition
     return true;
 }
 
-DetectionProcess Correlator::describe(const ProcessInfo& info) const {
+DetectionProcess Correlator::describe(const ProcessInfo& info) {
     DetectionProcess process;
     process.pid = info.pid;
     process.ppid = info.ppid;

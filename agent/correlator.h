@@ -81,6 +81,9 @@ class Correlator {
     const CorrelatorStats& stats() const { return stats_; }
     const std::vector<rules::CorrelationRule>& rules() const { return rules_; }
 
+    // A detection's (or outcome's) view of a process table entry.
+    static DetectionProcess describe(const ProcessInfo& info);
+
   private:
     struct Hit {
         rules::EvidenceField field;
@@ -138,7 +141,6 @@ class Correlator {
     void refresh(Detection& detection, const ProcessInfo& info, const ProcessState& state,
                  const std::vector<const Hit*>& hits, uint64_t ts_ns) const;
     static bool time_dependent(const std::vector<rules::CorrelationRule>& rules);
-    DetectionProcess describe(const ProcessInfo& info) const;
     std::vector<DetectionGpu> gpus_of(const ProcessInfo& info) const;
     bool over_process_limit(uint32_t pid, const ProcessInfo& info, uint32_t limit,
                             std::string& detail) const;

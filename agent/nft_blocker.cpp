@@ -1,5 +1,6 @@
 #include "agent/nft_blocker.h"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 
@@ -99,10 +100,42 @@ bool NftBlocker::table_exists() {
     return run_nft(std::string("list table inet ") + kNftTable).rc == 0;
 }
 
+Status NftBlocker::usable() {
+    const auto run = run_nft("list tables");
+    if (run.rc != 0) return Unexpected{nft_error("listing tables", run)};
+    return {};
+}
+
 Status NftBlocker::reconcile() {
     const auto run = run_nft(table_definition());
-    if (run.rc != 0) return Unexpected{nft_error("creating table inet gpuguard", run)};
-    logger("enforcer")->debug("nftables table inet {} reconciled", kNftTable);
+    if (run.rc == 0) {
+        logger("enforcer")->debug("nftables table inet {} reconciled", kNftTable);
+        return {};
+    }
+    if (!table_exists()) return Unexpected{nft_error("creating table inet gpuguard", run)};
+    // The table is there but refuses our definition (a set of another type
+    // or without timeouts, a chain that is no longer a base chain): rebuild
+    // it in one transaction, with the elements it still holds and the time
+    // they have left.
+    auto kept = list();
+    if (!kept) return Unexpected{kept.error()};
+    std::string text = std::string("delete table inet ") + kNftTable + "\n" + table_definition();
+    size_t restored = 0;
+    for (const auto& entry : *kept) {
+        auto canonical = canonical_ip(entry.ip);
+        if (!canonical) continue;
+        std::string element = canonical->first;
+        if (const auto left = entry.expires_in_s.value_or(entry.timeout_s.value_or(0)); left > 0)
+            element += " timeout " + std::to_string(left) + "s";
+        text += std::string("add element inet ") + kNftTable + " " + set_name(canonical->second) +
+                " { " + element + " }\n";
+        ++restored;
+    }
+    const auto rebuilt = run_nft(text);
+    if (rebuilt.rc != 0) return Unexpected{nft_error("rebuilding table inet gpuguard", rebuilt)};
+    logger("enforcer")
+        ->warn("nftables table inet {} was damaged ({}): rebuilt with its {} blocked address(es)",
+               kNftTable, first_line(run.error), restored);
     return {};
 }
 
@@ -140,37 +173,40 @@ Result<bool> NftBlocker::unblock(const std::string& ip) {
 Result<std::vector<BlockedAddress>> NftBlocker::list() {
     std::vector<BlockedAddress> out;
     if (!table_exists()) return out;
-    for (int version : {4, 6}) {
-        const auto run =
-            run_nft(std::string("list set inet ") + kNftTable + " " + set_name(version), true);
-        if (run.rc != 0) return Unexpected{nft_error("listing " + set_name(version), run)};
-        try {
-            const auto doc = nlohmann::json::parse(run.output);
-            for (const auto& item : doc.at("nftables")) {
-                if (!item.contains("set")) continue;
-                const auto& set = item.at("set");
-                if (!set.contains("elem")) continue;
-                for (const auto& elem : set.at("elem")) {
-                    BlockedAddress address;
-                    address.ip_version = version;
-                    if (elem.is_string()) {
-                        address.ip = elem.get<std::string>();
-                    } else {
-                        const auto& body = elem.at("elem");
-                        address.ip = body.at("val").get<std::string>();
-                        if (body.contains("timeout"))
-                            address.timeout_s = body["timeout"].get<uint64_t>();
-                        if (body.contains("expires"))
-                            address.expires_in_s = body["expires"].get<uint64_t>();
-                    }
-                    out.push_back(std::move(address));
+    // One listing of the whole table: a set that is missing (a damaged
+    // table, before reconcile() repairs it) is no error here.
+    const auto run = run_nft(std::string("list table inet ") + kNftTable, true);
+    if (run.rc != 0) return Unexpected{nft_error("listing table inet gpuguard", run)};
+    try {
+        const auto doc = nlohmann::json::parse(run.output);
+        for (const auto& item : doc.at("nftables")) {
+            if (!item.contains("set")) continue;
+            const auto& set = item.at("set");
+            const std::string name = set.value("name", "");
+            if ((name != set_name(4) && name != set_name(6)) || !set.contains("elem")) continue;
+            for (const auto& elem : set.at("elem")) {
+                BlockedAddress address;
+                address.ip_version = name == set_name(4) ? 4 : 6;
+                if (elem.is_string()) {
+                    address.ip = elem.get<std::string>();
+                } else {
+                    const auto& body = elem.at("elem");
+                    address.ip = body.at("val").get<std::string>();
+                    if (body.contains("timeout"))
+                        address.timeout_s = body["timeout"].get<uint64_t>();
+                    if (body.contains("expires"))
+                        address.expires_in_s = body["expires"].get<uint64_t>();
                 }
+                out.push_back(std::move(address));
             }
-        } catch (const nlohmann::json::exception& error) {
-            return fail(ErrorCode::kParse, "nftables: unexpected JSON listing " +
-                                               set_name(version) + ": " + error.what());
         }
+    } catch (const nlohmann::json::exception& error) {
+        return fail(
+            ErrorCode::kParse,
+            std::string("nftables: unexpected JSON listing table inet gpuguard: ") + error.what());
     }
+    std::stable_sort(out.begin(), out.end(),
+                     [](const auto& a, const auto& b) { return a.ip_version < b.ip_version; });
     return out;
 }
 

@@ -41,9 +41,15 @@ class NftBlocker : public AddressBlocker {
     explicit NftBlocker(std::chrono::seconds default_ttl = std::chrono::hours(1));
 
     // Creates the table, sets and chains where missing and rewrites the two
-    // chains' rules, in one transaction: existing elements are kept.
-    // kUnsupported when nftables is unusable (no CAP_NET_ADMIN, no nf_tables).
+    // chains' rules, in one transaction: existing elements are kept. A table
+    // that refuses that (a set of the wrong type or without timeouts, a chain
+    // that lost its hook) is rebuilt with the elements it held, logged as a
+    // warning. kUnsupported/kPermission when nftables is unusable.
     Status reconcile();
+
+    // Whether nftables answers here at all (CAP_NET_ADMIN, nf_tables), without
+    // changing anything. kPermission or kUnsupported with nft's reason.
+    Status usable();
 
     // Adds (or refreshes the timeout of) an element; reconciles first when
     // the table is missing. kInvalidArgument for text that is not an address.

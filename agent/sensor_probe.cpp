@@ -68,6 +68,21 @@ std::string read_first_line(const char* path) {
 
 }  // namespace
 
+FeatureStatus probe_bpf_lsm(const std::string& btf_path) {
+    install_libbpf_logger();
+    QuietLibbpf quiet;  // a refusal is the answer, not a warning
+    auto lsm = program_feature(
+        "bpf_lsm", "BPF LSM hooks (in-kernel deny)", false,
+        [](auto* s) { return s->progs.gg_probe_lsm; }, true, btf_path);
+    const std::string active = read_first_line("/sys/kernel/security/lsm");
+    if (!active.empty()) {
+        lsm.detail += "; active LSMs: " + active;
+    } else {
+        lsm.detail += "; active LSM list unreadable (securityfs not mounted)";
+    }
+    return lsm;
+}
+
 std::vector<FeatureStatus> probe_kernel_features(const ProbeOptions& options) {
     const std::string& btf = options.btf_path;
     install_libbpf_logger();
@@ -114,18 +129,7 @@ std::vector<FeatureStatus> probe_kernel_features(const ProbeOptions& options) {
     features.push_back(program_feature(
         "fentry", "fentry/fexit on kernel functions", false,
         [](auto* s) { return s->progs.gg_probe_fentry; }, true, btf));
-    {
-        auto lsm = program_feature(
-            "bpf_lsm", "BPF LSM hooks (in-kernel deny)", false,
-            [](auto* s) { return s->progs.gg_probe_lsm; }, true, btf);
-        const std::string active = read_first_line("/sys/kernel/security/lsm");
-        if (!active.empty()) {
-            lsm.detail += "; active LSMs: " + active;
-        } else {
-            lsm.detail += "; active LSM list unreadable (securityfs not mounted)";
-        }
-        features.push_back(lsm);
-    }
+    features.push_back(probe_bpf_lsm(btf));
     features.push_back(program_feature(
         "cgroup_device", "cgroup/dev programs (deny GPU device access)", false,
         [](auto* s) { return s->progs.gg_probe_cgdev; }, false, btf));

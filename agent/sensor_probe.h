@@ -27,4 +27,9 @@ struct ProbeOptions {
 // CAP_BPF+CAP_PERFMON) to say anything useful; callers check first.
 std::vector<FeatureStatus> probe_kernel_features(const ProbeOptions& options);
 
+// Only the "bpf_lsm" probe of probe_kernel_features(): whether this kernel
+// loads and runs a BPF LSM program (the agent asks before loading deny_gpu's
+// lsm/file_open). `btf_path`: sensor.btf, "" = the kernel's.
+FeatureStatus probe_bpf_lsm(const std::string& btf_path);
+
 }  // namespace gpuguard::agent

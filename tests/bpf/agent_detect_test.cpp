@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <thread>
 
@@ -23,9 +24,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "agent/sensor_probe.h"
 #include "gpuguard/signatures/signatures.h"
 #include "tests/support/child_process.h"
 #include "tests/support/fake_nvml_script.h"
+#include "tests/support/netns.h"
 #include "tests/support/privileged.h"
 #include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
@@ -34,21 +37,24 @@ namespace {
 
 using namespace std::chrono_literals;
 using gpuguard::testing::ChildReaper;
+using gpuguard::testing::NetnsScope;
+using gpuguard::testing::RequestChild;
 using gpuguard::testing::Subprocess;
 using gpuguard::testing::TempDir;
+using gpuguard::testing::TestCgroup;
 using Clock = std::chrono::steady_clock;
 
 // A listening loopback socket on a port miners use (the pack's GG-PORT-0001).
 struct LoopbackPool {
     int fd = -1;
     uint16_t port = 0;
-    LoopbackPool() {
+    explicit LoopbackPool(uint32_t address = INADDR_LOOPBACK) {
         for (uint16_t candidate : {3333, 3334, 3335, 3336, 4444, 5555, 7777, 9999}) {
             fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
             sockaddr_in addr{};
             addr.sin_family = AF_INET;
             addr.sin_port = htons(candidate);
-            addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+            addr.sin_addr.s_addr = htonl(address);
             const int one = 1;
             setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
             if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
@@ -94,6 +100,22 @@ struct OwnChild {
         return reaped && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
     }
 };
+
+// A child the test started that acts when asked, named `comm`: 'O' opens
+// the fake GPU node and keeps it open, 'o' opens and closes it, 'c' connects
+// to `ip`:`port`. Each request is answered with the errno (0: it worked).
+RequestChild gpu_prober(const std::string& comm, const std::string& node,
+                        const std::string& ip = "", int port = 0) {
+    return RequestChild(
+        [node, ip, port](char request) {
+            if (request == 'c') return gpuguard::testing::tcp_connect(ip, port, 1000);
+            const int fd = open(node.c_str(), O_RDWR);
+            const int result = fd >= 0 ? 0 : errno;
+            if (fd >= 0 && request == 'o') close(fd);
+            return result;
+        },
+        [comm] { prctl(PR_SET_NAME, comm.c_str()); });
+}
 
 // A copy of /bin/sleep at `path` with `tail` appended: still runs, and its
 // bytes (hash, strings) are the test's to choose.
@@ -168,6 +190,57 @@ class AgentDetectTest : public ::testing::Test {
             _exit(0);
         }
         return pid;
+    }
+
+    // Adds a file output at `path` (ECS JSON lines) to the configuration.
+    void add_file_output(const std::filesystem::path& path) {
+        std::ofstream(config_, std::ios::app)
+            << "outputs:\n  - name: file\n    type: file\n    address: " << path.string() << "\n";
+    }
+
+    // The first record of the file output at `path` that `wanted` accepts,
+    // within `timeout`.
+    std::optional<nlohmann::json> wait_for_output(
+        const std::filesystem::path& path, const std::function<bool(const nlohmann::json&)>& wanted,
+        std::chrono::milliseconds timeout) {
+        const auto deadline = Clock::now() + timeout;
+        do {
+            std::ifstream in(path);
+            for (std::string line; std::getline(in, line);) {
+                auto record = nlohmann::json::parse(line, nullptr, false);
+                if (!record.is_discarded() && wanted(record)) return record;
+            }
+            std::this_thread::sleep_for(20ms);
+        } while (Clock::now() < deadline);
+        return std::nullopt;
+    }
+
+    // The enforcement outcome record of `action` for `pid` in the file output.
+    std::optional<nlohmann::json> wait_for_outcome(const std::filesystem::path& path, pid_t pid,
+                                                   const std::string& action) {
+        return wait_for_output(
+            path,
+            [&](const nlohmann::json& record) {
+                return record["gpuguard"]["record"] == "enforcement" &&
+                       record["process"]["pid"] == pid && record["event"]["action"] == action;
+            },
+            5s);
+    }
+
+    // Waits for `rule`'s detection of `pid` asking for `action`, then for the
+    // successful outcome of that action in the file output at `alerts`;
+    // returns the outcome's reason ("" after a failed expectation).
+    std::string enforced_reason(Subprocess& agent, pid_t pid, const std::string& rule,
+                                const std::string& action, const std::filesystem::path& alerts) {
+        auto detection = wait_for_detection(agent, pid, rule, 5s);
+        EXPECT_TRUE(detection) << agent.stderr_text();
+        if (!detection) return "";
+        EXPECT_EQ((*detection)["event"]["action"], action);
+        auto outcome = wait_for_outcome(alerts, pid, action);
+        EXPECT_TRUE(outcome) << agent.stderr_text();
+        if (!outcome) return "";
+        EXPECT_EQ((*outcome)["gpuguard"]["enforcement"]["outcome"], "success") << outcome->dump();
+        return (*outcome)["event"]["reason"].get<std::string>();
     }
 
     TempDir dir_{"gg-detect"};
@@ -385,9 +458,8 @@ TEST_F(AgentDetectTest, kill_action_stops_the_miner_and_outputs_get_both_records
         << "signatures:\n  override:\n    - id: GG-PORT-0001\n      action: kill\n";
     const auto alerts = dir_ / "alerts.jsonl";
     use_control_socket();  // this test asks `gpuguard status`
-    std::ofstream(config_, std::ios::app)
-        << "enforcement:\n  grace_period_ms: 500\n"
-        << "outputs:\n  - name: file\n    type: file\n    address: " << alerts.string() << "\n";
+    std::ofstream(config_, std::ios::app) << "enforcement:\n  grace_period_ms: 500\n";
+    add_file_output(alerts);
     Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
     ASSERT_TRUE(agent.wait_for_stderr("ready", 30s)) << agent.stderr_text();
 
@@ -411,21 +483,18 @@ TEST_F(AgentDetectTest, kill_action_stops_the_miner_and_outputs_get_both_records
     EXPECT_TRUE(WIFSIGNALED(status));
     EXPECT_EQ(WTERMSIG(status), SIGTERM) << "bash exits on SIGTERM: no SIGKILL needed";
 
-    bool detection_out = false, outcome_out = false;
-    const auto out_deadline = Clock::now() + 5s;
-    while (!(detection_out && outcome_out) && Clock::now() < out_deadline) {
-        std::ifstream in(alerts);
-        for (std::string line; std::getline(in, line);) {
-            auto record = nlohmann::json::parse(line);
-            if (record["process"]["pid"] != child) continue;
-            detection_out |= record["rule"]["id"] == "GG-CORR-0002";
-            outcome_out |= record["gpuguard"]["record"] == "enforcement" &&
-                           record["event"]["outcome"] == "success";
-        }
-        if (!(detection_out && outcome_out)) std::this_thread::sleep_for(50ms);
-    }
+    const bool detection_out =
+        wait_for_output(
+            alerts,
+            [&](const nlohmann::json& record) {
+                return record["process"]["pid"] == child && record["rule"]["id"] == "GG-CORR-0002";
+            },
+            5s)
+            .has_value();
+    const auto outcome_out = wait_for_outcome(alerts, child, "kill");
     EXPECT_TRUE(detection_out) << "detection not in " << alerts;
-    EXPECT_TRUE(outcome_out) << "enforcement outcome not in " << alerts;
+    ASSERT_TRUE(outcome_out) << "enforcement outcome not in " << alerts;
+    EXPECT_EQ((*outcome_out)["event"]["outcome"], "success") << outcome_out->dump();
 
     // The sink's counters are in `gpuguard status`.
     const auto report = gpuguard::testing::run_command(
@@ -585,6 +654,130 @@ TEST_F(AgentDetectTest, guard_policy_kills_a_process_over_its_memory_limit) {
             EXPECT_NE(record["process"]["pid"], modest.pid) << line;
         }
     }
+}
+
+// deny_gpu from a rule: the live agent attaches cgroup/dev to the cgroup of
+// the detected process (a cgroup the test made), so its next open of the
+// fake GPU node fails with EPERM; this process, outside it, still opens the
+// node, and the denial ends with the agent. BPF LSM: loaded where the kernel
+// runs it, else one warning says so.
+TEST_F(AgentDetectTest, deny_gpu_rule_denies_the_gpu_node_to_the_detections_cgroup) {
+    TestCgroup cgroup("gpuguard-deny");
+    ASSERT_EQ(cgroup.error(), "");
+    std::ofstream(dir_ / "miner-rules.yaml") << R"(rules:
+  - id: local-deny-gpu
+    name: Renamed miner denied the GPU
+    severity: critical
+    confidence: 0.9
+    action: deny_gpu
+    process_name: ["gg-deny-*"]
+)";
+    const auto alerts = dir_ / "alerts.jsonl";
+    add_file_output(alerts);
+    Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_stderr("ready", 30s)) << agent.stderr_text();
+    const bool lsm = gpuguard::agent::probe_bpf_lsm("").available;
+    const auto& log = agent.stderr_text();
+    const auto warned = log.find("deny_gpu: BPF LSM unavailable");
+    if (lsm) {
+        EXPECT_EQ(warned, std::string::npos) << log;
+    } else {
+        ASSERT_NE(warned, std::string::npos) << log;
+        EXPECT_EQ(log.find("BPF LSM unavailable", log.find('\n', warned)), std::string::npos)
+            << "one line\n"
+            << log;
+    }
+
+    auto child = gpu_prober("gg-deny-1", node_.string());
+    ASSERT_GT(child.pid(), 0);
+    ASSERT_TRUE(cgroup.add(child.pid()));
+    ASSERT_EQ(child.ask('O'), 0) << "opens the GPU before the deny";
+    const auto reason = enforced_reason(agent, child.pid(), "GG-CORR-0001", "deny_gpu", alerts);
+    ASSERT_NE(reason, "");
+    EXPECT_NE(reason.find("GPU devices denied to cgroup " + cgroup.path()), std::string::npos)
+        << reason;
+    EXPECT_EQ(child.ask('o'), EPERM) << "opened the GPU after the deny";
+    const int fd = open(node_.c_str(), O_RDWR);
+    EXPECT_GE(fd, 0) << "outside the denied cgroup the node still opens";
+    if (fd >= 0) close(fd);
+
+    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+    EXPECT_EQ(child.ask('o'), 0) << "the denial ends with the agent";
+}
+
+// block_ip through the cgroup/connect4/6 fallback
+// (enforcement.connect_fallback_cgroup), in a network namespace the test
+// made: a GPU process in the test's cgroup connects to a "pool" on this
+// namespace's loopback interface (10.77.0.1: 127/8 is never blocked), the
+// agent blocks the peer, and the process's next connect is refused while
+// connects from outside the cgroup still work. No nftables table appears.
+TEST_F(AgentDetectTest, block_ip_through_the_connect_fallback_refuses_the_cgroups_connects) {
+    NetnsScope netns;
+    ASSERT_EQ(netns.error(), "");
+    const auto added = gpuguard::testing::run_command(
+        {"/usr/sbin/ip", "addr", "add", "10.77.0.1/32", "dev", "lo"}, 10s);
+    ASSERT_EQ(added.exit_code, 0) << added.stderr_text;
+    LoopbackPool pool(INADDR_ANY);
+    ASSERT_GE(pool.fd, 0) << "no free miner port";
+    TestCgroup cgroup("gpuguard-block");
+    ASSERT_EQ(cgroup.error(), "");
+    std::ofstream(rules_dir_ / "10-block.yaml")
+        << "signatures:\n  override:\n    - id: GG-PORT-0001\n      action: block_ip\n";
+    std::ofstream(config_, std::ios::app)
+        << "enforcement:\n  connect_fallback_cgroup: \"" << cgroup.path() << "\"\n";
+    const auto alerts = dir_ / "alerts.jsonl";
+    add_file_output(alerts);
+    Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_stderr("ready", 30s)) << agent.stderr_text();
+    EXPECT_NE(agent.stderr_text().find("block_ip: cgroup/connect4/6 on cgroup " + cgroup.path()),
+              std::string::npos)
+        << agent.stderr_text();
+
+    auto child = gpu_prober("gg-pool-client", node_.string(), "10.77.0.1", pool.port);
+    ASSERT_GT(child.pid(), 0);
+    ASSERT_TRUE(cgroup.add(child.pid()));
+    ASSERT_EQ(child.ask('O'), 0);
+    ASSERT_EQ(child.ask('c'), 0) << "the first connect goes through (and is detected)";
+    const auto reason = enforced_reason(agent, child.pid(), "GG-CORR-0002", "block_ip", alerts);
+    ASSERT_NE(reason, "");
+    EXPECT_NE(reason.find("blocked 10.77.0.1 via cgroup_connect"), std::string::npos) << reason;
+    EXPECT_EQ(child.ask('c'), EPERM) << "connect after the block";
+    EXPECT_EQ(gpuguard::testing::tcp_connect("10.77.0.1", pool.port, 1000), 0)
+        << "outside the cgroup: not filtered";
+    EXPECT_EQ(gpuguard::testing::run_command({"/usr/sbin/nft", "list", "ruleset"}).stdout_text, "")
+        << "the fallback must not create an nftables table";
+    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+}
+
+// The kernel's kill_now is told to user space afterwards: the live agent
+// turns the kill_now event into an enforcement outcome (taken, in the
+// kernel) that reaches the outputs like any other, naming the rule.
+TEST_F(AgentDetectTest, kill_now_in_the_kernel_reaches_the_outputs_as_an_outcome) {
+    const auto doomed = dir_ / "gg-doomed";
+    copy_sleep(doomed, "");
+    std::ofstream(dir_ / "miner-rules.yaml") << "rules:\n  - id: local-doomed\n"
+                                             << "    action: kill_now\n"
+                                             << "    process_name: [gg-doomed]\n";
+    const auto alerts = dir_ / "alerts.jsonl";
+    add_file_output(alerts);
+    Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_stderr("ready", 30s)) << agent.stderr_text();
+
+    const std::string file = doomed.string();
+    OwnChild child(fork());
+    if (child.pid == 0) {
+        execl(file.c_str(), file.c_str(), "30", nullptr);
+        _exit(127);
+    }
+    ASSERT_TRUE(child.wait_exit(2s)) << "gg-doomed ran on";
+    EXPECT_TRUE(child.killed_by_sigkill()) << child.status;
+    auto outcome = wait_for_outcome(alerts, child.pid, "kill_now");
+    ASSERT_TRUE(outcome) << "no kill_now outcome in " << alerts << "\n" << agent.stderr_text();
+    EXPECT_EQ((*outcome)["event"]["outcome"], "success") << outcome->dump();
+    EXPECT_EQ((*outcome)["rule"]["id"], "local-doomed") << outcome->dump();
+    EXPECT_EQ((*outcome)["event"]["reason"], "SIGKILL in the kernel at exec (name 'gg-doomed')")
+        << outcome->dump();
+    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "agent/process_handle.h"
 #include "agent/sensor_enforce.h"
 #include "agent/sensor_probe.h"
+#include "tests/support/child_process.h"
 #include "tests/support/netns.h"
 #include "tests/support/privileged.h"
 #include "tests/support/temp_dir.h"
@@ -26,62 +27,29 @@ namespace {
 
 using namespace std::chrono_literals;
 using gpuguard::testing::NetnsScope;
+using gpuguard::testing::RequestChild;
 using gpuguard::testing::tcp_connect;
 using gpuguard::testing::TempDir;
 using gpuguard::testing::TestCgroup;
 using gpuguard::testing::VethPeer;
 
-// A child that runs one probe per request: 'o' opens `node_`, 'c'/'d'/'6'/'7'
+// A child that runs one probe per request: 'o' opens `node`, 'c'/'d'/'6'/'7'
 // connect to 10.67.0.2/.3, fd00:67::2/::3; it answers with the errno (0 = ok).
-class Prober {
-  public:
-    explicit Prober(const std::string& node) {
-        EXPECT_EQ(pipe(requests_), 0);
-        EXPECT_EQ(pipe(answers_), 0);
-        pid_ = fork();
-        if (pid_ == 0) {
-            close(requests_[1]);
-            close(answers_[0]);
-            char request = 0;
-            while (read(requests_[0], &request, 1) == 1) {
-                int result = 0;
-                if (request == 'o') {
-                    const int fd = open(node.c_str(), O_RDONLY);
-                    result = fd >= 0 ? 0 : errno;
-                    if (fd >= 0) close(fd);
-                } else {
-                    const char* ip = request == 'c'   ? "10.67.0.2"
-                                     : request == 'd' ? "10.67.0.3"
-                                     : request == '6' ? "fd00:67::2"
-                                                      : "fd00:67::3";
-                    result = tcp_connect(ip, 14433, 1000);
-                }
-                (void)!write(answers_[1], &result, sizeof(result));
-            }
-            _exit(0);
+RequestChild make_prober(const std::string& node) {
+    return RequestChild([node](char request) {
+        if (request == 'o') {
+            const int fd = open(node.c_str(), O_RDONLY);
+            const int result = fd >= 0 ? 0 : errno;
+            if (fd >= 0) close(fd);
+            return result;
         }
-        close(requests_[0]);
-        close(answers_[1]);
-    }
-    ~Prober() {
-        close(requests_[1]);
-        close(answers_[0]);
-        kill(pid_, SIGKILL);
-        waitpid(pid_, nullptr, 0);
-    }
-    pid_t pid() const { return pid_; }
-    int ask(char request) {
-        int result = -1;
-        if (write(requests_[1], &request, 1) != 1) return -1;
-        if (read(answers_[0], &result, sizeof(result)) != sizeof(result)) return -1;
-        return result;
-    }
-
-  private:
-    pid_t pid_ = -1;
-    int requests_[2] = {-1, -1};
-    int answers_[2] = {-1, -1};
-};
+        const char* ip = request == 'c'   ? "10.67.0.2"
+                         : request == 'd' ? "10.67.0.3"
+                         : request == '6' ? "fd00:67::2"
+                                          : "fd00:67::3";
+        return tcp_connect(ip, 14433, 1000);
+    });
+}
 
 class CgroupEnforceTest : public ::testing::Test {
   protected:
@@ -103,7 +71,7 @@ class CgroupEnforceTest : public ::testing::Test {
 };
 
 TEST_F(CgroupEnforceTest, a_denied_cgroup_cannot_open_the_gpu_node_and_could_before) {
-    Prober prober(node_);
+    auto prober = make_prober(node_);
     ASSERT_TRUE(cgroup_.add(prober.pid()));
     EXPECT_EQ(prober.ask('o'), 0) << "before the deny";
     ASSERT_TRUE(kernel_->deny_cgroup(cgroup_.path()).ok());
@@ -119,7 +87,7 @@ TEST_F(CgroupEnforceTest, a_denied_cgroup_cannot_open_the_gpu_node_and_could_bef
 }
 
 TEST_F(CgroupEnforceTest, the_enforcer_denies_gpus_to_a_detections_cgroup) {
-    Prober prober(node_);
+    auto prober = make_prober(node_);
     ASSERT_TRUE(cgroup_.add(prober.pid()));
     EnforcerDependencies deps;
     deps.gpu_denier = kernel_.get();
@@ -143,7 +111,7 @@ TEST_F(CgroupEnforceTest, connect_filter_refuses_blocked_addresses_in_its_cgroup
     ASSERT_EQ(netns.error(), "");
     VethPeer peer(14433);
     ASSERT_EQ(peer.error(), "");
-    Prober prober(node_);
+    auto prober = make_prober(node_);
     ASSERT_TRUE(cgroup_.add(prober.pid()));
     ASSERT_TRUE(kernel_->attach_connect_filter(cgroup_.path()).ok());
     ASSERT_TRUE(kernel_->block_address("10.67.0.2", 0s).ok());
@@ -177,7 +145,8 @@ TEST_F(CgroupEnforceTest, connect_filter_refuses_blocked_addresses_in_its_cgroup
 }
 
 TEST_F(CgroupEnforceTest, cgroup_scope_kills_every_process_of_the_cgroup) {
-    Prober first(node_), second(node_);
+    auto first = make_prober(node_);
+    auto second = make_prober(node_);
     ASSERT_TRUE(cgroup_.add(first.pid()));
     ASSERT_TRUE(cgroup_.add(second.pid()));
     auto second_handle = ProcessHandle::open(static_cast<uint32_t>(second.pid()), 0);
@@ -210,7 +179,7 @@ TEST(LsmEnforce, file_open_denies_gpu_opens_where_bpf_lsm_runs) {
     auto kernel = KernelEnforcer::open(options);
     ASSERT_TRUE(kernel.ok()) << kernel.error().message;
     ASSERT_TRUE((*kernel)->set_denied_devices({GpuDeviceNumber{1, 3, "test"}}).ok());
-    Prober prober(node);
+    auto prober = make_prober(node);
     EXPECT_EQ(prober.ask('o'), 0);
     ASSERT_TRUE((*kernel)->deny_process(static_cast<uint32_t>(prober.pid())).ok());
     EXPECT_EQ(prober.ask('o'), EPERM);

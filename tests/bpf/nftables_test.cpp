@@ -19,6 +19,7 @@
 #include "tests/support/netns.h"
 #include "tests/support/privileged.h"
 #include "tests/support/run_command.h"
+#include "tests/support/temp_dir.h"
 
 namespace gpuguard::agent {
 namespace {
@@ -256,6 +257,67 @@ TEST_F(NftBlockerTest, forwarded_traffic_from_a_routed_namespace_is_blocked_too)
     EXPECT_NE(forward.find("packets 0 "), forward.find("packets")) << forward;
     ASSERT_TRUE(blocker.remove_table().ok());
     EXPECT_EQ(client.connect("10.67.0.2", kPort, 2000), 0);
+}
+
+// The agent's start-up inside the test namespace: with no table it creates
+// none (a host that never blocked gets no firewall table); with a damaged
+// one (a set without timeouts, a missing set and chain, a stray rule) it
+// reconciles: the table is repaired, its blocked address is kept and still
+// blocked, and the other table is untouched.
+TEST_F(NftBlockerTest, agent_start_repairs_a_damaged_table_and_keeps_its_elements) {
+    gpuguard::testing::TempDir dir("gg-nft-agent");
+    const auto config = dir / "gpuguard.yaml";
+    std::ofstream(config) << "control:\n  socket: \"\"\n"
+                          << "journal:\n  enabled: false\n"
+                          << "rules:\n  main_file: " << (dir / "miner-rules.yaml").string()
+                          << "\n  drop_in_dir: " << (dir / "rules.d").string() << "\n";
+    const auto start_agent = [&] {
+        auto agent = std::make_unique<gpuguard::testing::Subprocess>(
+            std::vector<std::string>{GPUGUARD_BINARY, "run", "--config", config.string()});
+        EXPECT_TRUE(agent->wait_for_stderr("ready", 30s)) << agent->stderr_text();
+        return agent;
+    };
+    {
+        auto agent = start_agent();
+        EXPECT_EQ(agent->stop(SIGTERM, 10s), 0) << agent->stderr_text();
+        EXPECT_EQ(ruleset(), other_ruleset_) << "an agent that blocked nothing made a table";
+    }
+
+    const auto damaged = run_command(
+        {"/usr/sbin/nft",
+         "add table inet gpuguard; add set inet gpuguard blocked_v4 { type ipv4_addr; }; "
+         "add element inet gpuguard blocked_v4 { 10.67.0.2 }; add chain inet gpuguard output { "
+         "type filter hook output priority 0; policy accept; }; add rule inet gpuguard output "
+         "tcp dport 9 accept"});
+    ASSERT_EQ(damaged.exit_code, 0) << damaged.stderr_text;
+    EXPECT_EQ(tcp_connect("10.67.0.2", kPort, 1000), 0) << "the damaged table blocks nothing";
+
+    auto agent = start_agent();
+    EXPECT_NE(agent->stderr_text().find("was damaged"), std::string::npos) << agent->stderr_text();
+    EXPECT_NE(agent->stderr_text().find("reconciled, 1 blocked address(es) kept"),
+              std::string::npos)
+        << agent->stderr_text();
+    EXPECT_EQ(agent->stop(SIGTERM, 10s), 0) << agent->stderr_text();
+
+    NftBlocker blocker(1h);
+    auto listed = blocker.list();
+    ASSERT_TRUE(listed.ok()) << listed.error().message;
+    ASSERT_EQ(listed->size(), 1u);
+    EXPECT_EQ((*listed)[0].ip, "10.67.0.2");
+    const std::string table =
+        run_command({"/usr/sbin/nft", "list", "table", "inet", "gpuguard"}).stdout_text;
+    EXPECT_EQ(table.find("dport 9"), std::string::npos) << table;
+    EXPECT_NE(table.find("set blocked_v6"), std::string::npos) << table;
+    EXPECT_NE(table.find("chain forward"), std::string::npos) << table;
+    size_t timeouts = 0;
+    for (size_t at = table.find("flags timeout"); at != std::string::npos;
+         at = table.find("flags timeout", at + 1)) {
+        ++timeouts;
+    }
+    EXPECT_EQ(timeouts, 2u) << table;
+    EXPECT_NE(tcp_connect("10.67.0.2", kPort, 500), 0) << "the kept element blocks again";
+    EXPECT_EQ(tcp_connect("10.67.0.3", kPort, 1000), 0);
+    EXPECT_EQ(without_gpuguard_table(ruleset()), without_gpuguard_table(other_ruleset_));
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 
 #include <sys/types.h>
@@ -25,6 +26,33 @@ class ChildReaper {
 
   private:
     pid_t pid_;
+};
+
+// A forked child that acts on request: `setup` runs first in the child
+// (its name, signal dispositions), then every byte ask() writes is passed
+// to `handler` there, and the int it returns comes back (an errno, say).
+// The constructor returns once `setup` has run. Destruction SIGKILLs and
+// reaps it unless try_reap() already did. Only async-signal-safe work (or
+// what a single-threaded test may do after fork) belongs in the callbacks.
+class RequestChild {
+  public:
+    explicit RequestChild(std::function<int(char)> handler, std::function<void()> setup = {});
+    ~RequestChild();
+    RequestChild(const RequestChild&) = delete;
+    RequestChild& operator=(const RequestChild&) = delete;
+
+    pid_t pid() const { return pid_; }
+    // The handler's answer to `request`; -1 when the child is gone.
+    int ask(char request);
+    // Its wait status once it has ended (reaped then), nullopt while it runs.
+    std::optional<int> try_reap();
+
+  private:
+    pid_t pid_ = -1;
+    bool reaped_ = false;
+    int status_ = 0;
+    int requests_[2] = {-1, -1};
+    int answers_[2] = {-1, -1};
 };
 
 }  // namespace gpuguard::testing
