@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "tests/support/privileged.h"
 #include "tests/support/run_command.h"
@@ -78,6 +79,59 @@ class PackageTest : public ::testing::Test {
 
     fs::path package_;
 };
+
+// The maintainer scripts themselves, without dpkg: on remove, prerm deletes
+// the agent's nftables table through `gpuguard block flush --all` and
+// postrm through nft when prerm could not; another table stays, and under
+// DPKG_ROOT (an install into another root) nothing is touched. Inside a
+// network namespace of its own, with a PATH holding only the tool each step
+// may use (no systemd helper is reachable without DPKG_ROOT).
+TEST(PackageScripts, remove_deletes_only_the_gpuguard_table_and_nothing_under_dpkg_root) {
+    GG_REQUIRE_PRIVILEGED();
+    const fs::path work = fs::temp_directory_path() / ("gg-scripts-" + std::to_string(getpid()));
+    fs::remove_all(work);
+    for (const char* dir : {"scratch", "gg-bin", "nft-bin", "both-bin"}) {
+        fs::create_directories(work / dir);
+    }
+    for (const char* dir : {"gg-bin", "both-bin"}) {
+        fs::create_symlink(GPUGUARD_BINARY, work / dir / "gpuguard");
+    }
+    for (const char* dir : {"nft-bin", "both-bin"}) {
+        fs::create_symlink("/usr/sbin/nft", work / dir / "nft");
+    }
+    const std::string scripts = (kSourceDir / "packaging").string();
+    const std::string w = work.string();
+    const std::string script =
+        "set -e\n"
+        "/usr/sbin/nft add table inet gpuguard\n"
+        "/usr/sbin/nft add table ip other\n"
+        "echo '== dpkg_root'\n"
+        "for step in 'prerm remove' 'postrm remove' 'postrm purge'; do\n"
+        "  DPKG_ROOT=" +
+        w + "/scratch PATH=" + w + "/both-bin:/usr/bin:/bin /bin/sh " + scripts +
+        "/${step% *} ${step#* }\n"
+        "done\n"
+        "/usr/sbin/nft list tables\n"
+        "echo '== prerm'\n"
+        "PATH=" +
+        w + "/gg-bin /bin/sh " + scripts +
+        "/prerm remove\n"
+        "/usr/sbin/nft list tables\n"
+        "/usr/sbin/nft add table inet gpuguard\n"
+        "echo '== postrm'\n"
+        "PATH=" +
+        w + "/nft-bin /bin/sh " + scripts +
+        "/postrm remove\n"
+        "/usr/sbin/nft list tables\n";
+    const auto result = run_command({"/usr/bin/unshare", "-n", "/bin/sh", "-c", script}, 60s);
+    fs::remove_all(work);
+    ASSERT_EQ(result.exit_code, 0) << describe(result);
+    EXPECT_EQ(result.stdout_text,
+              "== dpkg_root\ntable inet gpuguard\ntable ip other\n"
+              "== prerm\ntable ip other\n"
+              "== postrm\ntable ip other\n")
+        << describe(result);
+}
 
 TEST_F(PackageTest, control_fields_name_dependencies_conffiles_and_scripts) {
     const auto info = run_command({"/usr/bin/dpkg-deb", "--info", package_.string()});
