@@ -98,6 +98,35 @@ void print_ps_table(const json& processes) {
     }
 }
 
+// One row per alert sink: its counters, what waits in its queue, and whether
+// its last delivery worked (else the error).
+void print_outputs(const json& outputs) {
+    if (!outputs.is_array() || outputs.empty()) {
+        std::printf("outputs: none\n");
+        return;
+    }
+    std::printf("outputs: %zu sink(s)\n", outputs.size());
+    std::printf("  %-16s %-13s %10s %10s %8s %8s %12s %8s  %s\n", "SINK", "TYPE", "QUEUED", "SENT",
+                "RETRIED", "DROPPED", "BYTES", "WAITING", "STATE");
+    const auto count = [](const json& sink, const char* key) {
+        return static_cast<unsigned long long>(sink.value(key, uint64_t{0}));
+    };
+    for (const auto& sink : outputs) {
+        std::string state = "ok";
+        if (!sink.value("healthy", true)) {
+            state = "failing: " + sink.value("last_error", std::string());
+            for (char& c : state) {
+                if (static_cast<unsigned char>(c) < 0x20) c = ' ';  // one row per sink
+            }
+        }
+        std::printf("  %-16s %-13s %10llu %10llu %8llu %8llu %12llu %8llu  %s\n",
+                    sink.value("name", std::string()).c_str(),
+                    sink.value("type", std::string()).c_str(), count(sink, "queued"),
+                    count(sink, "sent"), count(sink, "retried"), count(sink, "dropped"),
+                    count(sink, "bytes"), count(sink, "queue_records"), state.c_str());
+    }
+}
+
 int run_status(const Context& context, const QueryOptions& options) {
     auto status = query(context, options, "status");
     if (!status || status->is_discarded()) return 1;
@@ -131,6 +160,7 @@ int run_status(const Context& context, const QueryOptions& options) {
                     device["driver"].get<std::string>().c_str());
     }
     std::printf("%s\n", s["gpu_devices"].empty() ? " none" : "");
+    print_outputs(s["outputs"]);
     return 0;
 }
 
@@ -203,7 +233,7 @@ void add_query_options(CLI::App* command, QueryOptions& options) {
 void add_status_command(CLI::App& app, Context& context) {
     auto options = std::make_shared<QueryOptions>();
     auto* status =
-        app.add_subcommand("status", "the running agent: hooks, events, drops, processes");
+        app.add_subcommand("status", "the running agent: hooks, events, drops, processes, outputs");
     add_query_options(status, *options);
     status->callback([&context, options] { context.exit_code = run_status(context, *options); });
 }

@@ -333,10 +333,16 @@ struct AlertRouter::Impl {
             }
             sink.changed.notify_all();
             if (backoff.count() > 0) {
+                // Until the backoff ends, or the drain deadline once stopping:
+                // stop() must not wait for a retry_max-long backoff.
+                const auto retry_at = Clock::now() + backoff;
                 std::unique_lock lock(sink.mutex);
-                sink.changed.wait_for(lock, backoff, [&] {
-                    return sink.stopping && Clock::now() >= sink.drain_deadline;
-                });
+                for (;;) {
+                    const auto until =
+                        sink.stopping ? std::min(retry_at, sink.drain_deadline) : retry_at;
+                    if (Clock::now() >= until) break;
+                    sink.changed.wait_until(lock, until);
+                }
             }
         }
     }

@@ -3,9 +3,11 @@
 // NVML GPU, a GPU holder and an output sink, and its /metrics is scraped.
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include <arpa/inet.h>
@@ -114,8 +116,31 @@ TEST(Dashboard, queries_the_series_the_issue_asks_for) {
     }
 }
 
+// A loopback port that refuses every connection: bound (so nobody else gets
+// it) but not listening.
+struct RefusedPort {
+    RefusedPort() {
+        sockaddr_in address{};
+        address.sin_family = AF_INET;
+        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t length = sizeof address;
+        if (bind(fd, reinterpret_cast<sockaddr*>(&address), length) == 0 &&
+            getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
+            port = ntohs(address.sin_port);
+        }
+    }
+    ~RefusedPort() { close(fd); }
+    RefusedPort(const RefusedPort&) = delete;
+    RefusedPort& operator=(const RefusedPort&) = delete;
+    std::string address() const { return "127.0.0.1:" + std::to_string(port); }
+
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    uint16_t port = 0;
+};
+
 // A running agent with everything the dashboard and the status page show:
-// a fake NVML GPU, a GPU holder it reports, a file output sink, metrics and
+// a fake NVML GPU, a GPU holder it reports, a file output sink and a TCP
+// sink whose collector refuses connections, metrics and
 // the status page on, and a local rule (action kill, in dry run) that a
 // child the test starts triggers, so detections and actions exist.
 class ObservedAgentTest : public ::testing::Test {
@@ -165,7 +190,9 @@ class ObservedAgentTest : public ::testing::Test {
             "\"\n"
             "metrics:\n  enabled: true\n  status_page: true\n  port: " +
                 std::to_string(port_) + "\noutputs:\n  - name: local\n    type: file\n" +
-                "    address: " + (dir_ / "alerts.json").string() + "\n");
+                "    address: " + (dir_ / "alerts.json").string() + "\n" +
+                "  - name: collector\n    type: tcp\n    address: " + refused_.address() +
+                "\n    retry_initial_ms: 50\n    retry_max_ms: 200\n");
         agent_.emplace(std::vector<std::string>{
             "/usr/bin/env", "GPUGUARD_FAKE_NVML_SCRIPT=" + script.string(), GPUGUARD_BINARY, "run",
             "--config", config.string(), "--json"});
@@ -211,6 +238,7 @@ class ObservedAgentTest : public ::testing::Test {
     pid_t holder_ = -1, miner_ = -1;
     std::optional<gpuguard::testing::ChildReaper> holder_reaper_, miner_reaper_;
     uint16_t port_ = 0;
+    RefusedPort refused_;
     std::optional<Subprocess> agent_;
 };
 
@@ -336,6 +364,62 @@ TEST_F(ObservedAgentTest, status_page_renders_live_data_in_headless_chromium) {
     EXPECT_GT(std::filesystem::file_size(screenshot), 10000u);
     std::cout << "status page screenshot: " << screenshot.string() << "\n";
     RecordProperty("screenshot", screenshot.string());
+}
+
+// Plain `gpuguard status` prints one row per sink: its counters, what waits
+// in its queue, and "ok" or the last delivery error.
+TEST_F(ObservedAgentTest, plain_status_prints_every_sinks_counters_and_health) {
+    const auto config = (dir_ / "gpuguard.yaml").string();
+    nlohmann::json outputs;
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    do {
+        const auto report =
+            gpuguard::testing::run_command({GPUGUARD_BINARY, "status", "--json", "-c", config});
+        ASSERT_EQ(report.exit_code, 0) << report.stderr_text;
+        outputs = nlohmann::json::parse(report.stdout_text)["outputs"];
+        ASSERT_EQ(outputs.size(), 2u) << report.stdout_text;
+        if (outputs[1]["retried"].get<uint64_t>() > 0 && outputs[0]["sent"].get<uint64_t>() >= 2) {
+            break;
+        }
+        std::this_thread::sleep_for(100ms);
+    } while (std::chrono::steady_clock::now() < deadline);
+
+    const auto text = gpuguard::testing::run_command({GPUGUARD_BINARY, "status", "-c", config});
+    ASSERT_EQ(text.exit_code, 0) << text.stderr_text;
+    EXPECT_NE(text.stdout_text.find("outputs: 2 sink(s)\n"), std::string::npos) << text.stdout_text;
+    // Each row: name type queued sent retried dropped bytes waiting state...
+    std::map<std::string, std::vector<std::string>> rows;
+    std::istringstream lines(text.stdout_text);
+    for (std::string line; std::getline(lines, line);) {
+        std::istringstream fields(line);
+        std::vector<std::string> row;
+        for (std::string field; row.size() < 8 && fields >> field;) row.push_back(field);
+        std::string state;
+        std::getline(fields >> std::ws, state);
+        row.push_back(state);
+        if (row[0] == "local" || row[0] == "collector") rows[row[0]] = row;
+    }
+    ASSERT_EQ(rows.size(), 2u) << text.stdout_text;
+    const auto number = [](const std::string& field) { return std::stoull(field); };
+
+    const auto& local = rows["local"];
+    EXPECT_EQ(local[1], "file");
+    EXPECT_GE(number(local[3]), 2u) << "sent";
+    EXPECT_LE(number(local[3]), number(local[2])) << "sent <= queued";
+    EXPECT_EQ(local[4], "0") << "retried";
+    EXPECT_EQ(local[5], "0") << "dropped";
+    EXPECT_GT(number(local[6]), 100u) << "bytes";
+    EXPECT_EQ(local[8], "ok");
+
+    const auto& collector = rows["collector"];
+    EXPECT_EQ(collector[1], "tcp");
+    EXPECT_GE(number(collector[2]), 2u) << "queued: the detection and the action";
+    EXPECT_EQ(collector[3], "0") << "sent";
+    EXPECT_GE(number(collector[4]), outputs[1]["retried"].get<uint64_t>()) << "retried";
+    EXPECT_EQ(collector[5], "0") << "dropped";
+    EXPECT_EQ(collector[6], "0") << "bytes";
+    EXPECT_EQ(number(collector[7]), number(collector[2])) << "all still waiting";
+    EXPECT_EQ(collector[8], "failing: connect " + refused_.address() + ": Connection refused");
 }
 
 }  // namespace

@@ -286,5 +286,26 @@ TEST(AlertRouter, retry_delays_double_and_are_capped_at_retry_max) {
     EXPECT_EQ(counters.queue_records, 1u);
 }
 
+// A sink in a long backoff does not hold stop() beyond its drain timeout
+// (the agent's shutdown must not wait for retry_max).
+TEST(AlertRouter, stop_during_a_long_backoff_returns_within_the_drain_timeout) {
+    auto sink = dead_tcp_sink();
+    sink.retry_initial = std::chrono::milliseconds(20000);
+    sink.retry_max = std::chrono::milliseconds(20000);
+    auto router = start({sink});
+    ASSERT_TRUE(router);
+    router->publish(testing::test_detection());
+    const auto failed_by = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (router->counters()[0].retried == 0 && std::chrono::steady_clock::now() < failed_by) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ASSERT_EQ(router->counters()[0].retried, 1u) << "the first attempt failed: now backing off";
+    const auto begin = std::chrono::steady_clock::now();
+    router->stop(std::chrono::milliseconds(200));
+    const auto took = std::chrono::steady_clock::now() - begin;
+    EXPECT_LT(took, std::chrono::seconds(3)) << "stop() waited for the 20 s backoff";
+    EXPECT_GE(took, std::chrono::milliseconds(150)) << "stop() did not drain at all";
+}
+
 }  // namespace
 }  // namespace gpuguard::siem
