@@ -76,8 +76,10 @@ std::unique_ptr<KernelEnforcer> open_kernel_enforcer(const Config& config) {
     options.btf_path = config.sensor.btf_path;
     const FeatureStatus lsm = probe_bpf_lsm(config.sensor.btf_path);
     options.load_lsm = lsm.available;
+    std::string lsm_detail = lsm.detail;
     auto kernel = KernelEnforcer::open(options);
     if (!kernel && options.load_lsm) {
+        lsm_detail = kernel.error().message;  // the probe passed, the real program did not
         options.load_lsm = false;
         kernel = KernelEnforcer::open(options);
     }
@@ -90,7 +92,7 @@ std::unique_ptr<KernelEnforcer> open_kernel_enforcer(const Config& config) {
     }
     if (!(*kernel)->lsm_loaded()) {
         log->warn("deny_gpu: BPF LSM unavailable ({}), per-cgroup cgroup/dev deny only",
-                  lsm.detail);
+                  lsm_detail);
     }
     return std::move(kernel).value();
 }
