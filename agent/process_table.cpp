@@ -285,7 +285,11 @@ void ProcessTable::apply(const Event& event) {
             ProcessInfo& info = identified();
             info.connects.push_back(
                 ConnectRecord{event.ts_ns, connect.address, connect.port, connect.result});
-            while (info.connects.size() > table.options_.max_connects) info.connects.pop_front();
+            if (info.connects.size() > table.options_.max_connects) {
+                info.connects.erase(
+                    info.connects.begin(),
+                    info.connects.end() - static_cast<std::ptrdiff_t>(table.options_.max_connects));
+            }
         }
         void operator()(const Exec& exec) {
             // Everything is in the event: no /proc read for the host's every exec.
@@ -419,20 +423,21 @@ void ProcessTable::enforce_bound() {
             idle.emplace_back(pid, pid);
         }
     }
-    std::sort(exited.begin(), exited.end());
-    std::sort(idle.begin(), idle.end());
+    // Only which entries go matters, not the order they go in: partition
+    // around the excess-th victim instead of sorting them all.
+    const auto drop = [&](std::vector<std::pair<uint64_t, uint32_t>>& victims, size_t count) {
+        count = std::min(count, victims.size());
+        if (count < victims.size()) {
+            std::nth_element(victims.begin(), victims.begin() + static_cast<std::ptrdiff_t>(count),
+                             victims.end());
+        }
+        for (size_t i = 0; i < count; ++i) processes_.erase(victims[i].second);
+        return count;
+    };
     size_t excess = processes_.size() - target;
-    for (const auto& [unused, pid] : exited) {
-        if (excess == 0) return;
-        processes_.erase(pid);
-        --excess;
-    }
-    for (const auto& [unused, pid] : idle) {
-        if (excess == 0) return;
-        processes_.erase(pid);
-        ++evicted_live_;
-        --excess;
-    }
+    excess -= drop(exited, excess);
+    if (excess == 0) return;
+    evicted_live_ += drop(idle, excess);
 }
 
 std::optional<ProcessInfo> ProcessTable::get(uint32_t pid) const {
@@ -460,13 +465,22 @@ const ProcessInfo* ProcessTable::find(uint32_t pid) const {
     return found == processes_.end() ? nullptr : &found->second;
 }
 
-std::vector<ProcessInfo> ProcessTable::gpu_processes() const {
+std::vector<ProcessInfo> ProcessTable::processes_where(
+    const std::function<bool(const ProcessInfo&)>& keep) const {
     std::vector<ProcessInfo> out;
     for (const auto& [pid, info] : processes_) {
-        if (info.holds_gpu()) out.push_back(info);
+        if (keep(info)) out.push_back(info);
     }
     std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.pid < b.pid; });
     return out;
+}
+
+std::vector<ProcessInfo> ProcessTable::gpu_processes() const {
+    return processes_where([](const ProcessInfo& info) { return info.holds_gpu(); });
+}
+
+std::vector<ProcessInfo> ProcessTable::live_processes() const {
+    return processes_where([](const ProcessInfo& info) { return !info.exited; });
 }
 
 }  // namespace gpuguard::agent

@@ -82,7 +82,7 @@ struct ProcessInfo {
     std::optional<ContainerInfo> container;
     std::vector<GpuHandle> gpus;
     std::vector<IoctlCounter> ioctls;
-    std::deque<ConnectRecord> connects;  // newest last, bounded
+    std::vector<ConnectRecord> connects;  // newest last, bounded (a deque allocates when made)
     bool exited = false;
     uint64_t exit_ns = 0;
     std::optional<int> exit_code;
@@ -140,11 +140,14 @@ class ProcessTable {
     ProcessInfo enriched(const TaskInfo& task);
     // The entry itself, valid until the next apply()/evict(); nullptr if unknown.
     const ProcessInfo* find(uint32_t pid) const;
-    std::vector<ProcessInfo> gpu_processes() const;  // sorted by pid
+    std::vector<ProcessInfo> gpu_processes() const;   // sorted by pid
+    std::vector<ProcessInfo> live_processes() const;  // not exited, sorted by pid
     size_t size() const { return processes_.size(); }
     uint64_t evicted_live() const { return evicted_live_; }  // bound hit: live entries dropped
 
   private:
+    std::vector<ProcessInfo> processes_where(
+        const std::function<bool(const ProcessInfo&)>& keep) const;  // sorted by pid
     ProcessInfo& entry(uint32_t pid);          // find or create (from /proc when it can)
     void load_from_proc(ProcessInfo& info);    // identity + cmdline
     void enrich_from_proc(ProcessInfo& info);  // exe, cgroup, container, user

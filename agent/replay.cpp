@@ -26,22 +26,46 @@ Result<std::unique_ptr<Replay>> Replay::create(std::vector<rules::CorrelationRul
 }
 
 void Replay::feed(const Event& event, std::optional<int64_t> time_unix_ns, const Emit& emit) {
-    if (time_unix_ns && ((options_.since_unix_ns && *time_unix_ns < *options_.since_unix_ns) ||
-                         (options_.until_unix_ns && *time_unix_ns >= *options_.until_unix_ns))) {
+    if (time_unix_ns && options_.until_unix_ns && *time_unix_ns >= *options_.until_unix_ns) {
         ++stats_.filtered;
         return;
     }
-    ++stats_.events;
+    if (time_unix_ns && options_.since_unix_ns && *time_unix_ns < *options_.since_unix_ns) {
+        // Before the window: not judged, but it says who the processes are
+        // and which GPUs they hold when the window opens.
+        ++stats_.filtered;
+        table_->apply(event);
+        evict_exited(event.ts_ns);
+        window_needs_snapshot_ = true;
+        return;
+    }
     correlator_->set_realtime_offset(
         time_unix_ns ? *time_unix_ns - static_cast<int64_t>(event.ts_ns) : 0);
+    if (window_needs_snapshot_) {
+        // The window opens as a journal segment does: with a snapshot of the
+        // processes known so far, judged like exec events.
+        window_needs_snapshot_ = false;
+        for (const auto& process : table_->live_processes()) {
+            judge(journal::snapshot_event(process, event.ts_ns), emit);
+        }
+    }
+    ++stats_.events;
     table_->apply(event);
+    judge(event, emit);
+    evict_exited(event.ts_ns);
+}
+
+void Replay::judge(const Event& event, const Emit& emit) {
     pending_.clear();
     correlator_->observe(event, pending_);
     for (const auto& detection : pending_) emit(detection);
+}
+
+void Replay::evict_exited(uint64_t ts_ns) {
     // Forget exited processes on the events' clock, as the live agent does on its own.
-    if (event.ts_ns >= last_evict_ns_ + 1'000'000'000) {
-        table_->evict(event.ts_ns);
-        last_evict_ns_ = event.ts_ns;
+    if (ts_ns >= last_evict_ns_ + 1'000'000'000) {
+        table_->evict(ts_ns);
+        last_evict_ns_ = ts_ns;
     }
 }
 

@@ -21,8 +21,10 @@
 namespace gpuguard::agent {
 
 struct ReplayOptions {
-    std::optional<int64_t> since_unix_ns;  // events before this wall-clock time are skipped
-    std::optional<int64_t> until_unix_ns;  // ... and from this one on
+    // Events before this wall-clock time are not judged; they only build the
+    // process table, whose live processes open the window as a snapshot.
+    std::optional<int64_t> since_unix_ns;
+    std::optional<int64_t> until_unix_ns;  // events from this time on are skipped
 };
 
 struct ReplayStats {
@@ -58,12 +60,16 @@ class Replay {
     Replay(ReplayOptions options, std::unique_ptr<ProcessTable> table)
         : options_(options), table_(std::move(table)) {}
 
+    void judge(const Event& event, const Emit& emit);
+    void evict_exited(uint64_t ts_ns);
+
     ReplayOptions options_;
     std::unique_ptr<ProcessTable> table_;
     std::unique_ptr<Correlator> correlator_;
     ReplayStats stats_;
     std::vector<Detection> pending_;
     uint64_t last_evict_ns_ = 0;
+    bool window_needs_snapshot_ = false;  // events before --since were seen
 };
 
 }  // namespace gpuguard::agent
