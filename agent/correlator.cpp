@@ -101,13 +101,46 @@ Correlator::Correlator(std::vector<rules::CorrelationRule> rules,
       scanner_(std::move(scanner)),
       table_(table),
       options_(options),
-      has_time_rules_(time_dependent(rules_)) {}
+      has_time_rules_(time_dependent(rules_)) {
+    reset_rule_set_caches();
+}
+
+void Correlator::reset_rule_set_caches() {
+    signatures_.clear();
+    for (const auto& entry : rule_set_->effective()) {
+        signatures_.try_emplace(entry.signature.id, &entry);  // the first wins, as in find()
+    }
+    for (auto& cache : match_cache_) cache.clear();
+    port_cache_.clear();
+}
+
+const rules::EffectiveSignature* Correlator::signature(std::string_view id) const {
+    const auto found = signatures_.find(id);
+    return found == signatures_.end() ? nullptr : found->second;
+}
+
+const std::vector<std::string_view>& Correlator::match_cached(signatures::Field field,
+                                                              const std::string& text) {
+    auto& cache = match_cache_[static_cast<size_t>(field)];
+    const auto found = cache.find(text);
+    if (found != cache.end()) return found->second;
+    // Bounded: start over rather than grow with every distinct command line.
+    if (cache.size() >= 4096) cache.clear();
+    return cache.emplace(text, scanner_.match(field, text)).first->second;
+}
+
+const std::vector<std::string_view>& Correlator::match_port_cached(uint16_t port) {
+    const auto found = port_cache_.find(port);
+    if (found != port_cache_.end()) return found->second;
+    return port_cache_.emplace(port, scanner_.match_port(port)).first->second;
+}
 
 Status Correlator::set_rule_set(std::shared_ptr<const rules::RuleSet> rule_set) {
     auto scanner = rule_set->scanner();
     if (!scanner) return Unexpected{scanner.error()};
     scanner_ = std::move(*scanner);
     rule_set_ = std::move(rule_set);
+    reset_rule_set_caches();
     // Signature evidence depends on the rules: match every image again.
     for (auto& [pid, state] : states_) {
         state.matched = false;
@@ -142,10 +175,10 @@ void Correlator::add_hits(ProcessState& state, EvidenceField field,
             return hit.field == field && hit.id == id && hit.detail == detail;
         });
         if (known) continue;
-        const rules::EffectiveSignature* signature = rule_set_->find(id);
-        if (!signature) continue;  // disabled since the match
-        state.hits.push_back(Hit{field, std::string(id), signature->signature.confidence,
-                                 rules::to_string(signature->action), ts_ns, detail});
+        const rules::EffectiveSignature* effective = signature(id);
+        if (!effective) continue;  // disabled since the match
+        state.hits.push_back(Hit{field, std::string(id), effective->signature.confidence,
+                                 rules::to_string(effective->action), ts_ns, detail});
         state.dirty = true;
     }
 }
@@ -157,9 +190,12 @@ void Correlator::match_image(ProcessState& state, const ProcessInfo& info, uint6
     std::string exe_name = basename_of(info.exe);
     if (exe_name.ends_with(" (deleted)")) exe_name.resize(exe_name.size() - 10);
     if (exe_name.starts_with("memfd:")) exe_name.erase(0, 6);
-    auto by_comm = scanner_.match(signatures::Field::kProcess, info.comm);
-    auto by_exe = info.exe.empty() ? std::vector<std::string_view>{}
-                                   : scanner_.match(signatures::Field::kProcess, info.exe);
+    static const std::vector<std::string_view> kNone;
+    // A copy (empty but for miners): looking up the exe may clear the cache.
+    const std::vector<std::string_view> by_comm =
+        match_cached(signatures::Field::kProcess, info.comm);
+    const auto& by_exe =
+        info.exe.empty() ? kNone : match_cached(signatures::Field::kProcess, info.exe);
     add_hits(state, EvidenceField::kProcess, by_comm, ts_ns, info.comm);
     add_hits(state, EvidenceField::kProcess, by_exe, ts_ns, info.exe);
     // Disguise: the name the process shows is not its executable's, and only
@@ -172,8 +208,8 @@ void Correlator::match_image(ProcessState& state, const ProcessInfo& info, uint6
     }
     if (!info.cmdline.empty()) {
         const std::string cmdline = join_argv(info.cmdline);
-        add_hits(state, EvidenceField::kCmdline,
-                 scanner_.match(signatures::Field::kCmdline, cmdline), ts_ns, cmdline);
+        add_hits(state, EvidenceField::kCmdline, match_cached(signatures::Field::kCmdline, cmdline),
+                 ts_ns, cmdline);
     }
 }
 
@@ -231,7 +267,7 @@ void Correlator::observe(const Event& event, std::vector<Detection>& out) {
             state.connect_ts.push_back(event.ts_ns);
             if (state.connect_ts.size() > 64) state.connect_ts.erase(state.connect_ts.begin());
             if (connect.result == 0 || connect.result == -115 /* EINPROGRESS */) {
-                auto ids = self.scanner_.match_port(connect.port);
+                const auto& ids = self.match_port_cached(connect.port);
                 if (!ids.empty()) {
                     const std::string peer =
                         connect.ip_version == 6
@@ -242,8 +278,8 @@ void Correlator::observe(const Event& event, std::vector<Detection>& out) {
                 }
                 // The name an observed DNS answer gave the address (net_intel.h).
                 if (!connect.domain.empty()) {
-                    auto by_domain =
-                        self.scanner_.match(signatures::Field::kDomain, connect.domain);
+                    const auto& by_domain =
+                        self.match_cached(signatures::Field::kDomain, connect.domain);
                     if (!by_domain.empty()) {
                         self.add_hits(state, EvidenceField::kDomain, by_domain, event.ts_ns,
                                       connect.domain);
@@ -296,10 +332,23 @@ void Correlator::observe(const Event& event, std::vector<Detection>& out) {
             self.open_.erase(first, last);
         }
         void operator()(const Telemetry& telemetry) {
-            GpuTelemetry reading{
-                telemetry.gpu_index, telemetry.vendor, telemetry.utilization_percent, {}};
-            for (const auto& usage : telemetry.processes) reading.processes[usage.pid] = usage;
-            for (const auto& device : telemetry.devices) self.gpu_by_device_[device] = reading;
+            for (const auto& device : telemetry.devices) {
+                GpuTelemetry& reading = self.gpu_by_device_[device];  // updated in place
+                reading.index = telemetry.gpu_index;
+                reading.vendor = telemetry.vendor;
+                reading.utilization_percent = telemetry.utilization_percent;
+                reading.processes.clear();
+                for (const auto& usage : telemetry.processes) {
+                    auto same = std::find_if(
+                        reading.processes.begin(), reading.processes.end(),
+                        [&](const ProcessGpuUsage& known) { return known.pid == usage.pid; });
+                    if (same != reading.processes.end()) {
+                        *same = usage;
+                    } else {
+                        reading.processes.push_back(usage);
+                    }
+                }
+            }
             for (const auto& usage : telemetry.processes) {
                 ProcessState& state = self.states_[usage.pid];
                 state.usage.push_back(
@@ -344,19 +393,17 @@ void Correlator::evaluate(uint32_t pid, uint64_t ts_ns, std::vector<Detection>& 
 
     std::vector<rules::ExeLocation> locations;
     bool locations_known = false;
+    std::optional<bool> allowlisted;
+    std::vector<const Hit*> hits;
+    std::vector<Evidence> extra;
     for (const CorrelationRule& rule : rules_) {
         if (!rule.enabled) continue;
         if (rule.gpu_held && *rule.gpu_held != info->holds_gpu()) continue;
         if (rule.scope && !in_scope(*rule.scope, *info)) continue;
-        std::vector<const Hit*> hits;
-        std::vector<Evidence> extra;
-        if (rule.gpu_held.value_or(false) && !info->gpus.empty()) {
-            const GpuHandle& first = info->gpus.front();
-            extra.push_back(Evidence{state.first_gpu_ns, "event",
-                                     first.inherited ? "fork" : "gpu_open", "", "gpu",
-                                     "holds GPU device " + std::to_string(first.major) + ":" +
-                                         std::to_string(first.minor)});
-        }
+        hits.clear();
+        extra.clear();
+        // The first piece of extra evidence, made once the rule holds.
+        const bool gpu_evidence = rule.gpu_held.value_or(false) && !info->gpus.empty();
         if (rule.signature) {
             for (const Hit& hit : state.hits) {
                 if (rule.signature->matches(hit.field, hit.id, hit.confidence))
@@ -454,7 +501,14 @@ void Correlator::evaluate(uint32_t pid, uint64_t ts_ns, std::vector<Detection>& 
                 Evidence{ts_ns, "policy", "", "", "time",
                          "inside the policy's time window (" + rule.time_window->time_zone + ")"});
         }
-        raise(rule, *info, state, std::move(hits), std::move(extra), ts_ns, out);
+        if (gpu_evidence) {
+            const GpuHandle& first = info->gpus.front();
+            extra.insert(extra.begin(), Evidence{state.first_gpu_ns, "event",
+                                                 first.inherited ? "fork" : "gpu_open", "", "gpu",
+                                                 "holds GPU device " + std::to_string(first.major) +
+                                                     ":" + std::to_string(first.minor)});
+        }
+        raise(rule, *info, state, hits, extra, ts_ns, out, allowlisted);
     }
 }
 
@@ -577,9 +631,12 @@ std::vector<DetectionGpu> Correlator::gpus_of(const ProcessInfo& info) const {
             gpu.index = static_cast<int>(reading.index);
             gpu.vendor = reading.vendor;
             gpu.utilization_percent = reading.utilization_percent;
-            if (auto usage = reading.processes.find(info.pid); usage != reading.processes.end()) {
-                gpu.memory_used_bytes = usage->second.memory_bytes;
-                gpu.process_utilization_percent = usage->second.compute_percent;
+            const auto usage =
+                std::find_if(reading.processes.begin(), reading.processes.end(),
+                             [&](const ProcessGpuUsage& known) { return known.pid == info.pid; });
+            if (usage != reading.processes.end()) {
+                gpu.memory_used_bytes = usage->memory_bytes;
+                gpu.process_utilization_percent = usage->compute_percent;
             }
         }
         gpus.push_back(std::move(gpu));
@@ -602,9 +659,35 @@ void Correlator::refresh(Detection& detection, const ProcessInfo& info, const Pr
     if (state.peer) detection.peer = state.peer;
 }
 
+bool Correlator::adds_evidence(const Detection& detection, const std::vector<const Hit*>& hits,
+                               const std::vector<Evidence>& extra) const {
+    // The test raise() applies to each item; an item it would take is one
+    // that no evidence of the open detection already covers.
+    if (detection.evidence.size() >= options_.max_evidence) return false;
+    const auto known = [&](std::string_view kind, std::string_view signature_id,
+                           std::string_view field, std::string_view detail) {
+        const bool by_value = kind == "signature" || kind == "yara";
+        return std::any_of(detection.evidence.begin(), detection.evidence.end(),
+                           [&](const Evidence& seen) {
+                               return seen.kind == kind && seen.signature_id == signature_id &&
+                                      seen.field == field && (!by_value || seen.detail == detail);
+                           });
+    };
+    for (const Hit* hit : hits) {
+        if (!known(hit->field == EvidenceField::kYara ? "yara" : "signature", hit->id,
+                   rules::to_string(hit->field), hit->detail)) {
+            return true;
+        }
+    }
+    return std::any_of(extra.begin(), extra.end(), [&](const Evidence& item) {
+        return !known(item.kind, item.signature_id, item.field, item.detail);
+    });
+}
+
 void Correlator::raise(const CorrelationRule& rule, const ProcessInfo& info,
-                       const ProcessState& state, std::vector<const Hit*> hits,
-                       std::vector<Evidence> extra, uint64_t ts_ns, std::vector<Detection>& out) {
+                       const ProcessState& state, const std::vector<const Hit*>& hits,
+                       std::vector<Evidence>& extra, uint64_t ts_ns, std::vector<Detection>& out,
+                       std::optional<bool>& allowlisted) {
     double confidence = rule.base_confidence;
     std::string action = rule.action == "from_signatures" ? "alert" : rule.action;
     for (const Hit* hit : hits) {
@@ -618,14 +701,23 @@ void Correlator::raise(const CorrelationRule& rule, const ProcessInfo& info,
     confidence = std::round(std::min(confidence, 1.0) * 1000) / 1000;  // stable in JSON
     if (confidence < rule.min_confidence) return;
 
-    // The sha256 is known once the executable's exe_scan came back.
-    rules::ProcessIdentity identity{
-        info.user,    static_cast<int64_t>(info.uid),           info.exe,
-        state.sha256, info.container ? info.container->id : "", ""};
-    if (rule_set_->allowlisted(identity)) {
+    if (!allowlisted) {
+        // The sha256 is known once the executable's exe_scan came back.
+        rules::ProcessIdentity identity{
+            info.user,    static_cast<int64_t>(info.uid),           info.exe,
+            state.sha256, info.container ? info.container->id : "", ""};
+        allowlisted = rule_set_->allowlisted(identity);
+    }
+    if (*allowlisted) {
         ++stats_.allowlisted;
         return;
     }
+    const auto key = std::make_pair(info.pid, rule.id);
+    auto found = open_.find(key);
+    const bool open = found != open_.end() && ts_ns < found->second.window_end_ns;
+    // Most reports of an open detection bring nothing new: say so before
+    // building its evidence.
+    if (open && !adds_evidence(found->second.detection, hits, extra)) return;
 
     std::vector<Evidence> evidence;
     for (const Hit* hit : hits) {
@@ -644,9 +736,7 @@ void Correlator::raise(const CorrelationRule& rule, const ProcessInfo& info,
     std::stable_sort(evidence.begin(), evidence.end(),
                      [](const Evidence& a, const Evidence& b) { return a.ts_ns < b.ts_ns; });
 
-    const auto key = std::make_pair(info.pid, rule.id);
-    auto found = open_.find(key);
-    if (found != open_.end() && ts_ns < found->second.window_end_ns) {
+    if (open) {
         // Within the window: update when something new arrived.
         Detection& detection = found->second.detection;
         bool changed = false;

@@ -11,10 +11,12 @@
 #pragma once
 
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -120,7 +122,7 @@ class Correlator {
         uint32_t index = 0;
         std::string vendor;
         std::optional<double> utilization_percent;
-        std::map<uint32_t, ProcessGpuUsage> processes;
+        std::vector<ProcessGpuUsage> processes;  // one per pid, the last reading wins
     };
 
     Correlator(std::vector<rules::CorrelationRule> rules,
@@ -128,14 +130,27 @@ class Correlator {
                const ProcessTable& table, CorrelatorOptions options);
 
     ProcessState& state(uint32_t pid);
+    // Signature ids matching `text` in `field`, remembered per rule set: the
+    // host runs the same executables and command lines over and over.
+    const std::vector<std::string_view>& match_cached(signatures::Field field,
+                                                      const std::string& text);
+    const std::vector<std::string_view>& match_port_cached(uint16_t port);
+    // RuleSet::find through an index built once per rule set.
+    const rules::EffectiveSignature* signature(std::string_view id) const;
+    void reset_rule_set_caches();
     void match_image(ProcessState& state, const ProcessInfo& info, uint64_t ts_ns);
     void add_hits(ProcessState& state, rules::EvidenceField field,
                   const std::vector<std::string_view>& ids, uint64_t ts_ns,
                   const std::string& detail);
     void evaluate(uint32_t pid, uint64_t ts_ns, std::vector<Detection>& out);
+    // `allowlisted` caches the allowlist verdict over one evaluation.
     void raise(const rules::CorrelationRule& rule, const ProcessInfo& info,
-               const ProcessState& state, std::vector<const Hit*> hits, std::vector<Evidence> extra,
-               uint64_t ts_ns, std::vector<Detection>& out);
+               const ProcessState& state, const std::vector<const Hit*>& hits,
+               std::vector<Evidence>& extra, uint64_t ts_ns, std::vector<Detection>& out,
+               std::optional<bool>& allowlisted);
+    // Whether raising again would add evidence to an open `detection`.
+    bool adds_evidence(const Detection& detection, const std::vector<const Hit*>& hits,
+                       const std::vector<Evidence>& extra) const;
     // What every report of a detection carries fresh: signature ids (merged),
     // last seen, wall time, the process, its GPUs and peer as known now.
     void refresh(Detection& detection, const ProcessInfo& info, const ProcessState& state,
@@ -159,6 +174,10 @@ class Correlator {
     std::unordered_map<uint32_t, ProcessState> states_;
     std::map<std::pair<uint32_t, std::string>, Open> open_;
     std::map<std::string, GpuTelemetry> gpu_by_device_;  // "195:0" -> latest reading
+    std::unordered_map<std::string_view, const rules::EffectiveSignature*> signatures_;
+    std::unordered_map<std::string, std::vector<std::string_view>>
+        match_cache_[std::size(signatures::kAllFields)];
+    std::unordered_map<uint16_t, std::vector<std::string_view>> port_cache_;
     std::vector<ScanRequest> scan_requests_;
     CorrelatorStats stats_;
 };
