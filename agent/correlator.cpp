@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <set>
 
+#include "agent/stratum.h"
 #include "gpuguard/common/logging.h"
 
 namespace gpuguard::agent {
@@ -294,9 +295,12 @@ void Correlator::observe(const Event& event, std::vector<Detection>& out) {
         void operator()(const Stratum& stratum) {
             ProcessState& state = self.states_[pid];
             for (const auto& message : stratum.messages) {
-                self.add_hits(state, EvidenceField::kPayload,
-                              self.scanner_.match(signatures::Field::kPayload, message),
-                              event.ts_ns, message);
+                // Signatures see the raw line; the evidence (alerts) a wallet cut to a prefix.
+                const auto ids = self.scanner_.match(signatures::Field::kPayload, message);
+                if (!ids.empty()) {
+                    self.add_hits(state, EvidenceField::kPayload, ids, event.ts_ns,
+                                  agent::stratum::redact_wallets(message));
+                }
             }
             // hash_rate_threshold (miner-rules.yaml): a rate above it is one more
             // piece of evidence on the payload signatures that matched.

@@ -106,6 +106,8 @@ std::vector<StratumSessionView> NetIntel::sessions() const {
     for (const auto& [key, flow] : flows_) {
         if (!flow.session.recognised()) continue;
         Stratum stratum = flow.session.describe();
+        // For `gpuguard ps` and /metrics: what leaves the agent shows wallets cut.
+        for (auto& message : stratum.messages) message = stratum::redact_wallets(message);
         stratum.flow = key.second;
         stratum.pool_address = flow.remote_address;
         stratum.pool_port = flow.remote_port;

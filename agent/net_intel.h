@@ -52,6 +52,8 @@ class NetIntel {
     // (same task, same time as the payload that caused them).
     void process(Event& event, std::vector<Event>& derived);
 
+    // The recognised sessions, with the payload lines' wallets redacted
+    // (stratum::redact_wallets): for outputs, not for signature matching.
     std::vector<StratumSessionView> sessions() const;
     const dns::Cache& dns_cache() const { return dns_; }
     const NetIntelStats& stats() const { return stats_; }

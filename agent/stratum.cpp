@@ -1,6 +1,7 @@
 #include "agent/stratum.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 
@@ -180,6 +181,41 @@ std::string redact_login(std::string_view login) {
     const std::string_view rest = cut == std::string_view::npos ? "" : login.substr(cut);
     if (wallet.size() <= 16) return std::string(login);
     return std::string(wallet.substr(0, 8)) + "\u2026" + std::string(rest);
+}
+
+namespace {
+
+// A login or worker string whose wallet part redact_login() would cut.
+bool wallet_like(std::string_view value) {
+    const std::string_view wallet = value.substr(0, value.find_first_of("./+"));
+    if (wallet.size() <= 16) return false;
+    return std::all_of(wallet.begin(), wallet.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == ':';
+    });
+}
+
+}  // namespace
+
+std::string redact_wallets(std::string_view line) {
+    std::string out;
+    out.reserve(line.size());
+    size_t at = 0;
+    while (at < line.size()) {
+        if (line[at] != '"') {
+            out += line[at++];
+            continue;
+        }
+        // A string literal, to its closing quote or the end of a cut line.
+        size_t end = at + 1;
+        while (end < line.size() && line[end] != '"') end += line[end] == '\\' ? 2 : 1;
+        end = std::min(end, line.size());
+        const std::string_view value = line.substr(at + 1, end - at - 1);
+        out += '"';
+        out += wallet_like(value) ? redact_login(value) : std::string(value);
+        if (end < line.size()) out += '"';
+        at = end + 1;
+    }
+    return out;
 }
 
 Update Session::feed(NetPayload::Direction direction, std::string_view bytes, uint32_t seq,

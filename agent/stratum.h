@@ -37,6 +37,13 @@ std::optional<double> hashes_from_cryptonote_target(std::string_view hex);
 // worker name kept.
 std::string redact_login(std::string_view login);
 
+// A captured line (JSON-RPC, possibly cut at 512 bytes) with every string
+// value that could carry a wallet shortened as redact_login() does: a value
+// whose part before '.', '+' or '/' is more than 16 letters, digits, '_',
+// '-' or ':' keeps its first 8 and the worker name. What alerts, `gpuguard
+// ps` and logs show of a payload line; signatures match the raw line.
+std::string redact_wallets(std::string_view line);
+
 // What feeding a message changed.
 struct Update {
     bool recognised = false;  // the session became a mining session with this message

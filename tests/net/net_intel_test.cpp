@@ -11,6 +11,7 @@
 #include "agent/correlator.h"
 #include "agent/event_json.h"
 #include "gpuguard/rules/correlation.h"
+#include "gpuguard/siem/siem.h"
 
 namespace gpuguard::agent {
 namespace {
@@ -201,6 +202,65 @@ TEST_F(NetIntelTest, hash_rate_above_the_threshold_is_evidence) {
     ASSERT_EQ(sessions.size(), 1u);
     ASSERT_TRUE(sessions[0].stratum.hash_rate);
     EXPECT_DOUBLE_EQ(*sessions[0].stratum.hash_rate, 4294967296.0);
+}
+
+// The login of each dialect carries the whole wallet; the alert (ECS JSON of
+// GG-CORR-0003, every update) and `gpuguard ps` show its first 8 characters.
+TEST_F(NetIntelTest, wallets_never_reach_the_alerts_or_ps_whole) {
+    const std::string xmr =
+        "44AFFq5kSiGBoZ4NMDwYtN18obc8AemS33DBLWs3H7otXft3XjrpDtQGv7SqSsaBYBb98uNbr2VBBEt7f2wfn3R";
+    const std::string btc = "bc1qtestwalletaddressxxxxxxxxxxxxxxxxx";
+    const std::string eth = "0xb85150eb365e7df0941f0cf08235f987ba91506a";
+    const std::vector<std::pair<std::string, std::vector<std::string>>> sessions = {
+        {xmr,
+         {R"({"id":1,"jsonrpc":"2.0","method":"login","params":{"login":")" + xmr +
+          R"(+1000","pass":"x","agent":"XMRig/6.21.0"}})"}},
+        {btc,
+         {R"({"id":1,"method":"mining.subscribe","params":["cgminer/4.10.0"]})",
+          R"({"params":[")" + btc + R"(.rig1","x"],"id":2,"method":"mining.authorize"})",
+          R"({"params":[")" + btc +
+              R"(.rig1","bf","01","504e86ed","b2957c02"],"id":3,"method":"mining.submit"})"}},
+        {eth,
+         {R"({"id":1,"jsonrpc":"2.0","method":"eth_submitLogin","params":[")" + eth +
+              R"("],"worker":"rig3"})",
+          R"({"id":2,"jsonrpc":"2.0","method":"eth_submitHashrate","params":["0x1dcd6500",")" +
+              eth + R"("]})"}},
+    };
+    uint64_t flow = 1;
+    for (const auto& [wallet, lines] : sessions) {
+        SCOPED_TRACE(wallet);
+        std::vector<Detection> detections;
+        for (size_t i = 0; i < lines.size(); ++i) {
+            for (auto& d : payload((10 * flow + i) * kSecond, NetPayload::Direction::kOut,
+                                   lines[i] + "\n", static_cast<uint32_t>(i), flow)) {
+                detections.push_back(std::move(d));
+            }
+        }
+        size_t alerts = 0;
+        std::string last_ecs;
+        for (const auto& detection : detections) {
+            if (detection.rule_id != "GG-CORR-0003") continue;
+            ++alerts;
+            const std::string ecs = siem::format_ecs_json(detection, HostInfo{});
+            EXPECT_EQ(ecs.find(wallet), std::string::npos) << ecs;
+            EXPECT_EQ(ecs.find(wallet.substr(0, 9)), std::string::npos) << ecs;
+            last_ecs = ecs;
+        }
+        EXPECT_EQ(alerts, lines.size()) << "one detection and an update per line";
+        EXPECT_NE(last_ecs.find(wallet.substr(0, 8) + "\u2026"), std::string::npos) << last_ecs;
+        for (const auto& session : intel_.sessions()) {
+            if (session.stratum.flow != flow) continue;
+            EXPECT_EQ(session.stratum.messages.size(), lines.size());
+            for (const auto& message : session.stratum.messages) {
+                EXPECT_EQ(message.find(wallet), std::string::npos) << message;
+            }
+        }
+        ++flow;
+    }
+    // The journal keeps the raw lines: replay matches signatures on them.
+    EXPECT_TRUE(std::any_of(journal_.begin(), journal_.end(), [&](const std::string& line) {
+        return line.find(btc) != std::string::npos && line.find("\"stratum\"") != std::string::npos;
+    }));
 }
 
 TEST_F(NetIntelTest, non_mining_json_rpc_raises_nothing) {

@@ -175,5 +175,26 @@ TEST(StratumRedact, wallets_are_cut_worker_names_kept) {
               "44AFFq5k\u2026+1000");
 }
 
+TEST(StratumRedact, payload_lines_keep_their_shape_and_lose_the_wallets) {
+    const std::string xmr = "44AFFq5kSiGBoZ4NMDwYtN18obc8AemS33DBLWs3H7otXft3Xjrp";
+    const std::string eth = "0xb85150eb365e7df0941f0cf08235f987ba91506a";
+    EXPECT_EQ(
+        redact_wallets(R"({"id":2,"method":"mining.authorize","params":[")" + eth +
+                       R"(.rig2","x"]})"),
+        "{\"id\":2,\"method\":\"mining.authorize\",\"params\":[\"0xb85150\u2026.rig2\",\"x\"]}");
+    const std::string login = redact_wallets(R"({"method":"login","params":{"login":")" + xmr +
+                                             R"(","pass":"x","agent":"XMRig/6.21.0 Linux x86_64"
+}
+})");
+    EXPECT_EQ(login.find(xmr), std::string::npos);
+    EXPECT_NE(login.find("\"44AFFq5k\u2026\""), std::string::npos);
+    EXPECT_NE(login.find("\"XMRig/6.21.0 Linux x86_64\""), std::string::npos);
+    // A line cut inside the wallet (512-byte capture) is cut too; escapes are skipped.
+    EXPECT_EQ(redact_wallets(R"({"params":[")" + xmr.substr(0, 30)),
+              "{\"params\":[\"44AFFq5k\u2026");
+    EXPECT_EQ(redact_wallets(R"({"a":"x\"y","b":"short"})"), R"({"a":"x\"y","b":"short"})");
+    EXPECT_EQ(redact_wallets(""), "");
+}
+
 }  // namespace
 }  // namespace gpuguard::agent::stratum
