@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <charconv>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
+#include <grp.h>
 #include <pwd.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -199,6 +201,7 @@ Result<BootstrapReport> ProcessTable::bootstrap() {
         processes_[info.pid] = std::move(info);
         ++report.processes;
     }
+    rebuild_candidates();
     enforce_bound();
     return report;
 }
@@ -231,6 +234,22 @@ void ProcessTable::enrich_from_proc(ProcessInfo& info) {
         info.container = container_from_cgroup(info.cgroup_path);
     }
     info.user = user_name(info.uid);
+    info.group = group_name(info.gid);
+}
+
+std::string ProcessTable::group_name(uint32_t gid) {
+    if (const auto found = group_names_.find(gid); found != group_names_.end()) {
+        return found->second;
+    }
+    std::string name;
+    group entry{};
+    group* result = nullptr;
+    std::vector<char> buffer(16384);
+    if (getgrgid_r(gid, &entry, buffer.data(), buffer.size(), &result) == 0 && result) {
+        name = result->gr_name;
+    }
+    group_names_[gid] = name;
+    return name;
 }
 
 std::string ProcessTable::user_name(uint32_t uid) {
@@ -252,6 +271,7 @@ ProcessInfo& ProcessTable::entry(uint32_t pid) {
     ProcessInfo& info = processes_[pid];
     info.pid = pid;
     load_from_proc(info);  // a process we have not seen exec (started before us, or evicted)
+    note_idle(pid);
     return info;
 }
 
@@ -300,6 +320,7 @@ void ProcessTable::apply(const Event& event) {
             info.cmdline = exec.argv;
             info.cmdline_truncated = exec.argv_truncated;
             info.exited = false;
+            table.note_idle(task.pid);
             if (info.holds_gpu()) table.enrich_from_proc(info);  // a GPU fd survived exec
         }
         void operator()(const Fork& fork) {
@@ -322,6 +343,7 @@ void ProcessTable::apply(const Event& event) {
             child.pid = fork.child_pid;
             child.ppid = task.pid;
             table.processes_[fork.child_pid] = std::move(child);
+            table.note_idle(fork.child_pid);
         }
         void operator()(const Exit& exit) {
             auto found = table.processes_.find(task.pid);
@@ -329,6 +351,9 @@ void ProcessTable::apply(const Event& event) {
             ProcessInfo& info = found->second;
             info.exited = true;
             info.exit_ns = event.ts_ns;
+            table.exited_candidates_.emplace_back(info.exit_ns, task.pid);
+            std::push_heap(table.exited_candidates_.begin(), table.exited_candidates_.end(),
+                           std::greater<>{});
             if (exit.signal() != 0) {
                 info.exit_signal = exit.signal();
             } else {
@@ -359,6 +384,7 @@ void ProcessTable::apply(const Event& event) {
                 info.gpus.push_back(GpuHandle{gpu.major, gpu.minor, gpu.fd, 0, false});
             }
             info.exited = false;
+            table.note_idle(task.pid);
         }
     };
     Visitor visitor{*this, event, task};
@@ -397,47 +423,79 @@ std::vector<uint32_t> ProcessTable::evict(uint64_t now_ns) {
     std::vector<uint32_t> gpu_pids;
     const uint64_t grace_ns =
         static_cast<uint64_t>(std::chrono::nanoseconds(options_.exit_grace).count());
-    for (auto it = processes_.begin(); it != processes_.end();) {
-        if (it->second.exited && now_ns >= it->second.exit_ns + grace_ns) {
-            if (it->second.holds_gpu()) gpu_pids.push_back(it->first);
-            it = processes_.erase(it);
-        } else {
-            ++it;
+    auto& exited = exited_candidates_;
+    while (!exited.empty() && now_ns >= exited.front().first + grace_ns) {
+        std::pop_heap(exited.begin(), exited.end(), std::greater<>{});
+        const auto [exit_ns, pid] = exited.back();
+        exited.pop_back();
+        const auto found = processes_.find(pid);
+        if (found == processes_.end() || !found->second.exited ||
+            found->second.exit_ns != exit_ns) {
+            continue;  // gone, running again, or exited again later
         }
+        if (found->second.holds_gpu()) gpu_pids.push_back(pid);
+        processes_.erase(found);
     }
     enforce_bound();
     return gpu_pids;
 }
 
+void ProcessTable::note_idle(uint32_t pid) {
+    idle_candidates_.push_back(pid);
+    std::push_heap(idle_candidates_.begin(), idle_candidates_.end(), std::greater<>{});
+}
+
+void ProcessTable::rebuild_candidates() {
+    exited_candidates_.clear();
+    idle_candidates_.clear();
+    for (const auto& [pid, info] : processes_) {
+        if (info.exited) {
+            exited_candidates_.emplace_back(info.exit_ns, pid);
+        } else if (!info.holds_gpu()) {
+            idle_candidates_.push_back(pid);
+        }
+    }
+    std::make_heap(exited_candidates_.begin(), exited_candidates_.end(), std::greater<>{});
+    std::make_heap(idle_candidates_.begin(), idle_candidates_.end(), std::greater<>{});
+}
+
 void ProcessTable::enforce_bound() {
+    // Stale candidates pile up while the table stays below its bound.
+    if (exited_candidates_.size() + idle_candidates_.size() > 4 * processes_.size() + 4096) {
+        rebuild_candidates();
+    }
     if (processes_.size() <= options_.max_entries) return;
     // Go down to 90 % so a table at its bound does not rescan on every event.
     const size_t target = options_.max_entries - options_.max_entries / 10;
     // Victims in order: exited first (oldest exit), then live processes that
     // hold no GPU (lowest pid first as a stand-in for age). GPU holders stay.
-    std::vector<std::pair<uint64_t, uint32_t>> exited, idle;
-    for (const auto& [pid, info] : processes_) {
-        if (info.exited) {
-            exited.emplace_back(info.exit_ns, pid);
-        } else if (!info.holds_gpu()) {
-            idle.emplace_back(pid, pid);
-        }
-    }
-    // Only which entries go matters, not the order they go in: partition
-    // around the excess-th victim instead of sorting them all.
-    const auto drop = [&](std::vector<std::pair<uint64_t, uint32_t>>& victims, size_t count) {
-        count = std::min(count, victims.size());
-        if (count < victims.size()) {
-            std::nth_element(victims.begin(), victims.begin() + static_cast<std::ptrdiff_t>(count),
-                             victims.end());
-        }
-        for (size_t i = 0; i < count; ++i) processes_.erase(victims[i].second);
-        return count;
-    };
     size_t excess = processes_.size() - target;
-    excess -= drop(exited, excess);
-    if (excess == 0) return;
-    evicted_live_ += drop(idle, excess);
+    auto& exited = exited_candidates_;
+    while (excess > 0 && !exited.empty()) {
+        std::pop_heap(exited.begin(), exited.end(), std::greater<>{});
+        const auto [exit_ns, pid] = exited.back();
+        exited.pop_back();
+        const auto found = processes_.find(pid);
+        if (found == processes_.end() || !found->second.exited ||
+            found->second.exit_ns != exit_ns) {
+            continue;
+        }
+        processes_.erase(found);
+        --excess;
+    }
+    auto& idle = idle_candidates_;
+    while (excess > 0 && !idle.empty()) {
+        std::pop_heap(idle.begin(), idle.end(), std::greater<>{});
+        const uint32_t pid = idle.back();
+        idle.pop_back();
+        const auto found = processes_.find(pid);
+        if (found == processes_.end() || found->second.exited || found->second.holds_gpu()) {
+            continue;  // its next change into an idle entry pushes it again
+        }
+        processes_.erase(found);
+        ++evicted_live_;
+        --excess;
+    }
 }
 
 std::optional<ProcessInfo> ProcessTable::get(uint32_t pid) const {

@@ -76,7 +76,8 @@ struct ProcessInfo {
     std::string exe;  // resolved /proc/PID/exe, or the exec filename until enriched
     std::vector<std::string> cmdline;
     bool cmdline_truncated = false;
-    std::string user;  // name of uid, "" when unknown
+    std::string user;   // name of uid, "" when unknown
+    std::string group;  // name of gid read from the host, "" when unknown (replay: always)
     uint64_t cgroup_id = 0;
     std::string cgroup_path;
     std::optional<ContainerInfo> container;
@@ -152,14 +153,24 @@ class ProcessTable {
     void load_from_proc(ProcessInfo& info);    // identity + cmdline
     void enrich_from_proc(ProcessInfo& info);  // exe, cgroup, container, user
     std::string user_name(uint32_t uid);
+    std::string group_name(uint32_t gid);
     void enforce_bound();
+    // Eviction candidates, so that neither evict() nor enforce_bound() walks
+    // every entry: min-heaps of (exit_ns, pid), pushed at each exit, and of
+    // pids, pushed wherever an entry may become live without a GPU. An entry
+    // may have changed since its push: each candidate is checked when used.
+    void note_idle(uint32_t pid);
+    void rebuild_candidates();
 
     ProcessTableOptions options_;
     IsGpuDevice is_gpu_;
     std::unordered_map<uint32_t, ProcessInfo> processes_;
     std::map<uint32_t, std::string> user_names_;
+    std::map<uint32_t, std::string> group_names_;
     uint64_t last_ioctl_read_ns_ = 0;
     uint64_t evicted_live_ = 0;
+    std::vector<std::pair<uint64_t, uint32_t>> exited_candidates_;
+    std::vector<uint32_t> idle_candidates_;
 };
 
 }  // namespace gpuguard::agent
