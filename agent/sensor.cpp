@@ -12,6 +12,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "agent/sensor_probe.h"
 #include "agent/sensor_support.h"
 #include "events.h"
 #include "gpuguard/common/logging.h"
@@ -73,19 +74,6 @@ std::vector<Key> map_keys(const bpf_map* map) {
         previous = &keys.back();
     }
     return keys;
-}
-
-// The payload programs' preferred variant (bpf/payload.bpf.c): the socket
-// layer's sock_send_length/sock_recv_length tracepoints (6.3+), which only
-// socket I/O reaches; the syscall tracepoints make every write and read of
-// every process pay ~90 ns on 6.18.
-bool payload_tp_btf_supported() {
-#if defined(__x86_64__) || defined(__aarch64__)
-    return libbpf_find_vmlinux_btf_id("sock_send_length", BPF_TRACE_RAW_TP) > 0 &&
-           libbpf_find_vmlinux_btf_id("sock_recv_length", BPF_TRACE_RAW_TP) > 0;
-#else
-    return false;  // the program knows where the syscall number is on these two only
-#endif
 }
 
 // A program and the tracepoint it needs, for per-hook probing before load.
@@ -211,8 +199,19 @@ Result<Sensor> Sensor::open(const SensorOptions& options, EventHandler handler) 
         {skel->progs.gg_exit_recvfrom, "syscalls", "sys_exit_recvfrom", false},
         {skel->progs.gg_exit_recvmsg, "syscalls", "sys_exit_recvmsg", false},
     };
-    const bool payload_btf =
-        config.payload_capture && !config.payload_syscall_hooks && payload_tp_btf_supported();
+    // The payload programs' preferred variant (bpf/payload.bpf.c): the socket
+    // layer's sock_send_length/sock_recv_length tracepoints (6.3+), which only
+    // socket I/O reaches; the syscall tracepoints make every write and read of
+    // every process pay ~90 ns on 6.18. Decided by the probe `gpuguard probe`
+    // reports: the tracepoints must exist, load and attach here.
+    bool payload_btf = false;
+    if (config.payload_capture && !config.payload_syscall_hooks) {
+        const FeatureStatus socket_layer =
+            probe_socket_layer(open_opts.btf_custom_path ? open_opts.btf_custom_path : "");
+        payload_btf = socket_layer.available;
+        log->debug("probe sock_send_length: {} ({})",
+                   socket_layer.available ? "available" : "unavailable", socket_layer.detail);
+    }
     skel->rodata->cfg_nr_write = SYS_write;
     skel->rodata->cfg_nr_sendto = SYS_sendto;
     skel->rodata->cfg_nr_sendmsg = SYS_sendmsg;

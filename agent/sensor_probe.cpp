@@ -83,6 +83,35 @@ FeatureStatus probe_bpf_lsm(const std::string& btf_path) {
     return lsm;
 }
 
+FeatureStatus probe_socket_layer(const std::string& btf_path) {
+    install_libbpf_logger();
+    QuietLibbpf quiet;  // a kernel without the tracepoints answers with a refusal
+    FeatureStatus status{"sock_send_length",
+                         "socket-layer tracepoints sock_send_length/sock_recv_length (payload "
+                         "capture without a syscall hook)",
+                         false, false, ""};
+    const std::pair<const char*, ProgramPicker> programs[] = {
+        {"sock_send_length", [](auto* s) { return s->progs.gg_probe_sksend; }},
+        {"sock_recv_length", [](auto* s) { return s->progs.gg_probe_skrecv; }},
+    };
+    for (const auto& [name, pick] : programs) {
+        const std::string failure = load_one(pick, true, btf_path);
+        if (!failure.empty()) {
+            status.detail = std::string(name) + ": " + failure;
+            return status;
+        }
+    }
+#if defined(__x86_64__) || defined(__aarch64__)
+    status.available = true;
+    status.detail = "test programs loaded and attached on both";
+#else
+    status.detail =
+        "test programs loaded and attached, but the payload programs find the system call "
+        "on x86-64 and arm64 only";
+#endif
+    return status;
+}
+
 std::vector<FeatureStatus> probe_kernel_features(const ProbeOptions& options) {
     const std::string& btf = options.btf_path;
     install_libbpf_logger();
@@ -126,6 +155,7 @@ std::vector<FeatureStatus> probe_kernel_features(const ProbeOptions& options) {
     features.push_back(program_feature(
         "tp_btf", "BTF-typed raw tracepoints", false,
         [](auto* s) { return s->progs.gg_probe_tpbtf; }, true, btf));
+    features.push_back(probe_socket_layer(btf));
     features.push_back(program_feature(
         "fentry", "fentry/fexit on kernel functions", false,
         [](auto* s) { return s->progs.gg_probe_fentry; }, true, btf));

@@ -32,4 +32,11 @@ std::vector<FeatureStatus> probe_kernel_features(const ProbeOptions& options);
 // lsm/file_open). `btf_path`: sensor.btf, "" = the kernel's.
 FeatureStatus probe_bpf_lsm(const std::string& btf_path);
 
+// Only the "sock_send_length" probe: whether tp_btf programs on the socket
+// layer's sock_send_length and sock_recv_length tracepoints (6.3+) load and
+// attach, and the payload programs can read the system call behind them
+// (x86-64, arm64). The sensor picks the payload variant from it
+// (docs/network.md). `btf_path`: sensor.btf, "" = the kernel's.
+FeatureStatus probe_socket_layer(const std::string& btf_path);
+
 }  // namespace gpuguard::agent

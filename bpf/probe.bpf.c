@@ -35,6 +35,19 @@ int BPF_PROG(gg_probe_tpbtf, struct pt_regs *regs, long id)
 	return 0;
 }
 
+/* The socket layer's tracepoints (6.3+) that the payload programs prefer. */
+SEC("tp_btf/sock_send_length")
+int BPF_PROG(gg_probe_sksend, struct sock *sk, int ret, int flags)
+{
+	return 0;
+}
+
+SEC("tp_btf/sock_recv_length")
+int BPF_PROG(gg_probe_skrecv, struct sock *sk, int ret, int flags)
+{
+	return 0;
+}
+
 SEC("fentry/do_nanosleep")
 int BPF_PROG(gg_probe_fentry)
 {

@@ -1,13 +1,16 @@
 // `gpuguard probe`: every feature is decided by loading a program and
 // reported with a reason; what this host refuses is reported, not fatal.
+#include <algorithm>
 #include <set>
 
+#include <bpf/libbpf.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "agent/sensor_probe.h"
 #include "tests/support/privileged.h"
 #include "tests/support/run_command.h"
+#include "tests/support/sensor_harness.h"
 
 namespace gpuguard::agent {
 namespace {
@@ -27,9 +30,9 @@ TEST(SensorProbe, reports_every_feature_with_a_reason) {
             EXPECT_NE(feature.detail.find(": E"), std::string::npos) << feature.detail;
         }
     }
-    for (const char* expected :
-         {"btf", "tracefs", "ring_buffer", "tracepoint", "raw_tracepoint", "tp_btf", "fentry",
-          "bpf_lsm", "cgroup_device", "cgroup_connect", "bpf_send_signal"}) {
+    for (const char* expected : {"btf", "tracefs", "ring_buffer", "tracepoint", "raw_tracepoint",
+                                 "tp_btf", "sock_send_length", "fentry", "bpf_lsm", "cgroup_device",
+                                 "cgroup_connect", "bpf_send_signal"}) {
         EXPECT_TRUE(names.contains(expected)) << expected;
     }
 }
@@ -40,10 +43,48 @@ TEST(SensorProbe, cli_prints_json_and_succeeds) {
     ASSERT_EQ(result.exit_code, 0) << result.stderr_text;
     const auto parsed = nlohmann::json::parse(result.stdout_text);
     ASSERT_TRUE(parsed.is_array());
-    EXPECT_EQ(parsed.size(), 11u);
+    EXPECT_EQ(parsed.size(), 12u);
     for (const auto& feature : parsed) {
         EXPECT_TRUE(feature["available"].is_boolean());
         EXPECT_TRUE(feature["detail"].is_string());
+    }
+}
+
+// The socket-layer payload hooks: available exactly where the kernel's BTF
+// has both tracepoints (6.3+), and the sensor attaches the variant the probe
+// picks.
+TEST(SensorProbe, socket_layer_hooks_decide_the_payload_variant) {
+    GG_REQUIRE_PRIVILEGED();
+    const FeatureStatus socket_layer = probe_socket_layer("");
+    EXPECT_EQ(socket_layer.name, "sock_send_length");
+    const bool in_btf = libbpf_find_vmlinux_btf_id("sock_send_length", BPF_TRACE_RAW_TP) > 0 &&
+                        libbpf_find_vmlinux_btf_id("sock_recv_length", BPF_TRACE_RAW_TP) > 0;
+    EXPECT_EQ(socket_layer.available, in_btf) << socket_layer.detail;
+    if (!socket_layer.available) {
+        EXPECT_NE(socket_layer.detail.find(": E"), std::string::npos) << socket_layer.detail;
+    }
+    const auto features = probe_kernel_features(ProbeOptions{});
+    const auto listed = std::find_if(features.begin(), features.end(),
+                                     [](const auto& f) { return f.name == "sock_send_length"; });
+    ASSERT_NE(listed, features.end());
+    EXPECT_EQ(listed->available, socket_layer.available);
+    EXPECT_FALSE(listed->required);
+
+    for (const bool syscall_hooks : {false, true}) {
+        gpuguard::testing::SensorHarness harness;
+        SensorOptions options;
+        options.config.payload_syscall_hooks = syscall_hooks;
+        const auto error = harness.open(options);
+        ASSERT_FALSE(error) << *error;
+        const auto hooks = harness.sensor().attached_hooks();
+        const auto has = [&](const char* hook) {
+            return std::find(hooks.begin(), hooks.end(), hook) != hooks.end();
+        };
+        const bool socket_variant = socket_layer.available && !syscall_hooks;
+        EXPECT_EQ(has("tp_btf/sock_send_length"), socket_variant);
+        EXPECT_EQ(has("tp_btf/sock_recv_length"), socket_variant);
+        EXPECT_EQ(has("syscalls/sys_enter_write"), !socket_variant);
+        EXPECT_EQ(has("syscalls/sys_exit_recvfrom"), !socket_variant);
     }
 }
 
