@@ -20,12 +20,42 @@ void push_bounded(std::deque<std::string>& list, std::string entry, size_t keep)
 
 }  // namespace
 
-ActivityLog::ActivityLog(size_t keep, std::chrono::seconds block_ttl)
-    : keep_(keep), block_ttl_(block_ttl) {}
+ActivityLog::ActivityLog(size_t keep, std::chrono::seconds block_ttl, Clock clock)
+    : keep_(keep),
+      block_ttl_(block_ttl),
+      clock_(clock ? std::move(clock) : Clock([] { return std::chrono::steady_clock::now(); })) {}
+
+namespace {
+
+int64_t minute_of(std::chrono::steady_clock::time_point at) {
+    return std::chrono::duration_cast<std::chrono::minutes>(at.time_since_epoch()).count();
+}
+
+}  // namespace
+
+ActivityLog::LastHour& ActivityLog::this_minute() {
+    const int64_t now = minute_of(clock_());
+    while (!minutes_.empty() && minutes_.front().minute <= now - 60) minutes_.pop_front();
+    if (minutes_.empty() || minutes_.back().minute != now) minutes_.push_back(Minute{now, {}});
+    return minutes_.back().counts;
+}
+
+ActivityLog::LastHour ActivityLog::last_hour() const {
+    const int64_t now = minute_of(clock_());
+    LastHour total;
+    std::lock_guard lock(mutex_);
+    for (const auto& [minute, counts] : minutes_) {
+        if (minute <= now - 60) continue;  // the current minute and the 59 before it
+        total.detections += counts.detections;
+        for (const auto& [outcome, count] : counts.actions) total.actions[outcome] += count;
+    }
+    return total;
+}
 
 void ActivityLog::record(const Detection& detection) {
     std::string json = siem::format_ecs_json(detection, HostInfo{});
     std::lock_guard lock(mutex_);
+    ++this_minute().detections;
     push_bounded(detections_, std::move(json), keep_);
     ++detections_by_rule_[{detection.rule_id, to_string(detection.severity)}];
 }
@@ -33,6 +63,7 @@ void ActivityLog::record(const Detection& detection) {
 void ActivityLog::record(const EnforcementOutcome& outcome) {
     std::string json = siem::format_ecs_json(outcome, HostInfo{});
     std::lock_guard lock(mutex_);
+    ++this_minute().actions[outcome.outcome.empty() ? "unknown" : outcome.outcome];
     push_bounded(actions_, std::move(json), keep_);
     ++actions_by_rule_[{outcome.rule_id, outcome.action, outcome.outcome}];
     if (outcome.action == "block_ip" && outcome.outcome == "success" && outcome.peer) {

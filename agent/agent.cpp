@@ -1,6 +1,7 @@
 #include "agent/agent.h"
 
 #include <chrono>
+#include <deque>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -26,6 +27,7 @@
 #include "agent/process_table.h"
 #include "agent/sensor.h"
 #include "agent/sensor_enforce.h"
+#include "agent/rule_pack_version.h"
 #include "agent/sensor_probe.h"
 #include "agent/telemetry.h"
 #include "gpuguard/backends/backends.h"
@@ -130,6 +132,7 @@ struct Agent::Impl {
     int64_t realtime_offset_ns = 0;
     uint64_t started_ns = 0;
     BootstrapReport bootstrap;
+    std::deque<std::pair<uint64_t, uint64_t>> delivered_samples;  // (monotonic ns, delivered), 60 s
 
     bool is_gpu(uint32_t major, uint32_t minor) const {
         for (const auto& device : devices) {
@@ -785,9 +788,11 @@ Result<std::unique_ptr<Agent>> Agent::start(AgentOptions options) {
         for (const auto& process : impl->table->gpu_processes()) {
             snapshot.push_back(journal::snapshot_event(process, now));
         }
-        auto writer = journal::JournalWriter::open(journal::journal_options(config.journal),
-                                                   journal::local_identity("builtin"),
-                                                   std::move(snapshot), impl->devices);
+        auto writer = journal::JournalWriter::open(
+            journal::journal_options(config.journal),
+            journal::local_identity(
+                rule_pack_version(*impl->rules_watcher->current(), impl->correlator->rules())),
+            std::move(snapshot), impl->devices);
         if (!writer) {
             // Detection and enforcement go on without it; the operator must know.
             log->error("journal disabled: {}", writer.error().message);
@@ -865,7 +870,7 @@ Status Agent::run(const volatile std::sig_atomic_t* stop) {
             std::lock_guard lock(impl.mutex);
             for (const auto& event : telemetry_events(snapshot, now)) impl.on_event(event);
         }
-        if (now < next_ioctl_read && now < next_drop_check) continue;
+        if (now < next_ioctl_read && now < next_drop_check && now < next_rate_sample) continue;
         std::lock_guard lock(impl.mutex);
         if (now >= next_ioctl_read) {
             next_ioctl_read = now + ioctl_interval_ns;
@@ -935,6 +940,7 @@ std::string Agent::status_json_of(const Impl& impl) {
     const auto gpu_processes = impl.table->gpu_processes();
     size_t live_gpu = 0;
     for (const auto& process : gpu_processes) live_gpu += !process.exited;
+    uint64_t next_rate_sample = monotonic_ns();
     return json{
         {"version", GPUGUARD_VERSION},
         {"pid", getpid()},
@@ -946,7 +952,13 @@ std::string Agent::status_json_of(const Impl& impl) {
         {"dropped", stats.total_dropped()},
         {"decode_errors", stats.decode_errors},
         {"gpu_devices", devices},
-        {"rules", json{{"signatures", impl.rules_watcher->current()->effective().size()},
+        {"events_per_s", events_per_s},
+        {"gpus", gpus},
+        {"enforcement", enforcement},
+        {"last_hour", json{{"detections", last_hour.detections}, {"actions", last_hour.actions}}},
+        {"rules", json{{"version", rule_pack_version(*impl.rules_watcher->current(),
+                                                     impl.correlator->rules())},
+                       {"signatures", impl.rules_watcher->current()->effective().size()},
                        {"correlation_rules", impl.correlator->rules().size()},
                        {"reloads", impl.rules_watcher->reloads()},
                        {"rejected", impl.rules_watcher->rejected()}}},
@@ -957,6 +969,14 @@ std::string Agent::status_json_of(const Impl& impl) {
                                         {"writing", impl.journal->stats().writing},
                                         {"last_error", impl.journal->stats().last_error}}
                                  : json(nullptr)},
+        if (now >= next_rate_sample) {
+            next_rate_sample = now + 1'000'000'000ull;
+            auto& samples = impl.delivered_samples;
+            samples.emplace_back(now, impl.sensor->stats().delivered);
+            while (samples.size() > 2 && now - samples.front().first > 60'000'000'000ull) {
+                samples.pop_front();
+            }
+        }
         {"outputs", outputs},
         {"yara", impl.exe_scans ? yara_status_json(impl.exe_scans->stats()) : json(nullptr)},
         {"detections", json{{"raised", impl.correlator->stats().detections},
@@ -993,3 +1013,37 @@ std::string Agent::ps_json_of(const Impl& impl) {
 }
 
 }  // namespace gpuguard::agent
+    // Over the last minute (events/s), from the loop's once-a-second samples.
+    json events_per_s = nullptr;
+    if (impl.delivered_samples.size() >= 2) {
+        const auto& [first_ns, first] = impl.delivered_samples.front();
+        const auto& [last_ns, last] = impl.delivered_samples.back();
+        events_per_s =
+            static_cast<double>(last - first) * 1e9 / static_cast<double>(last_ns - first_ns);
+    }
+    json gpus = json::array();
+    for (const auto& device : telemetry.devices) {
+        json gpu{{"index", device.index},
+                 {"model", device.model},
+                 {"driver", device.driver},
+                 {"bus_id", device.bus_id}};
+        for (const auto& sample : telemetry.gpus) {
+            if (sample.gpu != device.index) continue;
+            if (sample.gpu_utilization_percent) {
+                gpu["utilization_percent"] = *sample.gpu_utilization_percent;
+            }
+            if (sample.memory_used_bytes) gpu["memory_used_bytes"] = *sample.memory_used_bytes;
+            if (sample.memory_total_bytes) gpu["memory_total_bytes"] = *sample.memory_total_bytes;
+        }
+        gpus.push_back(std::move(gpu));
+    }
+    const auto last_hour = impl.activity->last_hour();
+    const json enforcement{
+        {"dry_run", impl.options.config.enforcement.dry_run},
+        {"kill_now", impl.known_bad != nullptr},
+        {"deny_gpu", !impl.kernel_enforcer                ? "unavailable"
+                     : impl.kernel_enforcer->lsm_loaded() ? "cgroup/dev + BPF LSM"
+                                                          : "cgroup/dev"},
+        {"block_ip", impl.connect_filter ? "cgroup/connect"
+                     : impl.nft          ? "nftables"
+                                         : "on first use"}};

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <optional>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "agent/cli.h"
@@ -137,15 +138,33 @@ int run_status(const Context& context, const QueryOptions& options) {
     const json& s = *status;
     std::printf("gpuguard %s, pid %d, up %.0f s\n", s["version"].get<std::string>().c_str(),
                 s["pid"].get<int>(), s["uptime_s"].get<double>());
-    std::printf("hooks: %zu attached, ring buffer %u KiB\n", s["hooks"].size(),
-                s["ring_buffer_kb"].get<uint32_t>());
-    std::printf("events: %llu delivered, %llu dropped, %llu undecodable\n",
-                static_cast<unsigned long long>(s["delivered"].get<uint64_t>()),
+    const json& rules = s["rules"];
+    std::printf("rules: %s, %zu signatures, %zu correlation rules (%llu reloads, %llu rejected)\n",
+                rules["version"].get<std::string>().c_str(), rules["signatures"].get<size_t>(),
+                rules["correlation_rules"].get<size_t>(),
+                static_cast<unsigned long long>(rules["reloads"].get<uint64_t>()),
+                static_cast<unsigned long long>(rules["rejected"].get<uint64_t>()));
+    std::string hooks;
+    for (const auto& hook : s["hooks"]) hooks += " " + hook.get<std::string>();
+    std::printf("hooks: %zu attached, ring buffer %u KiB:%s\n", s["hooks"].size(),
+                s["ring_buffer_kb"].get<uint32_t>(), hooks.c_str());
+    const json& enforcement = s["enforcement"];
+    std::printf("enforcement: %s; kill_now %s; deny_gpu %s; block_ip %s\n",
+                enforcement["dry_run"].get<bool>() ? "dry run" : "on",
+                enforcement["kill_now"].get<bool>() ? "in the kernel" : "unavailable",
+                enforcement["deny_gpu"].get<std::string>().c_str(),
+                enforcement["block_ip"].get<std::string>().c_str());
+    const std::string rate =
+        s["events_per_s"].is_number()
+            ? fmt::format(", {:.1f}/s over the last minute", s["events_per_s"].get<double>())
+            : "";
+    std::printf("events: %llu delivered%s, %llu dropped, %llu undecodable\n",
+                static_cast<unsigned long long>(s["delivered"].get<uint64_t>()), rate.c_str(),
                 static_cast<unsigned long long>(s["dropped"].get<uint64_t>()),
                 static_cast<unsigned long long>(s["decode_errors"].get<uint64_t>()));
-    std::printf("  %-10s %12s %10s\n", "TYPE", "EMITTED", "DROPPED");
+    std::printf("  %-12s %12s %10s\n", "TYPE", "EMITTED", "DROPPED");
     for (const auto& [type, counts] : s["events"].items()) {
-        std::printf("  %-10s %12llu %10llu\n", type.c_str(),
+        std::printf("  %-12s %12llu %10llu\n", type.c_str(),
                     static_cast<unsigned long long>(counts["emitted"].get<uint64_t>()),
                     static_cast<unsigned long long>(counts["dropped"].get<uint64_t>()));
     }
@@ -160,6 +179,30 @@ int run_status(const Context& context, const QueryOptions& options) {
                     device["driver"].get<std::string>().c_str());
     }
     std::printf("%s\n", s["gpu_devices"].empty() ? " none" : "");
+    for (const auto& gpu : s["gpus"]) {
+        const std::string util =
+            gpu.contains("utilization_percent")
+                ? fmt::format("{:.0f}%", gpu["utilization_percent"].get<double>())
+                : "-";
+        const std::string memory =
+            gpu.contains("memory_used_bytes") && gpu.contains("memory_total_bytes")
+                ? fmt::format("{} / {} MiB", gpu["memory_used_bytes"].get<uint64_t>() >> 20,
+                              gpu["memory_total_bytes"].get<uint64_t>() >> 20)
+                : "-";
+        std::printf("GPU %u: %s (%s, %s), utilisation %s, memory %s\n",
+                    gpu["index"].get<uint32_t>(), gpu["model"].get<std::string>().c_str(),
+                    gpu["driver"].get<std::string>().c_str(),
+                    gpu["bus_id"].get<std::string>().c_str(), util.c_str(), memory.c_str());
+    }
+    const json& hour = s["last_hour"];
+    std::string actions;
+    for (const auto& [outcome, count] : hour["actions"].items()) {
+        actions +=
+            fmt::format("{}{} {}", actions.empty() ? "" : ", ", count.get<uint64_t>(), outcome);
+    }
+    std::printf("last hour: %llu detection(s); actions: %s\n",
+                static_cast<unsigned long long>(hour["detections"].get<uint64_t>()),
+                actions.empty() ? "none" : actions.c_str());
     print_outputs(s["outputs"]);
     return 0;
 }

@@ -423,3 +423,53 @@ TEST_F(ObservedAgentTest, plain_status_prints_every_sinks_counters_and_health) {
 }
 
 }  // namespace
+
+namespace {
+
+// `gpuguard status` is one screen: the rule version in force, the hooks
+// attached, how enforcement runs, the event rate, each GPU with its load and
+// memory, and the last hour's detections and actions (issue 12).
+TEST_F(ObservedAgentTest, status_is_one_screen_of_rules_hooks_gpus_rates_and_the_last_hour) {
+    const auto config = (dir_ / "gpuguard.yaml").string();
+    nlohmann::json status;
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    do {  // the rate needs two of the loop's once-a-second samples
+        const auto report =
+            gpuguard::testing::run_command({GPUGUARD_BINARY, "status", "--json", "-c", config});
+        ASSERT_EQ(report.exit_code, 0) << report.stderr_text;
+        status = nlohmann::json::parse(report.stdout_text);
+        if (status["events_per_s"].is_number()) break;
+        std::this_thread::sleep_for(200ms);
+    } while (std::chrono::steady_clock::now() < deadline);
+    ASSERT_TRUE(status["events_per_s"].is_number()) << status.dump(2);
+    EXPECT_GE(status["events_per_s"].get<double>(), 0.0);
+    EXPECT_TRUE(std::regex_match(status["rules"]["version"].get<std::string>(),
+                                 std::regex(R"(\d+s\d+c-[0-9a-f]{16})")))
+        << status["rules"];
+    EXPECT_EQ(status["last_hour"]["detections"].get<uint64_t>() >= 1, true) << status["last_hour"];
+    EXPECT_GE(status["last_hour"]["actions"].value("dry_run", 0u), 1u) << status["last_hour"];
+    EXPECT_EQ(status["enforcement"]["dry_run"], true);
+    ASSERT_EQ(status["gpus"].size(), 1u) << status["gpus"];
+    EXPECT_EQ(status["gpus"][0]["utilization_percent"], 97);
+    EXPECT_EQ(status["gpus"][0]["memory_used_bytes"], 1ull << 30);
+
+    const auto text = gpuguard::testing::run_command({GPUGUARD_BINARY, "status", "-c", config});
+    ASSERT_EQ(text.exit_code, 0) << text.stderr_text;
+    const std::string& screen = text.stdout_text;
+    EXPECT_NE(screen.find("rules: " + status["rules"]["version"].get<std::string>() + ", "),
+              std::string::npos)
+        << screen;
+    EXPECT_NE(screen.find(" syscalls/sys_exit_openat"), std::string::npos) << "hooks by name\n"
+                                                                           << screen;
+    EXPECT_NE(screen.find("enforcement: dry run;"), std::string::npos) << screen;
+    EXPECT_NE(screen.find("/s over the last minute"), std::string::npos) << screen;
+    EXPECT_NE(screen.find("GPU 0: NVIDIA H100 80GB HBM3 (nvidia, 0000:3b:00.0), utilisation "
+                          "97%, memory 1024 / 81920 MiB"),
+              std::string::npos)
+        << screen;
+    EXPECT_TRUE(std::regex_search(
+        screen, std::regex(R"(last hour: [1-9]\d* detection\(s\); actions: .*\d+ dry_run)")))
+        << screen;
+}
+
+}  // namespace
