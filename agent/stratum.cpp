@@ -16,6 +16,7 @@ constexpr size_t kMaxPending = 256;
 constexpr size_t kMaxMessageChars = 512;
 constexpr uint32_t kNoiseClientAct = 64;   // Stratum v2: initiator's first handshake message
 constexpr uint32_t kNoiseServerAct = 170;  // responder's answer
+constexpr std::string_view kNoiseHandshakeLine = "noise_handshake client_act=64 server_act=170";
 
 // The method names of each dialect that no ordinary JSON-RPC API uses,
 // kept as family + name: the agent's own executable must not carry the
@@ -88,6 +89,9 @@ std::optional<double> number_or_hex(const json& value) {
     std::string text = value.get<std::string>();
     if (text.starts_with("0x") || text.starts_with("0X")) {
         text.erase(0, 2);
+        // EthereumStratum/2.0.0 sends rates as 32-byte hex: leading zeros do not count.
+        const size_t digits = text.find_first_not_of('0');
+        text.erase(0, std::min(digits, text.size() > 0 ? text.size() - 1 : 0));
         if (text.empty() || text.size() > 16 ||
             text.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos) {
             return std::nullopt;
@@ -237,11 +241,17 @@ Update Session::feed(NetPayload::Direction direction, std::string_view bytes, ui
         }
     }
     // Stratum v2 opens with a Noise NX handshake of fixed sizes; nothing else
-    // sends exactly 64 bytes of binary and gets exactly 170 back.
+    // sends exactly 64 bytes of binary and gets exactly 170 back. The
+    // connection must go on past the handshake (SetupConnection follows at
+    // once): a probe that closes after the answer is not a session.
+    if (seq > 0) after_handshake_ = true;
     if (protocol_ == Protocol::kUnknown && first_out_binary_ &&
-        first_out_size_ == kNoiseClientAct && first_in_size_ == kNoiseServerAct) {
+        first_out_size_ == kNoiseClientAct && first_in_size_ == kNoiseServerAct &&
+        after_handshake_) {
         set_protocol(Protocol::kStratum2, update);
-        method_seen("noise_handshake", "", update);
+        // The handshake bytes are random: what payload signatures match is
+        // this line, which no JSON-RPC line can be (GG-STRATUM-0023).
+        method_seen("noise_handshake", kNoiseHandshakeLine, update);
     }
     return update;
 }
@@ -426,6 +436,14 @@ void Session::line(NetPayload::Direction direction, std::string_view text, uint6
     if (is(method, kMining, "set_difficulty")) {
         if (const json* difficulty = param_at(message, 0); difficulty && difficulty->is_number()) {
             set_share_hashes(hashes_from_difficulty(difficulty->get<double>()), update);
+        }
+    } else if (is(method, kMining, "set")) {
+        // EthereumStratum/2.0.0: {"target":"0x0112e0be..."}, leading zeros left out.
+        if (const json* target = param(message, "target"); target && target->is_string()) {
+            std::string hex = target->get<std::string>();
+            if (hex.starts_with("0x") || hex.starts_with("0X")) hex.erase(0, 2);
+            if (!hex.empty() && hex.size() < 64) hex.insert(0, 64 - hex.size(), '0');
+            set_share_hashes(hashes_from_target256(hex), update);
         }
     } else if (is(method, kMining, "set_target")) {
         if (const json* target = param_at(message, 0); target && target->is_string()) {

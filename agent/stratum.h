@@ -99,6 +99,7 @@ class Session {
     uint32_t first_out_size_ = 0;  // Stratum v2: sizes of the first message each way
     uint32_t first_in_size_ = 0;
     bool first_out_binary_ = false;
+    bool after_handshake_ = false;  // a second message either way
 };
 
 }  // namespace gpuguard::agent::stratum

@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -75,6 +76,9 @@ class TestServer {
         if (stop_) return;
         const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
         if (fd < 0) return;
+        // A greeting of several lines arrives at once, not one delayed ACK later.
+        const int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         std::string pending;
         char buffer[4096];
         pollfd client{fd, POLLIN, 0};
@@ -115,7 +119,9 @@ std::string id_of(const std::string& line) {
 // hashes one share stands for at the difficulty the pool sets.
 struct Dialect {
     const char* name;
-    std::vector<std::string> login;  // the miner's opening requests
+    const char* protocol;            // Stratum::protocol expected
+    const char* first_method;        // recognised from this request, before any answer
+    std::vector<std::string> login;  // the miner's opening requests, one answer line each
     TestServer::Respond pool;
     std::function<std::string(int)> submit;  // the i-th share
     double share_hashes;
@@ -124,6 +130,8 @@ struct Dialect {
 std::vector<Dialect> dialects() {
     return {
         {"stratum1",
+         "stratum1",
+         "mining.subscribe",
          {R"({"id":1,"method":"mining.subscribe","params":["cgminer/4.10.0"]})",
           R"({"params":["bc1qtestwalletaddressxxxxxxxxxxxxxxxxx.rig1","x"],"id":2,"method":"mining.authorize"})"},
          [](const std::string& line) -> std::vector<std::string> {
@@ -141,6 +149,8 @@ std::vector<Dialect> dialects() {
          },
          8 * 4294967296.0},
         {"cryptonote",
+         "cryptonote",
+         "login",
          {R"({"id":1,"jsonrpc":"2.0","method":"login","params":{"login":"44AFFq5kSiGBoZ4NMDwYtN18obc8AemS33DBLWs3H7otXft3XjrpDtQGv7SqSsaBYBb98uNbr2VBBEt7f2wfn3RVGQBEP3A","pass":"x","agent":"XMRig/6.21.0"}})"},
          [](const std::string& line) -> std::vector<std::string> {
              if (line.find("\"login\"") != std::string::npos) {
@@ -156,6 +166,8 @@ std::vector<Dialect> dialects() {
          },
          10000.0},
         {"ethereumstratum",
+         "ethereumstratum",
+         "mining.subscribe",
          {R"({"id":1,"method":"mining.subscribe","params":["ethminer/0.19","EthereumStratum/1.0.0"]})",
           R"({"id":2,"method":"mining.authorize","params":["0xb85150eb365e7df0941f0cf08235f987ba91506a.rig2","x"]})"},
          [](const std::string& line) -> std::vector<std::string> {
@@ -169,6 +181,55 @@ std::vector<Dialect> dialects() {
          [](int i) {
              return R"({"id":)" + std::to_string(100 + i) +
                     R"(,"method":"mining.submit","params":["rig2","bf","0x6a3c"]})";
+         },
+         4294967296.0},
+        // ETHPROXY (getwork over a stratum connection): the work package's
+        // third element is the share target, 2^224: 2^32 hashes per share.
+        {"ethproxy",
+         "ethproxy",
+         "eth_submitLogin",
+         {R"({"id":1,"jsonrpc":"2.0","method":"eth_submitLogin","params":["0xb85150eb365e7df0941f0cf08235f987ba91506a"],"worker":"rig3"})",
+          R"({"id":2,"jsonrpc":"2.0","method":"eth_submitHashrate","params":["0x1dcd6500","0x59daa26581d0acd1fce254fb7e85952f4c09d0915afd33d3886cd914bc7d283c"]})",
+          R"({"id":3,"jsonrpc":"2.0","method":"eth_getWork","params":[]})"},
+         [](const std::string& line) -> std::vector<std::string> {
+             if (line.find("eth_getWork") != std::string::npos) {
+                 return {
+                     R"({"id":3,"jsonrpc":"2.0","result":["0x645cf20198c2f3861e947d4f67e3ab63b7b2e24dcc9095bd9123e7b33371f6cc","0xabad1dea","0x0000000100000000000000000000000000000000000000000000000000000000"]})"};
+             }
+             return {R"({"id":)" + id_of(line) + R"(,"jsonrpc":"2.0","result":true})"};
+         },
+         [](int i) {
+             return R"({"id":)" + std::to_string(100 + i) +
+                    R"(,"jsonrpc":"2.0","method":"eth_submitWork","params":["0xa60b68765fccd712","0x645cf20198c2f3861e947d4f67e3ab63b7b2e24dcc9095bd9123e7b33371f6cc","0x5bb5ba1e"]})";
+         },
+         4294967296.0},
+        // EthereumStratum/2.0.0: mining.hello first; the target comes in
+        // mining.set without its leading zeros (2^224: 2^32 hashes per share).
+        {"ethereumstratum2",
+         "ethereumstratum",
+         "mining.hello",
+         {R"({"id":0,"jsonrpc":"2.0","method":"mining.hello","params":{"agent":"ethminer-0.19","host":"127.0.0.1","port":"4444","proto":"EthereumStratum/2.0.0"}})",
+          R"({"id":1,"jsonrpc":"2.0","method":"mining.subscribe"})",
+          R"({"id":2,"jsonrpc":"2.0","method":"mining.authorize","params":["0xb85150eb365e7df0941f0cf08235f987ba91506a.rig4","x"]})"},
+         [](const std::string& line) -> std::vector<std::string> {
+             if (line.find("mining.hello") != std::string::npos) {
+                 return {
+                     R"({"id":0,"jsonrpc":"2.0","result":{"proto":"EthereumStratum/2.0.0","encoding":"plain","resume":1,"timeout":30,"maxerrors":5,"node":"test"}})"};
+             }
+             if (line.find("mining.subscribe") != std::string::npos) {
+                 return {R"({"id":1,"jsonrpc":"2.0","result":"s-12345"})"};
+             }
+             if (line.find("mining.authorize") != std::string::npos) {
+                 return {
+                     R"({"id":2,"jsonrpc":"2.0","result":"w1"})",
+                     R"({"jsonrpc":"2.0","method":"mining.set","params":{"epoch":"dc","target":"0x100000000000000000000000000000000000000000000000000000000","algo":"ethash","extranonce":"af4c"}})",
+                     R"({"jsonrpc":"2.0","method":"mining.notify","params":["bf0488aa","0x645cf20198c2f3861e947d4f67e3ab63b7b2e24dcc9095bd9123e7b33371f6cc",false]})"};
+             }
+             return {R"({"id":)" + id_of(line) + R"(,"jsonrpc":"2.0"})"};
+         },
+         [](int i) {
+             return R"({"id":)" + std::to_string(100 + i) +
+                    R"(,"jsonrpc":"2.0","method":"mining.submit","params":["bf0488aa","0xa60b68765fccd712","w1"]})";
          },
          4294967296.0},
     };
@@ -203,6 +264,14 @@ bool read_lines(int fd, int lines) {
         seen += static_cast<int>(std::count(buffer, buffer + n, '\n'));
     }
     return true;
+}
+
+// Reads whatever has arrived, without waiting.
+void drain_input(int fd) {
+    char buffer[4096];
+    pollfd wait{fd, POLLIN, 0};
+    while (poll(&wait, 1, 0) > 0 && read(fd, buffer, sizeof(buffer)) > 0) {
+    }
 }
 
 int connect_v4(const char* address, uint16_t port) {
@@ -324,6 +393,7 @@ class PayloadTracingTest : public ::testing::TestWithParam<bool> {
                     if (!read_lines(fd, 1)) return 4;
                 }
                 sleep_ns(20'000'000);  // the rest of the pool's greeting
+                drain_input(fd);       // so each share's answer is read before the next
                 for (const auto& share : shares) {
                     if (!write_all(fd, share) || !read_lines(fd, 1)) return 5;
                     sleep_ns(kShareIntervalNs);
@@ -362,10 +432,10 @@ TEST_P(PayloadTracingTest, each_dialect_is_recognised_in_one_round_trip_with_its
         ASSERT_FALSE(sessions.empty());
         // Recognised from the miner's first request, before any answer.
         EXPECT_EQ(sessions.front().methods.size(), 1u);
-        EXPECT_EQ(sessions.front().methods.front(),
-                  std::string(dialect.name) == "cryptonote" ? "login" : "mining.subscribe");
+        EXPECT_EQ(sessions.front().methods.front(), dialect.first_method);
         const Stratum& last = sessions.back();
-        EXPECT_EQ(last.protocol, dialect.name);
+        EXPECT_EQ(last.protocol, dialect.protocol);
+        EXPECT_EQ(last.shares_accepted, static_cast<uint64_t>(kShares));
         EXPECT_EQ(last.pool_port, pool.port());
         EXPECT_EQ(last.shares_submitted, static_cast<uint64_t>(kShares));
         EXPECT_DOUBLE_EQ(last.share_hashes, dialect.share_hashes);
@@ -378,6 +448,93 @@ TEST_P(PayloadTracingTest, each_dialect_is_recognised_in_one_round_trip_with_its
         EXPECT_TRUE(pipeline.fired("GG-CORR-0003", static_cast<uint32_t>(child)));
         harness_.events().clear();
     }
+}
+
+// Reads exactly `size` bytes (2 s at most).
+bool read_exact(int fd, char* buffer, size_t size) {
+    size_t done = 0;
+    pollfd wait{fd, POLLIN, 0};
+    while (done < size) {
+        if (poll(&wait, 1, 2000) <= 0) return false;
+        const ssize_t n = read(fd, buffer + done, size - done);
+        if (n <= 0) return false;
+        done += static_cast<size_t>(n);
+    }
+    return true;
+}
+
+// Stratum v2: the Noise NX handshake (64-byte client act, 170-byte server
+// act), then encrypted frames on a connection that stays open. The bytes are
+// random-looking; only the sizes and the connection's life tell.
+TEST_P(PayloadTracingTest, stratum_v2_handshake_on_a_long_lived_connection_is_detected) {
+    const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(listener, 0);
+    sockaddr_in in{};
+    in.sin_family = AF_INET;
+    inet_pton(AF_INET, "127.0.0.1", &in.sin_addr);
+    socklen_t length = sizeof(in);
+    ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&in), length), 0);
+    ASSERT_EQ(listen(listener, 1), 0);
+    ASSERT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&in), &length), 0);
+    const uint16_t port = ntohs(in.sin_port);
+    std::atomic<bool> served{false};
+    std::thread pool([&] {
+        pollfd wait{listener, POLLIN, 0};
+        if (poll(&wait, 1, 5000) <= 0) return;
+        const int fd = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+        if (fd < 0) return;
+        char buffer[256];
+        const std::string server_act(170, '\x5a'), frame(48, '\x6b');
+        // Handshake, then SetupConnection and its answer, then a job.
+        if (read_exact(fd, buffer, 64) && write_all(fd, server_act) && read_exact(fd, buffer, 98) &&
+            write_all(fd, frame) && write_all(fd, frame)) {
+            served = true;
+        }
+        while (read(fd, buffer, sizeof(buffer)) > 0) {
+        }
+        close(fd);
+    });
+    int exit_code = -1;
+    const pid_t child = run_in_child(
+        "gg-sv2-miner",
+        [&] {
+            if (open(node_.c_str(), O_RDWR) < 0) return 1;
+            const int fd = connect_v4("127.0.0.1", port);
+            if (fd < 0) return 2;
+            char buffer[256];
+            if (!write_all(fd, std::string(64, '\x11')) || !read_exact(fd, buffer, 170)) return 3;
+            if (!write_all(fd, std::string(98, '\x22')) || !read_exact(fd, buffer, 96)) return 4;
+            sleep_ns(200'000'000);  // mining: the connection stays open
+            close(fd);
+            return 0;
+        },
+        &exit_code);
+    pool.join();
+    close(listener);
+    ASSERT_EQ(exit_code, 0);
+    EXPECT_TRUE(served);
+    const auto samples = harness_.of<NetPayload>(child, 3);
+    ASSERT_GE(samples.size(), 3u);
+    EXPECT_EQ(samples.front().second.length, 64u);
+
+    Pipeline pipeline;
+    pipeline.run(harness_.events());
+    std::vector<Stratum> sessions;
+    for (const Event* event : pipeline.of_pid(child)) {
+        if (const auto* stratum = std::get_if<Stratum>(&event->data)) sessions.push_back(*stratum);
+    }
+    ASSERT_FALSE(sessions.empty());
+    EXPECT_EQ(sessions.front().protocol, "stratum2");
+    EXPECT_EQ(sessions.front().pool_port, port);
+    ASSERT_TRUE(pipeline.fired("GG-CORR-0003", static_cast<uint32_t>(child)));
+    const auto detection =
+        std::find_if(pipeline.detections().begin(), pipeline.detections().end(),
+                     [&](const Detection& d) { return d.rule_id == "GG-CORR-0003"; });
+    EXPECT_NE(std::find(detection->signature_ids.begin(), detection->signature_ids.end(),
+                        "GG-STRATUM-0023"),
+              detection->signature_ids.end());
+    ASSERT_TRUE(detection->peer);
+    EXPECT_EQ(detection->peer->protocol, "stratum2");
 }
 
 // A DNS responder on 127.53.53.53:53 (not the host's resolver) that answers

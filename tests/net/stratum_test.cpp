@@ -131,8 +131,28 @@ TEST_F(SessionTest, stratum2_is_recognised_by_its_noise_handshake_sizes) {
     const std::string client_act(64, '\x11');
     const std::string server_act(170, '\x22');
     EXPECT_FALSE(session_.feed(Direction::kOut, client_act, 0, 64, 0).recognised);
-    EXPECT_TRUE(session_.feed(Direction::kIn, server_act, 0, 170, 1).recognised);
+    EXPECT_FALSE(session_.feed(Direction::kIn, server_act, 0, 170, 1).recognised);
+    // Long-lived: the connection goes on after the handshake (SetupConnection).
+    EXPECT_TRUE(session_.feed(Direction::kOut, std::string(90, '\x33'), 1, 90, 2).recognised);
     EXPECT_EQ(session_.protocol(), Protocol::kStratum2);
+    EXPECT_EQ(session_.describe().messages,
+              std::vector<std::string>{"noise_handshake client_act=64 server_act=170"});
+}
+
+TEST_F(SessionTest, a_handshake_that_ends_the_connection_is_not_stratum2) {
+    session_.feed(Direction::kOut, std::string(64, '\x11'), 0, 64, 0);
+    session_.feed(Direction::kIn, std::string(170, '\x22'), 0, 170, 1);
+    EXPECT_FALSE(session_.recognised());
+}
+
+TEST_F(SessionTest, ethereum_stratum_2_target_and_32_byte_hashrate) {
+    out(R"({"id":0,"method":"mining.hello","params":{"agent":"ethminer-0.19","host":"p","port":"4444","proto":"EthereumStratum/2.0.0"}})");
+    // Leading zeros left out: 2^224, 2^32 hashes per share.
+    in(R"({"jsonrpc":"2.0","method":"mining.set","params":{"epoch":"dc","target":"0x100000000000000000000000000000000000000000000000000000000","algo":"ethash"}})");
+    EXPECT_DOUBLE_EQ(session_.describe().share_hashes, 4294967296.0);
+    out(R"({"id":16,"jsonrpc":"2.0","method":"mining.hashrate","params":["0x0000000000000000000000000000000000000000000000000000000000500000","abgx75"]})");
+    ASSERT_TRUE(session_.describe().reported_hash_rate);
+    EXPECT_DOUBLE_EQ(*session_.describe().reported_hash_rate, 0x500000);
 }
 
 TEST_F(SessionTest, other_binary_handshakes_are_not_stratum2) {
