@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -32,6 +33,22 @@ struct ParsedEvent {
 // names the field, e.g. "events.jsonl:12: connect.port: expected an integer
 // 0..65535".
 Result<ParsedEvent> event_from_json(std::string_view line, std::string_view where);
+
+// event_from_json for many lines: keeps its parser's buffers from one line
+// to the next (one per thread). Same results and errors.
+class EventJsonReader {
+  public:
+    EventJsonReader();
+    ~EventJsonReader();
+    EventJsonReader(EventJsonReader&&) noexcept;
+    EventJsonReader& operator=(EventJsonReader&&) noexcept;
+
+    Result<ParsedEvent> parse(std::string_view line, std::string_view where);
+
+  private:
+    struct Parser;  // simdjson's, kept out of this header
+    std::unique_ptr<Parser> parser_;
+};
 
 // "2026-11-21T23:49:29.227805351Z" -> nanoseconds since the epoch (UTC 'Z'
 // or a +hh:mm offset; fraction optional).

@@ -1,15 +1,21 @@
 // Reading events back from their JSON Lines form (docs/events.md): what
 // `gpuguard replay` and `journal import` read. Strict about what defines an
 // event, lenient about what can be derived, and every error names the field.
+//
+// Two JSON parsers read the same way (Reader<Node>): simdjson for speed, and
+// nlohmann for everything simdjson declines (invalid JSON, duplicate keys,
+// net_payload and stratum events) and for every error, so messages and
+// results are those of one parser whichever way a line goes.
+#include <array>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
-#include <ctime>
 #include <limits>
 
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <nlohmann/json.hpp>
+#include <simdjson.h>
 
 #include "agent/event_json.h"
 #include "agent/net_event_codec.h"
@@ -25,17 +31,128 @@ struct FieldError {
     std::string message;
 };
 
+// A JSON value of nlohmann's DOM.
+class NlohmannNode {
+  public:
+    explicit NlohmannNode(const json& value) : value_(&value) {}
+
+    bool is_null() const { return value_->is_null(); }
+    bool is_object() const { return value_->is_object(); }
+    bool is_array() const { return value_->is_array(); }
+    bool is_string() const { return value_->is_string(); }
+    bool is_boolean() const { return value_->is_boolean(); }
+    bool is_number() const { return value_->is_number(); }
+    bool is_unsigned() const { return value_->is_number_unsigned(); }
+    bool is_integer() const { return value_->is_number_integer(); }
+    uint64_t get_unsigned() const { return value_->get<uint64_t>(); }
+    int64_t get_integer() const { return value_->get<int64_t>(); }
+    double get_double() const { return value_->get<double>(); }
+    bool get_bool() const { return value_->get<bool>(); }
+    std::string_view get_string() const { return value_->get_ref<const std::string&>(); }
+    const char* type_name() const { return value_->type_name(); }
+    // An object's members, looked up by key.
+    using Fields = const json*;
+    Fields fields() const { return value_; }
+    static std::optional<NlohmannNode> find(Fields object, std::string_view key) {
+        auto found = object->find(key);
+        if (found == object->end()) return std::nullopt;
+        return NlohmannNode(*found);
+    }
+    template <typename Visit>
+    void for_each(Visit visit) const {
+        size_t index = 0;
+        for (const auto& item : *value_) visit(index++, NlohmannNode(item));
+    }
+    const json& raw() const { return *value_; }
+
+  private:
+    const json* value_;
+};
+
+// Makes the simdjson path give the line to nlohmann.
+struct Decline {};
+
+// A JSON value of simdjson's DOM. Number kinds map onto nlohmann's: an
+// integer literal that fits uint64 is "unsigned" when not negative.
+class SimdNode {
+  public:
+    explicit SimdNode(simdjson::dom::element value) : value_(value) {}
+
+    bool is_null() const { return value_.is_null(); }
+    bool is_object() const { return value_.is_object(); }
+    bool is_array() const { return value_.is_array(); }
+    bool is_string() const { return value_.is_string(); }
+    bool is_boolean() const { return value_.is_bool(); }
+    bool is_number() const { return value_.is_number(); }
+    bool is_unsigned() const {
+        return value_.is_uint64() || (value_.is_int64() && int64_t(value_) >= 0);
+    }
+    bool is_integer() const { return value_.is_int64() || value_.is_uint64(); }
+    uint64_t get_unsigned() const {
+        return value_.is_uint64() ? uint64_t(value_) : static_cast<uint64_t>(int64_t(value_));
+    }
+    int64_t get_integer() const {
+        // nlohmann wraps an unsigned above INT64_MAX the same way.
+        return value_.is_int64() ? int64_t(value_) : static_cast<int64_t>(uint64_t(value_));
+    }
+    double get_double() const {
+        if (value_.is_int64()) return static_cast<double>(int64_t(value_));
+        if (value_.is_uint64()) return static_cast<double>(uint64_t(value_));
+        return double(value_);
+    }
+    bool get_bool() const { return bool(value_); }
+    std::string_view get_string() const { return std::string_view(value_); }
+    const char* type_name() const { throw Decline{}; }  // errors are nlohmann's to word
+    // An object's members, listed once: events have a dozen at most.
+    struct Fields {
+        std::array<std::pair<std::string_view, simdjson::dom::element>, 24> items;
+        size_t count = 0;
+    };
+    Fields fields() const {
+        Fields fields;
+        for (const auto [key, value] : simdjson::dom::object(value_)) {
+            if (fields.count == fields.items.size()) throw Decline{};
+            // nlohmann keeps the last of duplicate keys, simdjson would find the first.
+            for (size_t i = 0; i < fields.count; ++i) {
+                if (fields.items[i].first == key) throw Decline{};
+            }
+            fields.items[fields.count++] = {key, value};
+        }
+        return fields;
+    }
+    static std::optional<SimdNode> find(const Fields& object, std::string_view key) {
+        for (size_t i = 0; i < object.count; ++i) {
+            if (object.items[i].first == key) return SimdNode(object.items[i].second);
+        }
+        return std::nullopt;
+    }
+    template <typename Visit>
+    void for_each(Visit visit) const {
+        size_t index = 0;
+        for (simdjson::dom::element item : simdjson::dom::array(value_)) {
+            visit(index++, SimdNode(item));
+        }
+    }
+    const json& raw() const { throw Decline{}; }
+
+  private:
+    simdjson::dom::element value_;
+};
+
+template <typename Node>
 class Reader {
   public:
-    Reader(const json& object, std::string path) : object_(object), path_(std::move(path)) {}
-
-    bool has(const char* key) const {
-        auto found = object_.find(key);
-        return found != object_.end() && !found->is_null();
+    // `object` nullopt: an absent optional object, read as {}.
+    Reader(std::optional<Node> object, std::string path) : object_(object), path_(std::move(path)) {
+        if (object_) fields_ = object_->fields();
     }
-    const json* find(const char* key) const {
-        auto found = object_.find(key);
-        return found == object_.end() || found->is_null() ? nullptr : &*found;
+
+    bool has(const char* key) const { return find(key).has_value(); }
+    std::optional<Node> find(const char* key) const {
+        if (!object_) return std::nullopt;
+        auto found = Node::find(*fields_, key);
+        if (!found || found->is_null()) return std::nullopt;
+        return found;
     }
     std::string field(const char* key) const { return path_.empty() ? key : path_ + "." + key; }
 
@@ -45,7 +162,7 @@ class Reader {
 
     template <typename Int>
     Int integer(const char* key, std::optional<Int> fallback = std::nullopt) const {
-        const json* value = find(key);
+        const auto value = find(key);
         if (!value) {
             if (fallback) return *fallback;
             error(key, "missing");
@@ -54,25 +171,25 @@ class Reader {
     }
 
     template <typename Int>
-    Int to_integer(const json& value, const char* key) const {
+    Int to_integer(const Node& value, const char* key) const {
         constexpr auto lo = std::numeric_limits<Int>::min();
         constexpr auto hi = std::numeric_limits<Int>::max();
-        const std::string range = " " + std::to_string(lo) + ".." + std::to_string(hi);
-        if (value.is_number_unsigned()) {
-            const auto number = value.get<uint64_t>();
-            if (number > static_cast<uint64_t>(hi)) error(key, "expected an integer" + range);
+        const auto range = [] { return " " + std::to_string(lo) + ".." + std::to_string(hi); };
+        if (value.is_unsigned()) {
+            const auto number = value.get_unsigned();
+            if (number > static_cast<uint64_t>(hi)) error(key, "expected an integer" + range());
             return static_cast<Int>(number);
         }
-        if (value.is_number_integer()) {
-            const auto number = value.get<int64_t>();
+        if (value.is_integer()) {
+            const auto number = value.get_integer();
             if (number < static_cast<int64_t>(lo) ||
                 (number > 0 && static_cast<uint64_t>(number) > static_cast<uint64_t>(hi))) {
-                error(key, "expected an integer" + range);
+                error(key, "expected an integer" + range());
             }
             return static_cast<Int>(number);
         }
         if (value.is_string()) {  // "0xc0104629" for ioctl commands and arguments
-            const std::string text = value.get<std::string>();
+            const std::string_view text = value.get_string();
             uint64_t number = 0;
             const bool hex = text.starts_with("0x") || text.starts_with("0X");
             const char* begin = text.data() + (hex ? 2 : 0);
@@ -80,85 +197,101 @@ class Reader {
             auto [ptr, ec] = std::from_chars(begin, end, number, hex ? 16 : 10);
             if (ec != std::errc() || ptr != end || begin == end ||
                 number > static_cast<uint64_t>(hi)) {
-                error(key, "expected an integer" + range + ", got \"" + text + "\"");
+                error(key, "expected an integer" + range() + ", got \"" + std::string(text) + "\"");
             }
             return static_cast<Int>(number);
         }
-        error(key, std::string("expected an integer") + range + ", got " + value.type_name());
+        error(key, std::string("expected an integer") + range() + ", got " + value.type_name());
     }
 
     std::string string(const char* key, std::optional<std::string> fallback = std::nullopt) const {
-        const json* value = find(key);
+        const auto value = find(key);
         if (!value) {
             if (fallback) return *fallback;
             error(key, "missing");
         }
         if (!value->is_string())
             error(key, std::string("expected a string, got ") + value->type_name());
-        return value->get<std::string>();
+        return std::string(value->get_string());
     }
 
     bool boolean(const char* key, bool fallback) const {
-        const json* value = find(key);
+        const auto value = find(key);
         if (!value) return fallback;
         if (!value->is_boolean())
             error(key, std::string("expected true or false, got ") + value->type_name());
-        return value->get<bool>();
+        return value->get_bool();
     }
 
     std::optional<double> number(const char* key) const {
-        const json* value = find(key);
+        const auto value = find(key);
         if (!value) return std::nullopt;
         if (!value->is_number())
             error(key, std::string("expected a number, got ") + value->type_name());
-        return value->get<double>();
+        return value->get_double();
     }
 
     template <typename Int>
     std::optional<Int> optional_integer(const char* key) const {
-        const json* value = find(key);
+        const auto value = find(key);
         if (!value) return std::nullopt;
         return to_integer<Int>(*value, key);
     }
 
     std::vector<std::string> strings(const char* key) const {
         std::vector<std::string> out;
-        const json* value = find(key);
+        const auto value = find(key);
         if (!value) return out;
         if (!value->is_array())
             error(key, std::string("expected a list of strings, got ") + value->type_name());
-        for (const auto& item : *value) {
+        value->for_each([&](size_t, const Node& item) {
             if (!item.is_string()) error(key, "expected a list of strings");
-            out.push_back(item.get<std::string>());
-        }
+            out.emplace_back(item.get_string());
+        });
         return out;
     }
 
+    // Each object of the list `key` (absent: none), as a Reader named "key[i]".
+    template <typename Visit>
+    void objects(const char* key, Visit visit) const {
+        const auto list = find(key);
+        if (!list) return;
+        if (!list->is_array()) error(key, "expected a list");
+        list->for_each([&](size_t index, const Node& item) {
+            if (!item.is_object()) error(key, "expected a list of objects");
+            visit(Reader(item, field(key) + "[" + std::to_string(index) + "]"));
+        });
+    }
+
     Reader object(const char* key, bool required = true) const {
-        const json* value = find(key);
+        const auto value = find(key);
         if (!value) {
             if (required) error(key, "missing");
-            static const json kEmpty = json::object();
-            return Reader(kEmpty, field(key));
+            return Reader(std::nullopt, field(key));
         }
         if (!value->is_object())
             error(key, std::string("expected an object, got ") + value->type_name());
         return Reader(*value, field(key));
     }
 
-    const json& raw() const { return object_; }
-    const std::string& path() const { return path_; }
+    // The object as nlohmann's DOM, for the readers that take one.
+    const json& raw() const {
+        static const json kEmpty = json::object();
+        return object_ ? object_->raw() : kEmpty;
+    }
 
   private:
-    const json& object_;
+    std::optional<Node> object_;
+    std::optional<typename Node::Fields> fields_;
     std::string path_;
 };
 
 // "195:0" or major/minor fields.
-void read_device(const Reader& reader, uint32_t& major, uint32_t& minor) {
+template <typename Node>
+void read_device(const Reader<Node>& reader, uint32_t& major, uint32_t& minor) {
     if (reader.has("major") || reader.has("minor")) {
-        major = reader.integer<uint32_t>("major");
-        minor = reader.integer<uint32_t>("minor");
+        major = reader.template integer<uint32_t>("major");
+        minor = reader.template integer<uint32_t>("minor");
         return;
     }
     if (!reader.has("device")) reader.error("device", "missing (or give major and minor)");
@@ -175,13 +308,15 @@ void read_device(const Reader& reader, uint32_t& major, uint32_t& minor) {
 }
 
 // "error" and "errno" give a failed call's result when "result"/"fd" is absent.
-int32_t read_result(const Reader& reader, const char* key) {
-    if (reader.has(key)) return reader.integer<int32_t>(key);
-    if (reader.has("errno")) return -reader.integer<int32_t>("errno");
+template <typename Node>
+int32_t read_result(const Reader<Node>& reader, const char* key) {
+    if (reader.has(key)) return reader.template integer<int32_t>(key);
+    if (reader.has("errno")) return -reader.template integer<int32_t>("errno");
     return 0;
 }
 
-GpuOpen read_gpu_open(const Reader& reader) {
+template <typename Node>
+GpuOpen read_gpu_open(const Reader<Node>& reader) {
     GpuOpen open;
     static constexpr std::pair<const char*, OpenSyscall> kSyscalls[] = {
         {"openat", OpenSyscall::kOpenat},
@@ -200,19 +335,20 @@ GpuOpen read_gpu_open(const Reader& reader) {
         reader.error("syscall", "expected openat, openat2, open or creat, got \"" + syscall + "\"");
     open.path = reader.string("path", "");
     open.path_truncated = reader.boolean("path_truncated", false);
-    open.dirfd = reader.integer<int32_t>("dirfd", AT_FDCWD);
-    open.open_flags = reader.integer<uint64_t>("open_flags", O_RDWR);
+    open.dirfd = reader.template integer<int32_t>("dirfd", AT_FDCWD);
+    open.open_flags = reader.template integer<uint64_t>("open_flags", O_RDWR);
     open.result = read_result(reader, "fd");
     if (open.result >= 0) read_device(reader, open.major, open.minor);
     return open;
 }
 
-GpuIoctl read_gpu_ioctl(const Reader& reader) {
+template <typename Node>
+GpuIoctl read_gpu_ioctl(const Reader<Node>& reader) {
     GpuIoctl ioctl;
     read_device(reader, ioctl.major, ioctl.minor);
-    ioctl.fd = reader.integer<int32_t>("fd", -1);
-    ioctl.cmd = reader.integer<uint32_t>("cmd");
-    ioctl.arg = reader.integer<uint64_t>("arg", 0);
+    ioctl.fd = reader.template integer<int32_t>("fd", -1);
+    ioctl.cmd = reader.template integer<uint32_t>("cmd");
+    ioctl.arg = reader.template integer<uint64_t>("arg", 0);
     return ioctl;
 }
 
@@ -224,9 +360,10 @@ bool is_loopback(const std::string& address, int ip_version) {
     return address == "::1";
 }
 
-Connect read_connect(const Reader& reader) {
+template <typename Node>
+Connect read_connect(const Reader<Node>& reader) {
     Connect connect;
-    connect.fd = reader.integer<int32_t>("fd", -1);
+    connect.fd = reader.template integer<int32_t>("fd", -1);
     connect.address = reader.string("address");
     in6_addr v6{};
     in_addr v4{};
@@ -238,10 +375,11 @@ Connect read_connect(const Reader& reader) {
         reader.error("address",
                      "expected an IPv4 or IPv6 address, got \"" + connect.address + "\"");
     }
-    if (reader.has("ip_version") && reader.integer<int>("ip_version") != connect.ip_version) {
+    if (reader.has("ip_version") &&
+        reader.template integer<int>("ip_version") != connect.ip_version) {
         reader.error("ip_version", "does not match the address");
     }
-    connect.port = reader.integer<uint16_t>("port");
+    connect.port = reader.template integer<uint16_t>("port");
     connect.result = read_result(reader, "result");
     connect.v4_mapped = reader.boolean("v4_mapped", false);
     connect.loopback = reader.boolean("loopback", is_loopback(connect.address, connect.ip_version));
@@ -261,54 +399,53 @@ Connect read_connect(const Reader& reader) {
     return connect;
 }
 
-Exec read_exec(const Reader& reader) {
+template <typename Node>
+Exec read_exec(const Reader<Node>& reader) {
     Exec exec;
     exec.filename = reader.string("filename");
     exec.argv = reader.strings("argv");
     exec.argv_truncated = reader.boolean("argv_truncated", false);
     exec.filename_truncated = reader.boolean("filename_truncated", false);
-    exec.old_tid = reader.integer<uint32_t>("old_tid", 0);
+    exec.old_tid = reader.template integer<uint32_t>("old_tid", 0);
     return exec;
 }
 
-Exit read_exit(const Reader& reader) {
+template <typename Node>
+Exit read_exit(const Reader<Node>& reader) {
     Exit exit;
     if (reader.has("status")) {
-        exit.status = reader.integer<uint32_t>("status");
+        exit.status = reader.template integer<uint32_t>("status");
     } else if (reader.has("signal")) {
-        exit.status = reader.integer<uint32_t>("signal") & 0x7f;
+        exit.status = reader.template integer<uint32_t>("signal") & 0x7f;
     } else {
-        exit.status = (reader.integer<uint32_t>("exit_code", 0) & 0xff) << 8;
+        exit.status = (reader.template integer<uint32_t>("exit_code", 0) & 0xff) << 8;
     }
     exit.held_gpu = reader.boolean("held_gpu", false);
     return exit;
 }
 
-Telemetry read_telemetry(const Reader& reader) {
+template <typename Node>
+Telemetry read_telemetry(const Reader<Node>& reader) {
     Telemetry telemetry;
-    telemetry.gpu_index = reader.integer<uint32_t>("gpu_index");
+    telemetry.gpu_index = reader.template integer<uint32_t>("gpu_index");
     telemetry.vendor = reader.string("vendor", "");
     telemetry.model = reader.string("model", "");
     telemetry.devices = reader.strings("devices");
     telemetry.utilization_percent = reader.number("utilization_percent");
-    telemetry.memory_used_bytes = reader.optional_integer<uint64_t>("memory_used_bytes");
-    telemetry.memory_total_bytes = reader.optional_integer<uint64_t>("memory_total_bytes");
-    if (const json* list = reader.find("processes")) {
-        if (!list->is_array()) reader.error("processes", "expected a list");
-        for (size_t i = 0; i < list->size(); ++i) {
-            if (!(*list)[i].is_object()) reader.error("processes", "expected a list of objects");
-            Reader item((*list)[i], reader.field("processes") + "[" + std::to_string(i) + "]");
-            ProcessGpuUsage usage;
-            usage.pid = item.integer<uint32_t>("pid");
-            usage.memory_bytes = item.optional_integer<uint64_t>("memory_bytes");
-            usage.compute_percent = item.number("compute_percent");
-            telemetry.processes.push_back(usage);
-        }
-    }
+    telemetry.memory_used_bytes = reader.template optional_integer<uint64_t>("memory_used_bytes");
+    telemetry.memory_total_bytes = reader.template optional_integer<uint64_t>("memory_total_bytes");
+    reader.objects("processes", [&](const Reader<Node>& item) {
+        ProcessGpuUsage usage;
+        usage.pid = item.template integer<uint32_t>("pid");
+        usage.memory_bytes = item.template optional_integer<uint64_t>("memory_bytes");
+        usage.compute_percent = item.number("compute_percent");
+        telemetry.processes.push_back(usage);
+    });
     return telemetry;
 }
 
-ProcessSnapshot read_snapshot(const Reader& reader) {
+template <typename Node>
+ProcessSnapshot read_snapshot(const Reader<Node>& reader) {
     ProcessSnapshot snapshot;
     snapshot.exe = reader.string("exe", "");
     snapshot.argv = reader.strings("argv");
@@ -316,37 +453,34 @@ ProcessSnapshot read_snapshot(const Reader& reader) {
     snapshot.cgroup_path = reader.string("cgroup_path", "");
     snapshot.container_id = reader.string("container_id", "");
     snapshot.container_runtime = reader.string("container_runtime", "");
-    if (const json* list = reader.find("gpus")) {
-        if (!list->is_array()) reader.error("gpus", "expected a list");
-        for (size_t i = 0; i < list->size(); ++i) {
-            if (!(*list)[i].is_object()) reader.error("gpus", "expected a list of objects");
-            Reader item((*list)[i], reader.field("gpus") + "[" + std::to_string(i) + "]");
-            SnapshotGpu gpu;
-            read_device(item, gpu.major, gpu.minor);
-            gpu.fd = item.integer<int32_t>("fd", -1);
-            snapshot.gpus.push_back(gpu);
-        }
-    }
+    reader.objects("gpus", [&](const Reader<Node>& item) {
+        SnapshotGpu gpu;
+        read_device(item, gpu.major, gpu.minor);
+        gpu.fd = item.template integer<int32_t>("fd", -1);
+        snapshot.gpus.push_back(gpu);
+    });
     return snapshot;
 }
 
-KillNow read_kill_now(const Reader& reader) {
+template <typename Node>
+KillNow read_kill_now(const Reader<Node>& reader) {
     KillNow kill;
     kill.trigger = reader.string("trigger");
     kill.match = reader.string("match", "file");
-    kill.dev = reader.integer<uint64_t>("dev", 0);
-    kill.ino = reader.integer<uint64_t>("ino", 0);
-    kill.rule_id = reader.integer<uint32_t>("rule_id", 0);
-    kill.signal_result = reader.integer<int32_t>("signal_result", 0);
+    kill.dev = reader.template integer<uint64_t>("dev", 0);
+    kill.ino = reader.template integer<uint64_t>("ino", 0);
+    kill.rule_id = reader.template integer<uint32_t>("rule_id", 0);
+    kill.signal_result = reader.template integer<int32_t>("signal_result", 0);
     if (reader.has("device")) read_device(reader, kill.major, kill.minor);
     return kill;
 }
 
-ExeScan read_exe_scan(const Reader& reader) {
+template <typename Node>
+ExeScan read_exe_scan(const Reader<Node>& reader) {
     ExeScan scan;
     scan.path = reader.string("path", "");
     scan.sha256 = reader.string("sha256", "");
-    scan.size = reader.integer<uint64_t>("size", 0);
+    scan.size = reader.template integer<uint64_t>("size", 0);
     scan.rules = reader.strings("rules");
     scan.signature_ids = reader.strings("signature_ids");
     scan.error = reader.string("error", "");
@@ -371,7 +505,6 @@ std::optional<int64_t> parse_rfc3339(std::string_view text) {
         text[16] != ':') {
         return std::nullopt;
     }
-    struct tm parts {};
     const int year = digits(text, 0, 4), month = digits(text, 5, 2), day = digits(text, 8, 2);
     const int hour = digits(text, 11, 2), minute = digits(text, 14, 2),
               second = digits(text, 17, 2);
@@ -379,12 +512,6 @@ std::optional<int64_t> parse_rfc3339(std::string_view text) {
         minute < 0 || minute > 59 || second < 0 || second > 60) {
         return std::nullopt;
     }
-    parts.tm_year = year - 1900;
-    parts.tm_mon = month - 1;
-    parts.tm_mday = day;
-    parts.tm_hour = hour;
-    parts.tm_min = minute;
-    parts.tm_sec = second;
     size_t pos = 19;
     int64_t nanos = 0;
     if (pos < text.size() && text[pos] == '.') {
@@ -411,82 +538,129 @@ std::optional<int64_t> parse_rfc3339(std::string_view text) {
         return std::nullopt;
     }
     if (pos != text.size()) return std::nullopt;
-    const time_t seconds = timegm(&parts);
-    return (static_cast<int64_t>(seconds) - offset_seconds) * 1'000'000'000 + nanos;
+    // timegm() without its cost: days from the civil date (H. Hinnant's
+    // algorithm), linear in every field as timegm's normalisation is.
+    const int64_t y = month <= 2 ? year - 1 : year;
+    const int64_t era = (y >= 0 ? y : y - 399) / 400;
+    const int64_t year_of_era = y - era * 400;
+    const int64_t day_of_year = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1;
+    const int64_t day_of_era =
+        year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    const int64_t days = era * 146097 + day_of_era - 719468;
+    const int64_t seconds = days * 86400 + hour * 3600 + minute * 60 + second;
+    return (seconds - offset_seconds) * 1'000'000'000 + nanos;
 }
 
-Result<ParsedEvent> event_from_json(std::string_view line, std::string_view where) {
+namespace {
+
+// The event in `top` (the line's object); throws FieldError, or Decline from
+// the simdjson side.
+template <typename Node>
+ParsedEvent read_event(const Reader<Node>& top) {
+    ParsedEvent parsed;
+    if (top.has("v") && top.template integer<int>("v") != 1) {
+        top.error("v", "unsupported version " + top.raw()["v"].dump() + " (this agent reads 1)");
+    }
+    const std::string type = top.string("type");
+    parsed.event.ts_ns = top.template integer<uint64_t>("ts_ns");
+    if (top.has("time")) {
+        const std::string time = top.string("time");
+        parsed.time_unix_ns = parse_rfc3339(time);
+        if (!parsed.time_unix_ns) top.error("time", "expected RFC 3339, got \"" + time + "\"");
+    }
+    const bool agent_made = type == "telemetry";
+    const Reader<Node> process = top.object("process", !agent_made);
+    TaskInfo& task = parsed.event.task;
+    task.pid = process.template integer<uint32_t>(
+        "pid", agent_made ? std::optional<uint32_t>(0) : std::nullopt);
+    task.tid = process.template integer<uint32_t>("tid", task.pid);
+    task.ppid = process.template integer<uint32_t>("ppid", 0);
+    task.uid = process.template integer<uint32_t>("uid", 0);
+    task.gid = process.template integer<uint32_t>("gid", 0);
+    task.comm = process.string("comm", "");
+    task.cgroup_id = process.template integer<uint64_t>("cgroup_id", 0);
+
+    if (type == "gpu_open") {
+        parsed.event.data = read_gpu_open(top.object("gpu_open"));
+    } else if (type == "gpu_ioctl") {
+        parsed.event.data = read_gpu_ioctl(top.object("gpu_ioctl"));
+    } else if (type == "connect") {
+        parsed.event.data = read_connect(top.object("connect"));
+    } else if (type == "exec") {
+        parsed.event.data = read_exec(top.object("exec"));
+    } else if (type == "fork") {
+        const Reader<Node> fork = top.object("fork");
+        parsed.event.data = Fork{fork.template integer<uint32_t>("child_pid"),
+                                 fork.boolean("inherited_gpu", false)};
+    } else if (type == "exit") {
+        parsed.event.data = read_exit(top.object("exit", false));
+    } else if (type == "telemetry") {
+        parsed.event.data = read_telemetry(top.object("telemetry"));
+    } else if (type == "process_snapshot") {
+        parsed.event.data = read_snapshot(top.object("process_snapshot"));
+    } else if (type == "kill_now") {
+        parsed.event.data = read_kill_now(top.object("kill_now"));
+    } else if (type == "exe_scan") {
+        parsed.event.data = read_exe_scan(top.object("exe_scan"));
+    } else if (type == "net_payload") {
+        auto payload = net_payload_from_json(top.object("net_payload").raw());
+        if (!payload) throw FieldError{type, payload.error().message};
+        parsed.event.data = std::move(*payload);
+    } else if (type == "stratum") {
+        auto stratum = stratum_from_json(top.object("stratum").raw());
+        if (!stratum) throw FieldError{type, stratum.error().message};
+        parsed.event.data = std::move(*stratum);
+    } else {
+        top.error("type",
+                  "unknown event type \"" + type +
+                      "\" (gpu_open, gpu_ioctl, connect, exec, fork, exit, "
+                      "telemetry, process_snapshot, kill_now, exe_scan, net_payload, stratum)");
+    }
+    return parsed;
+}
+
+Result<ParsedEvent> nlohmann_event_from_json(std::string_view line, std::string_view where) {
     const std::string prefix = std::string(where) + ": ";
     json root = json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (root.is_discarded()) return fail(ErrorCode::kParse, prefix + "not valid JSON");
     if (!root.is_object()) return fail(ErrorCode::kParse, prefix + "expected a JSON object");
     try {
-        Reader top(root, "");
-        ParsedEvent parsed;
-        if (top.has("v") && top.integer<int>("v") != 1) {
-            top.error("v", "unsupported version " + root["v"].dump() + " (this agent reads 1)");
-        }
-        const std::string type = top.string("type");
-        parsed.event.ts_ns = top.integer<uint64_t>("ts_ns");
-        if (top.has("time")) {
-            const std::string time = top.string("time");
-            parsed.time_unix_ns = parse_rfc3339(time);
-            if (!parsed.time_unix_ns) top.error("time", "expected RFC 3339, got \"" + time + "\"");
-        }
-        const bool agent_made = type == "telemetry";
-        const Reader process = top.object("process", !agent_made);
-        TaskInfo& task = parsed.event.task;
-        task.pid = process.integer<uint32_t>(
-            "pid", agent_made ? std::optional<uint32_t>(0) : std::nullopt);
-        task.tid = process.integer<uint32_t>("tid", task.pid);
-        task.ppid = process.integer<uint32_t>("ppid", 0);
-        task.uid = process.integer<uint32_t>("uid", 0);
-        task.gid = process.integer<uint32_t>("gid", 0);
-        task.comm = process.string("comm", "");
-        task.cgroup_id = process.integer<uint64_t>("cgroup_id", 0);
-
-        if (type == "gpu_open") {
-            parsed.event.data = read_gpu_open(top.object("gpu_open"));
-        } else if (type == "gpu_ioctl") {
-            parsed.event.data = read_gpu_ioctl(top.object("gpu_ioctl"));
-        } else if (type == "connect") {
-            parsed.event.data = read_connect(top.object("connect"));
-        } else if (type == "exec") {
-            parsed.event.data = read_exec(top.object("exec"));
-        } else if (type == "fork") {
-            const Reader fork = top.object("fork");
-            parsed.event.data =
-                Fork{fork.integer<uint32_t>("child_pid"), fork.boolean("inherited_gpu", false)};
-        } else if (type == "exit") {
-            parsed.event.data = read_exit(top.object("exit", false));
-        } else if (type == "telemetry") {
-            parsed.event.data = read_telemetry(top.object("telemetry"));
-        } else if (type == "process_snapshot") {
-            parsed.event.data = read_snapshot(top.object("process_snapshot"));
-        } else if (type == "kill_now") {
-            parsed.event.data = read_kill_now(top.object("kill_now"));
-        } else if (type == "exe_scan") {
-            parsed.event.data = read_exe_scan(top.object("exe_scan"));
-        } else if (type == "net_payload") {
-            auto payload = net_payload_from_json(top.object("net_payload").raw());
-            if (!payload) throw FieldError{type, payload.error().message};
-            parsed.event.data = std::move(*payload);
-        } else if (type == "stratum") {
-            auto stratum = stratum_from_json(top.object("stratum").raw());
-            if (!stratum) throw FieldError{type, stratum.error().message};
-            parsed.event.data = std::move(*stratum);
-        } else {
-            top.error("type",
-                      "unknown event type \"" + type +
-                          "\" (gpu_open, gpu_ioctl, connect, exec, fork, exit, "
-                          "telemetry, process_snapshot, kill_now, exe_scan, net_payload, stratum)");
-        }
-        return parsed;
+        return read_event(Reader<NlohmannNode>(NlohmannNode(root), ""));
     } catch (const FieldError& error) {
         return fail(ErrorCode::kParse, prefix + error.field + ": " + error.message);
     } catch (const json::exception& error) {
         return fail(ErrorCode::kParse, prefix + error.what());
     }
+}
+
+}  // namespace
+
+struct EventJsonReader::Parser {
+    simdjson::dom::parser parser;
+};
+
+EventJsonReader::EventJsonReader() : parser_(std::make_unique<Parser>()) {}
+EventJsonReader::~EventJsonReader() = default;
+EventJsonReader::EventJsonReader(EventJsonReader&&) noexcept = default;
+EventJsonReader& EventJsonReader::operator=(EventJsonReader&&) noexcept = default;
+
+Result<ParsedEvent> EventJsonReader::parse(std::string_view line, std::string_view where) {
+    simdjson::dom::element root;
+    if (parser_->parser.parse(line.data(), line.size()).get(root) == simdjson::SUCCESS &&
+        root.is_object()) {
+        try {
+            return read_event(Reader<SimdNode>(SimdNode(root), ""));
+        } catch (const FieldError&) {
+        } catch (const Decline&) {
+        } catch (const simdjson::simdjson_error&) {
+        }
+    }
+    // Declined, or an error to report: nlohmann words it.
+    return nlohmann_event_from_json(line, where);
+}
+
+Result<ParsedEvent> event_from_json(std::string_view line, std::string_view where) {
+    return EventJsonReader().parse(line, where);
 }
 
 }  // namespace gpuguard::agent

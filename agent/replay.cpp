@@ -73,7 +73,7 @@ Status Replay::feed_line(std::string_view line, std::string_view where, const Em
     ++stats_.lines;
     const auto start = line.find_first_not_of(" \t\r");
     if (start == std::string_view::npos || line[start] == '#') return {};
-    auto parsed = event_from_json(line, where);
+    auto parsed = json_reader_.parse(line, where);
     if (!parsed) return Unexpected{parsed.error()};
     feed(parsed->event, parsed->time_unix_ns, emit);
     return {};
@@ -93,11 +93,13 @@ Status Replay::feed_file(const std::filesystem::path& path, const Emit& emit) {
     std::string line;
     uint64_t number = 0;
     const std::string name = path == "-" ? "<stdin>" : path.string();
+    std::string where = name + ":";  // "file:12", its buffer reused from line to line
+    const size_t name_size = where.size();
     while (std::getline(*in, line)) {
         ++number;
-        if (auto status = feed_line(line, name + ":" + std::to_string(number), emit); !status) {
-            return status;
-        }
+        where.resize(name_size);
+        where += std::to_string(number);
+        if (auto status = feed_line(line, where, emit); !status) return status;
     }
     if (in->bad()) return fail(ErrorCode::kIo, name + ": read error", errno);
     return {};

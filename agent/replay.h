@@ -14,6 +14,7 @@
 
 #include "agent/correlator.h"
 #include "agent/event.h"
+#include "agent/event_json.h"
 #include "agent/process_table.h"
 #include "gpuguard/common/detection.h"
 #include "gpuguard/common/result.h"
@@ -68,6 +69,7 @@ class Replay {
     std::unique_ptr<Correlator> correlator_;
     ReplayStats stats_;
     std::vector<Detection> pending_;
+    EventJsonReader json_reader_;
     uint64_t last_evict_ns_ = 0;
     bool window_needs_snapshot_ = false;  // events before --since were seen
 };

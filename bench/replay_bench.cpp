@@ -2,7 +2,7 @@
 // and the host's ordinary process churn) through decode + correlate on one
 // core, from both inputs `gpuguard replay` reads:
 //
-//   JSON decode only          event_from_json on every line (the baseline)
+//   JSON decode only          EventJsonReader::parse on every line (the baseline)
 //   correlate only            Replay::feed on decoded events
 //   JSON Lines replay         Replay::feed_file on a JSON Lines file: decode + correlate
 //   journal write             JournalWriter::append of every event, then close
@@ -186,12 +186,11 @@ int main(int argc, char** argv) {
     if (!correlation) fail(correlation.error().message);
     std::vector<Stage> stages;
 
-    // Baseline: JSON decoding alone.
+    // Baseline: JSON decoding alone, as replay decodes.
     auto start = Clock::now();
     size_t decoded = 0;
-    for (size_t i = 0; i < lines.size(); ++i) {
-        decoded += event_from_json(lines[i], "bench").ok();
-    }
+    EventJsonReader json_reader;
+    for (size_t i = 0; i < lines.size(); ++i) decoded += json_reader.parse(lines[i], "bench").ok();
     stages.push_back({"JSON decode only (baseline)", seconds_since(start)});
 
     // The correlator alone, on decoded events (with their wall-clock time).

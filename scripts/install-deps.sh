@@ -11,7 +11,7 @@ packages=(
     # libraries
     libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev
     libhyperscan-dev libyara-dev libhowardhinnant-date-dev libnftables-dev libcurl4-openssl-dev libcpp-httplib-dev
-    libssl-dev libpcre2-dev libzstd-dev
+    libssl-dev libpcre2-dev libzstd-dev libsimdjson-dev
     # sd_notify for the systemd unit (Type=notify, watchdog)
     libsystemd-dev
     # tests and benchmarks

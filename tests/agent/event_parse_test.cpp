@@ -135,6 +135,38 @@ TEST(EventParse, ErrorsNameTheInputAndTheField) {
     }
 }
 
+// Lines the fast parser hands to the exact one read as that one reads them:
+// duplicate keys (the last wins), numbers out of range of either parser,
+// escapes, a reader reused across good and bad lines.
+TEST(EventParse, EveryLineReadsAsTheExactParserReadsIt) {
+    EventJsonReader reader;
+    auto twice = reader.parse(
+        R"({"type":"fork","ts_ns":1,"ts_ns":2,"process":{"pid":1,"comm":"a","comm":"b"},"fork":{"child_pid":3}})",
+        "x");
+    ASSERT_TRUE(twice) << twice.error().message;
+    EXPECT_EQ(twice->event.ts_ns, 2u);
+    EXPECT_EQ(twice->event.task.comm, "b");
+
+    auto escaped = reader.parse(
+        R"({"type":"exec","ts_ns":-0,"process":{"pid":1,"comm":"caf\u00e9"},"exec":{"filename":"/x\ty","argv":["\ud83d\ude00"]}})",
+        "x");
+    ASSERT_TRUE(escaped) << escaped.error().message;
+    EXPECT_EQ(escaped->event.task.comm, "caf\xc3\xa9");
+    EXPECT_EQ(std::get<Exec>(escaped->event.data).filename, "/x\ty");
+    EXPECT_EQ(std::get<Exec>(escaped->event.data).argv.at(0), "\xf0\x9f\x98\x80");
+
+    auto huge = reader.parse(R"({"type":"exit","ts_ns":18446744073709551616,"process":{"pid":1}})",
+                             "f.jsonl:9");
+    ASSERT_FALSE(huge);
+    EXPECT_EQ(huge.error().message,
+              "f.jsonl:9: ts_ns: expected an integer 0..18446744073709551615, got number");
+
+    auto fine =
+        reader.parse(R"({"type":"exit","ts_ns":18446744073709551615,"process":{"pid":1}})", "x");
+    ASSERT_TRUE(fine) << fine.error().message;
+    EXPECT_EQ(fine->event.ts_ns, 18446744073709551615u);
+}
+
 TEST(EventParse, Rfc3339) {
     EXPECT_EQ(parse_rfc3339("1970-01-01T00:00:00Z"), 0);
     EXPECT_EQ(parse_rfc3339("1970-01-01T00:00:01.5Z"), 1'500'000'000);
@@ -142,6 +174,11 @@ TEST(EventParse, Rfc3339) {
     EXPECT_EQ(parse_rfc3339("2026-11-21T23:49:29.227805351Z"), 1'795'304'969'227'805'351);
     EXPECT_FALSE(parse_rfc3339("2026-11-21 23:49"));
     EXPECT_FALSE(parse_rfc3339("2026-13-21T23:49:29Z"));
+    // Out-of-range days and leap seconds roll over as timegm() rolls them.
+    EXPECT_EQ(parse_rfc3339("2026-02-31T00:00:00Z"), parse_rfc3339("2026-03-03T00:00:00Z"));
+    EXPECT_EQ(parse_rfc3339("2016-12-31T23:59:60Z"), parse_rfc3339("2017-01-01T00:00:00Z"));
+    EXPECT_EQ(parse_rfc3339("1969-12-31T23:59:59Z"), -1'000'000'000);
+    EXPECT_EQ(parse_rfc3339("2000-02-29T00:00:00-01:30"), 951'787'800'000'000'000);
     EXPECT_EQ(format_rfc3339(1'795'304'969'227'805'351), "2026-11-21T23:49:29.227805351Z");
 }
 
