@@ -24,10 +24,12 @@
 #include "agent/net_event_codec.h"
 #include "agent/net_intel.h"
 #include "agent/nft_blocker.h"
+#include "agent/priority_guard.h"
+#include "agent/process_handle.h"
 #include "agent/process_table.h"
+#include "agent/rule_pack_version.h"
 #include "agent/sensor.h"
 #include "agent/sensor_enforce.h"
-#include "agent/rule_pack_version.h"
 #include "agent/sensor_probe.h"
 #include "agent/telemetry.h"
 #include "gpuguard/backends/backends.h"
@@ -120,6 +122,8 @@ struct Agent::Impl {
     std::unique_ptr<Enforcer> enforcer;
     std::unique_ptr<EnforcerWorker> enforcer_worker;  // kills wait out grace periods there
     std::unique_ptr<Correlator> correlator;
+    std::unique_ptr<PriorityGuard> priority_guard;             // guard mode's GPU priorities
+    std::unique_ptr<rules::GuardPolicyWatcher> guard_watcher;  // rules.correlation_files
     NetIntel net_intel;  // names connects from DNS answers, derives Stratum events
     std::unique_ptr<ExeScanWorker> exe_scans;           // null when rules.yara_scan is off
     std::vector<Detection> raised;                      // scratch for Correlator::observe
@@ -128,11 +132,11 @@ struct Agent::Impl {
     uint64_t detections_total = 0;
     uint64_t rule_reloads_rejected = 0;
     std::unique_ptr<ActivityLog> activity;  // recent detections/actions: status page, metrics
+    std::deque<std::pair<uint64_t, uint64_t>> delivered_samples;  // (monotonic ns, delivered), 60 s
     mutable std::mutex mutex;  // guards table, correlator and sensor reads from other threads
     int64_t realtime_offset_ns = 0;
     uint64_t started_ns = 0;
     BootstrapReport bootstrap;
-    std::deque<std::pair<uint64_t, uint64_t>> delivered_samples;  // (monotonic ns, delivered), 60 s
 
     bool is_gpu(uint32_t major, uint32_t minor) const {
         for (const auto& device : devices) {
@@ -450,6 +454,40 @@ struct Agent::Impl {
 
     // A rule file change the watcher rejected: an alert about the agent
     // itself, so the SOC sees that its rules did not change.
+    // Guard mode's pause/resume decisions go to the enforcer (its safety
+    // rules and dry run apply there); a pause is also reported as a
+    // detection, a resume through its outcome.
+    void act_on_priorities(const std::vector<PriorityAction>& actions) {
+        for (const auto& action : actions) {
+            const uint64_t now = monotonic_ns();
+            Detection detection;
+            detection.id =
+                "guard-priority-" + std::to_string(action.process.pid) + "-" + std::to_string(now);
+            detection.rule_id = "GG-GUARD-0001";
+            detection.rule_name = "Lower-priority GPU process paused under load";
+            detection.ruleset = "gpuguard-guard";
+            detection.description = action.reason;
+            detection.severity = Severity::kNotice;
+            detection.confidence = 1.0;
+            detection.first_seen_ns = detection.last_seen_ns = now;
+            detection.time_unix_ns = static_cast<int64_t>(now) + realtime_offset_ns;
+            detection.process = action.process;
+            detection.evidence.push_back(
+                Evidence{now, "policy", "telemetry", "", "priority_guard", action.reason});
+            detection.action = action.action;
+            detection.dry_run = action.dry_run;
+            logger("enforcer")
+                ->info("GPU priority: {} pid {} ({}, priority {}){}: {}", action.action,
+                       action.process.pid, action.process.comm, action.priority,
+                       action.dry_run ? " (dry run)" : "", action.reason);
+            if (action.action == "pause") {
+                emit(detection);
+            } else if (enforcer_worker) {
+                enforcer_worker->submit(detection);
+            }
+        }
+    }
+
     void raise_rules_rejected(const Error& error) {
         ++rule_reloads_rejected;
         Detection detection;
@@ -565,6 +603,10 @@ struct Agent::Impl {
             for (const auto& detection : raised) emit(detection);
             if (exe_scans) submit_scans();
         }
+        if (const auto* telemetry = std::get_if<Telemetry>(&event.data);
+            telemetry && priority_guard && priority_guard->enabled()) {
+            act_on_priorities(priority_guard->observe(*telemetry, *table));
+        }
         if (!options.event_sink) return;
         if (!options.event_types.empty() && !options.event_types.contains(event_type_name(event))) {
             return;
@@ -580,6 +622,12 @@ Agent::~Agent() {
     // Stop everything that calls back into the state before the state goes.
     impl_->exe_scans.reset();
     impl_->rules_watcher.reset();
+    impl_->guard_watcher.reset();
+    if (impl_->priority_guard) {
+        // Nothing stays stopped after the agent: resume what it paused.
+        std::lock_guard lock(impl_->mutex);
+        impl_->act_on_priorities(impl_->priority_guard->release_all());
+    }
     impl_->enforcer_worker.reset();
     if (impl_->journal) impl_->journal->close();
     impl_->control.reset();
@@ -642,6 +690,11 @@ Result<std::unique_ptr<Agent>> Agent::start(AgentOptions options) {
     if (!correlation_rules) {
         return fail(correlation_rules.error().code,
                     "correlation rules: " + correlation_rules.error().message);
+    }
+    auto priority_policy = rules::load_priority_policy(config.rules.correlation_files);
+    if (!priority_policy) {
+        return fail(priority_policy.error().code,
+                    "guard priorities: " + priority_policy.error().message);
     }
     // The watcher needs the main file's directory to exist (a fresh host has
     // no /etc/gpuguard yet); create it so rules dropped there later are seen.
@@ -719,6 +772,43 @@ Result<std::unique_ptr<Agent>> Agent::start(AgentOptions options) {
     impl->enforcer_worker = std::make_unique<EnforcerWorker>(*impl->enforcer);
     if (config.enforcement.dry_run)
         log->info("enforcement: dry run (actions are reported, not taken)");
+
+    // Guard mode's GPU priorities, judged at each telemetry reading; the
+    // enforcer's protection keeps pid 1, kernel threads, the agent and the
+    // allowlist out of every decision.
+    const Enforcer* enforcer = impl->enforcer.get();
+    impl->priority_guard = std::make_unique<PriorityGuard>(
+        std::move(*priority_policy), [] { return monotonic_ns(); },
+        [enforcer](uint32_t pid) { return enforcer->protected_reason(pid); },
+        [proc_root = impl->options.proc_root](uint32_t pid) -> uint64_t {
+            auto stat = read_proc_stat(pid, proc_root);
+            return stat ? stat->start_time_ns : 0;
+        });
+    if (const auto& policy = impl->priority_guard->policy()) {
+        log->info("guard priorities ({}): pause above {} %, resume below {} %, {} pattern(s){}",
+                  policy->source, policy->pause_above_percent, policy->resume_below_percent,
+                  policy->processes.size(), policy->dry_run ? ", dry run" : "");
+    }
+    // rules.correlation_files are reloaded when they change, like the rule
+    // files; a rejected change raises GG-AGENT-0001 and the last good stays.
+    auto guard_watcher = rules::GuardPolicyWatcher::start(
+        config.rules.correlation_files,
+        rules::GuardPolicyWatcher::Callbacks{
+            [raw](rules::GuardPolicies policies) {
+                std::lock_guard lock(raw->mutex);
+                raw->correlator->set_rules(std::move(policies.rules));
+                raw->act_on_priorities(
+                    raw->priority_guard->set_policy(std::move(policies.priority)));
+            },
+            [raw](const Error& error) {
+                std::lock_guard lock(raw->mutex);
+                raw->raise_rules_rejected(error);
+            }});
+    if (!guard_watcher) {
+        return fail(guard_watcher.error().code,
+                    "correlation files: " + guard_watcher.error().message);
+    }
+    impl->guard_watcher = std::move(guard_watcher).value();
 
     auto from_proc = read_gpu_devices(impl->options.proc_root);
     if (!from_proc) {
@@ -850,6 +940,7 @@ Status Agent::run(const volatile std::sig_atomic_t* stop) {
         static_cast<uint64_t>(impl.options.config.process_table.ioctl_interval_ms) * 1'000'000ull;
     uint64_t next_ioctl_read = monotonic_ns() + ioctl_interval_ns;
     uint64_t next_drop_check = monotonic_ns();
+    uint64_t next_rate_sample = monotonic_ns();
     std::map<std::string, uint64_t> reported_drops;
     while (*stop == 0) {
         {
@@ -872,6 +963,14 @@ Status Agent::run(const volatile std::sig_atomic_t* stop) {
         }
         if (now < next_ioctl_read && now < next_drop_check && now < next_rate_sample) continue;
         std::lock_guard lock(impl.mutex);
+        if (now >= next_rate_sample) {
+            next_rate_sample = now + 1'000'000'000ull;
+            auto& samples = impl.delivered_samples;
+            samples.emplace_back(now, impl.sensor->stats().delivered);
+            while (samples.size() > 2 && now - samples.front().first > 60'000'000'000ull) {
+                samples.pop_front();
+            }
+        }
         if (now >= next_ioctl_read) {
             next_ioctl_read = now + ioctl_interval_ns;
             if (auto stats = impl.sensor->read_ioctl_stats(); stats) {
@@ -940,7 +1039,40 @@ std::string Agent::status_json_of(const Impl& impl) {
     const auto gpu_processes = impl.table->gpu_processes();
     size_t live_gpu = 0;
     for (const auto& process : gpu_processes) live_gpu += !process.exited;
-    uint64_t next_rate_sample = monotonic_ns();
+    // Over the last minute (events/s), from the loop's once-a-second samples.
+    json events_per_s = nullptr;
+    if (impl.delivered_samples.size() >= 2) {
+        const auto& [first_ns, first] = impl.delivered_samples.front();
+        const auto& [last_ns, last] = impl.delivered_samples.back();
+        events_per_s =
+            static_cast<double>(last - first) * 1e9 / static_cast<double>(last_ns - first_ns);
+    }
+    json gpus = json::array();
+    for (const auto& device : telemetry.devices) {
+        json gpu{{"index", device.index},
+                 {"model", device.model},
+                 {"driver", device.driver},
+                 {"bus_id", device.bus_id}};
+        for (const auto& sample : telemetry.gpus) {
+            if (sample.gpu != device.index) continue;
+            if (sample.gpu_utilization_percent) {
+                gpu["utilization_percent"] = *sample.gpu_utilization_percent;
+            }
+            if (sample.memory_used_bytes) gpu["memory_used_bytes"] = *sample.memory_used_bytes;
+            if (sample.memory_total_bytes) gpu["memory_total_bytes"] = *sample.memory_total_bytes;
+        }
+        gpus.push_back(std::move(gpu));
+    }
+    const auto last_hour = impl.activity->last_hour();
+    const json enforcement{
+        {"dry_run", impl.options.config.enforcement.dry_run},
+        {"kill_now", impl.known_bad != nullptr},
+        {"deny_gpu", !impl.kernel_enforcer                ? "unavailable"
+                     : impl.kernel_enforcer->lsm_loaded() ? "cgroup/dev + BPF LSM"
+                                                          : "cgroup/dev"},
+        {"block_ip", impl.connect_filter ? "cgroup/connect"
+                     : impl.nft          ? "nftables"
+                                         : "on first use"}};
     return json{
         {"version", GPUGUARD_VERSION},
         {"pid", getpid()},
@@ -969,14 +1101,6 @@ std::string Agent::status_json_of(const Impl& impl) {
                                         {"writing", impl.journal->stats().writing},
                                         {"last_error", impl.journal->stats().last_error}}
                                  : json(nullptr)},
-        if (now >= next_rate_sample) {
-            next_rate_sample = now + 1'000'000'000ull;
-            auto& samples = impl.delivered_samples;
-            samples.emplace_back(now, impl.sensor->stats().delivered);
-            while (samples.size() > 2 && now - samples.front().first > 60'000'000'000ull) {
-                samples.pop_front();
-            }
-        }
         {"outputs", outputs},
         {"yara", impl.exe_scans ? yara_status_json(impl.exe_scans->stats()) : json(nullptr)},
         {"detections", json{{"raised", impl.correlator->stats().detections},
@@ -1013,37 +1137,3 @@ std::string Agent::ps_json_of(const Impl& impl) {
 }
 
 }  // namespace gpuguard::agent
-    // Over the last minute (events/s), from the loop's once-a-second samples.
-    json events_per_s = nullptr;
-    if (impl.delivered_samples.size() >= 2) {
-        const auto& [first_ns, first] = impl.delivered_samples.front();
-        const auto& [last_ns, last] = impl.delivered_samples.back();
-        events_per_s =
-            static_cast<double>(last - first) * 1e9 / static_cast<double>(last_ns - first_ns);
-    }
-    json gpus = json::array();
-    for (const auto& device : telemetry.devices) {
-        json gpu{{"index", device.index},
-                 {"model", device.model},
-                 {"driver", device.driver},
-                 {"bus_id", device.bus_id}};
-        for (const auto& sample : telemetry.gpus) {
-            if (sample.gpu != device.index) continue;
-            if (sample.gpu_utilization_percent) {
-                gpu["utilization_percent"] = *sample.gpu_utilization_percent;
-            }
-            if (sample.memory_used_bytes) gpu["memory_used_bytes"] = *sample.memory_used_bytes;
-            if (sample.memory_total_bytes) gpu["memory_total_bytes"] = *sample.memory_total_bytes;
-        }
-        gpus.push_back(std::move(gpu));
-    }
-    const auto last_hour = impl.activity->last_hour();
-    const json enforcement{
-        {"dry_run", impl.options.config.enforcement.dry_run},
-        {"kill_now", impl.known_bad != nullptr},
-        {"deny_gpu", !impl.kernel_enforcer                ? "unavailable"
-                     : impl.kernel_enforcer->lsm_loaded() ? "cgroup/dev + BPF LSM"
-                                                          : "cgroup/dev"},
-        {"block_ip", impl.connect_filter ? "cgroup/connect"
-                     : impl.nft          ? "nftables"
-                                         : "on first use"}};

@@ -8,13 +8,13 @@
 #include <mutex>
 #include <thread>
 
-#include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/inotify.h>
 #include <unistd.h>
 
 #include "gpuguard/common/logging.h"
 #include "gpuguard/rules/rules.h"
+#include "rules/watch_loop.h"
 
 namespace gpuguard::rules {
 
@@ -79,36 +79,13 @@ struct RuleSetWatcher::Impl {
         return false;
     }
 
-    // Reads pending events; true when one of them matters.
-    bool drain() {
-        alignas(inotify_event) char buffer[16 * 1024];
-        bool any = false;
-        for (;;) {
-            const ssize_t n = read(inotify_fd, buffer, sizeof buffer);
-            if (n <= 0) break;
-            for (ssize_t offset = 0; offset < n;) {
-                const auto* event = reinterpret_cast<const inotify_event*>(buffer + offset);
-                any |= relevant(*event);
-                offset += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
-            }
-        }
-        return any;
-    }
-
     void reload() {
         auto files = read_rule_files(paths);
         Result<RuleSet> built = files ? RuleSet::build(builtin, *files) : Unexpected{files.error()};
         if (!built) {
             rejected.fetch_add(1);
-            auto log = logger("rules");
-            log->error("rule change rejected, the previous rules stay active:");
-            size_t start = 0;
-            const std::string& message = built.error().message;
-            while (start <= message.size()) {
-                const size_t end = std::min(message.find('\n', start), message.size());
-                log->error("  {}", message.substr(start, end - start));
-                start = end + 1;
-            }
+            log_rejection("rule change rejected, the previous rules stay active:",
+                          built.error().message);
             if (callbacks.on_error) callbacks.on_error(built.error());
             return;
         }
@@ -125,24 +102,10 @@ struct RuleSetWatcher::Impl {
     }
 
     void run() {
-        pollfd fds[2] = {{inotify_fd, POLLIN, 0}, {stop_fd, POLLIN, 0}};
-        for (;;) {
-            if (poll(fds, 2, -1) < 0) {
-                if (errno == EINTR) continue;
-                logger("rules")->error("rule watcher stopped: poll: {}", std::strerror(errno));
-                return;
-            }
-            if (fds[1].revents) return;
-            if (!drain()) continue;
-            // Debounce: editors write in several steps; wait for quiet.
-            for (;;) {
-                const int ready = poll(fds, 2, static_cast<int>(debounce.count()));
-                if (ready > 0 && fds[1].revents) return;
-                if (ready <= 0) break;
-                drain();
-            }
-            reload();
-        }
+        run_watch_loop(
+            inotify_fd, stop_fd, debounce,
+            [this](const inotify_event& event) { return relevant(event); }, [this] { reload(); },
+            "rule watcher");
     }
 };
 

@@ -1,6 +1,7 @@
 // The scenario corpus (tests/scenarios/*.jsonl): hand-written event files of
 // miners and of benign GPU work, each stating its expected detections in
-// "# expect: RULE pid=N" lines ("# expect: nothing" for benign work). Every
+// "# expect: RULE pid=N" lines (with " dry_run" when the detection is a dry run)
+// ("# expect: nothing" for benign work). Every
 // file is replayed through the real correlator with the built-in rules and
 // must give exactly the expected (rule, pid) pairs, and the same bytes twice.
 // "# correlation: FILE" lines add correlation rule files (guard policies).
@@ -42,7 +43,7 @@ std::vector<fs::path> scenario_files() {
 }
 
 struct Expectation {
-    std::multiset<std::string> detections;  // "RULE pid=N"
+    std::multiset<std::string> detections;  // "RULE pid=N", "RULE pid=N dry_run"
     bool nothing = false;
     std::vector<std::string> correlation_files;  // "# correlation: FILE", relative to the corpus
 };
@@ -79,7 +80,8 @@ std::pair<std::multiset<std::string>, std::string> replay(const fs::path& path,
     std::string output;
     auto status = (*replay)->feed_file(path, [&](const Detection& detection) {
         if (detection.update == 0) {
-            found.insert(detection.rule_id + " pid=" + std::to_string(detection.process.pid));
+            found.insert(detection.rule_id + " pid=" + std::to_string(detection.process.pid) +
+                         (detection.dry_run ? " dry_run" : ""));
         }
         output += siem::format_ecs_json(detection, HostInfo{}) + "\n";
     });

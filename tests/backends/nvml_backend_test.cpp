@@ -221,6 +221,29 @@ TEST_F(NvmlBackendTest, gpu_lost_mid_run_leaves_metrics_absent_and_says_so_once)
     EXPECT_EQ(call_count_("nvmlDeviceGetMemoryInfo"), calls_before);
 }
 
+// The fake's "step_file": another process (a test driving a live agent)
+// moves the fake GPU through its steps by rewriting one number.
+TEST_F(NvmlBackendTest, fake_steps_follow_the_scripts_step_file) {
+    json idle = full_step();
+    idle["utilization"] = {12, 3};
+    json script = one_device(json::array({full_step(), idle}));
+    const auto step_file = dir_ / "step";
+    script["step_file"] = step_file.string();
+    auto backend = open(script);
+    ASSERT_TRUE(backend.ok()) << backend.error().message;
+    auto first = (*backend)->sample_gpus();
+    ASSERT_TRUE(first.ok());
+    EXPECT_EQ(first->gpus[0].gpu_utilization_percent, 87.0) << "no file yet: step 0";
+    std::ofstream(step_file) << "1\n";
+    auto second = (*backend)->sample_gpus();
+    ASSERT_TRUE(second.ok());
+    EXPECT_EQ(second->gpus[0].gpu_utilization_percent, 12.0);
+    std::ofstream(step_file) << "0\n";
+    auto third = (*backend)->sample_gpus();
+    ASSERT_TRUE(third.ok());
+    EXPECT_EQ(third->gpus[0].gpu_utilization_percent, 87.0);
+}
+
 TEST_F(NvmlBackendTest, processes_use_v3_24_byte_records_and_merge_by_pid) {
     const int compute_before = call_count_("nvmlDeviceGetComputeRunningProcesses_v3");
     const int graphics_before = call_count_("nvmlDeviceGetGraphicsRunningProcesses_v3");

@@ -668,6 +668,140 @@ TEST_F(AgentDetectTest, guard_policy_kills_a_process_over_its_memory_limit) {
     }
 }
 
+// A process's state letter from /proc/PID/stat ('T' stopped), '?' when gone.
+char proc_state(pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    std::getline(in, line);
+    const auto close = line.rfind(')');
+    return close == std::string::npos || close + 2 >= line.size() ? '?' : line[close + 2];
+}
+
+bool wait_for_state(pid_t pid, bool stopped, std::chrono::milliseconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    while (Clock::now() < deadline) {
+        if ((proc_state(pid) == 'T') == stopped) return true;
+        std::this_thread::sleep_for(10ms);
+    }
+    return false;
+}
+
+// Guard priorities, live: the fake GPU (NVML) reports 95 % with a
+// low-priority and a high-priority child of this test on it; the agent
+// SIGSTOPs the low one through the enforcer (outcome "success") and leaves
+// the high one running. When the script's load drops to 20 %, the low one
+// is SIGCONTed.
+TEST_F(AgentDetectTest, guard_priorities_pause_a_low_priority_child_under_load_and_resume_it) {
+    OwnChild low(start_child("gg-low", {}));
+    OwnChild high(start_child("gg-high", {}));
+    ASSERT_GT(low.pid, 0);
+    ASSERT_GT(high.pid, 0);
+    const auto step_file = dir_ / "nvml-step";
+    std::ofstream(step_file) << "0\n";
+    const std::vector<gpuguard::testing::FakeNvmlProcess> both = {{low.pid, 2ull << 30},
+                                                                  {high.pid, 8ull << 30}};
+    const auto script = dir_ / "nvml.json";
+    std::ofstream(script) << gpuguard::testing::fake_nvml_script({{.gpu_utilization = 95,
+                                                                   .memory_utilization = 50,
+                                                                   .memory_used = 10ull << 30,
+                                                                   .processes = both},
+                                                                  {.gpu_utilization = 20,
+                                                                   .memory_utilization = 10,
+                                                                   .memory_used = 10ull << 30,
+                                                                   .processes = both}},
+                                                                 step_file.string());
+    const auto policy = dir_ / "guard.yaml";
+    std::ofstream(policy) << R"(priority_guard:
+  pause_above_percent: 80
+  resume_below_percent: 50
+  max_pause: 10m
+  processes:
+    - {comm: [gg-high], priority: 100}
+    - {comm: [gg-low], priority: 1}
+)";
+    std::ofstream(config_, std::ios::app)
+        << "  correlation_files: [" << policy.string() << "]\n"
+        << "backends:\n  interval_ms: 200\n  nvml_library: \"" << GPUGUARD_FAKE_NVML_PATH << "\"\n";
+    const auto alerts = dir_ / "alerts.jsonl";
+    add_file_output(alerts);
+    Subprocess agent({"/usr/bin/env", "GPUGUARD_FAKE_NVML_SCRIPT=" + script.string(),
+                      GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_stderr("ready", 30s)) << agent.stderr_text();
+
+    auto paused = wait_for_detection(agent, low.pid, "GG-GUARD-0001", 10s);
+    ASSERT_TRUE(paused) << agent.stderr_text();
+    EXPECT_EQ((*paused)["event"]["action"], "pause");
+    EXPECT_NE(paused->dump().find("yields to priority 100 (gg-high, pid " +
+                                  std::to_string(high.pid) + ")"),
+              std::string::npos)
+        << paused->dump();
+    auto outcome = wait_for_outcome(alerts, low.pid, "pause");
+    ASSERT_TRUE(outcome) << agent.stderr_text();
+    EXPECT_EQ((*outcome)["gpuguard"]["enforcement"]["outcome"], "success") << outcome->dump();
+    EXPECT_TRUE(wait_for_state(low.pid, true, 2s)) << "the low-priority child is not stopped";
+    EXPECT_NE(proc_state(high.pid), 'T') << "the high-priority child must keep running";
+    // Still loaded: it stays stopped across further readings (200 ms apart).
+    std::this_thread::sleep_for(600ms);
+    EXPECT_EQ(proc_state(low.pid), 'T');
+
+    // The load drops below 50 %: resumed.
+    std::ofstream(step_file) << "1\n";
+    auto resumed = wait_for_outcome(alerts, low.pid, "resume");
+    ASSERT_TRUE(resumed) << agent.stderr_text();
+    EXPECT_EQ((*resumed)["gpuguard"]["enforcement"]["outcome"], "success") << resumed->dump();
+    EXPECT_EQ((*resumed)["event"]["reason"], "SIGCONT") << resumed->dump();
+    EXPECT_TRUE(wait_for_state(low.pid, false, 2s)) << "the low-priority child is still stopped";
+    EXPECT_TRUE(agent.wait_for_stderr("GPU priority: resume pid " + std::to_string(low.pid), 2s))
+        << agent.stderr_text();
+    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+    EXPECT_FALSE(high.wait_exit(100ms)) << "never signalled";
+}
+
+// rules.correlation_files are hot reloaded: a broken change raises
+// GG-AGENT-0001 naming the file and the last good policy stays in force; a
+// valid one replaces it for processes seen afterwards.
+TEST_F(AgentDetectTest, correlation_file_changes_apply_live_and_broken_ones_raise_an_alert) {
+    const auto policy = dir_ / "guard.yaml";
+    const auto write_policy = [&](const std::string& text) {
+        const auto temporary = dir_ / ".guard.yaml.tmp";
+        std::ofstream(temporary) << text;
+        std::filesystem::rename(temporary, policy);
+    };
+    const auto rule = [](const std::string& id) {
+        return "rules:\n  - id: " + id +
+               "\n    name: Root on a GPU\n    severity: notice\n    window: 1h\n"
+               "    when:\n      gpu_held: true\n      scope: {users: [\"0\", root]}\n";
+    };
+    write_policy(rule("SITE-RELOAD-A"));
+    std::ofstream(config_, std::ios::app) << "  correlation_files: [" << policy.string() << "]\n";
+    Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_stderr("ready", 30s)) << agent.stderr_text();
+    OwnChild first(start_child("gg-reload-1", {}));
+    ASSERT_TRUE(wait_for_detection(agent, first.pid, "SITE-RELOAD-A", 5s)) << agent.stderr_text();
+
+    write_policy(rule("SITE-RELOAD-BROKEN") + "    colour: red\n");
+    auto rejected = wait_for_detection(agent, agent.pid(), "GG-AGENT-0001", 5s);
+    ASSERT_TRUE(rejected) << agent.stderr_text();
+    EXPECT_NE(rejected->dump().find(policy.string() + ":"), std::string::npos) << rejected->dump();
+    EXPECT_NE(rejected->dump().find("unknown key 'colour'"), std::string::npos) << rejected->dump();
+    OwnChild second(start_child("gg-reload-2", {}));
+    EXPECT_TRUE(wait_for_detection(agent, second.pid, "SITE-RELOAD-A", 5s))
+        << "the last good policy must stay in force\n"
+        << agent.stderr_text();
+
+    write_policy(rule("SITE-RELOAD-B"));
+    ASSERT_TRUE(agent.wait_for_stderr("guard policies reloaded", 5s)) << agent.stderr_text();
+    OwnChild third(start_child("gg-reload-3", {}));
+    EXPECT_TRUE(wait_for_detection(agent, third.pid, "SITE-RELOAD-B", 5s)) << agent.stderr_text();
+    for (const auto& line : seen_) {
+        const auto record = nlohmann::json::parse(line);
+        if (record["process"]["pid"] == third.pid) {
+            EXPECT_NE(record["rule"]["id"], "SITE-RELOAD-A") << "the replaced rule still fires";
+        }
+    }
+    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+}
+
 // deny_gpu from a rule: the live agent attaches cgroup/dev to the cgroup of
 // the detected process (a cgroup the test made), so its next open of the
 // fake GPU node fails with EPERM; this process, outside it, still opens the

@@ -199,5 +199,155 @@ TEST(CorrelationRules, BadTimeWindowsAndProcessCapsNameTheirLine) {
     EXPECT_NE(message.find("max_gpu_processes"), std::string::npos) << message;
 }
 
+TEST(CorrelationRules, ScopesByGroupAndContainerAndDryRunPerRule) {
+    auto parsed = parse_correlation_rules(R"(rules:
+  - id: SITE-G
+    name: Students over 8 GiB, on trial
+    severity: warning
+    action: kill
+    dry_run: true
+    when:
+      gpu_held: true
+      scope: {groups: ["2000", students], not_groups: [staff],
+              container_ids: ["c0ffee*"], not_container_ids: ["docker://c0ffee00*"]}
+      gpu_memory_above: 8GiB
+  - id: SITE-H
+    name: enforced
+    severity: warning
+    action: kill
+    when: {gpu_held: true}
+)",
+                                          "site.yaml");
+    ASSERT_TRUE(parsed) << parsed.error().message;
+    ASSERT_EQ(parsed->size(), 2u);
+    const CorrelationRule& rule = (*parsed)[0];
+    EXPECT_TRUE(rule.dry_run);
+    EXPECT_FALSE((*parsed)[1].dry_run) << "dry_run is off unless a rule says so";
+    ASSERT_TRUE(rule.scope);
+    EXPECT_EQ(rule.scope->groups, (std::vector<std::string>{"2000", "students"}));
+    EXPECT_EQ(rule.scope->not_groups, std::vector<std::string>{"staff"});
+    EXPECT_EQ(rule.scope->container_ids, std::vector<std::string>{"c0ffee*"});
+    EXPECT_EQ(rule.scope->not_container_ids, std::vector<std::string>{"docker://c0ffee00*"});
+
+    auto bad = parse_correlation_rules(R"(rules:
+  - id: SITE-B
+    name: bad
+    severity: warning
+    dry_run: sometimes
+    when:
+      gpu_held: true
+      scope: {group: [x]}
+)",
+                                       "bad.yaml");
+    ASSERT_FALSE(bad);
+    EXPECT_NE(bad.error().message.find(
+                  "bad.yaml:5:14: rules[0] (SITE-B).dry_run: must be true or false, got "
+                  "'sometimes'"),
+              std::string::npos)
+        << bad.error().message;
+    EXPECT_NE(bad.error().message.find("bad.yaml:8:15: rules[0] (SITE-B).when.scope: unknown key "
+                                       "'group'"),
+              std::string::npos)
+        << bad.error().message;
+}
+
+TEST(CorrelationRules, PriorityGuardSectionSetsThresholdsAndPriorities) {
+    testing::TempDir dir;
+    const auto first = dir.path() / "guard.yaml";
+    std::ofstream(first) << R"(priority_guard:
+  pause_above_percent: 85
+  resume_below_percent: 50
+  max_pause: 10m
+  cooldown: 2m
+  default_priority: 10
+  dry_run: true
+  processes:
+    - {exe: ["/opt/train/*"], priority: 100}
+    - {comm: [python*], cmdline: ["* --batch*"], priority: 5}
+    - {users: [intern, "1500"], priority: 1}
+)";
+    // A file with priorities only is a valid correlation rule file too.
+    auto rules = load_correlation_rules({first.string()});
+    ASSERT_TRUE(rules) << rules.error().message;
+    EXPECT_EQ(rules->size(), builtin_correlation_rules()->size());
+
+    auto policy = load_priority_policy({first.string()});
+    ASSERT_TRUE(policy) << policy.error().message;
+    ASSERT_TRUE(*policy);
+    EXPECT_EQ((*policy)->pause_above_percent, 85);
+    EXPECT_EQ((*policy)->resume_below_percent, 50);
+    EXPECT_EQ((*policy)->max_pause, std::chrono::minutes(10));
+    EXPECT_EQ((*policy)->cooldown, std::chrono::minutes(2));
+    EXPECT_TRUE((*policy)->dry_run);
+    EXPECT_EQ((*policy)->source, first.string() + ":1");
+    const PriorityPolicy& p = **policy;
+    EXPECT_EQ(p.priority_of("train", "/opt/train/bin/train", "train --epochs 3", 1000, "bob"), 100);
+    EXPECT_EQ(p.priority_of("python3", "/usr/bin/python3", "python3 job.py --batch 4", 1000, ""),
+              5);
+    EXPECT_EQ(p.priority_of("python3", "/usr/bin/python3", "python3 job.py", 1000, ""), 10)
+        << "every set list of a pattern must match";
+    EXPECT_EQ(p.priority_of("blender", "/usr/bin/blender", "blender -b", 1500, ""), 1);
+    EXPECT_EQ(p.priority_of("blender", "/usr/bin/blender", "blender -b", 1000, "intern"), 1);
+    EXPECT_EQ(p.priority_of("blender", "/usr/bin/blender", "blender -b", 1000, "bob"), 10);
+
+    // Defaults; a later file's section replaces an earlier one.
+    const auto second = dir.path() / "later.yaml";
+    std::ofstream(second) << "priority_guard:\n  processes:\n    - {comm: [a], priority: 1}\n";
+    auto later = load_priority_policy({first.string(), second.string()});
+    ASSERT_TRUE(later && *later) << (later ? "" : later.error().message);
+    EXPECT_EQ((*later)->pause_above_percent, 80) << "the issue's default threshold";
+    EXPECT_EQ((*later)->resume_below_percent, 60) << "hysteresis: 20 points below";
+    EXPECT_FALSE((*later)->dry_run);
+    EXPECT_EQ((*later)->processes.size(), 1u);
+    auto none = load_priority_policy({});
+    ASSERT_TRUE(none);
+    EXPECT_FALSE(*none) << "no section: guard priorities are off";
+
+    auto both = load_guard_policies({first.string()});
+    ASSERT_TRUE(both) << both.error().message;
+    EXPECT_TRUE(both->priority);
+    EXPECT_EQ(both->rules.size(), rules->size());
+}
+
+TEST(CorrelationRules, BadPriorityGuardSectionsNameTheirLine) {
+    auto inverted = parse_priority_policy(R"(priority_guard:
+  pause_above_percent: 50
+  resume_below_percent: 70
+  processes: [{comm: [a], priority: 1}]
+)",
+                                          "p.yaml");
+    ASSERT_FALSE(inverted);
+    EXPECT_NE(inverted.error().message.find("p.yaml:2:3: priority_guard: resume_below_percent (70) "
+                                            "must be below pause_above_percent (50)"),
+              std::string::npos)
+        << inverted.error().message;
+    auto unknown = parse_priority_policy("priority_guard:\n  colour: red\n", "p.yaml");
+    ASSERT_FALSE(unknown);
+    EXPECT_NE(unknown.error().message.find("p.yaml:2:3: priority_guard: unknown key 'colour'"),
+              std::string::npos)
+        << unknown.error().message;
+    auto rest = parse_priority_policy(R"(priority_guard:
+  max_pause: forever
+  processes:
+    - {priority: 3}
+    - {comm: [x]}
+    - {comm: [y], priority: 1.5}
+)",
+                                      "p.yaml");
+    ASSERT_FALSE(rest);
+    for (const char* expected : {
+             "p.yaml:2:14: priority_guard.max_pause: must be a duration",
+             "p.yaml:4:7: priority_guard.processes[0]: needs comm, exe, cmdline or users",
+             "p.yaml:5:7: priority_guard.processes[1]: priority: missing",
+             "p.yaml:6:29: priority_guard.processes[2].priority: must be a whole number",
+         }) {
+        EXPECT_NE(rest.error().message.find(expected), std::string::npos)
+            << "missing: " << expected << "\nin:\n"
+            << rest.error().message;
+    }
+    // A rule file with an unknown top-level key still fails.
+    EXPECT_FALSE(parse_correlation_rules("priorities: {}\n", "x.yaml"));
+}
+
 }  // namespace
 }  // namespace gpuguard::rules

@@ -3,24 +3,40 @@
 #include <nlohmann/json.hpp>
 
 namespace gpuguard::testing {
+namespace {
 
-std::string fake_nvml_script(const FakeH100& gpu) {
-    constexpr uint64_t kTotal = 80ull << 30;
+constexpr uint64_t kTotal = 80ull << 30;
+
+nlohmann::json step(const FakeH100& gpu) {
     nlohmann::json processes = nlohmann::json::array();
     for (const auto& process : gpu.processes) {
         processes.push_back({{"pid", process.pid}, {"used_memory", process.used_memory}});
     }
+    return {{"utilization", {gpu.gpu_utilization, gpu.memory_utilization}},
+            {"memory", {kTotal, gpu.memory_used, kTotal - gpu.memory_used}},
+            {"compute_processes", processes}};
+}
+
+nlohmann::json script(const std::vector<FakeH100>& steps) {
+    nlohmann::json played = nlohmann::json::array();
+    for (const auto& gpu : steps) played.push_back(step(gpu));
     return nlohmann::json{{"driver_version", "550.54.15"},
                           {"devices",
                            {{{"name", "NVIDIA H100 80GB HBM3"},
                              {"uuid", "GPU-00000000-1111-2222-3333-444444444444"},
                              {"bus_id", "00000000:3B:00.0"},
                              {"minor", 0},
-                             {"steps",
-                              {{{"utilization", {gpu.gpu_utilization, gpu.memory_utilization}},
-                                {"memory", {kTotal, gpu.memory_used, kTotal - gpu.memory_used}},
-                                {"compute_processes", processes}}}}}}}}
-        .dump();
+                             {"steps", played}}}}};
+}
+
+}  // namespace
+
+std::string fake_nvml_script(const FakeH100& gpu) { return script({gpu}).dump(); }
+
+std::string fake_nvml_script(const std::vector<FakeH100>& steps, const std::string& step_file) {
+    auto text = script(steps);
+    text["step_file"] = step_file;
+    return text.dump();
 }
 
 }  // namespace gpuguard::testing

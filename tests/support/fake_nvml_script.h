@@ -28,4 +28,9 @@ struct FakeH100 {
 // JSON text of a one-GPU script (80 GiB total, free = total - used).
 std::string fake_nvml_script(const FakeH100& gpu);
 
+// The same GPU going through `steps`: the fake plays the step whose number
+// `step_file` holds (read at every NVML call; 0 when missing), so a test can
+// change what a running agent's fake GPU reports by rewriting that file.
+std::string fake_nvml_script(const std::vector<FakeH100>& steps, const std::string& step_file);
+
 }  // namespace gpuguard::testing

@@ -23,7 +23,8 @@
 //                                 "errors": { "nvmlDeviceGetFanSpeed": "NO_PERMISSION",
 //                                             "*": "GPU_IS_LOST" } } ] } ] }
 // A key missing from a step answers NVML_ERROR_NOT_SUPPORTED. Steps change
-// only through fake_nvml_set_step(); the last step repeats.
+// through fake_nvml_set_step(), or, when the script names a "step_file", by
+// the number in that file (read at every call); the last step repeats.
 //
 // Test-only exports: fake_nvml_set_step(unsigned), fake_nvml_call_count(name).
 #include <cstdlib>
@@ -93,11 +94,25 @@ const json* device_json(nvmlDevice_t device) {
     return &devices[device->index];
 }
 
+// The current step: fake_nvml_set_step()'s, or the number in the script's
+// "step_file", read at every call (a test moves a live agent's fake GPU,
+// in another process, through its steps by rewriting that file).
+unsigned current_step() {
+    const auto& s = state();
+    if (s.script.contains("step_file")) {
+        std::ifstream in(s.script["step_file"].get<std::string>());
+        unsigned step = 0;
+        if (in >> step) return step;
+        return 0;
+    }
+    return s.step;
+}
+
 const json* step_json(nvmlDevice_t device) {
     const json* d = device_json(device);
     if (!d || !d->contains("steps") || (*d)["steps"].empty()) return nullptr;
     const auto& steps = (*d)["steps"];
-    return &steps[std::min<size_t>(state().step, steps.size() - 1)];
+    return &steps[std::min<size_t>(current_step(), steps.size() - 1)];
 }
 
 // NVML_SUCCESS and the step's value for `key`, or the scripted error for

@@ -1,0 +1,133 @@
+// GuardPolicyWatcher: hot reload of `rules.correlation_files`. A change to a
+// watched file (in place or written and renamed, as editors do) reloads
+// every file; a broken change is reported and changes nothing; other files
+// in the same directory are ignored.
+#include <algorithm>
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <mutex>
+
+#include <gtest/gtest.h>
+
+#include "gpuguard/rules/correlation.h"
+#include "tests/support/temp_dir.h"
+
+namespace gpuguard::rules {
+namespace {
+
+using namespace std::chrono_literals;
+using gpuguard::testing::TempDir;
+
+void replace_file(const std::filesystem::path& path, const std::string& text) {
+    const auto temporary = path.parent_path() / ("." + path.filename().string() + ".tmp");
+    std::ofstream(temporary) << text;
+    std::filesystem::rename(temporary, path);
+}
+
+std::string rule_file(const std::string& id) {
+    return "rules:\n  - id: " + id +
+           "\n    name: n\n    severity: notice\n    when: {gpu_held: true}\n";
+}
+
+class GuardPolicyWatcherTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        guard_ = dir_ / "guard.yaml";
+        std::ofstream(guard_) << rule_file("SITE-FIRST");
+        GuardPolicyWatcher::Callbacks callbacks;
+        callbacks.on_reload = [this](GuardPolicies policies) {
+            std::lock_guard lock(mutex_);
+            last_ = std::move(policies);
+            ++reloaded_;
+            changed_.notify_all();
+        };
+        callbacks.on_error = [this](const Error& error) {
+            std::lock_guard lock(mutex_);
+            errors_.push_back(error.message);
+            changed_.notify_all();
+        };
+        auto watcher = GuardPolicyWatcher::start({guard_.string()}, callbacks, 50ms);
+        ASSERT_TRUE(watcher) << watcher.error().message;
+        watcher_ = std::move(watcher).value();
+    }
+
+    bool wait_for(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
+        std::unique_lock lock(mutex_);
+        return changed_.wait_for(lock, timeout, done);
+    }
+    bool has_rule(const std::string& id) {
+        std::lock_guard lock(mutex_);
+        return std::any_of(last_.rules.begin(), last_.rules.end(),
+                           [&](const CorrelationRule& rule) { return rule.id == id; });
+    }
+
+    TempDir dir_;
+    std::filesystem::path guard_;
+    std::unique_ptr<GuardPolicyWatcher> watcher_;
+    std::mutex mutex_;
+    std::condition_variable changed_;
+    int reloaded_ = 0;
+    GuardPolicies last_;
+    std::vector<std::string> errors_;
+};
+
+TEST_F(GuardPolicyWatcherTest, a_changed_policy_file_is_reloaded_with_its_priorities) {
+    replace_file(guard_, rule_file("SITE-SECOND") +
+                             "priority_guard:\n  processes: [{comm: [train], priority: 9}]\n");
+    ASSERT_TRUE(wait_for([&] { return reloaded_ >= 1; }, 2000ms)) << "no reload";
+    EXPECT_TRUE(has_rule("SITE-SECOND"));
+    EXPECT_FALSE(has_rule("SITE-FIRST"));
+    EXPECT_TRUE(has_rule("GG-CORR-0001")) << "the built-in rules stay under the file's";
+    {
+        std::lock_guard lock(mutex_);
+        ASSERT_TRUE(last_.priority);
+        EXPECT_EQ(last_.priority->processes.at(0).priority, 9);
+    }
+    // In place, as `echo >>` does.
+    std::ofstream(guard_, std::ios::trunc) << rule_file("SITE-THIRD");
+    ASSERT_TRUE(wait_for([&] { return reloaded_ >= 2; }, 2000ms)) << "in-place write not seen";
+    EXPECT_TRUE(has_rule("SITE-THIRD"));
+    {
+        std::lock_guard lock(mutex_);
+        EXPECT_FALSE(last_.priority) << "the section was removed: priorities off";
+    }
+    EXPECT_EQ(watcher_->reloads(), 2u);
+}
+
+TEST_F(GuardPolicyWatcherTest, a_broken_change_is_reported_and_other_files_are_ignored) {
+    std::ofstream(dir_ / "notes.yaml") << "not: watched\n";
+    EXPECT_FALSE(wait_for([&] { return reloaded_ + static_cast<int>(errors_.size()) > 0; }, 300ms))
+        << "a file that is not a policy file triggered a reload";
+    replace_file(guard_,
+                 "rules:\n  - id: SITE-BROKEN\n    name: b\n    severity: loud\n"
+                 "    when: {gpu_held: true}\n");
+    ASSERT_TRUE(wait_for([&] { return !errors_.empty(); }, 2000ms)) << "the rejection not reported";
+    {
+        std::lock_guard lock(mutex_);
+        EXPECT_NE(errors_[0].find(guard_.string() + ":4:15: rules[0] (SITE-BROKEN).severity: "
+                                                    "unknown severity 'loud'"),
+                  std::string::npos)
+            << errors_[0];
+        EXPECT_EQ(reloaded_, 0) << "a rejected change must not be applied";
+    }
+    EXPECT_EQ(watcher_->rejected(), 1u);
+    replace_file(guard_, rule_file("SITE-FIXED"));
+    ASSERT_TRUE(wait_for([&] { return reloaded_ >= 1; }, 2000ms));
+    EXPECT_TRUE(has_rule("SITE-FIXED"));
+}
+
+TEST(GuardPolicyWatcher, without_files_it_watches_nothing_and_a_missing_directory_fails) {
+    auto idle = GuardPolicyWatcher::start({}, {});
+    ASSERT_TRUE(idle) << idle.error().message;
+    EXPECT_EQ((*idle)->reloads(), 0u);
+    auto missing = GuardPolicyWatcher::start({"/nonexistent-gpuguard-dir/guard.yaml"}, {});
+    ASSERT_FALSE(missing);
+    EXPECT_NE(missing.error().message.find("cannot watch /nonexistent-gpuguard-dir"),
+              std::string::npos)
+        << missing.error().message;
+}
+
+}  // namespace
+}  // namespace gpuguard::rules
