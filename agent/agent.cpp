@@ -320,6 +320,29 @@ struct Agent::Impl {
                                   {},
                                   static_cast<double>(detections_total)});
         activity->append_metrics(out);
+        if (journal) {
+            const auto written = journal->stats();
+            out.push_back(AgentMetric{"gpuguard_journal_events_total",
+                                      "Events written to the forensic journal",
+                                      "counter",
+                                      {},
+                                      static_cast<double>(written.events_written)});
+            for (const auto& [reason, count] :
+                 {std::pair{"queue_full", written.dropped_queue_full},
+                  std::pair{"write_failed", written.dropped_write_failed}}) {
+                out.push_back(AgentMetric{"gpuguard_journal_dropped_total",
+                                          "Journal records lost, by reason (each also counted "
+                                          "as a gap in the journal)",
+                                          "counter",
+                                          {{"reason", reason}},
+                                          static_cast<double>(count)});
+            }
+            out.push_back(AgentMetric{"gpuguard_journal_writing",
+                                      "1 while journal writes succeed, 0 while they fail",
+                                      "gauge",
+                                      {},
+                                      written.writing ? 1.0 : 0.0});
+        }
         out.push_back(AgentMetric{"gpuguard_tracked_processes",
                                   "Entries in the process table",
                                   "gauge",

@@ -194,6 +194,17 @@ int run_status(const Context& context, const QueryOptions& options) {
                     gpu["driver"].get<std::string>().c_str(),
                     gpu["bus_id"].get<std::string>().c_str(), util.c_str(), memory.c_str());
     }
+    if (const json& journal = s["journal"]; journal.is_object()) {
+        std::printf("journal: %s, %llu events written, %llu dropped, %s\n",
+                    journal["dir"].get<std::string>().c_str(),
+                    static_cast<unsigned long long>(journal["events_written"].get<uint64_t>()),
+                    static_cast<unsigned long long>(journal["dropped"].get<uint64_t>()),
+                    journal["writing"].get<bool>()
+                        ? "writing"
+                        : ("failing: " + journal["last_error"].get<std::string>()).c_str());
+    } else {
+        std::printf("journal: off\n");
+    }
     const json& hour = s["last_hour"];
     std::string actions;
     for (const auto& [outcome, count] : hour["actions"].items()) {

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -401,9 +402,12 @@ TEST_F(AgentDetectTest, full_journal_disk_loses_no_detection_and_writing_resumes
         ~Unmount() { umount2(path.c_str(), MNT_DETACH); }
     } unmount{mount_point.string()};
     use_control_socket();
+    // Enforcement must not depend on the journal either: the miner is killed.
+    std::ofstream(rules_dir_ / "10-kill.yaml")
+        << "signatures:\n  override:\n    - id: GG-STRATUM-0001\n      action: kill\n";
     std::ofstream(config_, std::ios::app)
         << "journal:\n  dir: " << (mount_point / "journal").string()
-        << "\n  fsync_interval_ms: 50\n";
+        << "\n  fsync_interval_ms: 50\nenforcement:\n  grace_period_ms: 500\n";
     Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
     ASSERT_TRUE(agent.wait_for_stderr("ready", 30s)) << agent.stderr_text();
     auto journal_status = [&] {
@@ -424,13 +428,23 @@ TEST_F(AgentDetectTest, full_journal_disk_loses_no_detection_and_writing_resumes
         }
         close(fd);
     }
-    const std::string script = "exec -a xmrig sleep 0.3";
+    const std::string script = "exec -a xmrig sleep 30";
     const pid_t first = start_child(
         "gg-miner", {"/bin/bash", "-c", script, "x", "-o", "stratum+tcp://127.0.0.1:3333"});
     ChildReaper reap_first(first);
-    ASSERT_TRUE(wait_for_detection(agent, first, "GG-CORR-0001", 5s))
-        << "detection must not depend on the journal\n"
-        << agent.stderr_text();
+    auto detection = wait_for_detection(agent, first, "GG-CORR-0001", 5s);
+    ASSERT_TRUE(detection) << "detection must not depend on the journal\n" << agent.stderr_text();
+    EXPECT_EQ((*detection)["event"]["action"], "kill");
+    int status = 0;
+    pid_t reaped = 0;
+    for (const auto kill_deadline = Clock::now() + 5s;
+         reaped == 0 && Clock::now() < kill_deadline;) {
+        reaped = waitpid(first, &status, WNOHANG);
+        if (reaped == 0) std::this_thread::sleep_for(10ms);
+    }
+    EXPECT_EQ(reaped, first) << "the enforcer must act with the journal's disk full\n"
+                             << agent.stderr_text();
+    EXPECT_TRUE(WIFSIGNALED(status));
     nlohmann::json full;
     const auto deadline = Clock::now() + 10s;
     do {
@@ -440,6 +454,13 @@ TEST_F(AgentDetectTest, full_journal_disk_loses_no_detection_and_writing_resumes
     EXPECT_GT(full["dropped"].get<uint64_t>(), 0u) << full.dump();
     EXPECT_FALSE(full["writing"].get<bool>()) << full.dump();
     EXPECT_FALSE(full["last_error"].get<std::string>().empty()) << full.dump();
+    // The plain status says so too.
+    const auto text = gpuguard::testing::run_command(
+        {GPUGUARD_BINARY, "status", "--socket", (dir_ / "control.sock").string()}, 10s);
+    EXPECT_TRUE(std::regex_search(
+        text.stdout_text,
+        std::regex(R"(journal: \S+, \d+ events written, [1-9]\d* dropped, failing: )")))
+        << text.stdout_text;
 
     // Space returns: the writer resumes on its own.
     std::filesystem::remove(filler);
