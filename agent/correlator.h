@@ -112,6 +112,8 @@ class Correlator {
         std::vector<UsageSample> usage;         // newest last, bounded
         std::vector<uint64_t> connect_ts;       // newest last, bounded
         std::optional<DetectionPeer> peer;      // last connect with port/domain evidence
+        std::optional<double> hash_rate;        // fastest estimate of its mining sessions, H/s
+        uint64_t hash_rate_ns = 0;              // when it was reported
         uint64_t first_gpu_ns = 0;
     };
     struct Open {

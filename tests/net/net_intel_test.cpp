@@ -263,6 +263,70 @@ TEST_F(NetIntelTest, wallets_never_reach_the_alerts_or_ps_whole) {
     }));
 }
 
+// hash_rate_threshold raises GG-CORR-0011 on its own: here every stratum
+// payload signature is disabled, so GG-CORR-0003 cannot fire; the rate alone
+// does, once two shares give one, and only above the threshold.
+TEST_F(NetIntelTest, hash_rate_above_the_threshold_raises_a_detection_on_its_own) {
+    const std::string no_payload_signatures =
+        "signatures:\n  disable: [GG-STRATUM-0009, GG-STRATUM-0010, GG-STRATUM-0011, "
+        "GG-STRATUM-0012]\n";
+    const auto mine = [&](uint64_t flow, uint32_t pid) {
+        std::vector<Detection> all;
+        const auto keep = [&](std::vector<Detection> detections) {
+            for (auto& d : detections) all.push_back(std::move(d));
+        };
+        const auto send = [&](uint64_t ts, NetPayload::Direction direction, std::string line,
+                              uint32_t seq) {
+            NetPayload sample;
+            sample.direction = direction;
+            sample.length = static_cast<uint32_t>(line.size() + 1);
+            sample.seq = seq;
+            sample.flow = flow;
+            sample.remote_address = "198.51.100.20";
+            sample.remote_port = 3333;
+            sample.data = std::move(line) + "\n";
+            keep(feed(ts, sample, pid));
+        };
+        send(1 * kSecond, NetPayload::Direction::kOut,
+             R"({"id":1,"method":"mining.subscribe","params":[]})", 0);
+        send(1 * kSecond + 1, NetPayload::Direction::kIn,
+             R"({"id":null,"method":"mining.set_difficulty","params":[1]})", 0);
+        // 2^32 hashes per share, one share a second: 4.29 GH/s.
+        for (uint32_t i = 0; i < 3; ++i) {
+            send((2 + i) * kSecond, NetPayload::Direction::kOut,
+                 R"({"id":)" + std::to_string(10 + i) +
+                     R"(,"method":"mining.submit","params":["w","j","e","t","n"]})",
+                 1 + i);
+        }
+        return all;
+    };
+    const auto fired = [](const std::vector<Detection>& all, const std::string& rule) {
+        return std::count_if(all.begin(), all.end(), [&](const Detection& d) {
+            return d.rule_id == rule && d.update == 0;
+        });
+    };
+
+    make(rule_set(no_payload_signatures + "hash_rate_threshold: 1GH/s\n"));
+    const auto above = mine(1, 5001);
+    EXPECT_EQ(fired(above, "GG-CORR-0003"), 0);
+    ASSERT_EQ(fired(above, "GG-CORR-0011"), 1);
+    const auto detection = std::find_if(
+        above.begin(), above.end(), [](const Detection& d) { return d.rule_id == "GG-CORR-0011"; });
+    EXPECT_EQ(detection->first_seen_ns, 3 * kSecond) << "raised by the second share";
+    ASSERT_EQ(detection->evidence.size(), 1u);
+    EXPECT_EQ(detection->evidence[0].field, "hash_rate");
+    EXPECT_EQ(detection->evidence[0].detail,
+              "hash rate 4.295e+09 H/s above hash_rate_threshold 1e+09 H/s");
+    ASSERT_TRUE(detection->peer);
+    EXPECT_EQ(detection->peer->protocol, "stratum1");
+    EXPECT_EQ(detection->action, "alert");
+
+    make(rule_set(no_payload_signatures + "hash_rate_threshold: 5GH/s\n"));
+    EXPECT_EQ(fired(mine(2, 5002), "GG-CORR-0011"), 0) << "below the threshold";
+    make(rule_set(no_payload_signatures));
+    EXPECT_EQ(fired(mine(3, 5003), "GG-CORR-0011"), 0) << "no threshold set";
+}
+
 TEST_F(NetIntelTest, non_mining_json_rpc_raises_nothing) {
     std::vector<Detection> all;
     for (
