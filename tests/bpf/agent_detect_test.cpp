@@ -778,6 +778,42 @@ TEST_F(AgentDetectTest, guard_priorities_pause_a_low_priority_child_under_load_a
     EXPECT_FALSE(high.wait_exit(100ms)) << "never signalled";
 }
 
+// enforcement.dry_run: the same decision is reported (detection and a
+// "dry_run" outcome that would send SIGSTOP) and the child never stops.
+TEST_F(AgentDetectTest, guard_priorities_in_dry_run_report_the_pause_and_never_stop_the_child) {
+    OwnChild low(start_child("gg-low", {}));
+    OwnChild high(start_child("gg-high", {}));
+    ASSERT_GT(low.pid, 0);
+    ASSERT_GT(high.pid, 0);
+    const auto script = dir_ / "nvml.json";
+    std::ofstream(script) << gpuguard::testing::fake_nvml_script(
+        {.gpu_utilization = 95,
+         .memory_utilization = 50,
+         .memory_used = 10ull << 30,
+         .processes = {{low.pid, 2ull << 30}, {high.pid, 8ull << 30}}});
+    const auto policy = dir_ / "guard.yaml";
+    std::ofstream(policy) << "priority_guard:\n  processes:\n"
+                          << "    - {comm: [gg-high], priority: 100}\n"
+                          << "    - {comm: [gg-low], priority: 1}\n";
+    std::ofstream(config_, std::ios::app)
+        << "  correlation_files: [" << policy.string() << "]\n"
+        << "enforcement:\n  dry_run: true\n"
+        << "backends:\n  interval_ms: 200\n  nvml_library: \"" << GPUGUARD_FAKE_NVML_PATH << "\"\n";
+    const auto alerts = dir_ / "alerts.jsonl";
+    add_file_output(alerts);
+    Subprocess agent({"/usr/bin/env", "GPUGUARD_FAKE_NVML_SCRIPT=" + script.string(),
+                      GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_stderr("ready", 30s)) << agent.stderr_text();
+    auto paused = wait_for_detection(agent, low.pid, "GG-GUARD-0001", 10s);
+    ASSERT_TRUE(paused) << agent.stderr_text();
+    auto outcome = wait_for_outcome(alerts, low.pid, "pause");
+    ASSERT_TRUE(outcome) << agent.stderr_text();
+    EXPECT_EQ((*outcome)["gpuguard"]["enforcement"]["outcome"], "dry_run") << outcome->dump();
+    EXPECT_EQ((*outcome)["event"]["reason"], "would send SIGSTOP") << outcome->dump();
+    EXPECT_FALSE(wait_for_state(low.pid, true, 1s)) << "stopped in dry run";
+    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+}
+
 // rules.correlation_files are hot reloaded: a broken change raises
 // GG-AGENT-0001 naming the file and the last good policy stays in force; a
 // valid one replaces it for processes seen afterwards.
