@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <set>
 
+#include <fnmatch.h>
+
 #include "agent/stratum.h"
 #include "gpuguard/common/logging.h"
 
@@ -69,9 +71,32 @@ bool user_matches(const std::vector<std::string>& users, const ProcessInfo& info
     });
 }
 
+bool group_matches(const std::vector<std::string>& groups, const ProcessInfo& info) {
+    const std::string gid = std::to_string(info.gid);
+    return std::any_of(groups.begin(), groups.end(), [&](const std::string& group) {
+        return group == gid || (!info.group.empty() && group == info.group);
+    });
+}
+
+// Globs over the container id and its "runtime://id" form; host processes match none.
+bool container_matches(const std::vector<std::string>& globs, const ProcessInfo& info) {
+    if (!info.container) return false;
+    const std::string qualified = info.container->runtime + "://" + info.container->id;
+    return std::any_of(globs.begin(), globs.end(), [&](const std::string& glob) {
+        return fnmatch(glob.c_str(), info.container->id.c_str(), 0) == 0 ||
+               fnmatch(glob.c_str(), qualified.c_str(), 0) == 0;
+    });
+}
+
 bool in_scope(const rules::ScopeCondition& scope, const ProcessInfo& info) {
     if (!scope.users.empty() && !user_matches(scope.users, info)) return false;
     if (user_matches(scope.not_users, info)) return false;
+    if (!scope.groups.empty() && !group_matches(scope.groups, info)) return false;
+    if (group_matches(scope.not_groups, info)) return false;
+    if (!scope.container_ids.empty() && !container_matches(scope.container_ids, info)) {
+        return false;
+    }
+    if (container_matches(scope.not_container_ids, info)) return false;
     switch (scope.containers) {
         case rules::ContainerScope::kAny:
             return true;
@@ -798,7 +823,7 @@ void Correlator::raise(const CorrelationRule& rule, const ProcessInfo& info,
     if (evidence.size() > options_.max_evidence) evidence.resize(options_.max_evidence);
     detection.evidence = std::move(evidence);
     detection.action = action;
-    detection.dry_run = options_.dry_run;
+    detection.dry_run = options_.dry_run || rule.dry_run;
     ++stats_.detections;
     out.push_back(detection);
     open_[key] = Open{std::move(detection),

@@ -65,9 +65,11 @@ class RuleReader {
 
     std::vector<CorrelationRule> read(const YAML::Node& root) {
         std::vector<CorrelationRule> rules;
-        if (!diag_.check_keys(root, "", {"rules"})) return rules;
+        if (!diag_.check_keys(root, "", {"rules", "priority_guard"})) return rules;
         const YAML::Node list = root["rules"];
         if (!list) {
+            // A guard policy file may hold priorities only.
+            if (root["priority_guard"]) return rules;
             diag_.error(root, "rules: missing");
             return rules;
         }
@@ -90,6 +92,97 @@ class RuleReader {
     }
 
     std::vector<std::string> errors() const { return diag_.sorted_errors(); }
+
+    std::optional<PriorityPolicy> read_priority(const YAML::Node& root) {
+        if (!root.IsMap()) return std::nullopt;  // read() reports it
+        const YAML::Node node = root["priority_guard"];
+        if (!node) return std::nullopt;
+        const std::string path = "priority_guard";
+        PriorityPolicy policy;
+        for (const auto& entry : root) {  // the key's line, where a reader looks
+            if (entry.first.Scalar() == "priority_guard")
+                policy.source = diag_.line_of(entry.first);
+        }
+        if (!diag_.check_keys(node, path,
+                              {"pause_above_percent", "resume_below_percent", "max_pause",
+                               "cooldown", "default_priority", "dry_run", "processes"})) {
+            return policy;
+        }
+        if (node["pause_above_percent"]) {
+            if (auto value =
+                    number(node["pause_above_percent"], path + ".pause_above_percent", 1, 100)) {
+                policy.pause_above_percent = *value;
+            }
+        }
+        bool resume_given = false;
+        if (node["resume_below_percent"]) {
+            if (auto value =
+                    number(node["resume_below_percent"], path + ".resume_below_percent", 0, 100)) {
+                policy.resume_below_percent = *value;
+                resume_given = true;
+            }
+        }
+        if (!resume_given) {
+            // Default hysteresis: 20 points below the pause threshold.
+            policy.resume_below_percent = std::max(0.0, policy.pause_above_percent - 20.0);
+        }
+        if (policy.resume_below_percent >= policy.pause_above_percent) {
+            diag_.error(node, path + ": resume_below_percent (" +
+                                  fmt_number(policy.resume_below_percent) +
+                                  ") must be below pause_above_percent (" +
+                                  fmt_number(policy.pause_above_percent) + ")");
+        }
+        if (node["max_pause"]) {
+            if (auto value = duration(node["max_pause"], path + ".max_pause")) {
+                policy.max_pause = *value;
+            }
+        }
+        if (node["cooldown"]) {
+            if (auto value = duration(node["cooldown"], path + ".cooldown"))
+                policy.cooldown = *value;
+        }
+        if (node["default_priority"]) {
+            if (auto value = whole(node["default_priority"], path + ".default_priority")) {
+                policy.default_priority = *value;
+            }
+        }
+        if (node["dry_run"]) {
+            if (auto value = boolean(node["dry_run"], path + ".dry_run")) policy.dry_run = *value;
+        }
+        const YAML::Node list = node["processes"];
+        if (!list) {
+            diag_.error(node, path + ": processes: missing (patterns with their priorities)");
+            return policy;
+        }
+        if (!list.IsSequence()) {
+            diag_.error(list, path + ".processes: must be a list");
+            return policy;
+        }
+        for (size_t i = 0; i < list.size(); ++i) {
+            const std::string where = path + ".processes[" + std::to_string(i) + "]";
+            const YAML::Node item = list[i];
+            PriorityPattern pattern;
+            pattern.source = diag_.line_of(item);
+            if (!diag_.check_keys(item, where, {"comm", "exe", "cmdline", "users", "priority"})) {
+                continue;
+            }
+            if (item["comm"]) pattern.comm = globs(item["comm"], where + ".comm");
+            if (item["exe"]) pattern.exe = globs(item["exe"], where + ".exe");
+            if (item["cmdline"]) pattern.cmdline = globs(item["cmdline"], where + ".cmdline");
+            if (item["users"]) pattern.users = globs(item["users"], where + ".users");
+            if (pattern.comm.empty() && pattern.exe.empty() && pattern.cmdline.empty() &&
+                pattern.users.empty()) {
+                diag_.error(item, where + ": needs comm, exe, cmdline or users");
+            }
+            if (!item["priority"]) {
+                diag_.error(item, where + ": priority: missing");
+            } else if (auto value = whole(item["priority"], where + ".priority")) {
+                pattern.priority = *value;
+            }
+            policy.processes.push_back(std::move(pattern));
+        }
+        return policy;
+    }
 
   private:
     std::optional<std::string> string(const YAML::Node& map, const char* key,
@@ -133,6 +226,16 @@ class RuleReader {
         return value;
     }
 
+    std::optional<int> whole(const YAML::Node& node, const std::string& path) {
+        auto value = number(node, path, -1e6, 1e6);
+        if (!value) return std::nullopt;
+        if (*value != std::floor(*value)) {
+            diag_.error(node, path + ": must be a whole number");
+            return std::nullopt;
+        }
+        return static_cast<int>(*value);
+    }
+
     std::optional<bool> boolean(const YAML::Node& node, const std::string& path) {
         auto text = diag_.scalar(node, path, "true or false");
         if (!text) return std::nullopt;
@@ -153,7 +256,7 @@ class RuleReader {
         rule.source = diag_.line_of(node);
         if (!diag_.check_keys(node, path,
                               {"id", "name", "description", "severity", "mitre", "action", "window",
-                               "enabled", "when", "confidence"})) {
+                               "enabled", "dry_run", "when", "confidence"})) {
             return rule;
         }
         const auto id = string(node, "id", path, true);
@@ -204,6 +307,9 @@ class RuleReader {
         }
         if (const YAML::Node enabled = node["enabled"]) {
             if (auto value = boolean(enabled, where + ".enabled")) rule.enabled = *value;
+        }
+        if (const YAML::Node dry_run = node["dry_run"]) {
+            if (auto value = boolean(dry_run, where + ".dry_run")) rule.dry_run = *value;
         }
         if (const YAML::Node confidence = node["confidence"]) {
             read_confidence(confidence, where + ".confidence", rule);
@@ -429,10 +535,23 @@ class RuleReader {
         if (const YAML::Node node = when["scope"]) {
             const std::string where = path + ".scope";
             ScopeCondition scope;
-            if (diag_.check_keys(node, where, {"users", "not_users", "containers"})) {
+            if (diag_.check_keys(node, where,
+                                 {"users", "not_users", "groups", "not_groups", "containers",
+                                  "container_ids", "not_container_ids"})) {
                 if (node["users"]) scope.users = globs(node["users"], where + ".users");
                 if (node["not_users"]) {
                     scope.not_users = globs(node["not_users"], where + ".not_users");
+                }
+                if (node["groups"]) scope.groups = globs(node["groups"], where + ".groups");
+                if (node["not_groups"]) {
+                    scope.not_groups = globs(node["not_groups"], where + ".not_groups");
+                }
+                if (node["container_ids"]) {
+                    scope.container_ids = globs(node["container_ids"], where + ".container_ids");
+                }
+                if (node["not_container_ids"]) {
+                    scope.not_container_ids =
+                        globs(node["not_container_ids"], where + ".not_container_ids");
                 }
                 if (auto text = string(node, "containers", where, false)) {
                     if (*text == "any") {
@@ -494,6 +613,49 @@ Result<std::string> read_file(const std::string& path) {
     std::ostringstream text;
     text << in.rdbuf();
     return text.str();
+}
+
+// `read` (a RuleReader call) over the YAML text: its result, or every
+// problem, one per line, as one kParse error.
+template <typename T, typename Read>
+Result<T> read_yaml(std::string_view yaml, const std::string& source, Read read) {
+    RuleReader reader(source);
+    T value;
+    try {
+        value = read(reader, YAML::Load(std::string(yaml)));
+    } catch (const YAML::Exception& error) {
+        return fail(ErrorCode::kParse, source + ":" + std::to_string(error.mark.line + 1) + ":" +
+                                           std::to_string(error.mark.column + 1) + ": " +
+                                           error.msg);
+    }
+    const auto errors = reader.errors();
+    if (!errors.empty()) {
+        std::string message;
+        for (const auto& line : errors) message += (message.empty() ? "" : "\n") + line;
+        return fail(ErrorCode::kParse, message);
+    }
+    return value;
+}
+
+// Parses every file in order with `parse` and hands each result to `take`;
+// returns every file's problems, one per line ("" when there were none).
+template <typename Parse, typename Take>
+std::string for_each_file(const std::vector<std::string>& files, Parse parse, Take take) {
+    std::string problems;
+    for (const auto& path : files) {
+        auto text = read_file(path);
+        if (!text) {
+            problems += (problems.empty() ? "" : "\n") + text.error().message;
+            continue;
+        }
+        auto parsed = parse(*text, path);
+        if (!parsed) {
+            problems += (problems.empty() ? "" : "\n") + parsed.error().message;
+            continue;
+        }
+        take(std::move(*parsed));
+    }
+    return problems;
 }
 
 }  // namespace
@@ -566,6 +728,33 @@ bool SignatureCondition::matches(EvidenceField field, std::string_view id,
                         [&](const auto& glob) { return glob_matches(glob, id); });
 }
 
+bool PriorityPattern::matches(std::string_view comm_value, std::string_view exe_value,
+                              std::string_view cmdline_value, uint32_t uid,
+                              std::string_view user) const {
+    const auto any = [](const std::vector<std::string>& patterns, std::string_view text) {
+        return patterns.empty() ||
+               std::any_of(patterns.begin(), patterns.end(),
+                           [&](const std::string& glob) { return glob_matches(glob, text); });
+    };
+    if (!any(comm, comm_value) || !any(exe, exe_value) || !any(cmdline, cmdline_value)) {
+        return false;
+    }
+    if (users.empty()) return true;
+    const std::string id = std::to_string(uid);
+    return std::any_of(users.begin(), users.end(), [&](const std::string& name) {
+        return name == id || (!user.empty() && name == user);
+    });
+}
+
+int PriorityPolicy::priority_of(std::string_view comm, std::string_view exe,
+                                std::string_view cmdline, uint32_t uid,
+                                std::string_view user) const {
+    for (const auto& pattern : processes) {
+        if (pattern.matches(comm, exe, cmdline, uid, user)) return pattern.priority;
+    }
+    return default_priority;
+}
+
 std::optional<std::chrono::seconds> parse_duration(std::string_view text) {
     if (text.empty()) return std::nullopt;
     uint64_t value = 0;
@@ -619,22 +808,33 @@ std::optional<uint64_t> parse_bytes(std::string_view text) {
 
 Result<std::vector<CorrelationRule>> parse_correlation_rules(std::string_view yaml,
                                                              const std::string& source) {
-    RuleReader reader(source);
-    std::vector<CorrelationRule> rules;
-    try {
-        rules = reader.read(YAML::Load(std::string(yaml)));
-    } catch (const YAML::Exception& error) {
-        return fail(ErrorCode::kParse, source + ":" + std::to_string(error.mark.line + 1) + ":" +
-                                           std::to_string(error.mark.column + 1) + ": " +
-                                           error.msg);
-    }
-    const auto errors = reader.errors();
-    if (!errors.empty()) {
-        std::string message;
-        for (const auto& line : errors) message += (message.empty() ? "" : "\n") + line;
-        return fail(ErrorCode::kParse, message);
-    }
-    return rules;
+    return read_yaml<std::vector<CorrelationRule>>(
+        yaml, source, [](RuleReader& reader, const YAML::Node& root) { return reader.read(root); });
+}
+
+Result<std::optional<PriorityPolicy>> parse_priority_policy(std::string_view yaml,
+                                                            const std::string& source) {
+    return read_yaml<std::optional<PriorityPolicy>>(
+        yaml, source,
+        [](RuleReader& reader, const YAML::Node& root) { return reader.read_priority(root); });
+}
+
+Result<std::optional<PriorityPolicy>> load_priority_policy(const std::vector<std::string>& files) {
+    std::optional<PriorityPolicy> policy;
+    const std::string problems =
+        for_each_file(files, parse_priority_policy, [&](std::optional<PriorityPolicy> parsed) {
+            if (parsed) policy = std::move(parsed);
+        });
+    if (!problems.empty()) return fail(ErrorCode::kParse, problems);
+    return policy;
+}
+
+Result<GuardPolicies> load_guard_policies(const std::vector<std::string>& files) {
+    auto rules = load_correlation_rules(files);
+    if (!rules) return Unexpected{rules.error()};
+    auto priority = load_priority_policy(files);
+    if (!priority) return Unexpected{priority.error()};
+    return GuardPolicies{std::move(*rules), std::move(*priority)};
 }
 
 Result<std::vector<CorrelationRule>> builtin_correlation_rules() {
@@ -645,28 +845,19 @@ Result<std::vector<CorrelationRule>> builtin_correlation_rules() {
 Result<std::vector<CorrelationRule>> load_correlation_rules(const std::vector<std::string>& files) {
     auto rules = builtin_correlation_rules();
     if (!rules) return rules;
-    std::string problems;
-    for (const auto& path : files) {
-        auto text = read_file(path);
-        if (!text) {
-            problems += (problems.empty() ? "" : "\n") + text.error().message;
-            continue;
-        }
-        auto parsed = parse_correlation_rules(*text, path);
-        if (!parsed) {
-            problems += (problems.empty() ? "" : "\n") + parsed.error().message;
-            continue;
-        }
-        for (auto& rule : *parsed) {
-            auto existing = std::find_if(rules->begin(), rules->end(),
-                                         [&](const auto& known) { return known.id == rule.id; });
-            if (existing != rules->end()) {
-                *existing = std::move(rule);
-            } else {
-                rules->push_back(std::move(rule));
+    const std::string problems =
+        for_each_file(files, parse_correlation_rules, [&](std::vector<CorrelationRule> parsed) {
+            for (auto& rule : parsed) {
+                auto existing = std::find_if(rules->begin(), rules->end(), [&](const auto& known) {
+                    return known.id == rule.id;
+                });
+                if (existing != rules->end()) {
+                    *existing = std::move(rule);
+                } else {
+                    rules->push_back(std::move(rule));
+                }
             }
-        }
-    }
+        });
     if (!problems.empty()) return fail(ErrorCode::kParse, problems);
     return rules;
 }

@@ -10,6 +10,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -70,9 +72,15 @@ struct SustainedUtilizationCondition {
 enum class ContainerScope { kAny, kHost, kContainer };
 
 struct ScopeCondition {
-    std::vector<std::string> users;      // names or uids; empty: anyone
-    std::vector<std::string> not_users;  // names or uids exempt
+    std::vector<std::string> users;       // names or uids; empty: anyone
+    std::vector<std::string> not_users;   // names or uids exempt
+    std::vector<std::string> groups;      // primary group: names or gids; empty: any
+    std::vector<std::string> not_groups;  // names or gids exempt
     ContainerScope containers = ContainerScope::kAny;
+    // Globs over the container's id (and its "runtime://id" form): only
+    // processes in a matching container are in scope. Empty: no filter.
+    std::vector<std::string> container_ids;
+    std::vector<std::string> not_container_ids;  // containers exempt (host processes never are)
 };
 
 // Wall-clock window in a time zone: the condition holds while the event's
@@ -104,6 +112,9 @@ struct CorrelationRule {
     std::string action = "alert";
     std::chrono::seconds window{600};  // one detection per (process, rule) per window
     bool enabled = true;
+    // The action is reported as a dry run (what it would do), whatever the
+    // agent's enforcement.dry_run says.
+    bool dry_run = false;
 
     // Conditions (all that are set must hold).
     std::optional<bool> gpu_held;
@@ -137,6 +148,89 @@ struct CorrelationRule {
     double min_confidence = 0.0;
 
     std::string source;  // "file:line"
+};
+
+// Guard mode's priorities (a `priority_guard:` section of a guard policy
+// file): when a GPU's utilisation exceeds `pause_above_percent`, the
+// processes on it with a lower priority than the highest one there are
+// paused (SIGSTOP), and resumed (SIGCONT) once it falls below
+// `resume_below_percent`, once no higher-priority process remains on it, or
+// after `max_pause` (then not paused again for `cooldown`).
+struct PriorityPattern {
+    // Globs; every list that is set must match (any of its globs).
+    std::vector<std::string> comm;
+    std::vector<std::string> exe;
+    std::vector<std::string> cmdline;  // over the command line joined by spaces
+    std::vector<std::string> users;    // names or uids
+    int priority = 0;
+    std::string source;  // "file:line"
+
+    bool matches(std::string_view comm_value, std::string_view exe_value,
+                 std::string_view cmdline_value, uint32_t uid, std::string_view user) const;
+};
+
+struct PriorityPolicy {
+    double pause_above_percent = 80.0;
+    double resume_below_percent = 60.0;  // below pause_above_percent (hysteresis)
+    std::chrono::seconds max_pause{600};
+    std::chrono::seconds cooldown{300};
+    int default_priority = 0;                // of processes no pattern matches
+    bool dry_run = false;                    // report what it would do, send no signal
+    std::vector<PriorityPattern> processes;  // first match wins
+    std::string source;                      // "file:line" of the section
+
+    // The first matching pattern's priority, else default_priority.
+    int priority_of(std::string_view comm, std::string_view exe, std::string_view cmdline,
+                    uint32_t uid, std::string_view user) const;
+};
+
+// Parses the `priority_guard:` section of one guard policy file (nullopt
+// when it has none). Problems as parse_correlation_rules reports them.
+Result<std::optional<PriorityPolicy>> parse_priority_policy(std::string_view yaml,
+                                                            const std::string& source);
+
+// The priority policy of the files, in order: a later file's section
+// replaces an earlier one. nullopt when none has one (guard priorities off).
+Result<std::optional<PriorityPolicy>> load_priority_policy(const std::vector<std::string>& files);
+
+// Correlation rules and the priority policy of the same files, read once:
+// what a hot reload of `rules.correlation_files` applies.
+struct GuardPolicies {
+    std::vector<CorrelationRule> rules;
+    std::optional<PriorityPolicy> priority;
+};
+Result<GuardPolicies> load_guard_policies(const std::vector<std::string>& files);
+
+// Watches `rules.correlation_files` (inotify on their directories, so an
+// editor's write-and-rename is seen) and reloads them after a short quiet
+// time. A good reload goes to on_reload; a rejected one is logged (logger
+// "rules") and passed to on_error, and the caller keeps the last good
+// policies. Callbacks run on the watcher's own thread.
+class GuardPolicyWatcher {
+  public:
+    struct Callbacks {
+        std::function<void(GuardPolicies)> on_reload;
+        std::function<void(const Error&)> on_error;
+    };
+
+    // Starts watching (nothing to watch when `files` is empty: no thread).
+    // Fails when inotify is unavailable or a file's directory is missing.
+    static Result<std::unique_ptr<GuardPolicyWatcher>> start(
+        std::vector<std::string> files, Callbacks callbacks,
+        std::chrono::milliseconds debounce = std::chrono::milliseconds(100));
+
+    ~GuardPolicyWatcher();  // stops and joins the thread
+    GuardPolicyWatcher(const GuardPolicyWatcher&) = delete;
+    GuardPolicyWatcher& operator=(const GuardPolicyWatcher&) = delete;
+
+    uint64_t reloads() const;   // good reloads since start
+    uint64_t rejected() const;  // rejected reloads since start
+
+    struct Impl;
+
+  private:
+    explicit GuardPolicyWatcher(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> impl_;
 };
 
 // Parses one correlation rule file. Every problem is reported, one per line,
