@@ -589,6 +589,7 @@ struct JournalWriter::Writer {
         if (fd >= 0 && dirty) {
             ::fdatasync(fd);
             dirty = false;
+            update_stats([](JournalStats& s) { ++s.syncs; });
         }
         last_sync = SteadyClock::now();
         write_incident();

@@ -84,6 +84,7 @@ struct JournalStats {
     uint64_t dropped_queue_full = 0;    // records refused because the queue was full
     uint64_t dropped_write_failed = 0;  // records lost because a write failed
     uint64_t write_errors = 0;          // failed writes (each may lose many records)
+    uint64_t syncs = 0;                 // fdatasync calls on segments
     uint64_t segments_created = 0;
     uint64_t segments_deleted = 0;  // by retention
     uint64_t incidents_written = 0;

@@ -488,6 +488,32 @@ TEST_F(JournalWriterTest, retention_keeps_incidents_within_half_of_the_size) {
     EXPECT_FALSE(oldest_kept) << ::testing::PrintToString(bundles);
 }
 
+// fsync_interval_ms bounds how often a steady stream is synced: at most once
+// per interval (plus the final one), and after every batch with 0.
+TEST_F(JournalWriterTest, fsync_follows_its_interval) {
+    auto syncs_for = [&](uint32_t interval_ms, const fs::path& dir) {
+        auto options = testing::test_options(dir);
+        options.fsync_interval_ms = interval_ms;
+        auto writer = open_writer(options);
+        EXPECT_TRUE(writer);
+        if (!writer) return uint64_t{0};
+        const auto start = std::chrono::steady_clock::now();
+        for (uint64_t i = 0;
+             std::chrono::steady_clock::now() - start < std::chrono::milliseconds(1200); ++i) {
+            EXPECT_TRUE(writer->append(testing::numbered_event(i), 0));
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        const uint64_t syncs = writer->stats().syncs;
+        writer->close();
+        return syncs;
+    };
+    const uint64_t every_300ms = syncs_for(300, dir_.path() / "slow");
+    EXPECT_GE(every_300ms, 2u);
+    EXPECT_LE(every_300ms, 5u) << "at most one per 300 ms over 1.2 s";
+    const uint64_t every_write = syncs_for(0, dir_.path() / "eager");
+    EXPECT_GE(every_write, 20u) << "0: a sync after every batch of appends";
+}
+
 TEST_F(JournalWriterTest, open_fails_on_an_unwritable_directory) {
     auto options = testing::test_options("/proc/gpuguard-journal");
     auto writer = JournalWriter::open(options, testing::test_identity(), {}, {});
