@@ -596,9 +596,11 @@ struct JournalWriter::Writer {
     }
 
     // Periodic work: incident end, block sealing, fsync, age rotation, retention, retry.
-    void timers() {
+    void timers(bool close_incident_on_clock) {
         const auto now = SteadyClock::now();
-        if (incident && mono_now() > incident->until_ts_ns) close_incident();
+        if (incident && close_incident_on_clock && mono_now() > incident->until_ts_ns) {
+            close_incident();
+        }
         const auto interval = std::chrono::milliseconds(options.fsync_interval_ms);
         if (!block.bytes.empty() && now - block_started >= interval) {
             seal_block();
@@ -1105,7 +1107,14 @@ void JournalWriter::run() {
         writer_->process(batch, triggers);
         batch.clear();
         triggers.clear();
-        writer_->timers();
+        bool more_queued = false;
+        {
+            std::lock_guard lock(mutex_);
+            more_queued = !pending_.empty();
+        }
+        // Events already queued may still belong to an open incident: it
+        // closes on the clock only once they are written.
+        writer_->timers(/*close_incident_on_clock=*/!more_queued);
         if (flush_id > synced || stop) {
             writer_->sync();
             synced = flush_id;
