@@ -97,6 +97,14 @@ bool in_scope(const rules::ScopeCondition& scope, const ProcessInfo& info) {
         return false;
     }
     if (container_matches(scope.not_container_ids, info)) return false;
+    const auto name_matches = [&](const std::vector<std::string>& globs) {
+        return !info.container_name.empty() &&
+               std::any_of(globs.begin(), globs.end(), [&](const std::string& glob) {
+                   return fnmatch(glob.c_str(), info.container_name.c_str(), 0) == 0;
+               });
+    };
+    if (!scope.container_names.empty() && !name_matches(scope.container_names)) return false;
+    if (name_matches(scope.not_container_names)) return false;
     switch (scope.containers) {
         case rules::ContainerScope::kAny:
             return true;
@@ -188,7 +196,21 @@ bool Correlator::time_dependent(const std::vector<rules::CorrelationRule>& rules
 void Correlator::set_rules(std::vector<rules::CorrelationRule> rules) {
     rules_ = std::move(rules);
     has_time_rules_ = time_dependent(rules_);
-    for (auto& [pid, state] : states_) state.dirty = true;
+    for (auto& [pid, state] : states_) {
+        state.dirty = true;
+        for (auto& hit : state.hits) hit.judged = hit.matches = 0;
+    }
+}
+
+bool Correlator::signature_matches(size_t index, const Hit& hit) const {
+    const rules::SignatureCondition& condition = *rules_[index].signature;
+    if (index >= 64) return condition.matches(hit.field, hit.id, hit.confidence);
+    const uint64_t bit = uint64_t{1} << index;
+    if (!(hit.judged & bit)) {
+        hit.judged |= bit;
+        if (condition.matches(hit.field, hit.id, hit.confidence)) hit.matches |= bit;
+    }
+    return (hit.matches & bit) != 0;
 }
 
 Correlator::ProcessState& Correlator::state(uint32_t pid) { return states_[pid]; }
@@ -439,9 +461,9 @@ void Correlator::evaluate(uint32_t pid, uint64_t ts_ns, std::vector<Detection>& 
         // The first piece of extra evidence, made once the rule holds.
         const bool gpu_evidence = rule.gpu_held.value_or(false) && !info->gpus.empty();
         if (rule.signature) {
+            const auto index = static_cast<size_t>(&rule - rules_.data());
             for (const Hit& hit : state.hits) {
-                if (rule.signature->matches(hit.field, hit.id, hit.confidence))
-                    hits.push_back(&hit);
+                if (signature_matches(index, hit)) hits.push_back(&hit);
             }
             if (hits.empty()) continue;
         }

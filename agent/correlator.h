@@ -94,6 +94,10 @@ class Correlator {
         std::string action;  // the signature's action in miner-rules.yaml
         uint64_t ts_ns = 0;
         std::string detail;  // the matched value
+        // Signature conditions of rules_[i] (i < 64) this hit meets: bit i of
+        // `matches` is known once bit i of `judged` is set. set_rules() resets.
+        mutable uint64_t judged = 0;
+        mutable uint64_t matches = 0;
     };
     struct UsageSample {
         uint64_t ts_ns = 0;
@@ -145,6 +149,8 @@ class Correlator {
                   const std::vector<std::string_view>& ids, uint64_t ts_ns,
                   const std::string& detail);
     void evaluate(uint32_t pid, uint64_t ts_ns, std::vector<Detection>& out);
+    // rules_[index].signature->matches(hit), remembered in the hit.
+    bool signature_matches(size_t index, const Hit& hit) const;
     // `allowlisted` caches the allowlist verdict over one evaluation.
     void raise(const rules::CorrelationRule& rule, const ProcessInfo& info,
                const ProcessState& state, const std::vector<const Hit*>& hits,

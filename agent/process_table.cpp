@@ -233,6 +233,8 @@ void ProcessTable::enrich_from_proc(ProcessInfo& info) {
         info.cgroup_path = cgroup_path_from_proc(*cgroup);
         info.container = container_from_cgroup(info.cgroup_path);
     }
+    info.container_name =
+        info.container ? container_names_.name_of(info.container->runtime, info.container->id) : "";
     info.user = user_name(info.uid);
     info.group = group_name(info.gid);
 }
@@ -379,6 +381,10 @@ void ProcessTable::apply(const Event& event) {
             if (!snapshot.container_id.empty()) {
                 info.container = ContainerInfo{snapshot.container_runtime, snapshot.container_id};
             }
+            info.container_name =
+                info.container && table.options_.read_host
+                    ? table.container_names_.name_of(info.container->runtime, info.container->id)
+                    : "";
             info.gpus.clear();
             for (const auto& gpu : snapshot.gpus) {
                 info.gpus.push_back(GpuHandle{gpu.major, gpu.minor, gpu.fd, 0, false});

@@ -18,6 +18,7 @@
 
 #include <sys/types.h>
 
+#include "agent/container_names.h"
 #include "agent/event.h"
 #include "gpuguard/common/result.h"
 
@@ -78,6 +79,9 @@ struct ProcessInfo {
     bool cmdline_truncated = false;
     std::string user;   // name of uid, "" when unknown
     std::string group;  // name of gid read from the host, "" when unknown (replay: always)
+    // The container's name from its runtime's state (agent/container_names.h),
+    // "" when unknown (replay: always).
+    std::string container_name;
     uint64_t cgroup_id = 0;
     std::string cgroup_path;
     std::optional<ContainerInfo> container;
@@ -101,6 +105,7 @@ struct ProcessTableOptions {
     // Read /proc and the user database to fill in what events lack. Off for
     // replay, where only the events (and process_snapshot events) count.
     bool read_host = true;
+    std::filesystem::path runtime_root = "/";  // where container runtimes keep their state
 };
 
 struct BootstrapReport {
@@ -167,6 +172,7 @@ class ProcessTable {
     std::unordered_map<uint32_t, ProcessInfo> processes_;
     std::map<uint32_t, std::string> user_names_;
     std::map<uint32_t, std::string> group_names_;
+    ContainerNames container_names_;
     uint64_t last_ioctl_read_ns_ = 0;
     uint64_t evicted_live_ = 0;
     std::vector<std::pair<uint64_t, uint32_t>> exited_candidates_;

@@ -535,9 +535,10 @@ class RuleReader {
         if (const YAML::Node node = when["scope"]) {
             const std::string where = path + ".scope";
             ScopeCondition scope;
-            if (diag_.check_keys(node, where,
-                                 {"users", "not_users", "groups", "not_groups", "containers",
-                                  "container_ids", "not_container_ids"})) {
+            if (diag_.check_keys(
+                    node, where,
+                    {"users", "not_users", "groups", "not_groups", "containers", "container_ids",
+                     "not_container_ids", "container_names", "not_container_names"})) {
                 if (node["users"]) scope.users = globs(node["users"], where + ".users");
                 if (node["not_users"]) {
                     scope.not_users = globs(node["not_users"], where + ".not_users");
@@ -548,6 +549,14 @@ class RuleReader {
                 }
                 if (node["container_ids"]) {
                     scope.container_ids = globs(node["container_ids"], where + ".container_ids");
+                }
+                if (node["container_names"]) {
+                    scope.container_names =
+                        globs(node["container_names"], where + ".container_names");
+                }
+                if (node["not_container_names"]) {
+                    scope.not_container_names =
+                        globs(node["not_container_names"], where + ".not_container_names");
                 }
                 if (node["not_container_ids"]) {
                     scope.not_container_ids =

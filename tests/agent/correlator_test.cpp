@@ -3,9 +3,13 @@
 // telemetry anomalies, and what a Detection carries.
 #include "agent/correlator.h"
 
+#include <filesystem>
+#include <fstream>
+
 #include <gtest/gtest.h>
 
 #include "gpuguard/rules/correlation.h"
+#include "tests/support/temp_dir.h"
 
 namespace gpuguard::agent {
 namespace {
@@ -280,6 +284,64 @@ TEST_F(CorrelatorTest, GuardPolicyViolationCarriesThePolicysActionAndDryRun) {
     EXPECT_EQ(raised[0].action, "kill");
     EXPECT_TRUE(raised[0].dry_run);
     EXPECT_EQ(raised[0].evidence.back().kind, "policy");
+}
+
+// Scope by container name: the live table reads the name from the
+// runtime's state; only the matching container's process is judged.
+TEST(CorrelatorScope, ContainerNamesScopeAGuardPolicy) {
+    testing::TempDir host("gg-host");
+    const auto make = [&](uint32_t pid, const std::string& id, const std::string& name) {
+        const auto dir = host.path() / "proc" / std::to_string(pid);
+        std::filesystem::create_directories(dir / "fd");
+        std::ofstream(dir / "status")
+            << "Name:\tpython3\nPid:\t" << pid << "\nPPid:\t1\nUid:\t1000\t1000\t1000\t1000\n"
+            << "Gid:\t1000\t1000\t1000\t1000\n";
+        std::ofstream(dir / "cmdline", std::ios::binary) << std::string("python3\0job.py\0", 15);
+        std::ofstream(dir / "cgroup") << "0::/system.slice/docker-" << id << ".scope\n";
+        std::filesystem::create_symlink("/usr/bin/python3", dir / "exe");
+        const auto state = host.path() / "var/lib/docker/containers" / id;
+        std::filesystem::create_directories(state);
+        std::ofstream(state / "config.v2.json") << R"({"Name":"/)" << name << R"("})";
+    };
+    make(701, std::string(64, 'a'), "batch-7");
+    make(702, std::string(64, 'b'), "notebook-2");
+    ProcessTableOptions options;
+    options.proc_root = host.path() / "proc";
+    options.runtime_root = host.path();
+    ProcessTable table(options, [](uint32_t, uint32_t) { return true; });
+    auto policy = rules::parse_correlation_rules(R"(rules:
+  - id: SITE-GUARD-NAME
+    name: Batch containers on GPU 0
+    severity: warning
+    when:
+      gpu_held: true
+      scope: {container_names: ["batch-*"], not_container_names: ["batch-9*"]}
+      gpu_index_not_in: [1]
+)",
+                                                 "guard.yaml");
+    ASSERT_TRUE(policy) << policy.error().message;
+    auto correlator = Correlator::create(*policy, rule_set(), table);
+    ASSERT_TRUE(correlator) << correlator.error().message;
+    std::vector<Detection> out;
+    for (uint32_t pid : {701u, 702u}) {
+        Event open;
+        open.ts_ns = kSecond;
+        open.task = TaskInfo{pid, pid, 1, 1000, 1000, 1, "python3"};
+        open.data = GpuOpen{195, 0, 3, -100, 2, OpenSyscall::kOpenat, false, "/dev/nvidia0"};
+        table.apply(open);
+        (*correlator)->observe(open, out);
+    }
+    Event telemetry;
+    telemetry.ts_ns = 2 * kSecond;
+    telemetry.data =
+        Telemetry{0,    "nvidia", "H100", {"195:0"},
+                  50.0, {},       {},     {{701, 1ull << 30, 20.0}, {702, 1ull << 30, 20.0}}};
+    table.apply(telemetry);
+    (*correlator)->observe(telemetry, out);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].rule_id, "SITE-GUARD-NAME");
+    EXPECT_EQ(out[0].process.pid, 701u);
+    EXPECT_EQ(table.get(702)->container_name, "notebook-2");
 }
 
 // YARA: the correlator asks for a scan at a process's first GPU use (or

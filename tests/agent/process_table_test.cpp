@@ -234,5 +234,42 @@ TEST_F(ProcessTableTest, memory_is_bounded_and_gpu_holders_are_kept) {
     EXPECT_TRUE(table.get(1199).has_value()) << "the newest survives";
 }
 
+// Guard policies scope by container name: the name comes from the runtime's
+// own state (docker's config.v2.json, podman's containers.json), "" where
+// the runtime keeps none or it cannot be read.
+TEST_F(ProcessTableTest, container_names_come_from_the_runtimes_state) {
+    TempDir runtime{"gg-runtime"};
+    const std::string docker(64, 'c');
+    const std::string podman(64, 'd');
+    const std::string unnamed(64, 'e');
+    std::filesystem::create_directories(runtime.path() / "var/lib/docker/containers" / docker);
+    std::ofstream(runtime.path() / "var/lib/docker/containers" / docker / "config.v2.json")
+        << R"({"ID":")" << docker << R"(","Name":"/trainer-1","State":{"Running":true}})";
+    std::filesystem::create_directories(runtime.path() /
+                                        "var/lib/containers/storage/overlay-containers");
+    std::ofstream(runtime.path() / "var/lib/containers/storage/overlay-containers/containers.json")
+        << R"([{"id":"aaaa","names":["other"]},{"id":")" << podman
+        << R"(","names":["render-job","alias"]}])";
+    make_process(400, "render", 1, 1000, {"render"},
+                 "0::/machine.slice/libpod-" + podman + ".scope\n", "/usr/bin/render",
+                 {{5, "/dev/null"}});
+    make_process(500, "job", 1, 1000, {"job"}, "0::/system.slice/docker-" + unnamed + ".scope\n",
+                 "/usr/bin/job", {{5, "/dev/null"}});
+    ProcessTableOptions options;
+    options.proc_root = proc_.path();
+    options.runtime_root = runtime.path();
+    ProcessTable table(options,
+                       [](uint32_t major, uint32_t minor) { return major == 1 && minor == 3; });
+    ASSERT_TRUE(table.bootstrap().ok());
+    EXPECT_EQ(table.get(100)->container_name, "trainer-1");
+    EXPECT_EQ(table.get(400)->container_name, "render-job");
+    EXPECT_EQ(table.get(500)->container_name, "") << "no state for that container";
+    EXPECT_EQ(table.get(200)->container_name, "") << "a host process";
+    // The default root is the host's: this fixture's containers are not there.
+    auto host = make_table();
+    ASSERT_TRUE(host.bootstrap().ok());
+    EXPECT_EQ(host.get(100)->container_name, "");
+}
+
 }  // namespace
 }  // namespace gpuguard::agent

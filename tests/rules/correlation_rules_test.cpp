@@ -209,7 +209,8 @@ TEST(CorrelationRules, ScopesByGroupAndContainerAndDryRunPerRule) {
     when:
       gpu_held: true
       scope: {groups: ["2000", students], not_groups: [staff],
-              container_ids: ["c0ffee*"], not_container_ids: ["docker://c0ffee00*"]}
+              container_ids: ["c0ffee*"], not_container_ids: ["docker://c0ffee00*"],
+              container_names: [batch-*], not_container_names: [batch-test]}
       gpu_memory_above: 8GiB
   - id: SITE-H
     name: enforced
@@ -228,6 +229,8 @@ TEST(CorrelationRules, ScopesByGroupAndContainerAndDryRunPerRule) {
     EXPECT_EQ(rule.scope->not_groups, std::vector<std::string>{"staff"});
     EXPECT_EQ(rule.scope->container_ids, std::vector<std::string>{"c0ffee*"});
     EXPECT_EQ(rule.scope->not_container_ids, std::vector<std::string>{"docker://c0ffee00*"});
+    EXPECT_EQ(rule.scope->container_names, std::vector<std::string>{"batch-*"});
+    EXPECT_EQ(rule.scope->not_container_names, std::vector<std::string>{"batch-test"});
 
     auto bad = parse_correlation_rules(R"(rules:
   - id: SITE-B

@@ -81,6 +81,10 @@ struct ScopeCondition {
     // processes in a matching container are in scope. Empty: no filter.
     std::vector<std::string> container_ids;
     std::vector<std::string> not_container_ids;  // containers exempt (host processes never are)
+    // Globs over the container's name where its runtime keeps one (docker,
+    // podman, CRI-O; read on the live host, unknown in replay).
+    std::vector<std::string> container_names;
+    std::vector<std::string> not_container_names;
 };
 
 // Wall-clock window in a time zone: the condition holds while the event's
