@@ -56,6 +56,48 @@ std::string join(const json& array, size_t max_chars) {
     return out;
 }
 
+// "343.6 GH/s": the estimate in the largest unit that keeps it >= 1.
+std::string hash_rate_text(double rate) {
+    static constexpr const char* kUnits[] = {"H/s", "kH/s", "MH/s", "GH/s", "TH/s", "PH/s"};
+    size_t unit = 0;
+    while (rate >= 1000 && unit + 1 < std::size(kUnits)) {
+        rate /= 1000;
+        ++unit;
+    }
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.1f %s", rate, kUnits[unit]);
+    return text;
+}
+
+// One line under a process's row per mining session it has.
+void print_stratum_sessions(const json& sessions) {
+    for (const auto& session : sessions) {
+        std::string pool = session.value("pool_address", std::string()) + ":" +
+                           std::to_string(session.value("pool_port", 0));
+        const std::string domain = session.value("pool_domain", std::string());
+        if (!domain.empty()) pool += " (" + domain + ")";
+        std::string rate = session["hash_rate"].is_number()
+                               ? hash_rate_text(session["hash_rate"].get<double>())
+                               : "- (needs two shares)";
+        if (session["reported_hash_rate"].is_number()) {
+            rate += ", reported " + hash_rate_text(session["reported_hash_rate"].get<double>());
+        }
+        std::string login = session.value("login", std::string());
+        for (char& c : login) {
+            if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+        }
+        std::printf(
+            "         mining: %s pool %s%s%s, shares %llu sent %llu accepted %llu rejected, "
+            "hash rate %s\n",
+            session.value("protocol", std::string()).c_str(), pool.c_str(),
+            login.empty() ? "" : " login ", login.c_str(),
+            static_cast<unsigned long long>(session.value("shares_submitted", uint64_t{0})),
+            static_cast<unsigned long long>(session.value("shares_accepted", uint64_t{0})),
+            static_cast<unsigned long long>(session.value("shares_rejected", uint64_t{0})),
+            rate.c_str());
+    }
+}
+
 void print_ps_table(const json& processes) {
     std::printf("%-8s %-10s %-16s %-14s %9s %6s %10s %9s %-13s %s\n", "PID", "USER", "COMM", "GPU",
                 "GPU-MEM", "UTIL%", "IOCTLS", "IOCTL/S", "CONTAINER", "EXE / CMDLINE");
@@ -96,7 +138,23 @@ void print_ps_table(const json& processes) {
                     static_cast<unsigned long long>(p["ioctl_total"].get<uint64_t>()),
                     p["ioctl_rate_per_s"].get<double>(), container.c_str(), what.c_str(),
                     p["exited"].get<bool>() ? "  (exited)" : "");
+        if (p.contains("stratum_sessions")) print_stratum_sessions(p["stratum_sessions"]);
     }
+}
+
+// The agent answers the mining sessions beside the processes; each process
+// gets its own (sessions of processes that hold no GPU are not listed).
+json with_stratum_sessions(const json& answer) {
+    json processes = answer.value("processes", json::array());
+    const json sessions = answer.value("stratum_sessions", json::array());
+    for (auto& process : processes) {
+        json own = json::array();
+        for (const auto& session : sessions) {
+            if (session.value("pid", 0u) == process.value("pid", 0u)) own.push_back(session);
+        }
+        process["stratum_sessions"] = std::move(own);
+    }
+    return processes;
 }
 
 // One row per alert sink: its counters, what waits in its queue, and whether
@@ -267,11 +325,12 @@ int run_ps(const Context& context, const QueryOptions& options) {
     auto answer =
         options.standalone ? standalone_ps(context, options) : query(context, options, "ps");
     if (!answer || answer->is_discarded()) return 1;
+    const json processes = with_stratum_sessions(*answer);
     if (options.as_json) {
-        std::cout << (*answer)["processes"].dump(2) << "\n";
+        std::cout << processes.dump(2) << "\n";
         return 0;
     }
-    print_ps_table((*answer)["processes"]);
+    print_ps_table(processes);
     return 0;
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <fstream>
 #include <functional>
 #include <thread>
 
@@ -14,10 +15,13 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <nlohmann/json.hpp>
 #include <poll.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -27,6 +31,7 @@
 #include "gpuguard/rules/correlation.h"
 #include "tests/support/child_process.h"
 #include "tests/support/privileged.h"
+#include "tests/support/run_command.h"
 #include "tests/support/sensor_harness.h"
 #include "tests/support/temp_dir.h"
 
@@ -743,6 +748,182 @@ TEST_P(PayloadTracingTest, unwatched_processes_are_not_sampled_and_flows_are_bou
     ASSERT_EQ(exit_code, 0);
     const auto samples = harness_.of<NetPayload>(holder, 4);
     EXPECT_EQ(samples.size(), 4u);
+}
+
+// GET `path` from 127.0.0.1:`port` (HTTP/1.0, 5 s at most): the body, "" on failure.
+std::string http_get(uint16_t port, const std::string& path) {
+    const int fd = connect_v4("127.0.0.1", port);
+    if (fd < 0) return "";
+    std::string response;
+    if (write_all(fd, "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")) {
+        char buffer[65536];
+        pollfd wait{fd, POLLIN, 0};
+        while (poll(&wait, 1, 5000) > 0) {
+            const ssize_t n = read(fd, buffer, sizeof(buffer));
+            if (n <= 0) break;
+            response.append(buffer, static_cast<size_t>(n));
+        }
+    }
+    close(fd);
+    const auto body = response.find("\r\n\r\n");
+    return body == std::string::npos ? "" : response.substr(body + 4);
+}
+
+uint16_t free_loopback_port() {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in in{};
+    in.sin_family = AF_INET;
+    inet_pton(AF_INET, "127.0.0.1", &in.sin_addr);
+    socklen_t length = sizeof(in);
+    bind(fd, reinterpret_cast<sockaddr*>(&in), length);
+    getsockname(fd, reinterpret_cast<sockaddr*>(&in), &length);
+    close(fd);
+    return ntohs(in.sin_port);
+}
+
+// The whole agent (`gpuguard run`): a miner holding a fake GPU node mines
+// against a loopback pool; the agent raises GG-CORR-0003, and `gpuguard ps`
+// and /metrics show the session's hash rate within 10 % of the truth while
+// the miner is still connected.
+TEST(StratumAgentTest, live_agent_detects_the_session_and_ps_and_metrics_show_its_hash_rate) {
+    GG_REQUIRE_PRIVILEGED();
+    using namespace std::chrono_literals;
+    gpuguard::testing::TempDir dir("gg-stratum-agent");
+    const std::string node = (dir / "gpu0").string();
+    ASSERT_EQ(mknod(node.c_str(), S_IFCHR | 0666, makedev(1, 3)), 0);
+    const auto socket_path = dir / "control.sock";
+    const uint16_t metrics_port = free_loopback_port();
+    const auto config = dir / "gpuguard.yaml";
+    std::ofstream(config) << "sensor:\n  extra_gpu_devices: [\"1:3\"]\n  connect_loopback: true\n"
+                          << "control:\n  socket: " << socket_path.string() << "\n"
+                          << "metrics:\n  enabled: true\n  listen: 127.0.0.1\n  port: "
+                          << metrics_port << "\n"
+                          << "journal:\n  enabled: false\n";
+    gpuguard::testing::Subprocess agent(
+        {GPUGUARD_BINARY, "run", "--config", config.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_stderr("ready", 30s)) << agent.stderr_text();
+
+    const Dialect dialect = dialects().front();  // stratum1, difficulty 8
+    const std::string wallet = "bc1qtestwalletaddressxxxxxxxxxxxxxxxxx";
+    TestServer pool("127.0.0.1", dialect.pool);
+    ASSERT_TRUE(pool.ok());
+    const uint16_t port = pool.port();
+    std::vector<std::string> lines;
+    for (const auto& line : dialect.login) lines.push_back(line + "\n");
+    for (int i = 0; i < kShares; ++i) lines.push_back(dialect.submit(i) + "\n");
+    int done[2], timing[2];
+    ASSERT_EQ(pipe2(done, O_CLOEXEC), 0);
+    ASSERT_EQ(pipe2(timing, O_CLOEXEC), 0);
+    const pid_t miner = fork();
+    ASSERT_GE(miner, 0);
+    if (miner == 0) {
+        prctl(PR_SET_NAME, "gg-live-miner");
+        close(done[1]);
+        close(timing[0]);
+        const int gpu = open(node.c_str(), O_RDWR);
+        const int fd = gpu < 0 ? -1 : connect_v4("127.0.0.1", port);
+        if (fd < 0) _exit(2);
+        timespec first{}, last{};
+        for (size_t i = 0; i < lines.size(); ++i) {
+            if (i == dialect.login.size()) clock_gettime(CLOCK_MONOTONIC, &first);
+            if (i + 1 == lines.size()) clock_gettime(CLOCK_MONOTONIC, &last);
+            if (!write_all(fd, lines[i]) || !read_lines(fd, 1)) _exit(3);
+            if (i + 1 == dialect.login.size()) {
+                sleep_ns(20'000'000);
+                drain_input(fd);
+            }
+            if (i >= dialect.login.size()) sleep_ns(kShareIntervalNs);
+        }
+        // How long the shares really took (the machine may be loaded).
+        const int64_t elapsed =
+            (last.tv_sec - first.tv_sec) * 1'000'000'000ll + (last.tv_nsec - first.tv_nsec);
+        if (write(timing[1], &elapsed, sizeof(elapsed)) != sizeof(elapsed)) _exit(4);
+        // Connected until the test has looked (20 s at most).
+        pollfd wait{done[0], POLLIN, 0};
+        poll(&wait, 1, 20000);
+        _exit(0);
+    }
+    gpuguard::testing::ChildReaper reaper(miner);
+    close(done[0]);
+    close(timing[1]);
+
+    // The detection, from the agent's own output.
+    std::optional<nlohmann::json> detection;
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!detection && std::chrono::steady_clock::now() < deadline) {
+        const auto line = agent.read_stdout_line(200ms);
+        if (!line) continue;
+        const auto parsed = nlohmann::json::parse(*line, nullptr, false);
+        if (parsed.is_object() && parsed["rule"]["id"] == "GG-CORR-0003" &&
+            parsed["process"]["pid"] == miner) {
+            detection = parsed;
+        }
+    }
+    ASSERT_TRUE(detection) << agent.stderr_text();
+    EXPECT_EQ((*detection)["destination"]["port"], port);
+    EXPECT_EQ(detection->dump().find(wallet), std::string::npos) << "wallet in the alert";
+
+    // The truth: the hashes the shares after the first stand for over the
+    // time the miner took to submit them, by its own clock.
+    int64_t elapsed_ns = 0;
+    pollfd timed{timing[0], POLLIN, 0};
+    ASSERT_GT(poll(&timed, 1, 15000), 0);
+    ASSERT_EQ(read(timing[0], &elapsed_ns, sizeof(elapsed_ns)),
+              static_cast<ssize_t>(sizeof(elapsed_ns)));
+    close(timing[0]);
+    const double truth = dialect.share_hashes * (kShares - 1) / (elapsed_ns / 1e9);
+
+    // ps --json: the process's session, once all shares are in.
+    nlohmann::json session;
+    const auto ps_deadline = std::chrono::steady_clock::now() + 15s;
+    while (std::chrono::steady_clock::now() < ps_deadline) {
+        const auto ps = gpuguard::testing::run_command(
+            {GPUGUARD_BINARY, "ps", "--socket", socket_path.string(), "--json"});
+        ASSERT_EQ(ps.exit_code, 0) << ps.stderr_text;
+        for (const auto& process : nlohmann::json::parse(ps.stdout_text)) {
+            if (process["pid"] == miner && !process["stratum_sessions"].empty()) {
+                session = process["stratum_sessions"][0];
+            }
+        }
+        if (!session.is_null() && session["shares_submitted"] == kShares) break;
+        std::this_thread::sleep_for(200ms);
+    }
+    ASSERT_FALSE(session.is_null()) << agent.stderr_text();
+    EXPECT_EQ(session["protocol"], "stratum1");
+    EXPECT_EQ(session["pool_address"], "127.0.0.1");
+    EXPECT_EQ(session["pool_port"], port);
+    EXPECT_EQ(session["shares_submitted"], kShares);
+    EXPECT_EQ(session["shares_accepted"], kShares);
+    ASSERT_TRUE(session["hash_rate"].is_number()) << session.dump();
+    const double ps_rate = session["hash_rate"].get<double>();
+    std::printf("ps hash rate %.6g H/s, truth %.6g H/s, error %+.2f %%\n", ps_rate, truth,
+                (ps_rate - truth) / truth * 100);
+    EXPECT_NEAR(ps_rate, truth, truth * 0.10);
+    EXPECT_EQ(session.dump().find(wallet), std::string::npos) << "wallet in ps";
+    const auto table =
+        gpuguard::testing::run_command({GPUGUARD_BINARY, "ps", "--socket", socket_path.string()});
+    EXPECT_NE(table.stdout_text.find("mining: stratum1 pool 127.0.0.1:" + std::to_string(port)),
+              std::string::npos)
+        << table.stdout_text;
+    EXPECT_NE(table.stdout_text.find("shares 11 sent 11 accepted 0 rejected, hash rate "),
+              std::string::npos)
+        << table.stdout_text;
+
+    // /metrics: the same session's gauge.
+    const std::string metrics = http_get(metrics_port, "/metrics");
+    const std::string prefix = "gpuguard_stratum_hash_rate{pid=\"" + std::to_string(miner) + "\"";
+    const auto at = metrics.find(prefix);
+    ASSERT_NE(at, std::string::npos) << metrics.substr(0, 2000);
+    const auto line_end = metrics.find('\n', at);
+    const std::string line = metrics.substr(at, line_end - at);
+    EXPECT_NE(line.find("protocol=\"stratum1\""), std::string::npos) << line;
+    const double metrics_rate = std::strtod(line.substr(line.rfind(' ') + 1).c_str(), nullptr);
+    EXPECT_NEAR(metrics_rate, truth, truth * 0.10) << line;
+
+    close(done[1]);  // the miner disconnects and exits
+    int status = 0;
+    EXPECT_EQ(waitpid(miner, &status, 0), miner);
+    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
 }
 
 INSTANTIATE_TEST_SUITE_P(Hooks, PayloadTracingTest, ::testing::Values(false, true),
