@@ -33,25 +33,6 @@ using gpuguard::testing::ChildReaper;
 using gpuguard::testing::Subprocess;
 using gpuguard::testing::TempDir;
 
-// A loopback port nobody listens on (bound, not listening): a dead collector.
-struct DeadCollector {
-    DeadCollector() {
-        sockaddr_in address{};
-        address.sin_family = AF_INET;
-        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        socklen_t length = sizeof address;
-        if (bind(fd, reinterpret_cast<sockaddr*>(&address), length) == 0 &&
-            getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
-            port = ntohs(address.sin_port);
-        }
-    }
-    ~DeadCollector() { close(fd); }
-    DeadCollector(const DeadCollector&) = delete;
-    DeadCollector& operator=(const DeadCollector&) = delete;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    uint16_t port = 0;
-};
-
 // Forks a child named `comm` that opens the fake GPU node and stays.
 pid_t start_gpu_child(const std::string& comm, const std::string& node) {
     const pid_t pid = fork();
@@ -69,8 +50,8 @@ TEST(AgentFaults, lost_gpu_dead_collector_and_vanishing_processes_do_not_stop_de
     TempDir dir("gg-faults");
     const auto node = dir / "gpu0";
     ASSERT_EQ(mknod(node.c_str(), S_IFCHR | 0666, makedev(1, 3)), 0);
-    DeadCollector collector;
-    ASSERT_NE(collector.port, 0);
+    gpuguard::testing::RefusedPort collector;  // the SIEM collector, down
+    ASSERT_NE(collector.port(), 0);
 
     // Step 0: a healthy GPU; step 1 (written to the step file once the agent
     // runs): every call on it fails with GPU_IS_LOST.
@@ -97,8 +78,8 @@ TEST(AgentFaults, lost_gpu_dead_collector_and_vanishing_processes_do_not_stop_de
         dir.path(), "1:3",
         "backends:\n  interval_ms: 100\n  nvml_library: \"" GPUGUARD_FAKE_NVML_PATH
         "\"\n"
-        "outputs:\n  - name: siem\n    type: tcp\n    address: 127.0.0.1:" +
-            std::to_string(collector.port) + "\n    queue_dir: " + (dir / "queue").string() +
+        "outputs:\n  - name: siem\n    type: tcp\n    address: " +
+            collector.address() + "\n    queue_dir: " + (dir / "queue").string() +
             "\n    retry_initial_ms: 50\n    retry_max_ms: 200\n");
     Subprocess agent({"/usr/bin/env", "GPUGUARD_FAKE_NVML_SCRIPT=" + (dir / "nvml.json").string(),
                       GPUGUARD_BINARY, "run", "--config", config.string(), "--json"});

@@ -116,28 +116,6 @@ TEST(Dashboard, queries_the_series_the_issue_asks_for) {
     }
 }
 
-// A loopback port that refuses every connection: bound (so nobody else gets
-// it) but not listening.
-struct RefusedPort {
-    RefusedPort() {
-        sockaddr_in address{};
-        address.sin_family = AF_INET;
-        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        socklen_t length = sizeof address;
-        if (bind(fd, reinterpret_cast<sockaddr*>(&address), length) == 0 &&
-            getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
-            port = ntohs(address.sin_port);
-        }
-    }
-    ~RefusedPort() { close(fd); }
-    RefusedPort(const RefusedPort&) = delete;
-    RefusedPort& operator=(const RefusedPort&) = delete;
-    std::string address() const { return "127.0.0.1:" + std::to_string(port); }
-
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    uint16_t port = 0;
-};
-
 // A running agent with everything the dashboard and the status page show:
 // a fake NVML GPU, a GPU holder it reports, a file output sink and a TCP
 // sink whose collector refuses connections, metrics and
@@ -238,7 +216,7 @@ class ObservedAgentTest : public ::testing::Test {
     pid_t holder_ = -1, miner_ = -1;
     std::optional<gpuguard::testing::ChildReaper> holder_reaper_, miner_reaper_;
     uint16_t port_ = 0;
-    RefusedPort refused_;
+    gpuguard::testing::RefusedPort refused_;
     std::optional<Subprocess> agent_;
 };
 

@@ -4,6 +4,8 @@
 #include <fstream>
 #include <stdexcept>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -83,6 +85,21 @@ std::string scratch_agent_config(const std::filesystem::path& dir, const std::st
            "\n  drop_in_dir: " + (dir / "rules.d").string() + "\n" +
            "journal:\n  dir: " + (dir / "journal").string() + "\n" +
            "enforcement:\n  dry_run: true\n" + extra;
+}
+
+RefusedPort::RefusedPort() : fd_(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof address;
+    if (fd_ >= 0 && bind(fd_, reinterpret_cast<sockaddr*>(&address), length) == 0 &&
+        getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
+        port_ = ntohs(address.sin_port);
+    }
+}
+
+RefusedPort::~RefusedPort() {
+    if (fd_ >= 0) close(fd_);
 }
 
 void replace_file(const std::filesystem::path& path, const std::string& text) {

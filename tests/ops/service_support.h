@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -46,6 +47,23 @@ class NotifySocket {
 // (top-level YAML sections not already used: log, metrics, backends, outputs).
 std::string scratch_agent_config(const std::filesystem::path& dir, const std::string& device,
                                  const std::string& extra = "");
+
+// A loopback TCP port that refuses every connection (a collector that is
+// down): bound, so nobody else gets it, but not listening.
+class RefusedPort {
+  public:
+    RefusedPort();
+    ~RefusedPort();
+    RefusedPort(const RefusedPort&) = delete;
+    RefusedPort& operator=(const RefusedPort&) = delete;
+
+    uint16_t port() const { return port_; }
+    std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+  private:
+    int fd_ = -1;
+    uint16_t port_ = 0;
+};
 
 // Writes `text` to `path` atomically (a temporary file renamed over it), as
 // editors and configuration managers do.
