@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 #include <string_view>
+#include <type_traits>
 
 #include <yaml-cpp/yaml.h>
 
@@ -20,6 +21,44 @@ struct ConfigError {
     ErrorCode code;
     std::string message;
 };
+
+// Well-formed UTF-8 (RFC 3629: no overlong forms, surrogates or code points
+// above U+10FFFF).
+bool valid_utf8(std::string_view text) {
+    size_t i = 0;
+    while (i < text.size()) {
+        const auto byte = static_cast<unsigned char>(text[i]);
+        size_t length = 0;
+        uint32_t code = 0;
+        if (byte < 0x80) {
+            ++i;
+            continue;
+        } else if ((byte & 0xe0) == 0xc0) {
+            length = 2;
+            code = byte & 0x1f;
+        } else if ((byte & 0xf0) == 0xe0) {
+            length = 3;
+            code = byte & 0x0f;
+        } else if ((byte & 0xf8) == 0xf0) {
+            length = 4;
+            code = byte & 0x07;
+        } else {
+            return false;
+        }
+        if (i + length > text.size()) return false;
+        for (size_t k = 1; k < length; ++k) {
+            const auto next = static_cast<unsigned char>(text[i + k]);
+            if ((next & 0xc0) != 0x80) return false;
+            code = code << 6 | (next & 0x3f);
+        }
+        static constexpr uint32_t kMinimum[] = {0, 0, 0x80, 0x800, 0x10000};
+        if (code < kMinimum[length] || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff)) {
+            return false;
+        }
+        i += length;
+    }
+    return true;
+}
 
 class ConfigReader {
   public:
@@ -54,7 +93,13 @@ class ConfigReader {
     T scalar(const YAML::Node& node, const std::string& key, const char* type_name) const {
         if (!node.IsScalar()) fail_at(node, key, std::string("must be ") + type_name);
         try {
-            return node.as<T>();
+            T value = node.as<T>();
+            // YAML is Unicode text; yaml-cpp hands other bytes through, which
+            // config_to_yaml could not write back as they were.
+            if constexpr (std::is_same_v<T, std::string>) {
+                if (!valid_utf8(value)) fail_at(node, key, "must be UTF-8 text");
+            }
+            return value;
         } catch (const YAML::Exception&) {
             fail_at(node, key, std::string("must be ") + type_name);
         }

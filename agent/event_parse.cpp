@@ -548,7 +548,15 @@ std::optional<int64_t> parse_rfc3339(std::string_view text) {
         year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
     const int64_t days = era * 146097 + day_of_era - 719468;
     const int64_t seconds = days * 86400 + hour * 3600 + minute * 60 + second;
-    return (seconds - offset_seconds) * 1'000'000'000 + nanos;
+    // Wider than int64 on the way: 1677 and 2262 are where nanoseconds end,
+    // and a time outside them is not one this reader can give.
+    const __int128 unix_ns =
+        static_cast<__int128>(seconds - offset_seconds) * 1'000'000'000 + nanos;
+    if (unix_ns < std::numeric_limits<int64_t>::min() ||
+        unix_ns > std::numeric_limits<int64_t>::max()) {
+        return std::nullopt;
+    }
+    return static_cast<int64_t>(unix_ns);
 }
 
 namespace {

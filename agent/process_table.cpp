@@ -27,53 +27,12 @@ void take_identity(ProcessInfo& info, const TaskInfo& task) {
     info.cgroup_id = task.cgroup_id;
 }
 
-bool is_hex_id(std::string_view text) {
-    return text.size() == 64 &&
-           std::all_of(text.begin(), text.end(), [](char c) { return std::isxdigit(c) != 0; });
-}
-
-std::optional<uint32_t> parse_pid(std::string_view text) {
-    uint32_t value = 0;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (ec != std::errc{} || end != text.data() + text.size() || text.empty()) return std::nullopt;
-    return value;
-}
-
 std::optional<std::string> read_file(const std::filesystem::path& path) {
     std::ifstream in(path, std::ios::binary);
     if (!in) return std::nullopt;
     std::stringstream text;
     text << in.rdbuf();
     return text.str();
-}
-
-// Value of "Key:\t..." in /proc/PID/status; first field only.
-std::optional<uint32_t> status_field(const std::string& status, std::string_view key) {
-    std::istringstream lines(status);
-    std::string line;
-    while (std::getline(lines, line)) {
-        if (line.size() > key.size() && line.compare(0, key.size(), key) == 0 &&
-            line[key.size()] == ':') {
-            std::istringstream fields(line.substr(key.size() + 1));
-            std::string first;
-            fields >> first;
-            return parse_pid(first);
-        }
-    }
-    return std::nullopt;
-}
-
-std::string status_name(const std::string& status) {
-    std::istringstream lines(status);
-    std::string line;
-    while (std::getline(lines, line)) {
-        if (line.rfind("Name:", 0) == 0) {
-            auto value = line.substr(5);
-            value.erase(0, value.find_first_not_of(" \t"));
-            return value;
-        }
-    }
-    return "";
 }
 
 void add_gpu(ProcessInfo& info, const GpuHandle& handle) {
@@ -95,68 +54,6 @@ uint64_t ProcessInfo::ioctl_total() const {
     return total;
 }
 
-std::optional<ContainerInfo> container_from_cgroup(std::string_view cgroup_path) {
-    // Walk the path's components from the leaf up: the innermost id wins.
-    std::vector<std::string_view> parts;
-    size_t start = 0;
-    while (start <= cgroup_path.size()) {
-        const size_t slash = cgroup_path.find('/', start);
-        const size_t end = slash == std::string_view::npos ? cgroup_path.size() : slash;
-        if (end > start) parts.push_back(cgroup_path.substr(start, end - start));
-        if (slash == std::string_view::npos) break;
-        start = slash + 1;
-    }
-    // systemd driver: <prefix>-<id>.scope
-    static constexpr struct {
-        std::string_view prefix;
-        std::string_view runtime;
-    } kScopes[] = {{"docker-", "docker"},
-                   {"cri-containerd-", "containerd"},
-                   {"crio-", "cri-o"},
-                   {"libpod-", "podman"}};
-    for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
-        std::string_view part = *it;
-        if (part.ends_with(".scope")) {
-            part.remove_suffix(6);
-            for (const auto& scope : kScopes) {
-                if (part.starts_with(scope.prefix) && is_hex_id(part.substr(scope.prefix.size()))) {
-                    return ContainerInfo{std::string(scope.runtime),
-                                         std::string(part.substr(scope.prefix.size()))};
-                }
-            }
-            continue;
-        }
-        if (!is_hex_id(part)) continue;
-        // cgroupfs driver: the id is a bare component; its parent names the runtime.
-        const auto parent = (it + 1) != parts.rend() ? *(it + 1) : std::string_view{};
-        if (parent == "docker") return ContainerInfo{"docker", std::string(part)};
-        if (parent.starts_with("libpod")) return ContainerInfo{"podman", std::string(part)};
-        if (parent.starts_with("crio")) return ContainerInfo{"cri-o", std::string(part)};
-        for (auto up = it + 1; up != parts.rend(); ++up) {
-            if (up->starts_with("kubepods")) return ContainerInfo{"containerd", std::string(part)};
-        }
-    }
-    return std::nullopt;
-}
-
-std::string cgroup_path_from_proc(std::string_view contents) {
-    std::string systemd;
-    size_t start = 0;
-    while (start < contents.size()) {
-        size_t end = contents.find('\n', start);
-        if (end == std::string_view::npos) end = contents.size();
-        const auto line = contents.substr(start, end - start);
-        start = end + 1;
-        if (line.starts_with("0::")) return std::string(line.substr(3));
-        const auto second_colon = line.find(':', line.find(':') + 1);
-        if (second_colon == std::string_view::npos) continue;
-        if (line.find(":name=systemd:") != std::string_view::npos) {
-            systemd = std::string(line.substr(second_colon + 1));
-        }
-    }
-    return systemd;
-}
-
 ProcessTable::ProcessTable(ProcessTableOptions options, IsGpuDevice is_gpu)
     : options_(std::move(options)), is_gpu_(std::move(is_gpu)) {}
 
@@ -169,7 +66,7 @@ Result<BootstrapReport> ProcessTable::bootstrap() {
                     "cannot list " + options_.proc_root.string() + ": " + ec.message(), ec.value());
     }
     for (const auto& dirent : entries) {
-        const auto pid = parse_pid(dirent.path().filename().string());
+        const auto pid = parse_decimal_u32(dirent.path().filename().string());
         if (!pid) continue;
         ProcessInfo info;
         info.pid = *pid;
@@ -182,7 +79,7 @@ Result<BootstrapReport> ProcessTable::bootstrap() {
         std::filesystem::directory_iterator fds(dirent.path() / "fd", ec);
         if (!ec) {
             for (const auto& fd_entry : fds) {
-                const auto fd = parse_pid(fd_entry.path().filename().string());
+                const auto fd = parse_decimal_u32(fd_entry.path().filename().string());
                 struct stat st {};
                 if (!fd || stat(fd_entry.path().c_str(), &st) != 0 || !S_ISCHR(st.st_mode))
                     continue;
@@ -210,10 +107,10 @@ void ProcessTable::load_from_proc(ProcessInfo& info) {
     if (!options_.read_host) return;
     const auto dir = options_.proc_root / std::to_string(info.pid);
     if (const auto status = read_file(dir / "status")) {
-        info.comm = status_name(*status);
-        info.ppid = status_field(*status, "PPid").value_or(info.ppid);
-        info.uid = status_field(*status, "Uid").value_or(info.uid);
-        info.gid = status_field(*status, "Gid").value_or(info.gid);
+        info.comm = proc_status_name(*status);
+        info.ppid = proc_status_field(*status, "PPid").value_or(info.ppid);
+        info.uid = proc_status_field(*status, "Uid").value_or(info.uid);
+        info.gid = proc_status_field(*status, "Gid").value_or(info.gid);
     }
     if (const auto cmdline = read_file(dir / "cmdline"))
         info.cmdline = split_nul_separated(*cmdline);

@@ -20,27 +20,12 @@
 
 #include "agent/container_names.h"
 #include "agent/event.h"
+#include "agent/proc_parse.h"
 #include "gpuguard/common/result.h"
 
 namespace gpuguard::agent {
 
 struct IoctlAggregate;
-
-// A container runtime's id found in a cgroup path.
-struct ContainerInfo {
-    std::string runtime;  // "docker", "containerd", "cri-o", "podman"
-    std::string id;       // 64 hex digits
-    bool operator==(const ContainerInfo&) const = default;
-};
-
-// Parses the container id out of a cgroup v2 path (or a v1 one), for the
-// systemd and cgroupfs drivers of docker, containerd (also under kubepods),
-// cri-o and podman. nullopt for host processes.
-std::optional<ContainerInfo> container_from_cgroup(std::string_view cgroup_path);
-
-// The cgroup v2 path of a /proc/PID/cgroup file's contents (the "0::" line),
-// else the name=systemd v1 line's path, else "".
-std::string cgroup_path_from_proc(std::string_view proc_pid_cgroup);
 
 struct GpuHandle {
     uint32_t major = 0;

@@ -57,13 +57,16 @@ std::string cef_value_escape(std::string_view raw) {
     return out;
 }
 
-// LEEF header fields: `|` escaped, no control characters.
+// LEEF header fields: `|` escaped, and `\` too (as in CEF), or a value
+// ending in a backslash would escape the separator after it; no control
+// characters.
 std::string leef_header_escape(std::string_view raw) {
     const std::string text = sanitize_utf8(raw);
     std::string out;
     for (char c : text) {
-        if (c == '|') {
-            out += "\\|";
+        if (c == '|' || c == '\\') {
+            out.push_back('\\');
+            out.push_back(c);
         } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
             out.push_back(' ');
         } else {

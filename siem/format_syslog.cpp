@@ -24,13 +24,15 @@ std::string header_field(std::string_view text, size_t max_length) {
     return out;
 }
 
-// SD-PARAM values escape `"`, `\` and `]`.
+// SD-PARAM values escape `"`, `\` and `]`. The record is one line on every
+// transport (files, TCP without octet counting), so control characters
+// become spaces, as in the CEF header.
 std::string sd_value(std::string_view raw) {
     const std::string text = sanitize_utf8(raw);
     std::string out;
     for (char c : text) {
         if (c == '"' || c == '\\' || c == ']') out.push_back('\\');
-        out.push_back(c);
+        out.push_back(static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? ' ' : c);
     }
     return out;
 }

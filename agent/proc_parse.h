@@ -1,0 +1,39 @@
+// Pure parsers of /proc/PID files (status, cgroup): what a process can
+// shape (its name, its cgroup path) read without touching the filesystem,
+// so they can be tested and fuzzed alone (tests/fuzz/proc_fuzz.cpp).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace gpuguard::agent {
+
+// A container runtime's id found in a cgroup path.
+struct ContainerInfo {
+    std::string runtime;  // "docker", "containerd", "cri-o", "podman"
+    std::string id;       // 64 hex digits
+    bool operator==(const ContainerInfo&) const = default;
+};
+
+// Parses the container id out of a cgroup v2 path (or a v1 one), for the
+// systemd and cgroupfs drivers of docker, containerd (also under kubepods),
+// cri-o and podman. nullopt for host processes.
+std::optional<ContainerInfo> container_from_cgroup(std::string_view cgroup_path);
+
+// The cgroup v2 path of a /proc/PID/cgroup file's contents (the "0::" line),
+// else the name=systemd v1 line's path, else "".
+std::string cgroup_path_from_proc(std::string_view proc_pid_cgroup);
+
+// A decimal number that is all of `text` (pids, fds, uids); nullopt otherwise.
+std::optional<uint32_t> parse_decimal_u32(std::string_view text);
+
+// First field of "Key:\t..." in /proc/PID/status as a number ("Uid" gives
+// the real uid); nullopt when the key is missing or its value is not one.
+std::optional<uint32_t> proc_status_field(std::string_view status, std::string_view key);
+
+// The "Name:" value of /proc/PID/status (leading blanks cut), "" when missing.
+std::string proc_status_name(std::string_view status);
+
+}  // namespace gpuguard::agent
