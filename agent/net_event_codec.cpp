@@ -1,6 +1,9 @@
 #include "agent/net_event_codec.h"
 
 #include <cstring>
+#include <limits>
+#include <string>
+#include <type_traits>
 
 #include <arpa/inet.h>
 
@@ -37,6 +40,25 @@ template <typename T>
 T get(const json& body, const char* key, T fallback) {
     const auto found = body.find(key);
     if (found == body.end() || found->is_null()) return fallback;
+    // nlohmann converts any number to any arithmetic type, and a float or
+    // an integer out of T's range does not fit (undefined for a float):
+    // integers must be integers, in range.
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+        const bool fits = found->is_number_unsigned()
+                              ? found->template get<uint64_t>() <=
+                                    static_cast<uint64_t>(std::numeric_limits<T>::max())
+                              : found->is_number_integer() &&
+                                    found->template get<int64_t>() >=
+                                        static_cast<int64_t>(std::numeric_limits<T>::min()) &&
+                                    (std::is_unsigned_v<T> ||
+                                     found->template get<int64_t>() <=
+                                         static_cast<int64_t>(std::numeric_limits<T>::max()));
+        if (!fits) {
+            throw FieldError{std::string(key) + ": expected an integer " +
+                             std::to_string(std::numeric_limits<T>::min()) + ".." +
+                             std::to_string(std::numeric_limits<T>::max())};
+        }
+    }
     try {
         return found->get<T>();
     } catch (const json::exception&) {
