@@ -55,7 +55,9 @@ uint64_t ProcessInfo::ioctl_total() const {
 }
 
 ProcessTable::ProcessTable(ProcessTableOptions options, IsGpuDevice is_gpu)
-    : options_(std::move(options)), is_gpu_(std::move(is_gpu)) {}
+    : options_(std::move(options)),
+      is_gpu_(std::move(is_gpu)),
+      container_names_(options_.runtime_root) {}
 
 Result<BootstrapReport> ProcessTable::bootstrap() {
     BootstrapReport report;
