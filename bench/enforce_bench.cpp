@@ -119,20 +119,30 @@ std::vector<uint64_t> run_kernel(Sensor& sensor, const std::string& miner, size_
     return samples;
 }
 
-std::vector<uint64_t> run_user_space(Sensor& sensor, uint32_t& connect_pid, const std::string& node,
-                                     size_t runs, volatile uint64_t* stamp) {
-    const int listener = socket(AF_INET, SOCK_STREAM, 0);
+// The "pool": a listener on 127.0.0.1:3333 (a miner port) whose address
+// the children connect to; -1 (and a message) when the port is taken.
+int listen_as_pool(sockaddr_in& address) {
+    const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     const int on = 1;
     setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
-    sockaddr_in address{};
+    address = sockaddr_in{};
     address.sin_family = AF_INET;
     address.sin_port = htons(3333);
     address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
         listen(listener, 256) != 0) {
         std::fprintf(stderr, "cannot listen on 127.0.0.1:3333: %s\n", std::strerror(errno));
-        return {};
+        close(listener);
+        return -1;
     }
+    return listener;
+}
+
+std::vector<uint64_t> run_user_space(Sensor& sensor, uint32_t& connect_pid, const std::string& node,
+                                     size_t runs, volatile uint64_t* stamp) {
+    sockaddr_in address{};
+    const int listener = listen_as_pool(address);
+    if (listener < 0) return {};
     EnforcementConfig config;
     config.max_actions_per_minute = 0;
     config.grace_period_ms = 5000;
@@ -211,17 +221,10 @@ std::vector<uint64_t> run_full_agent(const std::filesystem::path& dir, const std
         if (in) std::fclose(in);
     }
     std::vector<uint64_t> samples;
-    const int listener = socket(AF_INET, SOCK_STREAM, 0);
-    const int on = 1;
-    setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
     sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(3333);
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (!ready || bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
-        listen(listener, 256) != 0) {
-        std::fprintf(stderr,
-                     "enforce_bench: the agent is not ready or 127.0.0.1:3333 is taken (%s)\n",
+    const int listener = listen_as_pool(address);
+    if (!ready || listener < 0) {
+        std::fprintf(stderr, "enforce_bench: the agent is not ready (%s) or no pool\n",
                      log.c_str());
         runs = 0;
     }
