@@ -138,6 +138,23 @@ int listen_as_pool(sockaddr_in& address) {
     return listener;
 }
 
+// A child that opens the fake GPU node (a GPU holder from then on), stamps
+// the time and connects to the pool; it waits at most 10 s to be killed.
+pid_t start_gpu_connector(const std::string& node, const sockaddr_in& address,
+                          volatile uint64_t* stamp) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+        const int gpu = open(node.c_str(), O_RDONLY);
+        const int fd = socket(AF_INET, SOCK_STREAM, 0);
+        *stamp = now_ns();
+        (void)!connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address));
+        for (int second = 0; second < 10; ++second) sleep(1);
+        (void)gpu;
+        _exit(0);
+    }
+    return pid;
+}
+
 std::vector<uint64_t> run_user_space(Sensor& sensor, uint32_t& connect_pid, const std::string& node,
                                      size_t runs, volatile uint64_t* stamp) {
     sockaddr_in address{};
@@ -149,15 +166,7 @@ std::vector<uint64_t> run_user_space(Sensor& sensor, uint32_t& connect_pid, cons
     Enforcer enforcer(config);
     std::vector<uint64_t> samples;
     for (size_t i = 0; i < runs; ++i) {
-        const pid_t pid = fork();
-        if (pid == 0) {
-            const int gpu = open(node.c_str(), O_RDONLY);  // now a GPU holder
-            const int fd = socket(AF_INET, SOCK_STREAM, 0);
-            *stamp = now_ns();
-            (void)!connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-            for (;;) pause();
-            (void)gpu;
-        }
+        const pid_t pid = start_gpu_connector(node, address, stamp);
         connect_pid = 0;
         const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
         while (connect_pid != static_cast<uint32_t>(pid) &&
@@ -229,16 +238,7 @@ std::vector<uint64_t> run_full_agent(const std::filesystem::path& dir, const std
         runs = 0;
     }
     for (size_t i = 0; i < runs; ++i) {
-        const pid_t pid = fork();
-        if (pid == 0) {
-            const int gpu = open(node.c_str(), O_RDONLY);  // now a GPU holder
-            const int fd = socket(AF_INET, SOCK_STREAM, 0);
-            *stamp = now_ns();
-            (void)!connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-            for (int second = 0; second < 10; ++second) sleep(1);  // bounded if never killed
-            (void)gpu;
-            _exit(0);
-        }
+        const pid_t pid = start_gpu_connector(node, address, stamp);
         if (const uint64_t latency = wait_death(pid, stamp)) samples.push_back(latency);
         int client = accept4(listener, nullptr, nullptr, SOCK_NONBLOCK);
         if (client >= 0) close(client);
