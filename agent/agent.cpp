@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "agent/activity_log.h"
+#include "agent/bpf_pins.h"
 #include "agent/control_socket.h"
 #include "agent/correlator.h"
 #include "agent/enforcer.h"
@@ -74,10 +75,12 @@ std::string device_text(uint32_t major, uint32_t minor) {
 
 // The cgroup programs of deny_gpu and the connect fallback, with BPF LSM
 // where the kernel runs it; null (one warning) where they cannot load.
-std::unique_ptr<KernelEnforcer> open_kernel_enforcer(const Config& config) {
+std::unique_ptr<KernelEnforcer> open_kernel_enforcer(const Config& config,
+                                                     std::shared_ptr<PinDirectory> pins) {
     const auto log = logger("enforcer");
     KernelEnforcerOptions options;
     options.btf_path = config.sensor.btf_path;
+    options.pins = std::move(pins);
     const FeatureStatus lsm = probe_bpf_lsm(config.sensor.btf_path);
     options.load_lsm = lsm.available;
     std::string lsm_detail = lsm.detail;
@@ -107,6 +110,7 @@ struct Agent::Impl {
     AgentOptions options;
     std::vector<GpuDeviceNumber> devices;                    // registered in the kernel map
     mutable std::map<std::string, std::string> drm_drivers;  // "226:128" -> "amdgpu"
+    std::shared_ptr<PinDirectory> pins;  // null: in-kernel enforcement ends with the agent
     std::optional<Sensor> sensor;
     std::unique_ptr<ProcessTable> table;
     std::unique_ptr<backends::TelemetrySampler> sampler;
@@ -563,13 +567,14 @@ struct Agent::Impl {
             it = kill_now_names.erase(it);
         }
         for (const auto& [name, id] : wanted) {
-            if (kill_now_names.contains(name)) continue;
+            if (auto it = kill_now_names.find(name); it != kill_now_names.end() && it->second == id)
+                continue;
             if (auto added = sensor->add_known_bad_name(name, kill_now_tag(id)); !added) {
                 log->error("kill_now: cannot register '{}' ({}): {}", name, id,
                            added.error().message);
                 continue;
             }
-            kill_now_names.emplace(name, id);
+            kill_now_names.insert_or_assign(name, id);
             log->info("kill_now: '{}' ({}) is killed at exec", name, id);
         }
     }
@@ -652,6 +657,12 @@ Agent::~Agent() {
         impl_->act_on_priorities(impl_->priority_guard->release_all());
     }
     impl_->enforcer_worker.reset();
+    if (impl_->pins && !impl_->options.config.enforcement.keep_pinned_on_exit) {
+        // A clean stop lifts in-kernel enforcement: unpinned here, detached
+        // when the sensor and the enforcer close their links below.
+        impl_->pins->remove_all();
+        logger("agent")->info("in-kernel enforcement unpinned ({})", impl_->pins->path());
+    }
     if (impl_->journal) impl_->journal->close();
     impl_->control.reset();
     impl_->metrics.reset();
@@ -697,12 +708,30 @@ Result<std::unique_ptr<Agent>> Agent::start(AgentOptions options) {
         log->info("alert outputs: {} sink(s)", config.outputs.size());
     }
 
-    auto sensor = Sensor::open(SensorOptions{config.sensor}, [raw](const Event& event) {
+    // Pinned in-kernel enforcement (enforcement.pin_path) outlives a crash;
+    // an earlier agent's is taken over below, by the sensor and the enforcer.
+    std::optional<Error> unpinned;  // told once the sensor loaded: without it, it does not matter
+    if (!config.enforcement.pin_path.empty()) {
+        auto pins = PinDirectory::claim(config.enforcement.pin_path);
+        if (pins) {
+            impl->pins = std::move(pins).value();
+        } else {
+            unpinned = pins.error();
+        }
+    }
+    auto sensor = Sensor::open(SensorOptions{config.sensor, impl->pins}, [raw](const Event& event) {
         // Called from poll(), which run() does with the mutex held.
         raw->on_sensor_event(event);
     });
     if (!sensor) return Unexpected{sensor.error()};
     impl->sensor.emplace(std::move(sensor).value());
+    if (unpinned) log->warn("enforcement.pin_path: {}", unpinned->message);
+    // Names an earlier agent left in the pinned map are this agent's to keep
+    // in step with the rules (sync_kill_now_names drops the stale ones); the
+    // enforcer's tags (top bit clear) are not names of rules.
+    for (const auto& [name, tag] : impl->sensor->known_bad_names()) {
+        if (tag & 0x80000000u) impl->kill_now_names.emplace(name, "(pinned)");
+    }
 
     // Rules after the sensor (so a missing privilege fails fast) but before
     // the first poll: events wait in the ring buffer, every one is judged.
@@ -782,7 +811,14 @@ Result<std::unique_ptr<Agent>> Agent::start(AgentOptions options) {
     // own thread. deny_gpu goes through the kernel enforcer (its device set
     // follows once the GPUs are known, below); block_ip through nftables or
     // the cgroup/connect filter.
-    impl->kernel_enforcer = open_kernel_enforcer(config);
+    impl->kernel_enforcer = open_kernel_enforcer(config, impl->pins);
+    if (impl->pins) {
+        const PinReport& pinned = impl->pins->report();
+        log->info(
+            "in-kernel enforcement pinned under {}: {} map(s) reused, {} cgroup link(s) taken "
+            "over, {} hook(s) replaced",
+            pinned.path, pinned.maps_reused, pinned.links_adopted, pinned.links_replaced);
+    }
     impl->known_bad = std::make_unique<SensorKnownBad>(*impl->sensor);
     EnforcerDependencies dependencies;
     dependencies.blocker = impl->address_blocker(config.enforcement);
@@ -1087,8 +1123,21 @@ std::string Agent::status_json_of(const Impl& impl) {
         gpus.push_back(std::move(gpu));
     }
     const auto last_hour = impl.activity->last_hour();
+    json pinned = nullptr;  // enforcement.pin_path unused (off, or no bpffs)
+    if (impl.pins) {
+        const PinReport& report = impl.pins->report();
+        pinned = json{{"path", report.path},
+                      {"maps_reused", report.maps_reused},
+                      {"maps_dropped", report.maps_dropped},
+                      {"links_taken_over", report.links_adopted},
+                      {"hooks_replaced", report.links_replaced},
+                      {"kept_on_exit", impl.options.config.enforcement.keep_pinned_on_exit}};
+    }
     const json enforcement{
         {"dry_run", impl.options.config.enforcement.dry_run},
+        {"pinned", pinned},
+        {"denied_cgroups", impl.kernel_enforcer ? impl.kernel_enforcer->denied_cgroups()
+                                                : std::vector<std::string>{}},
         {"kill_now", impl.known_bad != nullptr},
         {"deny_gpu", !impl.kernel_enforcer                ? "unavailable"
                      : impl.kernel_enforcer->lsm_loaded() ? "cgroup/dev + BPF LSM"

@@ -582,9 +582,10 @@ void read_outputs(const ConfigReader& reader, const YAML::Node& node,
 
 void read_enforcement(const ConfigReader& reader, const YAML::Node& node,
                       EnforcementConfig& enforcement) {
-    reader.check_keys(node, "enforcement",
-                      {"dry_run", "grace_period_ms", "max_actions_per_minute", "kill_scope",
-                       "allowlist", "block_ttl_s", "connect_fallback_cgroup"});
+    reader.check_keys(
+        node, "enforcement",
+        {"dry_run", "grace_period_ms", "max_actions_per_minute", "kill_scope", "allowlist",
+         "block_ttl_s", "connect_fallback_cgroup", "pin_path", "keep_pinned_on_exit"});
     if (const auto flag = node["dry_run"]) {
         enforcement.dry_run = reader.scalar<bool>(flag, "enforcement.dry_run", "true or false");
     }
@@ -641,6 +642,21 @@ void read_enforcement(const ConfigReader& reader, const YAML::Node& node,
                            "'" + enforcement.connect_fallback_cgroup +
                                "' must start with / (relative to the cgroup v2 mount)");
         }
+    }
+    if (const auto pin = node["pin_path"]) {
+        enforcement.pin_path =
+            reader.scalar<std::string>(pin, "enforcement.pin_path", "a bpffs directory");
+        if (!enforcement.pin_path.empty() &&
+            (enforcement.pin_path.front() != '/' || enforcement.pin_path == "/")) {
+            reader.fail_at(pin, "enforcement.pin_path",
+                           "'" + enforcement.pin_path +
+                               "' must be an absolute directory below a bpf filesystem, e.g. "
+                               "/sys/fs/bpf/gpuguard (\"\" = no pinning)");
+        }
+    }
+    if (const auto keep = node["keep_pinned_on_exit"]) {
+        enforcement.keep_pinned_on_exit =
+            reader.scalar<bool>(keep, "enforcement.keep_pinned_on_exit", "true or false");
     }
 }
 
@@ -839,6 +855,8 @@ std::string config_to_yaml(const Config& config) {
     out << YAML::Key << "block_ttl_s" << YAML::Value << enforcement.block_ttl_s;
     out << YAML::Key << "connect_fallback_cgroup" << YAML::Value << YAML::DoubleQuoted
         << enforcement.connect_fallback_cgroup;
+    out << YAML::Key << "pin_path" << YAML::Value << YAML::DoubleQuoted << enforcement.pin_path;
+    out << YAML::Key << "keep_pinned_on_exit" << YAML::Value << enforcement.keep_pinned_on_exit;
     out << YAML::EndMap;
     out << YAML::EndMap;
     return std::string(out.c_str()) + "\n";

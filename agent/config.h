@@ -83,6 +83,10 @@ struct EnforcementConfig {
     EnforcementAllowlistConfig allowlist;
     uint32_t block_ttl_s = 3600;          // nftables element timeout; 0 = no timeout
     std::string connect_fallback_cgroup;  // cgroup v2 path for cgroup/connect4/6; "" = off
+    // bpffs directory where in-kernel enforcement is pinned so it outlives
+    // the agent (a crash, SIGKILL); "" = never pinned (docs/enforcement.md).
+    std::string pin_path = "/sys/fs/bpf/gpuguard";
+    bool keep_pinned_on_exit = false;  // a clean stop leaves the pins (and enforcement) too
 };
 
 // The forensic journal (docs/journal.md).

@@ -12,6 +12,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "agent/bpf_pins.h"
 #include "agent/sensor_probe.h"
 #include "agent/sensor_support.h"
 #include "events.h"
@@ -82,7 +83,20 @@ struct TracepointProgram {
     const char* category;  // tracefs events/<category>/<name>; "raw" for raw tracepoints
     const char* name;
     bool required;
+    // Outlives the agent when pinning is on: kill_now's checks (exec, GPU
+    // open, first GPU ioctl) and the lifecycle hooks that keep their maps
+    // clean. Connects and payloads are only seen, so they end with the agent.
+    bool pinned = false;
 };
+
+// Keeps kill_now_armed in step with the known-bad maps, so the hot paths
+// skip their lookups while a map is empty.
+void update_kill_now_armed(gpuguard_bpf* skel) {
+    uint32_t armed = 0;
+    if (!map_keys<gg_file_key>(skel->maps.known_bad_files).empty()) armed |= GG_KILL_ARMED_FILES;
+    if (!map_keys<gg_name_key>(skel->maps.known_bad_names).empty()) armed |= GG_KILL_ARMED_NAMES;
+    skel->bss->kill_now_armed = armed;
+}
 
 }  // namespace
 
@@ -180,15 +194,15 @@ Result<Sensor> Sensor::open(const SensorOptions& options, EventHandler handler) 
     // Hooks missing on this kernel or ABI (openat2 came in 5.6; arm64 has no
     // open/creat) are skipped, not fatal.
     const TracepointProgram programs[] = {
-        {skel->progs.gg_exit_openat, "syscalls", "sys_exit_openat", true},
-        {skel->progs.gg_exit_openat2, "syscalls", "sys_exit_openat2", false},
-        {skel->progs.gg_exit_open, "syscalls", "sys_exit_open", false},
-        {skel->progs.gg_exit_creat, "syscalls", "sys_exit_creat", false},
-        {skel->progs.gg_enter_ioctl, "syscalls", "sys_enter_ioctl", true},
+        {skel->progs.gg_exit_openat, "syscalls", "sys_exit_openat", true, true},
+        {skel->progs.gg_exit_openat2, "syscalls", "sys_exit_openat2", false, true},
+        {skel->progs.gg_exit_open, "syscalls", "sys_exit_open", false, true},
+        {skel->progs.gg_exit_creat, "syscalls", "sys_exit_creat", false, true},
+        {skel->progs.gg_enter_ioctl, "syscalls", "sys_enter_ioctl", true, true},
         {skel->progs.gg_exit_connect, "syscalls", "sys_exit_connect", true},
-        {skel->progs.gg_sched_exec, "sched", "sched_process_exec", true},
-        {skel->progs.gg_sched_fork, "raw", "sched_process_fork", true},
-        {skel->progs.gg_sched_exit, "sched", "sched_process_exit", true},
+        {skel->progs.gg_sched_exec, "sched", "sched_process_exec", true, true},
+        {skel->progs.gg_sched_fork, "raw", "sched_process_fork", true, true},
+        {skel->progs.gg_sched_exit, "sched", "sched_process_exit", true, true},
         // Payload sampling (docs/network.md): one of two variants, or none.
         {skel->progs.gg_sock_send, "tp_btf", "sock_send_length", false},
         {skel->progs.gg_sock_recv, "tp_btf", "sock_recv_length", false},
@@ -253,9 +267,16 @@ Result<Sensor> Sensor::open(const SensorOptions& options, EventHandler handler) 
         bpf_program__set_autoload(tp.program, false);
     }
 
+    PinDirectory* pins = options.pins.get();
+    if (pins) {
+        // kill_now's targets outlive the agent: an earlier agent's are reused.
+        pins->pin_map_on_load(skel->maps.known_bad_files);
+        pins->pin_map_on_load(skel->maps.known_bad_names);
+    }
     if (int err = gpuguard_bpf__load(skel); err) {
         return Unexpected{libbpf_error("loading BPF programs", err)};
     }
+    update_kill_now_armed(skel);  // reused maps may hold targets already
     for (const auto& tp : programs) {
         if (!bpf_program__autoload(tp.program)) continue;
         bpf_link* link = bpf_program__attach(tp.program);
@@ -265,6 +286,15 @@ Result<Sensor> Sensor::open(const SensorOptions& options, EventHandler handler) 
         }
         impl->links.emplace_back(link);
         impl->hooks.push_back(std::string(tp.category) + "/" + tp.name);
+        if (!pins || !tp.pinned) continue;
+        // Ours is attached; an earlier agent's, still running, goes now.
+        const std::string name = std::string("sensor-") + bpf_program__name(tp.program);
+        LinkPtr earlier(pins->open_link(name));
+        if (auto pinned = pins->pin_link(link, name); !pinned) {
+            log->warn("{}: this hook ends with the agent", pinned.error().message);
+            continue;
+        }
+        if (earlier) ++pins->report().links_replaced;
     }
 
     impl->ring.reset(
@@ -374,15 +404,6 @@ Status Sensor::forget_process(uint32_t pid) {
 
 namespace {
 
-// Keeps kill_now_armed in step with the known-bad maps, so the hot paths
-// skip their lookups while a map is empty.
-void update_kill_now_armed(gpuguard_bpf* skel) {
-    uint32_t armed = 0;
-    if (!map_keys<gg_file_key>(skel->maps.known_bad_files).empty()) armed |= GG_KILL_ARMED_FILES;
-    if (!map_keys<gg_name_key>(skel->maps.known_bad_names).empty()) armed |= GG_KILL_ARMED_NAMES;
-    skel->bss->kill_now_armed = armed;
-}
-
 gg_name_key name_key(const std::string& comm) {
     gg_name_key key{};
     std::memcpy(key.comm, comm.data(), std::min(comm.size(), sizeof(key.comm) - 1));
@@ -436,6 +457,18 @@ Status Sensor::remove_known_bad_name(const std::string& comm) {
     bpf_map__delete_elem(skel->maps.known_bad_names, &key, sizeof(key), 0);
     update_kill_now_armed(skel);
     return {};
+}
+
+std::vector<std::pair<std::string, uint32_t>> Sensor::known_bad_names() const {
+    std::vector<std::pair<std::string, uint32_t>> names;
+    const bpf_map* map = impl_->skeleton->maps.known_bad_names;
+    for (const auto& key : map_keys<gg_name_key>(map)) {
+        gg_known_bad value{};
+        if (bpf_map__lookup_elem(map, &key, sizeof(key), &value, sizeof(value), 0) != 0) continue;
+        names.emplace_back(std::string(key.comm, strnlen(key.comm, sizeof(key.comm))),
+                           value.rule_id);
+    }
+    return names;
 }
 
 Result<int> Sensor::poll(std::chrono::milliseconds timeout) {

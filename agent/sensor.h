@@ -47,8 +47,13 @@ struct IoctlAggregate {
     uint64_t last_ns = 0;
 };
 
+class PinDirectory;
+
 struct SensorOptions {
     SensorConfig config;
+    // Where kill_now's maps and hooks are pinned to outlive the agent
+    // (agent/bpf_pins.h); null = they end with it.
+    std::shared_ptr<PinDirectory> pins;
     std::string tracefs_dir = "/sys/kernel/tracing";
     std::string kernel_btf_path = "/sys/kernel/btf/vmlinux";  // tests point it elsewhere
 };
@@ -104,6 +109,9 @@ class Sensor {
     Status remove_known_bad_file(uint64_t dev, uint64_t ino);
     Status add_known_bad_name(const std::string& comm, uint32_t rule_id);
     Status remove_known_bad_name(const std::string& comm);
+    // The names in the map with their rule tags: with pinning, also those an
+    // earlier agent registered.
+    std::vector<std::pair<std::string, uint32_t>> known_bad_names() const;
 
     SensorStats stats() const;
 

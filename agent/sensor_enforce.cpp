@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/bpf_pins.h"
 #include "agent/nft_blocker.h"
 #include "agent/process_handle.h"
 #include "agent/sensor_support.h"
@@ -60,8 +61,15 @@ uint64_t monotonic_ns() {
 
 }  // namespace
 
+// Pinned link names (agent/bpf_pins.h).
+std::string device_link_name(const std::string& cgroup) { return "dev@" + escape_pin_name(cgroup); }
+std::string connect_link_name(int family, const std::string& cgroup) {
+    return (family == 4 ? "connect4@" : "connect6@") + escape_pin_name(cgroup);
+}
+
 struct KernelEnforcer::Impl {
     std::unique_ptr<gpuguard_enforce_bpf, SkeletonDeleter> skeleton;
+    std::shared_ptr<PinDirectory> pins;  // null: nothing outlives this object
     std::string cgroup2_root;
     bool lsm = false;
     LinkPtr lsm_link;
@@ -91,6 +99,55 @@ struct KernelEnforcer::Impl {
         }
         return LinkPtr(link);
     }
+
+    // Pins `link` as `name`; a failure only means this denial ends with the agent.
+    void pin(bpf_link* link, const std::string& name) const {
+        if (!pins) return;
+        if (auto pinned = pins->pin_link(link, name); !pinned) {
+            logger("enforcer")->warn("{}: it ends with the agent", pinned.error().message);
+        }
+    }
+
+    // An earlier agent's pinned cgroup link, now running `program` (swapped
+    // in place: the cgroup is never without it); null when none or gone.
+    LinkPtr adopt(const std::string& name, bpf_program* program) const {
+        LinkPtr link(pins->open_link(name));
+        if (!link) return nullptr;
+        if (int err = bpf_link__update_program(link.get(), program); err) {
+            // ENOLINK: its cgroup was removed meanwhile. Unpinned, closed: gone.
+            logger("enforcer")
+                ->info("pinned link {} not taken over ({}): dropped", name, errno_text(-err));
+            pins->unpin_link(name);
+            return nullptr;
+        }
+        ++pins->report().links_adopted;
+        return link;
+    }
+
+    // The cgroup links an earlier agent pinned, taken over.
+    void adopt_cgroup_links() {
+        const auto log = logger("enforcer");
+        auto* progs = &skeleton->progs;
+        for (const auto& name : pins->link_names("dev@")) {
+            const std::string cgroup = unescape_pin_name(name.substr(4));
+            if (auto link = adopt(name, progs->gg_cgroup_dev)) {
+                device_links.emplace(cgroup, std::move(link));
+                log->info("deny_gpu: GPU devices still denied to cgroup {} (taken over)", cgroup);
+            }
+        }
+        for (const auto& name : pins->link_names("connect4@")) {
+            const std::string cgroup = unescape_pin_name(name.substr(9));
+            auto v4 = adopt(name, progs->gg_cgroup_connect4);
+            auto v6 = adopt(connect_link_name(6, cgroup), progs->gg_cgroup_connect6);
+            if (v4 && v6) {
+                connect_links.emplace(cgroup, std::make_pair(std::move(v4), std::move(v6)));
+                log->info("block_ip: cgroup/connect4/6 on cgroup {} (taken over)", cgroup);
+            } else {
+                pins->unpin_link(name);
+                pins->unpin_link(connect_link_name(6, cgroup));
+            }
+        }
+    }
 };
 
 KernelEnforcer::KernelEnforcer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -113,6 +170,14 @@ Result<std::unique_ptr<KernelEnforcer>> KernelEnforcer::open(const KernelEnforce
     }
     auto* skel = impl->skeleton.get();
     bpf_program__set_autoload(skel->progs.gg_lsm_file_open, options.load_lsm);
+    impl->pins = options.pins;
+    if (impl->pins) {
+        // What is denied outlives the agent: an earlier agent's sets are reused.
+        for (bpf_map* map : {skel->maps.deny_devices, skel->maps.blocked_addrs,
+                             skel->maps.deny_cgroups, skel->maps.deny_tgids}) {
+            impl->pins->pin_map_on_load(map);
+        }
+    }
     if (int err = gpuguard_enforce_bpf__load(skel); err) {
         return Unexpected{libbpf_error(options.load_lsm
                                            ? "loading enforcement programs (with BPF LSM)"
@@ -124,7 +189,13 @@ Result<std::unique_ptr<KernelEnforcer>> KernelEnforcer::open(const KernelEnforce
         if (!link) return Unexpected{libbpf_error("attaching lsm/file_open", -errno)};
         impl->lsm_link.reset(link);
         impl->lsm = true;
+        if (impl->pins) {
+            LinkPtr earlier(impl->pins->open_link("lsm"));  // detached once ours is pinned
+            impl->pin(link, "lsm");
+            if (earlier) ++impl->pins->report().links_replaced;
+        }
     }
+    if (impl->pins) impl->adopt_cgroup_links();
     logger("enforcer")
         ->info(
             "kernel enforcement loaded (cgroup/dev, cgroup/connect4/6{}), cgroup "
@@ -166,6 +237,7 @@ Status KernelEnforcer::deny_cgroup(const std::string& cgroup_path) {
     if (!impl_->device_links.contains(path)) {
         auto link = impl_->attach(impl_->skeleton->progs.gg_cgroup_dev, path, "cgroup/dev");
         if (!link) return Unexpected{link.error()};
+        impl_->pin(link->get(), device_link_name(path));
         impl_->device_links.emplace(path, std::move(*link));
     }
     if (impl_->lsm) {
@@ -183,6 +255,7 @@ Status KernelEnforcer::deny_cgroup(const std::string& cgroup_path) {
 
 Status KernelEnforcer::allow_cgroup(const std::string& cgroup_path) {
     const std::string path = normalise_cgroup(cgroup_path);
+    if (impl_->pins) impl_->pins->unpin_link(device_link_name(path));
     impl_->device_links.erase(path);
     if (impl_->lsm) {
         struct stat st {};
@@ -219,6 +292,8 @@ Status KernelEnforcer::attach_connect_filter(const std::string& cgroup_path) {
     if (!v4) return Unexpected{v4.error()};
     auto v6 = impl_->attach(impl_->skeleton->progs.gg_cgroup_connect6, path, "cgroup/connect6");
     if (!v6) return Unexpected{v6.error()};
+    impl_->pin(v4->get(), connect_link_name(4, path));
+    impl_->pin(v6->get(), connect_link_name(6, path));
     impl_->connect_links.emplace(path, std::make_pair(std::move(*v4), std::move(*v6)));
     return {};
 }
@@ -245,6 +320,12 @@ Status KernelEnforcer::unblock_address(const std::string& ip) {
 }
 
 bool KernelEnforcer::lsm_loaded() const { return impl_->lsm; }
+
+std::vector<std::string> KernelEnforcer::denied_cgroups() const {
+    std::vector<std::string> cgroups;
+    for (const auto& [path, link] : impl_->device_links) cgroups.push_back(path);
+    return cgroups;
+}
 
 KernelEnforcerStats KernelEnforcer::stats() const {
     KernelEnforcerStats stats;

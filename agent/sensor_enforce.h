@@ -4,7 +4,9 @@
 // the sensor's kill_now maps. With sensor*, the only libbpf user.
 //
 // Programs attach to cgroups through bpf_link: a denial lasts while this
-// object lives (the agent runs) and is lifted when it is destroyed.
+// object lives (the agent runs) and is lifted when it is destroyed, unless
+// pinned (KernelEnforcerOptions::pins): then it lasts until the pins are
+// removed, and the next KernelEnforcer takes the links over.
 #pragma once
 
 #include <chrono>
@@ -20,12 +22,16 @@
 
 namespace gpuguard::agent {
 
+class PinDirectory;
+
 struct KernelEnforcerOptions {
     std::string btf_path;      // "" = the running kernel's
     std::string cgroup2_root;  // "" = found in /proc/mounts
     // Load lsm/file_open too. Only where `gpuguard probe` reports bpf_lsm:
     // elsewhere the load fails and open() fails with it.
     bool load_lsm = false;
+    // Where links and maps are pinned to outlive the agent; null = not pinned.
+    std::shared_ptr<PinDirectory> pins;
 };
 
 // Counters of refused operations, summed over CPUs.
@@ -69,6 +75,8 @@ class KernelEnforcer : public GpuDenier {
 
     bool lsm_loaded() const;
     KernelEnforcerStats stats() const;
+    // cgroups denied the GPUs now (taken over from an earlier agent included).
+    std::vector<std::string> denied_cgroups() const;
 
   private:
     struct Impl;

@@ -7,11 +7,13 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <regex>
 #include <sstream>
 #include <thread>
 
 #include <arpa/inet.h>
+#include <bpf/bpf.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -25,6 +27,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "agent/bpf_pins.h"
 #include "agent/sensor_probe.h"
 #include "gpuguard/signatures/signatures.h"
 #include "tests/support/child_process.h"
@@ -69,6 +72,25 @@ struct LoopbackPool {
     }
     ~LoopbackPool() {
         if (fd >= 0) close(fd);
+    }
+};
+
+// A network namespace the test made, 10.77.0.1 on its loopback interface
+// (127/8 is never blocked) and a "pool" listening there on a miner port.
+struct PoolNetns {
+    NetnsScope netns;
+    std::optional<LoopbackPool> pool;
+    std::string error;
+    PoolNetns() {
+        if (error = netns.error(); !error.empty()) return;
+        const auto added = gpuguard::testing::run_command(
+            {"/usr/sbin/ip", "addr", "add", "10.77.0.1/32", "dev", "lo"}, 10s);
+        if (added.exit_code != 0) {
+            error = "ip addr add: " + added.stderr_text;
+            return;
+        }
+        pool.emplace(INADDR_ANY);
+        if (pool->fd < 0) error = "no free miner port";
     }
 };
 
@@ -915,13 +937,9 @@ TEST_F(AgentDetectTest, deny_gpu_rule_denies_the_gpu_node_to_the_detections_cgro
 // agent blocks the peer, and the process's next connect is refused while
 // connects from outside the cgroup still work. No nftables table appears.
 TEST_F(AgentDetectTest, block_ip_through_the_connect_fallback_refuses_the_cgroups_connects) {
-    NetnsScope netns;
-    ASSERT_EQ(netns.error(), "");
-    const auto added = gpuguard::testing::run_command(
-        {"/usr/sbin/ip", "addr", "add", "10.77.0.1/32", "dev", "lo"}, 10s);
-    ASSERT_EQ(added.exit_code, 0) << added.stderr_text;
-    LoopbackPool pool(INADDR_ANY);
-    ASSERT_GE(pool.fd, 0) << "no free miner port";
+    PoolNetns netns;
+    ASSERT_EQ(netns.error, "");
+    const LoopbackPool& pool = *netns.pool;
     TestCgroup cgroup("gpuguard-block");
     ASSERT_EQ(cgroup.error(), "");
     std::ofstream(rules_dir_ / "10-block.yaml")
@@ -981,6 +999,160 @@ TEST_F(AgentDetectTest, kill_now_in_the_kernel_reaches_the_outputs_as_an_outcome
     EXPECT_EQ((*outcome)["event"]["reason"], "SIGKILL in the kernel at exec (name 'gg-doomed')")
         << outcome->dump();
     EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+}
+
+// A pinned link's kernel ids (the link, the program it runs); zeros when
+// nothing is pinned at `file`.
+struct PinnedLink {
+    uint32_t id = 0;
+    uint32_t prog_id = 0;
+};
+PinnedLink pinned_link(const std::filesystem::path& file) {
+    PinnedLink ids;
+    const int fd = bpf_obj_get(file.c_str());
+    if (fd < 0) return ids;
+    bpf_link_info info{};
+    uint32_t length = sizeof(info);
+    if (bpf_obj_get_info_by_fd(fd, &info, &length) == 0) ids = {info.id, info.prog_id};
+    close(fd);
+    return ids;
+}
+
+// Programs attached to the cgroup directory `dir` for `type`.
+uint32_t attached_programs(const std::string& dir, bpf_attach_type type) {
+    const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    uint32_t ids[8] = {}, count = 8, flags = 0;
+    if (bpf_prog_query(fd, type, 0, &flags, ids, &count) != 0) count = 0;
+    close(fd);
+    return count;
+}
+
+// enforcement.pin_path: the agent dies by SIGKILL and its in-kernel
+// enforcement stays in force (a known-bad name dies at exec, the denied
+// cgroup cannot open the GPU nor reach the blocked pool); the next agent
+// takes it over without attaching anything twice: the cgroup links are the
+// same links running its programs, the tracepoint links are its own and the
+// old ones are gone. A clean stop then lifts all of it. Everything is pinned
+// in a bpf filesystem the test mounts, never the host's /sys/fs/bpf.
+TEST_F(AgentDetectTest, pinned_enforcement_outlives_a_killed_agent_and_is_taken_over) {
+    const auto bpffs = dir_ / "bpffs";
+    std::filesystem::create_directory(bpffs);
+    ASSERT_EQ(mount("bpf", bpffs.c_str(), "bpf", 0, nullptr), 0) << std::strerror(errno);
+    struct Unmount {
+        std::string path;
+        ~Unmount() { umount2(path.c_str(), MNT_DETACH); }  // drops whatever is still pinned
+    } unmount{bpffs.string()};
+    const auto pins = bpffs / "gpuguard";
+    PoolNetns netns;
+    ASSERT_EQ(netns.error, "");
+    const LoopbackPool& pool = *netns.pool;
+    TestCgroup cgroup("gpuguard-pin");
+    ASSERT_EQ(cgroup.error(), "");
+    const auto doomed = dir_ / "gg-doomed";
+    copy_sleep(doomed, "");
+    std::ofstream(dir_ / "miner-rules.yaml") << R"(rules:
+  - id: local-doomed
+    action: kill_now
+    process_name: [gg-doomed]
+  - id: local-deny-gpu
+    severity: critical
+    action: deny_gpu
+    process_name: ["gg-deny-*"]
+)";
+    std::ofstream(rules_dir_ / "10-block.yaml")
+        << "signatures:\n  override:\n    - id: GG-PORT-0001\n      action: block_ip\n";
+    std::ofstream(config_, std::ios::app)
+        << "enforcement:\n  connect_fallback_cgroup: \"" << cgroup.path() << "\"\n"
+        << "  pin_path: " << pins.string() << "\n";
+    const auto alerts = dir_ / "alerts.jsonl";
+    add_file_output(alerts);
+    use_control_socket();
+    const std::vector<std::string> run = {GPUGUARD_BINARY, "run", "--config", config_.string(),
+                                          "--json"};
+    auto doomed_dies = [&doomed] {
+        const std::string file = doomed.string();
+        OwnChild child(fork());
+        if (child.pid == 0) {
+            execl(file.c_str(), file.c_str(), "0", nullptr);
+            _exit(127);
+        }
+        return child.wait_exit(5s) && child.killed_by_sigkill();
+    };
+
+    auto child = gpu_prober("gg-deny-miner", node_.string(), "10.77.0.1", pool.port);
+    ASSERT_GT(child.pid(), 0);
+    ASSERT_TRUE(cgroup.add(child.pid()));
+    std::map<std::string, PinnedLink> first;
+    {
+        Subprocess agent(run);
+        ASSERT_TRUE(agent.wait_for_stderr("ready", 30s)) << agent.stderr_text();
+        ASSERT_EQ(child.ask('O'), 0) << "opens the GPU before the deny";
+        ASSERT_NE(enforced_reason(agent, child.pid(), "GG-CORR-0001", "deny_gpu", alerts), "");
+        ASSERT_EQ(child.ask('c'), 0) << "the first connect goes through (and is detected)";
+        ASSERT_NE(enforced_reason(agent, child.pid(), "GG-CORR-0002", "block_ip", alerts), "");
+        for (const auto& entry : std::filesystem::directory_iterator(pins / "links")) {
+            first[entry.path().filename().string()] = pinned_link(entry.path());
+        }
+        EXPECT_EQ(agent.stop(SIGKILL, 10s), 128 + SIGKILL) << agent.stderr_text();
+    }
+    const std::string cgroup_name = gpuguard::agent::escape_pin_name(cgroup.path());
+    for (const std::string& name :
+         {"dev@" + cgroup_name, "connect4@" + cgroup_name, "connect6@" + cgroup_name,
+          std::string("sensor-gg_sched_exec"), std::string("sensor-gg_exit_openat")}) {
+        ASSERT_TRUE(first.contains(name) && first[name].id != 0) << name << " is not pinned";
+    }
+
+    // No agent runs: the kernel enforces on its own.
+    EXPECT_TRUE(doomed_dies()) << "kill_now at exec without an agent";
+    EXPECT_EQ(child.ask('o'), EPERM) << "GPU open in the denied cgroup without an agent";
+    EXPECT_EQ(child.ask('c'), EPERM) << "connect to the blocked pool without an agent";
+
+    Subprocess agent(run);
+    ASSERT_TRUE(agent.wait_for_stderr("ready", 30s)) << agent.stderr_text();
+    const std::string log = agent.stderr_text();
+    EXPECT_NE(log.find("GPU devices still denied to cgroup " + cgroup.path() + " (taken over)"),
+              std::string::npos)
+        << log;
+    EXPECT_NE(log.find("cgroup/connect4/6 on cgroup " + cgroup.path() + " (taken over)"),
+              std::string::npos)
+        << log;
+    for (const auto& [name, before] : first) {
+        const PinnedLink now = pinned_link(pins / "links" / name);
+        ASSERT_NE(now.id, 0u) << name << " is no longer pinned";
+        EXPECT_NE(now.prog_id, before.prog_id) << name << " still runs the dead agent's program";
+        if (name.starts_with("sensor-")) {
+            EXPECT_NE(now.id, before.id) << name;
+            const int old_fd = bpf_link_get_fd_by_id(before.id);
+            EXPECT_LT(old_fd, 0) << name << ": the dead agent's link is still attached";
+            if (old_fd >= 0) close(old_fd);
+        } else {
+            EXPECT_EQ(now.id, before.id) << name << " was replaced, not taken over";
+        }
+    }
+    EXPECT_EQ(attached_programs(cgroup.dir(), BPF_CGROUP_DEVICE), 1u);
+    EXPECT_EQ(attached_programs(cgroup.dir(), BPF_CGROUP_INET4_CONNECT), 1u);
+    EXPECT_EQ(attached_programs(cgroup.dir(), BPF_CGROUP_INET6_CONNECT), 1u);
+    EXPECT_TRUE(doomed_dies()) << "kill_now at exec under the second agent";
+    EXPECT_EQ(child.ask('o'), EPERM);
+    EXPECT_EQ(child.ask('c'), EPERM);
+    const auto report = gpuguard::testing::run_command(
+        {GPUGUARD_BINARY, "status", "--json", "--socket", (dir_ / "control.sock").string()}, 10s);
+    ASSERT_EQ(report.exit_code, 0) << report.stderr_text;
+    const auto enforcement = nlohmann::json::parse(report.stdout_text)["enforcement"];
+    EXPECT_EQ(enforcement["pinned"]["path"], pins.string()) << enforcement.dump();
+    EXPECT_EQ(enforcement["pinned"]["links_taken_over"], 3) << enforcement.dump();
+    EXPECT_EQ(enforcement["pinned"]["maps_dropped"], 0) << enforcement.dump();
+    EXPECT_EQ(enforcement["denied_cgroups"], nlohmann::json::array({cgroup.path()}))
+        << enforcement.dump();
+
+    // A clean stop lifts it all.
+    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+    EXPECT_FALSE(std::filesystem::exists(pins)) << "pins left after a clean stop";
+    EXPECT_EQ(attached_programs(cgroup.dir(), BPF_CGROUP_DEVICE), 0u);
+    EXPECT_EQ(child.ask('o'), 0) << "the denial ends with a clean stop";
+    EXPECT_EQ(child.ask('c'), 0) << "the block ends with a clean stop";
+    EXPECT_FALSE(doomed_dies()) << "kill_now ends with a clean stop";
 }
 
 }  // namespace
