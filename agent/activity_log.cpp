@@ -113,7 +113,8 @@ std::string ActivityLog::to_json(int64_t now_unix_ns) const {
                                {"since_unix_ns", block.since_unix_ns},
                                {"expires_unix_ns", block.expires_unix_ns}});
     }
-    return json{{"detections", detections}, {"actions", actions}, {"blocked", blocked}}.dump();
+    return json{{"detections", detections}, {"actions", actions}, {"blocked", blocked}}.dump(
+        -1, ' ', false, json::error_handler_t::replace);
 }
 
 }  // namespace gpuguard::agent

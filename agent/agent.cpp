@@ -965,7 +965,7 @@ Result<std::unique_ptr<Agent>> Agent::start(AgentOptions options) {
                             {"activity",
                              json::parse(raw->activity->to_json(
                                  static_cast<int64_t>(monotonic_ns()) + raw->realtime_offset_ns))}}
-                    .dump();
+                    .dump(-1, ' ', false, json::error_handler_t::replace);
             };
         }
         auto metrics = MetricsServer::start(
@@ -1189,7 +1189,7 @@ std::string Agent::status_json_of(const Impl& impl) {
               {"evicted_live", impl.table->evicted_live()},
               {"bootstrap", json{{"processes", impl.bootstrap.processes},
                                  {"gpu_processes", impl.bootstrap.gpu_processes}}}}}}
-        .dump();
+        .dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 std::string Agent::ps_json_of(const Impl& impl) {
@@ -1205,7 +1205,10 @@ std::string Agent::ps_json_of(const Impl& impl) {
         entry["pid"] = session.pid;
         stratum.push_back(std::move(entry));
     }
-    return json{{"processes", processes}, {"stratum_sessions", stratum}}.dump();
+    // argv, paths and pool names need not be UTF-8: invalid bytes become U+FFFD
+    // (nlohmann would throw), as in every JSON the agent writes.
+    return json{{"processes", processes}, {"stratum_sessions", stratum}}.dump(
+        -1, ' ', false, json::error_handler_t::replace);
 }
 
 }  // namespace gpuguard::agent

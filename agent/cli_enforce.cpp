@@ -16,6 +16,7 @@
 #include "agent/telemetry.h"
 #include "gpuguard/backends/backends.h"
 #include "gpuguard/common/logging.h"
+#include "gpuguard/common/printable.h"
 
 namespace gpuguard::agent::cli {
 namespace {
@@ -59,7 +60,8 @@ KillOptions kill_options(const EnforcementConfig& config, bool force, double tim
 
 void print_outcome(const EnforcementOutcome& outcome) {
     std::printf("%s pid %u (%s): %s: %s\n", outcome.action.c_str(), outcome.process.pid,
-                outcome.process.comm.c_str(), outcome.outcome.c_str(), outcome.reason.c_str());
+                printable(outcome.process.comm).c_str(), outcome.outcome.c_str(),
+                printable(outcome.reason).c_str());
 }
 
 int exit_code_of(const EnforcementOutcome& outcome) {

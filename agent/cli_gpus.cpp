@@ -12,6 +12,7 @@
 #include "agent/telemetry.h"
 #include "gpuguard/backends/backends.h"
 #include "gpuguard/common/logging.h"
+#include "gpuguard/common/printable.h"
 
 namespace gpuguard::agent::cli {
 namespace {
@@ -53,7 +54,8 @@ void print_table(const backends::Snapshot& snapshot) {
         const backends::GpuSample empty;
         const auto& g = gpu ? *gpu : empty;
         std::printf("%-3u %-8s %-28.28s %-14.14s %6s %22s %6s %8s %5zu\n", device.index,
-                    backends::to_string(device.vendor), device.model.c_str(), device.bus_id.c_str(),
+                    backends::to_string(device.vendor), printable(device.model).c_str(),
+                    printable(device.bus_id).c_str(),
                     or_dash(g.gpu_utilization_percent, "%.0f%%").c_str(), memory_column(g).c_str(),
                     or_dash(g.temperature_gpu_celsius, "%.0fC").c_str(),
                     or_dash(g.power_draw_watts, "%.0fW").c_str(), processes);

@@ -15,6 +15,7 @@
 #include "agent/event_json.h"
 #include "agent/journal.h"
 #include "gpuguard/common/logging.h"
+#include "gpuguard/common/printable.h"
 
 namespace gpuguard::agent::cli {
 namespace {
@@ -263,8 +264,8 @@ int run_show(const Context& context, const JournalCommand& command) {
         const bool task = record.kind == jr::RecordKind::kEvent;
         std::printf("%-24s %-16s %7" PRIu32 " %-16s %s\n",
                     short_time(record.time_unix_ns()).c_str(), jr::record_type(record).c_str(),
-                    record_pid(record), task ? record.event.task.comm.c_str() : "-",
-                    record_details(record).c_str());
+                    record_pid(record), task ? printable(record.event.task.comm).c_str() : "-",
+                    printable(record_details(record)).c_str());
         ++shown;
     }
     std::fflush(stdout);
@@ -408,7 +409,7 @@ int run_verify(const Context& context, const JournalCommand& command) {
                                    {"torn_tails", stats.torn_tails},
                                    {"skipped_bytes", stats.skipped_bytes},
                                    {"problems", problems}};
-        std::cout << out.dump(2) << "\n";
+        std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     } else {
         std::printf("%-60s %10s %9s %-7s %s\n", "SEGMENT", "BYTES", "RECORDS", "CLOSED", "HOST");
         for (const auto& segment : reader->segments()) {

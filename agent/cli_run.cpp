@@ -13,6 +13,7 @@
 #include "agent/config_reload.h"
 #include "agent/service_notify.h"
 #include "gpuguard/common/logging.h"
+#include "gpuguard/common/printable.h"
 #include "gpuguard/siem/siem.h"
 #include "gpuguard/version.h"
 
@@ -50,11 +51,14 @@ std::string describe(const Detection& detection) {
     std::ostringstream out;
     out << clock << ' ' << severity << ' ' << detection.rule_id << ' ' << detection.rule_name
         << (detection.update ? " (update " + std::to_string(detection.update) + ")" : "")
-        << ": pid " << detection.process.pid << " (" << detection.process.comm << ")";
-    if (!detection.process.executable.empty()) out << " exe " << detection.process.executable;
-    if (!detection.process.user.empty()) out << " user " << detection.process.user;
+        << ": pid " << detection.process.pid << " (" << printable(detection.process.comm) << ")";
+    // What the process chose (name, exe path, argv, cgroup) is printed escaped.
+    if (!detection.process.executable.empty()) {
+        out << " exe " << printable(detection.process.executable);
+    }
+    if (!detection.process.user.empty()) out << " user " << printable(detection.process.user);
     if (!detection.process.container_id.empty()) {
-        out << " container " << detection.process.container_id.substr(0, 12);
+        out << " container " << printable(detection.process.container_id.substr(0, 12));
     }
     if (detection.peer) out << " peer " << detection.peer->ip << ":" << detection.peer->port;
     char confidence[16];
@@ -66,7 +70,7 @@ std::string describe(const Detection& detection) {
         for (const auto& id : detection.signature_ids) out << ' ' << id;
     }
     if (!detection.process.command_line.empty()) {
-        out << "\n    cmdline: " << detection.process.command_line.substr(0, 300);
+        out << "\n    cmdline: " << printable(detection.process.command_line.substr(0, 300));
     }
     return out.str();
 }

@@ -13,6 +13,7 @@
 
 #include "agent/cli.h"
 #include "gpuguard/common/logging.h"
+#include "gpuguard/common/printable.h"
 #include "gpuguard/rules/rules.h"
 
 namespace gpuguard::agent::cli {
@@ -77,8 +78,8 @@ int run_scan(const ScanCommand& command) {
         std::string cmdline = read_text(proc / "cmdline", 1 << 20);
         while (!cmdline.empty() && cmdline.back() == '\0') cmdline.pop_back();
         std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
-        std::cout << "process " << command.target << ": comm=" << comm << " exe=" << exe
-                  << "\ncmdline: " << cmdline << "\n";
+        std::cout << "process " << command.target << ": comm=" << printable(comm)
+                  << " exe=" << printable(exe) << "\ncmdline: " << printable(cmdline) << "\n";
         add(scanner->match_process(comm, exe), "process");
         add(scanner->match(signatures::Field::kCmdline, cmdline), "cmdline");
         report = yara->scan_pid(static_cast<pid_t>(std::stol(command.target)));

@@ -13,6 +13,7 @@
 #include "agent/gpu_devices.h"
 #include "agent/process_table.h"
 #include "gpuguard/common/logging.h"
+#include "gpuguard/common/printable.h"
 
 namespace gpuguard::agent::cli {
 namespace {
@@ -75,17 +76,16 @@ void print_stratum_sessions(const json& sessions) {
         std::string pool = session.value("pool_address", std::string()) + ":" +
                            std::to_string(session.value("pool_port", 0));
         const std::string domain = session.value("pool_domain", std::string());
-        if (!domain.empty()) pool += " (" + domain + ")";
+        if (!domain.empty()) pool += " (" + domain + ")";  // from DNS answers: theirs
+        pool = printable(pool);
         std::string rate = session["hash_rate"].is_number()
                                ? hash_rate_text(session["hash_rate"].get<double>())
                                : "- (needs two shares)";
         if (session["reported_hash_rate"].is_number()) {
             rate += ", reported " + hash_rate_text(session["reported_hash_rate"].get<double>());
         }
-        std::string login = session.value("login", std::string());
-        for (char& c : login) {
-            if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
-        }
+        // The login and the pool came from the process's own traffic.
+        const std::string login = printable(session.value("login", std::string()));
         std::printf(
             "         mining: %s pool %s%s%s, shares %llu sent %llu accepted %llu rejected, "
             "hash rate %s\n",
@@ -107,15 +107,19 @@ void print_ps_table(const json& processes) {
             if (!gpus.empty()) gpus += ',';
             gpus += gpu["device"].get<std::string>();
         }
-        const std::string user = p["user"].is_string() ? p["user"].get<std::string>()
+        // Everything a process chose (name, argv, exe path, cgroup) is printed escaped.
+        const std::string user = p["user"].is_string() ? printable(p["user"].get<std::string>())
                                                        : std::to_string(p["uid"].get<uint32_t>());
         const std::string container =
-            p["container"].is_object() ? p["container"]["runtime"].get<std::string>() + ":" +
-                                             p["container"]["id"].get<std::string>().substr(0, 12)
-                                       : "-";
+            p["container"].is_object()
+                ? printable(p["container"]["runtime"].get<std::string>()) + ":" +
+                      p["container"]["id"].get<std::string>().substr(0, 12)
+                : "-";
         std::string what = p["exe"].get<std::string>();
         const std::string args = join(p["cmdline"], 60);
         if (!args.empty()) what += "  " + args;
+        what = printable(what);
+        const std::string comm = printable(p["comm"].get<std::string>());
         // Telemetry per process (absent when no backend reports it: "-", never 0).
         std::optional<double> memory_mib, util;
         if (p.contains("gpu_usage")) {
@@ -133,8 +137,8 @@ void print_ps_table(const json& processes) {
             memory_mib ? std::to_string(static_cast<long long>(*memory_mib)) + "MiB" : "-";
         const std::string util_text = util ? std::to_string(static_cast<int>(*util)) : "-";
         std::printf("%-8u %-10s %-16s %-14s %9s %6s %10llu %9.0f %-13s %s%s\n",
-                    p["pid"].get<uint32_t>(), user.c_str(), p["comm"].get<std::string>().c_str(),
-                    gpus.c_str(), memory_text.c_str(), util_text.c_str(),
+                    p["pid"].get<uint32_t>(), user.c_str(), comm.c_str(), gpus.c_str(),
+                    memory_text.c_str(), util_text.c_str(),
                     static_cast<unsigned long long>(p["ioctl_total"].get<uint64_t>()),
                     p["ioctl_rate_per_s"].get<double>(), container.c_str(), what.c_str(),
                     p["exited"].get<bool>() ? "  (exited)" : "");
@@ -190,7 +194,7 @@ int run_status(const Context& context, const QueryOptions& options) {
     auto status = query(context, options, "status");
     if (!status || status->is_discarded()) return 1;
     if (options.as_json) {
-        std::cout << status->dump(2) << "\n";
+        std::cout << status->dump(2, ' ', false, json::error_handler_t::replace) << "\n";
         return 0;
     }
     const json& s = *status;
@@ -327,7 +331,7 @@ int run_ps(const Context& context, const QueryOptions& options) {
     if (!answer || answer->is_discarded()) return 1;
     const json processes = with_stratum_sessions(*answer);
     if (options.as_json) {
-        std::cout << processes.dump(2) << "\n";
+        std::cout << processes.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
         return 0;
     }
     print_ps_table(processes);

@@ -835,7 +835,8 @@ struct JournalWriter::Writer {
             {"detections", incident->detections},
             {"records", incident->records + 1},
             {"complete", !incident->failed}};
-        write_file(incident->dir / "summary.json", summary.dump(2) + "\n");
+        write_file(incident->dir / "summary.json",
+                   summary.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
         const bool ok = !incident->failed;
         update_stats([ok](JournalStats& s) { ++(ok ? s.incidents_written : s.incidents_failed); });
         log->info("journal: incident bundle {} closed ({} look-back + {} later events)",

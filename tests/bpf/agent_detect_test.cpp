@@ -1155,4 +1155,161 @@ TEST_F(AgentDetectTest, pinned_enforcement_outlives_a_killed_agent_and_is_taken_
     EXPECT_FALSE(doomed_dies()) << "kill_now ends with a clean stop";
 }
 
+// Bytes a human reads must not carry terminal controls: no ESC, BEL, CR,
+// other C0 controls or DEL, and a newline only where a line ends.
+std::string control_bytes_in(const std::string& text) {
+    std::string found;
+    for (unsigned char c : text) {
+        if ((c < 0x20 && c != '\n') || c == 0x7f) found += "\\x" + std::to_string(c) + " ";
+    }
+    return found;
+}
+
+// A process that chooses every string the agent reports (its name, argv,
+// the path it runs) fills them with terminal escapes, forged log lines,
+// shell syntax, CEF/LEEF/HTML delimiters and bytes that are not UTF-8.
+// Every output stays what it claims to be: one record per line, valid JSON
+// where JSON, no control byte in what people read (`gpuguard ps`, `journal
+// show`, the log), the exact bytes kept where a format can carry them, and
+// no shell ever runs what it says (the markers are never created).
+TEST_F(AgentDetectTest, hostile_strings_are_escaped_in_every_output_and_never_reach_a_shell) {
+    LoopbackPool pool;
+    ASSERT_GE(pool.fd, 0) << "no free miner port on loopback";
+    const auto journal_dir = dir_ / "journal";
+    std::ofstream(config_, std::ios::app) << "journal:\n  dir: " << journal_dir.string() << "\n";
+    use_control_socket();
+    std::ofstream(config_, std::ios::app) << "outputs:\n";
+    for (const char* format : {"ecs_json", "cef", "leef", "ocsf"}) {
+        std::ofstream(config_, std::ios::app)
+            << "  - name: " << format << "\n    type: file\n    format: " << format
+            << "\n    address: " << (dir_ / (std::string(format) + ".out")).string() << "\n";
+    }
+    std::ofstream(config_, std::ios::app)
+        << "  - name: syslog\n    type: file\n    format: cef\n    framing: rfc5424\n"
+        << "    address: " << (dir_ / "syslog.out").string() << "\n";
+    Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_stderr("ready", 30s)) << agent.stderr_text();
+
+    const std::string marker = (dir_ / "shell-ran").string();
+    const std::string forged = "2026-11-24T00:00:00.000 critical [agent] forged line";
+    // comm: set by the process itself (15 bytes kept by the kernel; one
+    // write, so no newline: printf would split the write there).
+    const std::string comm = "g\x1b[31m\t$(id)|=<";
+    const std::string script = "printf '%s' \"$HOSTILE_COMM\" > /proc/$$/comm; exec 6<>" +
+                               node_.string() + "; exec 5<>/dev/tcp/127.0.0.1/" +
+                               std::to_string(pool.port) + "; read -t 30 <&5";
+    const std::string url = "stratum+tcp://127.0.0.1:" + std::to_string(pool.port);
+    std::vector<std::string> argv = {"/bin/bash",
+                                     "-c",
+                                     script,
+                                     "xmrig",
+                                     "--cuda",
+                                     "-o",
+                                     url,
+                                     "$(touch " + marker + ")",
+                                     "`touch " + marker + "`; touch " + marker,
+                                     "\x1b]0;pwned\x07\x1b[2J\x1b[H",
+                                     "x\n" + forged,
+                                     "\xff\xfe not utf-8 \xc3",
+                                     "\xe2\x80\xae"
+                                     "fdp.exe",
+                                     "cef|pipe=eq\\back\tleef",
+                                     "<script>alert(1)</script>\"quoted\""};
+    std::vector<char*> args;
+    for (auto& arg : argv) args.push_back(arg.data());
+    args.push_back(nullptr);
+    const pid_t child = fork();
+    if (child == 0) {
+        setenv("HOSTILE_COMM", comm.c_str(), 1);
+        execv(args[0], args.data());
+        _exit(127);
+    }
+    ASSERT_GT(child, 0);
+    ChildReaper reaper(child);
+    auto detection = wait_for_detection(agent, child, "GG-CORR-0001", 10s);
+    ASSERT_TRUE(detection) << agent.stderr_text();
+    auto connect = wait_for_detection(agent, child, "GG-CORR-0002", 10s);
+    ASSERT_TRUE(connect) << agent.stderr_text();
+
+    // JSON keeps the exact bytes (comm, argv); what is not UTF-8 becomes
+    // U+FFFD. (The first detection may come at exec, before the new name.)
+    const std::string kept_comm = comm.substr(0, 15);
+    EXPECT_EQ((*connect)["process"]["name"], kept_comm) << connect->dump();
+    const auto& args_out = (*detection)["process"]["args"];
+    ASSERT_TRUE(args_out.is_array()) << detection->dump();
+    EXPECT_NE(std::find(args_out.begin(), args_out.end(), "x\n" + forged), args_out.end())
+        << detection->dump();
+    EXPECT_NE(std::find(args_out.begin(), args_out.end(), "$(touch " + marker + ")"),
+              args_out.end());
+
+    // Every file output: one record per line, each whole.
+    std::this_thread::sleep_for(500ms);  // the file sinks flush
+    for (const char* format : {"ecs_json", "cef", "leef", "ocsf", "syslog"}) {
+        std::ifstream in(dir_ / (std::string(format) + ".out"), std::ios::binary);
+        const std::string text((std::istreambuf_iterator<char>(in)),
+                               std::istreambuf_iterator<char>());
+        ASSERT_FALSE(text.empty()) << format;
+        std::string controls = control_bytes_in(text);
+        if (std::string_view(format) == "leef") {  // tab is LEEF's attribute delimiter
+            std::erase(controls, ' ');
+            controls = std::regex_replace(controls, std::regex("\\\\x9"), "");
+        }
+        EXPECT_EQ(controls, "") << format << ": " << text;
+        std::istringstream lines(text);
+        int records = 0;
+        for (std::string line; std::getline(lines, line); ++records) {
+            const std::string_view kind(format);
+            if (kind == "ecs_json" || kind == "ocsf") {
+                EXPECT_FALSE(nlohmann::json::parse(line, nullptr, false).is_discarded())
+                    << format << ": " << line;
+            } else if (kind == "cef") {
+                EXPECT_EQ(line.rfind("CEF:0|", 0), 0u) << line;
+            } else if (kind == "leef") {
+                EXPECT_EQ(line.rfind("LEEF:2.0|", 0), 0u) << line;
+            } else {
+                EXPECT_EQ(line.rfind("<", 0), 0u) << line;
+                EXPECT_NE(line.find("CEF:0|"), std::string::npos) << line;
+            }
+            EXPECT_NE(line.rfind(forged, 0), 0u) << format << ": a forged line";
+        }
+        EXPECT_GE(records, 2) << format;
+    }
+
+    // What people read.
+    const auto socket = (dir_ / "control.sock").string();
+    const auto table = gpuguard::testing::run_command({GPUGUARD_BINARY, "ps", "--socket", socket});
+    ASSERT_EQ(table.exit_code, 0) << table.stderr_text;
+    EXPECT_EQ(control_bytes_in(table.stdout_text), "") << table.stdout_text;
+    EXPECT_NE(table.stdout_text.find("g\\x1b[31m\\t$(id)"), std::string::npos) << table.stdout_text;
+    EXPECT_EQ(table.stdout_text.find("\n" + forged), std::string::npos) << table.stdout_text;
+    const auto listed =
+        gpuguard::testing::run_command({GPUGUARD_BINARY, "ps", "--json", "--socket", socket});
+    ASSERT_EQ(listed.exit_code, 0) << listed.stderr_text;
+    const auto processes = nlohmann::json::parse(listed.stdout_text, nullptr, false);
+    ASSERT_FALSE(processes.is_discarded()) << listed.stdout_text;
+    bool found = false;
+    for (const auto& process : processes) {
+        if (process["pid"] != child) continue;
+        found = true;
+        EXPECT_EQ(process["comm"], kept_comm);
+    }
+    EXPECT_TRUE(found) << listed.stdout_text;
+
+    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+    EXPECT_EQ(control_bytes_in(agent.stderr_text()), "") << agent.stderr_text();
+    EXPECT_EQ(agent.stderr_text().find("\n" + forged), std::string::npos) << agent.stderr_text();
+    const auto shown =
+        gpuguard::testing::run_command({GPUGUARD_BINARY, "journal", "show", "--dir",
+                                        journal_dir.string(), "--pid", std::to_string(child)});
+    ASSERT_EQ(shown.exit_code, 0) << shown.stderr_text;
+    EXPECT_NE(shown.stdout_text.find("g\\x1b[31m"), std::string::npos) << shown.stdout_text;
+    EXPECT_NE(shown.stdout_text.find("\\x1b]0;pwned\\x07"), std::string::npos) << shown.stdout_text;
+    EXPECT_NE(shown.stdout_text.find("\\u202efdp.exe"), std::string::npos) << shown.stdout_text;
+    EXPECT_NE(shown.stdout_text.find("\\xff\\xfe not utf-8"), std::string::npos)
+        << shown.stdout_text;
+    EXPECT_EQ(control_bytes_in(shown.stdout_text), "") << shown.stdout_text;
+
+    EXPECT_FALSE(std::filesystem::exists(marker)) << "a shell ran what the process wrote";
+}
+
 }  // namespace
