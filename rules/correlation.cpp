@@ -412,7 +412,9 @@ class RuleReader {
         if (const YAML::Node node = when["exe_location"]) {
             for (auto& [text, item] : diag_.scalar_list(node, path + ".exe_location")) {
                 auto found = std::find_if(std::begin(kLocationNames), std::end(kLocationNames),
-                                          [&](const auto& entry) { return text == entry.second; });
+                                          [&text = text](const auto& entry) {
+                                              return text == entry.second;
+                                          });
                 if (found == std::end(kLocationNames)) {
                     diag_.error(item, path + ".exe_location: unknown location '" + text +
                                           "' (tmp, var_tmp, dev_shm, deleted, memfd)");

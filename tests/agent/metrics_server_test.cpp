@@ -159,6 +159,35 @@ TEST(MetricsServer, serves_metrics_and_reports_a_busy_port) {
         << second.error().message;
 }
 
+// Read-only: GET and HEAD are served; no other method reaches a handler
+// (the status page too), whatever the path.
+TEST(MetricsServer, answers_only_reads) {
+    MetricsServerOptions options;
+    options.port = 0;
+    int status_calls = 0;
+    options.status_json = [&status_calls] {
+        ++status_calls;
+        return std::string("{}");
+    };
+    auto server = MetricsServer::start(options, sample_snapshot, agent_metrics);
+    ASSERT_TRUE(server.ok()) << server.error().message;
+    httplib::Client client("127.0.0.1", (*server)->port());
+    client.set_read_timeout(5, 0);
+    for (const char* path : {"/metrics", "/status", "/status.json", "/"}) {
+        auto expect_refused = [&](const httplib::Result& response, const char* method) {
+            ASSERT_TRUE(response) << method << " " << path;
+            EXPECT_GE(response->status, 400) << method << " " << path;
+            EXPECT_LT(response->status, 500) << method << " " << path;
+        };
+        expect_refused(client.Post(path, "x", "text/plain"), "POST");
+        expect_refused(client.Put(path, "x", "text/plain"), "PUT");
+        expect_refused(client.Delete(path), "DELETE");
+        expect_refused(client.Patch(path, "x", "text/plain"), "PATCH");
+    }
+    EXPECT_EQ(status_calls, 0) << "a write request reached the status handler";
+    EXPECT_EQ(client.Get("/metrics")->status, 200);
+}
+
 TEST(MetricsServer, promtool_accepts_the_output) {
     GG_REQUIRE_TOOL("/usr/bin/promtool");
     gpuguard::testing::TempDir dir("gg-promtool");

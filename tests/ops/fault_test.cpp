@@ -2,7 +2,9 @@
 // GPU is lost under NVML (GPU_IS_LOST after the first sample), the SIEM
 // collector is down (its sink queues, drops nothing), and a burst of
 // processes that vanish while the agent inspects them (/proc races).
+#include <algorithm>
 #include <fstream>
+#include <iostream>
 #include <optional>
 #include <thread>
 
@@ -140,6 +142,183 @@ TEST(AgentFaults, lost_gpu_dead_collector_and_vanishing_processes_do_not_stop_de
         queued_on_disk |= entry.is_regular_file() && entry.file_size() > 0;
     }
     EXPECT_TRUE(queued_on_disk);
+}
+
+// Resident memory of `pid` in KiB (VmRSS), 0 when it is gone.
+uint64_t rss_kib(pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+    for (std::string line; std::getline(in, line);) {
+        if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6));
+    }
+    return 0;
+}
+
+// One short process: vfork (no page tables copied, so the storm runs as
+// fast as the kernel creates tasks), then exec of /bin/true or exit; reaped.
+__attribute__((noinline)) void spawn_short_process(bool exec) {
+    static char* const argv[] = {const_cast<char*>("/bin/true"), nullptr};
+    const pid_t child = vfork();
+    if (child == 0) {
+        if (exec) execv("/bin/true", argv);
+        _exit(0);
+    }
+    if (child > 0) waitpid(child, nullptr, 0);
+}
+
+// A child that creates short processes until `seconds` pass, every fourth
+// one an exec (exec events with argv). The count comes back through `count_fd`.
+pid_t start_storm(int seconds, int count_fd) {
+    const pid_t pid = fork();
+    if (pid != 0) return pid;
+    prctl(PR_SET_NAME, "gg-storm");
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    uint64_t spawned = 0;
+    while (std::chrono::steady_clock::now() < end) {
+        for (int i = 0; i < 64; ++i, ++spawned) spawn_short_process(spawned % 4 == 0);
+    }
+    (void)!write(count_fd, &spawned, sizeof(spawned));
+    _exit(0);
+}
+
+// 30 s of process churn from two storm children (as fast as this host forks)
+// while a third opens and closes the GPU node: the agent's memory stays
+// bounded, every kernel record is either delivered or counted as dropped
+// (and a drop is logged), the GPU opens reach it at the default ring size,
+// and a miner started in the middle of the storm is still detected.
+TEST(AgentFaults, exec_and_fork_storm_keeps_memory_bounded_counts_drops_and_still_detects) {
+    GG_REQUIRE_PRIVILEGED();
+    TempDir dir("gg-storm");
+    const auto node = dir / "gpu0";
+    ASSERT_EQ(mknod(node.c_str(), S_IFCHR | 0666, makedev(1, 3)), 0);
+    std::ofstream(dir / "miner-rules.yaml") << R"(rules:
+  - id: local-storm-miner
+    name: Test miner on the fake GPU
+    severity: critical
+    confidence: 0.9
+    process_name: ["gg-storm-miner"]
+)";
+    const auto config = dir / "gpuguard.yaml";
+    std::ofstream(config) << gpuguard::testing::scratch_agent_config(dir.path(), "1:3");
+    Subprocess agent({GPUGUARD_BINARY, "run", "--config", config.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_stderr("ready", 60s)) << agent.stderr_text();
+    auto status = [&] {
+        const auto report = gpuguard::testing::run_command(
+            {GPUGUARD_BINARY, "status", "--json", "-c", config.string()}, 20s);
+        EXPECT_EQ(report.exit_code, 0) << report.stderr_text;
+        return nlohmann::json::parse(report.stdout_text, nullptr, false);
+    };
+    std::this_thread::sleep_for(1s);
+    const uint64_t rss_ready = rss_kib(agent.pid());
+
+    constexpr int kSeconds = 30;
+    int counts[2];
+    ASSERT_EQ(pipe(counts), 0);
+    const pid_t storms[] = {start_storm(kSeconds, counts[1]), start_storm(kSeconds, counts[1])};
+    close(counts[1]);
+    int opened_pipe[2];
+    ASSERT_EQ(pipe(opened_pipe), 0);
+    const pid_t opener = fork();
+    if (opener == 0) {
+        prctl(PR_SET_NAME, "gg-storm-open");
+        uint64_t opened = 0;
+        for (const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(kSeconds);
+             std::chrono::steady_clock::now() < end; ++opened) {
+            close(open(node.c_str(), O_RDWR));
+            usleep(2000);
+        }
+        (void)!write(opened_pipe[1], &opened, sizeof(opened));
+        _exit(0);
+    }
+    close(opened_pipe[1]);
+
+    uint64_t rss_peak = rss_ready;
+    const auto storm_start = std::chrono::steady_clock::now();
+    auto sample_until = [&](std::chrono::steady_clock::time_point until) {
+        while (std::chrono::steady_clock::now() < until) {
+            rss_peak = std::max(rss_peak, rss_kib(agent.pid()));
+            std::this_thread::sleep_for(250ms);
+        }
+    };
+    sample_until(storm_start + std::chrono::seconds(kSeconds / 2));
+    // In the middle of the storm: a miner opens the GPU and is caught.
+    const auto miner_started = std::chrono::steady_clock::now();
+    const pid_t miner = start_gpu_child("gg-storm-miner", node.string());
+    ASSERT_GT(miner, 0);
+    ChildReaper reaper(miner);
+    std::optional<double> detected_after_ms;
+    for (const auto deadline = miner_started + 10s;
+         !detected_after_ms && std::chrono::steady_clock::now() < deadline;) {
+        rss_peak = std::max(rss_peak, rss_kib(agent.pid()));
+        auto line = agent.read_stdout_line(100ms);
+        if (!line) continue;
+        const auto record = nlohmann::json::parse(*line);
+        if (record["process"]["pid"] == miner && record["rule"]["id"] == "GG-CORR-0001") {
+            detected_after_ms = std::chrono::duration<double, std::milli>(
+                                    std::chrono::steady_clock::now() - miner_started)
+                                    .count();
+        }
+    }
+    EXPECT_TRUE(detected_after_ms) << "miner not detected during the storm\n"
+                                   << agent.stderr_text();
+    sample_until(storm_start + std::chrono::seconds(kSeconds));
+    uint64_t spawned = 0, opened = 0;
+    for (pid_t storm : storms) {
+        uint64_t count = 0;
+        if (read(counts[0], &count, sizeof(count)) == sizeof(count)) spawned += count;
+        waitpid(storm, nullptr, 0);
+    }
+    ASSERT_EQ(read(opened_pipe[0], &opened, sizeof(opened)), static_cast<ssize_t>(sizeof(opened)));
+    waitpid(opener, nullptr, 0);
+    close(counts[0]);
+    close(opened_pipe[0]);
+
+    // Drained: every record the kernel submitted was delivered.
+    nlohmann::json after;
+    uint64_t emitted = 0;
+    for (const auto deadline = std::chrono::steady_clock::now() + 20s;
+         std::chrono::steady_clock::now() < deadline;) {
+        after = status();
+        emitted = 0;
+        for (const auto& [type, counts_of] : after["events"].items()) {
+            emitted += counts_of["emitted"].get<uint64_t>();
+        }
+        if (emitted == after["delivered"].get<uint64_t>() + after["decode_errors"].get<uint64_t>())
+            break;
+        std::this_thread::sleep_for(200ms);
+    }
+    std::this_thread::sleep_for(6s);  // past the agent's 5 s drop check
+    const uint64_t rss_after = rss_kib(agent.pid());
+    rss_peak = std::max(rss_peak, rss_after);
+    const auto& events = after["events"];
+    const uint64_t dropped = after["dropped"].get<uint64_t>();
+    std::cerr << "storm: " << spawned << " processes in " << kSeconds << " s ("
+              << spawned / kSeconds << "/s), " << opened << " GPU opens; kernel records " << emitted
+              << " delivered, " << dropped << " dropped (exec " << events["exec"]["dropped"]
+              << ", fork " << events["fork"]["dropped"] << ", exit " << events["exit"]["dropped"]
+              << ", gpu_open " << events["gpu_open"]["dropped"] << "); agent RSS "
+              << rss_ready / 1024 << " MiB ready, peak " << rss_peak / 1024 << " MiB, "
+              << rss_after / 1024 << " MiB after; process table "
+              << after["process_table"]["entries"] << " entries; miner detected after "
+              << detected_after_ms.value_or(-1) << " ms; journal dropped "
+              << after["journal"].dump() << "\n";
+
+    EXPECT_GT(spawned, 10'000u) << "the storm did not storm";
+    EXPECT_EQ(emitted, after["delivered"].get<uint64_t>() + after["decode_errors"].get<uint64_t>())
+        << "records the kernel submitted went missing";
+    EXPECT_GE(events["fork"]["emitted"].get<uint64_t>() + events["fork"]["dropped"].get<uint64_t>(),
+              spawned)
+        << "fork records neither delivered nor counted as dropped";
+    EXPECT_GE(events["gpu_open"]["emitted"].get<uint64_t>(), opened)
+        << "GPU opens lost at the default ring size";
+    EXPECT_EQ(events["gpu_open"]["dropped"].get<uint64_t>(), 0u);
+    if (dropped > 0) {
+        EXPECT_NE(agent.stderr_text().find("ring buffer full"), std::string::npos)
+            << "records dropped without a warning";
+    }
+    EXPECT_LE(after["process_table"]["entries"].get<uint64_t>(),
+              after["process_table"]["max_entries"].get<uint64_t>());
+    EXPECT_LT(rss_peak, rss_ready + 128 * 1024) << "agent memory grew by more than 128 MiB";
+    EXPECT_EQ(agent.stop(SIGTERM, 15s), 0) << agent.stderr_text();
 }
 
 }  // namespace
