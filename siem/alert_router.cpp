@@ -235,19 +235,27 @@ struct AlertRouter::Impl {
         sink.changed.notify_all();
     }
 
-    // Group commit: one fdatasync for everything appended from one inbox batch.
+    // Group commit of everything appended from one inbox batch: written to
+    // the queue file (then it survives the agent being killed) and, with
+    // queue_fsync, one fdatasync (then it survives the host going down).
     void sync(Sink& sink) {
         int fd = -1;
+        uint64_t upto = 0;
         {
             std::lock_guard lock(sink.mutex);
-            if (!sink.dirty || !sink.config.queue_fsync) return;
+            if (!sink.dirty) return;
             sink.dirty = false;
-            fd = sink.queue->sync_fd();
+            fd = sink.queue->sync_fd();  // writes what append() buffered; -1 in memory
+            upto = sink.counters.queued;
         }
+        if (fd < 0) return;
         // Only this thread closes the queue's tail descriptor.
-        if (fd >= 0 && fdatasync(fd) != 0) {
+        if (sink.config.queue_fsync && fdatasync(fd) != 0) {
             log->warn("sink {}: fdatasync of the queue: {}", sink.config.name, strerror(errno));
+            return;
         }
+        std::lock_guard lock(sink.mutex);
+        sink.counters.persisted = std::max(sink.counters.persisted, upto);
     }
 
     // ---- sender threads ----------------------------------------------------

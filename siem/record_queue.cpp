@@ -429,9 +429,6 @@ class DiskQueue final : public RecordQueue {
     std::chrono::steady_clock::time_point last_ack_write_{};
     int read_fd_ = -1;
     std::filesystem::path read_fd_path_;
-
-    friend Result<std::unique_ptr<RecordQueue>> open_disk_queue(const std::filesystem::path&,
-                                                                uint64_t);
 };
 
 Status DiskQueue::recover() {

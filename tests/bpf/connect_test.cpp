@@ -22,7 +22,7 @@ using gpuguard::testing::run_in_child;
 // A TCP listener on a loopback address and an ephemeral port.
 class Listener {
   public:
-    explicit Listener(int family) : family_(family) {
+    explicit Listener(int family) {
         fd_ = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
         sockaddr_storage address{};
         socklen_t length = 0;
@@ -53,7 +53,6 @@ class Listener {
     uint16_t port() const { return port_; }
 
   private:
-    int family_;
     int fd_ = -1;
     uint16_t port_ = 0;
 };

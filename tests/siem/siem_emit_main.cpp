@@ -50,10 +50,10 @@ int main(int argc, char** argv) {
         (*router)->publish(d);
     }
     if (args.count("--hold")) {
-        // Report once every record is in the (disk) queue, then wait to be killed.
+        // Report once every record is on disk in the queue, then wait to be killed.
         for (;;) {
             const auto counters = (*router)->counters().at(0);
-            if (counters.queued + counters.dropped >= static_cast<uint64_t>(count)) break;
+            if (counters.persisted + counters.dropped >= static_cast<uint64_t>(count)) break;
             std::this_thread::sleep_for(std::chrono::milliseconds(5));
         }
         std::printf("queued\n");

@@ -174,6 +174,9 @@ struct SinkCounters {
     std::string name;
     std::string type;
     uint64_t queued = 0;    // records accepted into the queue
+    // Of those, records written to a disk queue (queue_dir; and fdatasync'd
+    // with queue_fsync) so that they outlive the agent; 0 for memory queues.
+    uint64_t persisted = 0;
     uint64_t sent = 0;      // records delivered (acknowledged by the transport)
     uint64_t retried = 0;   // records whose delivery failed and was retried
     uint64_t dropped = 0;   // records lost: overflow, rejected by the receiver, corrupt on disk
