@@ -148,11 +148,16 @@ TEST_F(ServiceTest, unit_grants_exactly_the_issued_capabilities_and_writable_sta
 
 TEST_F(ServiceTest, exec_start_under_the_unit_capabilities_loads_notifies_ready_and_detects) {
     const auto unit = gpuguard::testing::read_unit_directives(kUnit);
-    // The privileged ("+") preparation steps first, as systemd runs them.
+    // The privileged ("+") preparation steps first, as systemd runs them, in
+    // a mount namespace of their own: what they mount (tracefs, bpffs) must
+    // work, but must not change the host's mounts (an agent of a later test
+    // would pin its enforcement in the host's /sys/fs/bpf).
     for (auto [it, end] = unit.equal_range("ExecStartPre"); it != end; ++it) {
         ASSERT_EQ(it->second.rfind("+", 0), 0u) << "unprivileged ExecStartPre: " << it->second;
         const auto prepared =
-            gpuguard::testing::run_command({"/bin/sh", "-c", it->second.substr(1)}, 30s);
+            gpuguard::testing::run_command({"/usr/bin/unshare", "--mount", "--propagation",
+                                            "private", "/bin/sh", "-c", it->second.substr(1)},
+                                           30s);
         ASSERT_EQ(prepared.exit_code, 0) << it->second << ": " << prepared.stderr_text;
     }
 

@@ -1,6 +1,8 @@
 #include "tests/support/run_command.h"
 
+#include <chrono>
 #include <stdexcept>
+#include <thread>
 
 #include <fcntl.h>
 #include <poll.h>
@@ -72,8 +74,19 @@ Subprocess::Subprocess(const std::vector<std::string>& argv, int run_as_uid) {
 
 Subprocess::~Subprocess() {
     if (!exited_ && pid_ > 0) {
-        kill(pid_, SIGKILL);
-        waitpid(pid_, nullptr, 0);
+        // SIGTERM first: an agent left running by a failed test then exits
+        // cleanly (detaches, removes its pins) instead of leaving pinned
+        // programs on the host; SIGKILL if it does not within 5 s.
+        kill(pid_, SIGTERM);
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (waitpid(pid_, nullptr, WNOHANG) == 0) {
+            if (std::chrono::steady_clock::now() >= deadline) {
+                kill(pid_, SIGKILL);
+                waitpid(pid_, nullptr, 0);
+                break;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
     }
     if (stdout_fd_ >= 0) close(stdout_fd_);
     if (stderr_fd_ >= 0) close(stderr_fd_);
