@@ -1069,6 +1069,7 @@ std::string Agent::status_json_of(const Impl& impl) {
             outputs.push_back(json{{"name", sink.name},
                                    {"type", sink.type},
                                    {"queued", sink.queued},
+                                   {"persisted", sink.persisted},
                                    {"sent", sink.sent},
                                    {"retried", sink.retried},
                                    {"dropped", sink.dropped},

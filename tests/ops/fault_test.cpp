@@ -122,14 +122,17 @@ TEST(AgentFaults, lost_gpu_dead_collector_and_vanishing_processes_do_not_stop_de
             {GPUGUARD_BINARY, "status", "--json", "-c", config.string()});
         ASSERT_EQ(report.exit_code, 0) << report.stderr_text << agent.stderr_text();
         status = nlohmann::json::parse(report.stdout_text);
-        if (status["outputs"][0]["queue_records"].get<uint64_t>() > 0 &&
-            status["outputs"][0]["retried"].get<uint64_t>() > 0) {
+        const auto& output = status["outputs"][0];
+        if (output["queue_records"].get<uint64_t>() > 0 && output["retried"].get<uint64_t>() > 0 &&
+            output["persisted"] == output["queued"]) {
             break;
         }
         std::this_thread::sleep_for(100ms);
     }
     const auto& sink = status["outputs"][0];
     EXPECT_GE(sink["queue_records"].get<uint64_t>(), 1u) << sink;
+    EXPECT_EQ(sink["persisted"].get<uint64_t>(), sink["queued"].get<uint64_t>())
+        << "queued alerts not yet on disk: " << sink;
     EXPECT_EQ(sink["sent"].get<uint64_t>(), 0u) << sink;
     EXPECT_EQ(sink["dropped"].get<uint64_t>(), 0u) << sink;
     EXPECT_FALSE(sink["healthy"].get<bool>()) << sink;
