@@ -63,10 +63,11 @@ json yara_status_json(const ExeScanStats& stats) {
 // The rule tag a kill_now name carries in the kernel map (and in KillNow
 // events): FNV-1a of the signature id, with the top bit set so it never
 // collides with the enforcer's small sequential tags.
+constexpr uint32_t kRuleTagBit = 0x80000000u;
 uint32_t kill_now_tag(std::string_view signature_id) {
     uint32_t hash = 2166136261u;
     for (unsigned char c : signature_id) hash = (hash ^ c) * 16777619u;
-    return hash | 0x80000000u;
+    return hash | kRuleTagBit;
 }
 
 std::string device_text(uint32_t major, uint32_t minor) {
@@ -730,7 +731,7 @@ Result<std::unique_ptr<Agent>> Agent::start(AgentOptions options) {
     // in step with the rules (sync_kill_now_names drops the stale ones); the
     // enforcer's tags (top bit clear) are not names of rules.
     for (const auto& [name, tag] : impl->sensor->known_bad_names()) {
-        if (tag & 0x80000000u) impl->kill_now_names.emplace(name, "(pinned)");
+        if (tag & kRuleTagBit) impl->kill_now_names.emplace(name, "(pinned)");
     }
 
     // Rules after the sensor (so a missing privilege fails fast) but before
