@@ -43,7 +43,11 @@ class EventJsonReader {
     EventJsonReader(EventJsonReader&&) noexcept;
     EventJsonReader& operator=(EventJsonReader&&) noexcept;
 
-    Result<ParsedEvent> parse(std::string_view line, std::string_view where);
+    // Bytes after a line that parse() may read when told the line is
+    // padded (it then parses in place instead of copying the line).
+    static constexpr size_t kPadding = 64;
+
+    Result<ParsedEvent> parse(std::string_view line, std::string_view where, bool padded = false);
 
   private:
     struct Parser;  // simdjson's, kept out of this header

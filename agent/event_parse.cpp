@@ -142,26 +142,44 @@ class SimdNode {
 template <typename Node>
 class Reader {
   public:
-    // `object` nullopt: an absent optional object, read as {}.
-    Reader(std::optional<Node> object, std::string path) : object_(object), path_(std::move(path)) {
+    // `object` nullopt: an absent optional object, read as {}. The field
+    // path for messages ("exec.argv", "telemetry.processes[1].pid") is made
+    // only when an error needs it: `parent` must outlive this reader.
+    Reader(std::optional<Node> object, const Reader* parent = nullptr, std::string_view key = {},
+           size_t index = kNoIndex)
+        : object_(object), parent_(parent), key_(key), index_(index) {
         if (object_) fields_ = object_->fields();
     }
 
-    bool has(const char* key) const { return find(key).has_value(); }
-    std::optional<Node> find(const char* key) const {
+    bool has(std::string_view key) const { return find(key).has_value(); }
+    std::optional<Node> find(std::string_view key) const {
         if (!object_) return std::nullopt;
         auto found = Node::find(*fields_, key);
         if (!found || found->is_null()) return std::nullopt;
         return found;
     }
-    std::string field(const char* key) const { return path_.empty() ? key : path_ + "." + key; }
+    std::string path() const {
+        std::string out = parent_ ? parent_->path() : std::string();
+        if (!key_.empty()) {
+            if (!out.empty()) out += '.';
+            out += key_;
+        }
+        if (index_ != kNoIndex) out += "[" + std::to_string(index_) + "]";
+        return out;
+    }
+    std::string field(std::string_view key) const {
+        std::string out = path();
+        if (!out.empty()) out += '.';
+        out += key;
+        return out;
+    }
 
-    [[noreturn]] void error(const char* key, const std::string& message) const {
+    [[noreturn]] void error(std::string_view key, const std::string& message) const {
         throw FieldError{field(key), message};
     }
 
     template <typename Int>
-    Int integer(const char* key, std::optional<Int> fallback = std::nullopt) const {
+    Int integer(std::string_view key, std::optional<Int> fallback = std::nullopt) const {
         const auto value = find(key);
         if (!value) {
             if (fallback) return *fallback;
@@ -171,7 +189,7 @@ class Reader {
     }
 
     template <typename Int>
-    Int to_integer(const Node& value, const char* key) const {
+    Int to_integer(const Node& value, std::string_view key) const {
         constexpr auto lo = std::numeric_limits<Int>::min();
         constexpr auto hi = std::numeric_limits<Int>::max();
         const auto range = [] { return " " + std::to_string(lo) + ".." + std::to_string(hi); };
@@ -204,7 +222,10 @@ class Reader {
         error(key, std::string("expected an integer") + range() + ", got " + value.type_name());
     }
 
-    std::string string(const char* key, std::optional<std::string> fallback = std::nullopt) const {
+    // A string field as a view into the parsed line: valid while the line's
+    // document is, which is as long as this reader.
+    std::string_view text(std::string_view key,
+                          std::optional<std::string_view> fallback = std::nullopt) const {
         const auto value = find(key);
         if (!value) {
             if (fallback) return *fallback;
@@ -212,10 +233,14 @@ class Reader {
         }
         if (!value->is_string())
             error(key, std::string("expected a string, got ") + value->type_name());
-        return std::string(value->get_string());
+        return value->get_string();
+    }
+    std::string string(std::string_view key,
+                       std::optional<std::string_view> fallback = std::nullopt) const {
+        return std::string(text(key, fallback));
     }
 
-    bool boolean(const char* key, bool fallback) const {
+    bool boolean(std::string_view key, bool fallback) const {
         const auto value = find(key);
         if (!value) return fallback;
         if (!value->is_boolean())
@@ -223,7 +248,7 @@ class Reader {
         return value->get_bool();
     }
 
-    std::optional<double> number(const char* key) const {
+    std::optional<double> number(std::string_view key) const {
         const auto value = find(key);
         if (!value) return std::nullopt;
         if (!value->is_number())
@@ -232,13 +257,13 @@ class Reader {
     }
 
     template <typename Int>
-    std::optional<Int> optional_integer(const char* key) const {
+    std::optional<Int> optional_integer(std::string_view key) const {
         const auto value = find(key);
         if (!value) return std::nullopt;
         return to_integer<Int>(*value, key);
     }
 
-    std::vector<std::string> strings(const char* key) const {
+    std::vector<std::string> strings(std::string_view key) const {
         std::vector<std::string> out;
         const auto value = find(key);
         if (!value) return out;
@@ -253,25 +278,25 @@ class Reader {
 
     // Each object of the list `key` (absent: none), as a Reader named "key[i]".
     template <typename Visit>
-    void objects(const char* key, Visit visit) const {
+    void objects(std::string_view key, Visit visit) const {
         const auto list = find(key);
         if (!list) return;
         if (!list->is_array()) error(key, "expected a list");
         list->for_each([&](size_t index, const Node& item) {
             if (!item.is_object()) error(key, "expected a list of objects");
-            visit(Reader(item, field(key) + "[" + std::to_string(index) + "]"));
+            visit(Reader(item, this, key, index));
         });
     }
 
-    Reader object(const char* key, bool required = true) const {
+    Reader object(std::string_view key, bool required = true) const {
         const auto value = find(key);
         if (!value) {
             if (required) error(key, "missing");
-            return Reader(std::nullopt, field(key));
+            return Reader(std::nullopt, this, key);
         }
         if (!value->is_object())
             error(key, std::string("expected an object, got ") + value->type_name());
-        return Reader(*value, field(key));
+        return Reader(*value, this, key);
     }
 
     // The object as nlohmann's DOM, for the readers that take one.
@@ -281,9 +306,12 @@ class Reader {
     }
 
   private:
+    static constexpr size_t kNoIndex = static_cast<size_t>(-1);
     std::optional<Node> object_;
     std::optional<typename Node::Fields> fields_;
-    std::string path_;
+    const Reader* parent_;
+    std::string_view key_;
+    size_t index_;
 };
 
 // "195:0" or major/minor fields.
@@ -295,15 +323,15 @@ void read_device(const Reader<Node>& reader, uint32_t& major, uint32_t& minor) {
         return;
     }
     if (!reader.has("device")) reader.error("device", "missing (or give major and minor)");
-    const std::string text = reader.string("device");
+    const std::string_view text = reader.text("device");
     const auto colon = text.find(':');
     auto parse = [&](std::string_view part, uint32_t& out) {
         auto [ptr, ec] = std::from_chars(part.data(), part.data() + part.size(), out);
         return ec == std::errc() && ptr == part.data() + part.size() && !part.empty();
     };
-    if (colon == std::string::npos || !parse(std::string_view(text).substr(0, colon), major) ||
-        !parse(std::string_view(text).substr(colon + 1), minor)) {
-        reader.error("device", "expected \"major:minor\", got \"" + text + "\"");
+    if (colon == std::string_view::npos || !parse(text.substr(0, colon), major) ||
+        !parse(text.substr(colon + 1), minor)) {
+        reader.error("device", "expected \"major:minor\", got \"" + std::string(text) + "\"");
     }
 }
 
@@ -323,7 +351,7 @@ GpuOpen read_gpu_open(const Reader<Node>& reader) {
         {"openat2", OpenSyscall::kOpenat2},
         {"open", OpenSyscall::kOpen},
         {"creat", OpenSyscall::kCreat}};
-    const std::string syscall = reader.string("syscall", "openat");
+    const std::string_view syscall = reader.text("syscall", "openat");
     bool known = false;
     for (const auto& [name, value] : kSyscalls) {
         if (syscall == name) {
@@ -332,7 +360,8 @@ GpuOpen read_gpu_open(const Reader<Node>& reader) {
         }
     }
     if (!known)
-        reader.error("syscall", "expected openat, openat2, open or creat, got \"" + syscall + "\"");
+        reader.error("syscall", "expected openat, openat2, open or creat, got \"" +
+                                    std::string(syscall) + "\"");
     open.path = reader.string("path", "");
     open.path_truncated = reader.boolean("path_truncated", false);
     open.dirfd = reader.template integer<int32_t>("dirfd", AT_FDCWD);
@@ -569,12 +598,14 @@ ParsedEvent read_event(const Reader<Node>& top) {
     if (top.has("v") && top.template integer<int>("v") != 1) {
         top.error("v", "unsupported version " + top.raw()["v"].dump() + " (this agent reads 1)");
     }
-    const std::string type = top.string("type");
+    const std::string_view type = top.text("type");
     parsed.event.ts_ns = top.template integer<uint64_t>("ts_ns");
     if (top.has("time")) {
-        const std::string time = top.string("time");
+        const std::string_view time = top.text("time");
         parsed.time_unix_ns = parse_rfc3339(time);
-        if (!parsed.time_unix_ns) top.error("time", "expected RFC 3339, got \"" + time + "\"");
+        if (!parsed.time_unix_ns) {
+            top.error("time", "expected RFC 3339, got \"" + std::string(time) + "\"");
+        }
     }
     const bool agent_made = type == "telemetry";
     const Reader<Node> process = top.object("process", !agent_made);
@@ -612,15 +643,15 @@ ParsedEvent read_event(const Reader<Node>& top) {
         parsed.event.data = read_exe_scan(top.object("exe_scan"));
     } else if (type == "net_payload") {
         auto payload = net_payload_from_json(top.object("net_payload").raw());
-        if (!payload) throw FieldError{type, payload.error().message};
+        if (!payload) throw FieldError{std::string(type), payload.error().message};
         parsed.event.data = std::move(*payload);
     } else if (type == "stratum") {
         auto stratum = stratum_from_json(top.object("stratum").raw());
-        if (!stratum) throw FieldError{type, stratum.error().message};
+        if (!stratum) throw FieldError{std::string(type), stratum.error().message};
         parsed.event.data = std::move(*stratum);
     } else {
         top.error("type",
-                  "unknown event type \"" + type +
+                  "unknown event type \"" + std::string(type) +
                       "\" (gpu_open, gpu_ioctl, connect, exec, fork, exit, "
                       "telemetry, process_snapshot, kill_now, exe_scan, net_payload, stratum)");
     }
@@ -633,7 +664,7 @@ Result<ParsedEvent> nlohmann_event_from_json(std::string_view line, std::string_
     if (root.is_discarded()) return fail(ErrorCode::kParse, prefix + "not valid JSON");
     if (!root.is_object()) return fail(ErrorCode::kParse, prefix + "expected a JSON object");
     try {
-        return read_event(Reader<NlohmannNode>(NlohmannNode(root), ""));
+        return read_event(Reader<NlohmannNode>(NlohmannNode(root)));
     } catch (const FieldError& error) {
         return fail(ErrorCode::kParse, prefix + error.field + ": " + error.message);
     } catch (const json::exception& error) {
@@ -652,12 +683,16 @@ EventJsonReader::~EventJsonReader() = default;
 EventJsonReader::EventJsonReader(EventJsonReader&&) noexcept = default;
 EventJsonReader& EventJsonReader::operator=(EventJsonReader&&) noexcept = default;
 
-Result<ParsedEvent> EventJsonReader::parse(std::string_view line, std::string_view where) {
+static_assert(EventJsonReader::kPadding >= simdjson::SIMDJSON_PADDING);
+
+Result<ParsedEvent> EventJsonReader::parse(std::string_view line, std::string_view where,
+                                           bool padded) {
     simdjson::dom::element root;
-    if (parser_->parser.parse(line.data(), line.size()).get(root) == simdjson::SUCCESS &&
+    if (parser_->parser.parse(line.data(), line.size(), /*realloc_if_needed=*/!padded).get(root) ==
+            simdjson::SUCCESS &&
         root.is_object()) {
         try {
-            return read_event(Reader<SimdNode>(SimdNode(root), ""));
+            return read_event(Reader<SimdNode>(SimdNode(root)));
         } catch (const FieldError&) {
         } catch (const Decline&) {
         } catch (const simdjson::simdjson_error&) {

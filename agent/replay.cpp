@@ -70,12 +70,17 @@ void Replay::evict_exited(uint64_t ts_ns) {
     }
 }
 
-Status Replay::feed_line(std::string_view line, std::string_view where, const Emit& emit) {
+Status Replay::feed_line(std::string_view line, std::string_view name, uint64_t number,
+                         const Emit& emit, bool padded) {
     ++stats_.lines;
     const auto start = line.find_first_not_of(" \t\r");
     if (start == std::string_view::npos || line[start] == '#') return {};
-    auto parsed = json_reader_.parse(line, where);
-    if (!parsed) return Unexpected{parsed.error()};
+    auto parsed = json_reader_.parse(line, {}, padded);
+    if (!parsed) {
+        // Named only when it is needed: the same line again, for the message.
+        parsed = json_reader_.parse(line, std::string(name) + ":" + std::to_string(number));
+        return Unexpected{parsed.error()};
+    }
     feed(parsed->event, parsed->time_unix_ns, emit);
     return {};
 }
@@ -97,21 +102,22 @@ Status Replay::feed_file(const std::filesystem::path& path, const Emit& emit) {
     } closer{fd};
     uint64_t number = 0;
     const std::string name = path == "-" ? "<stdin>" : path.string();
-    std::string where = name + ":";  // "file:12", its buffer reused from line to line
-    const size_t name_size = where.size();
-    const auto feed_one = [&](std::string_view line) {
-        ++number;
-        where.resize(name_size);
-        where += std::to_string(number);
-        return feed_line(line, where, emit);
-    };
     // Big reads, lines cut in place: one read(2) per MiB, not per stream
     // buffer, and no copy of each line. Lines as std::getline gives them.
-    std::string buffer(1 << 20, '\0');
+    // The buffer is kPadding longer than what is read into it, so every line
+    // cut from it has the readable bytes after it that simdjson wants.
+    size_t capacity = 1 << 20;
+    std::string buffer(capacity + EventJsonReader::kPadding, '\0');
     size_t filled = 0;
+    const auto feed_one = [&](std::string_view line) {
+        return feed_line(line, name, ++number, emit, /*padded=*/true);
+    };
     while (true) {
-        if (filled == buffer.size()) buffer.resize(buffer.size() * 2);  // a line over 1 MiB
-        const ssize_t got = ::read(fd, buffer.data() + filled, buffer.size() - filled);
+        if (filled == capacity) {  // a line over the buffer
+            capacity *= 2;
+            buffer.resize(capacity + EventJsonReader::kPadding);
+        }
+        const ssize_t got = ::read(fd, buffer.data() + filled, capacity - filled);
         if (got < 0) {
             if (errno == EINTR) continue;
             return fail(ErrorCode::kIo, name + ": read error", errno);

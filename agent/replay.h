@@ -45,8 +45,10 @@ class Replay {
     // One event; `time_unix_ns` is its wall-clock time when known.
     void feed(const Event& event, std::optional<int64_t> time_unix_ns, const Emit& emit);
     // One line of JSON Lines; blank lines and lines starting with '#' are
-    // skipped. `where` names the line in errors ("file:12").
-    Status feed_line(std::string_view line, std::string_view where, const Emit& emit);
+    // skipped. `name` and `number` name the line in errors ("file:12").
+    // `padded`: EventJsonReader::kPadding readable bytes follow the line.
+    Status feed_line(std::string_view line, std::string_view name, uint64_t number,
+                     const Emit& emit, bool padded = false);
     // A whole file ("-" is stdin). Stops at the first bad line.
     Status feed_file(const std::filesystem::path& path, const Emit& emit);
     // A native journal (directory, segment file or incident bundle): its

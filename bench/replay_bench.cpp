@@ -15,7 +15,10 @@
 // clock). With --goal=N the run fails (exit 1) when either replay is slower
 // than N events/s; without it the goal is 1 M events/s and only reported.
 //
-//   replay_bench [--events=N] [--goal=EVENTS_PER_S] [--dir=PATH]
+//   replay_bench [--events=N] [--goal=EVENTS_PER_S] [--dir=PATH] [--keep]
+//
+// --keep leaves PATH/events.jsonl and PATH/journal behind, e.g. to profile
+// `gpuguard replay` on them.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -166,6 +169,7 @@ int main(int argc, char** argv) {
     size_t count = 1'000'000;
     double goal = 1e6;
     bool enforce_goal = false;
+    bool keep = false;
     fs::path dir = fs::temp_directory_path() / ("replay-bench-" + std::to_string(getpid()));
     for (int i = 1; i < argc; ++i) {
         if (std::strncmp(argv[i], "--events=", 9) == 0) {
@@ -175,9 +179,12 @@ int main(int argc, char** argv) {
             enforce_goal = true;
         } else if (std::strncmp(argv[i], "--dir=", 6) == 0) {
             dir = argv[i] + 6;
+        } else if (std::strcmp(argv[i], "--keep") == 0) {
+            keep = true;
         } else {
             std::fprintf(stderr,
-                         "usage: replay_bench [--events=N] [--goal=EVENTS_PER_S] [--dir=PATH]\n");
+                         "usage: replay_bench [--events=N] [--goal=EVENTS_PER_S] [--dir=PATH] "
+                         "[--keep]\n");
             return 2;
         }
     }
@@ -275,7 +282,7 @@ int main(int argc, char** argv) {
                 journal_met ? "met" : "NOT met");
 
     std::error_code ec;
-    fs::remove_all(dir, ec);
+    if (!keep) fs::remove_all(dir, ec);
     if (decoded != events.size() || journal_events != events.size() || detections == 0 ||
         detections != json_detections || detections != journal_detections) {
         std::fprintf(stderr,
