@@ -4,9 +4,11 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "tests/support/child_process.h"
@@ -152,6 +154,35 @@ TEST_F(ConnectTracingTest, refused_connect_carries_its_errno) {
     EXPECT_EQ(connects[0].second.port, closed_port);
 }
 
+// A non-blocking connect returns EINPROGRESS: loopback's SYN-ACK waits in
+// the socket's backlog until connect() releases the socket, so the call
+// always returns before the handshake completes. The event carries it.
+TEST_F(ConnectTracingTest, non_blocking_connect_reports_einprogress) {
+    const pid_t child = run_in_child("gg-connect", [&] {
+        if (open(node_.c_str(), O_RDWR) < 0) return 1;
+        const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        sockaddr_in peer{};
+        peer.sin_family = AF_INET;
+        peer.sin_port = htons(v4_.port());
+        peer.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (connect(fd, reinterpret_cast<sockaddr*>(&peer), sizeof(peer)) == 0) return 2;
+        if (errno != EINPROGRESS) return 3;
+        pollfd ready{fd, POLLOUT, 0};
+        if (poll(&ready, 1, 5000) != 1) return 4;  // bounded: the handshake completes
+        int error = -1;
+        socklen_t length = sizeof(error);
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length);
+        close(fd);
+        return error == 0 ? 0 : 5;
+    });
+    const auto connects = harness_.of<Connect>(child, 1);
+    ASSERT_EQ(connects.size(), 1u);
+    EXPECT_EQ(connects[0].second.result, -EINPROGRESS);
+    EXPECT_EQ(connects[0].second.address, "127.0.0.1");
+    EXPECT_EQ(connects[0].second.port, v4_.port());
+    EXPECT_TRUE(connects[0].second.gpu_holder);
+}
+
 TEST_F(ConnectTracingTest, non_gpu_process_to_unwatched_port_is_silent) {
     const pid_t child = run_in_child("gg-connect", [&] {
         return connect_to("127.0.0.1", v4_.port()) == 0 && connect_to("::1", v6_.port()) == 0 ? 0
@@ -171,6 +202,43 @@ TEST_F(ConnectTracingTest, watched_port_is_reported_from_any_process) {
     EXPECT_EQ(connects[0].second.port, v4_.port());
     EXPECT_TRUE(connects[0].second.watched_port);
     EXPECT_FALSE(connects[0].second.gpu_holder);
+}
+
+TEST(ConnectAll, every_inet_connect_is_reported_and_unix_ones_are_not) {
+    GG_REQUIRE_PRIVILEGED();
+    Listener v4(AF_INET), v6(AF_INET6);
+    ASSERT_TRUE(v4.ok() && v6.ok());
+    gpuguard::testing::SensorHarness harness;
+    SensorOptions options;
+    options.config.connect_all = true;
+    options.config.connect_loopback = true;
+    options.config.watched_ports = {};
+    const auto error = harness.open(options);
+    ASSERT_FALSE(error) << *error;
+    gpuguard::testing::TempDir dir("gg-connect");
+    const std::string unix_path = (dir / "sock").string();
+    const pid_t child = run_in_child("gg-connect", [&] {
+        // No GPU, no watched port: only connect_all reports these.
+        if (connect_to("127.0.0.1", v4.port()) != 0) return 1;
+        if (connect_to("::1", v6.port()) != 0) return 2;
+        const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+        sockaddr_un address{};
+        address.sun_family = AF_UNIX;
+        std::snprintf(address.sun_path, sizeof(address.sun_path), "%s", unix_path.c_str());
+        connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));  // ENOENT: traced
+        close(fd);
+        return 0;
+    });
+    const auto connects = harness.of<Connect>(child, 2);
+    ASSERT_EQ(connects.size(), 2u) << "the two INET connects, not the AF_UNIX one";
+    EXPECT_EQ(connects[0].second.port, v4.port());
+    EXPECT_EQ(connects[1].second.port, v6.port());
+    for (const auto& [event, connect] : connects) {
+        EXPECT_TRUE(connect.all);
+        EXPECT_FALSE(connect.gpu_holder);
+        EXPECT_FALSE(connect.watched_port);
+        EXPECT_EQ(connect.result, 0);
+    }
 }
 
 TEST(ConnectLoopbackFilter, loopback_is_excluded_unless_configured) {

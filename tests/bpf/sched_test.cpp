@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "tests/support/child_process.h"
+#include "tests/support/netns.h"
 #include "tests/support/privileged.h"
 #include "tests/support/sensor_harness.h"
 #include "tests/support/temp_dir.h"
@@ -62,6 +63,33 @@ TEST_F(SchedTracingTest, exec_keeps_argv_up_to_the_bound_and_flags_truncation) {
     EXPECT_EQ(exits[0].second.exit_code(), 7);
     EXPECT_EQ(exits[0].second.signal(), 0);
     EXPECT_FALSE(exits[0].second.held_gpu);
+}
+
+// The task identity every event carries: uid and gid after setuid/setgid,
+// and the cgroup v2 id of the cgroup the process moved itself into (the
+// cgroup directory's inode number).
+TEST_F(SchedTracingTest, exec_carries_uid_gid_and_cgroup_id) {
+    gpuguard::testing::TestCgroup cgroup("gg-sched");
+    ASSERT_EQ(cgroup.error(), "");
+    struct stat cgroup_dir {};
+    ASSERT_EQ(stat(cgroup.dir().c_str(), &cgroup_dir), 0);
+    const std::string procs = cgroup.dir() + "/cgroup.procs";
+    const pid_t child = run_in_child("gg-exec", [&] {
+        const int fd = open(procs.c_str(), O_WRONLY);
+        if (fd < 0 || write(fd, "0", 1) != 1) return 1;  // "0": the writer itself
+        close(fd);
+        if (setgid(65533) != 0 || setuid(65534) != 0) return 2;
+        execl("/bin/true", "true", static_cast<char*>(nullptr));
+        return 127;
+    });
+    const auto execs = harness_.of<Exec>(child, 1);
+    ASSERT_EQ(execs.size(), 1u);
+    const TaskInfo& task = execs[0].first.task;
+    EXPECT_EQ(task.uid, 65534u);
+    EXPECT_EQ(task.gid, 65533u);
+    EXPECT_EQ(task.cgroup_id, static_cast<uint64_t>(cgroup_dir.st_ino));
+    EXPECT_NE(task.cgroup_id, 1u) << "not the root cgroup";
+    EXPECT_EQ(task.ppid, static_cast<uint32_t>(getpid()));
 }
 
 TEST_F(SchedTracingTest, short_argv_is_complete) {
