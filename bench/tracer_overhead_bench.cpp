@@ -9,11 +9,17 @@
 // getppid is hooked by no tool: its row is each tool's cost on all the other
 // syscalls of the host.
 //
+// "floor" is bpftrace with empty programs on exactly the tracepoints
+// gpuguard uses for these calls (sys_exit_openat, sys_enter_ioctl,
+// sys_exit_connect): what the tracepoint mechanism costs before any program
+// logic runs, the least any syscall-tracepoint sensor can add. gpuguard's
+// own logic is its figure minus the floor.
+//
 // Needs root, bpftrace and auditd (bench/run_tracer_bench.sh installs them).
 // It changes the host's audit rules for the auditd round only, removes
 // exactly the rules it added, and stops auditd again if it started it.
 //
-// Usage: tracer_overhead_bench [--rounds=N] [--only=none,gpuguard,bpftrace,auditd]
+// Usage: tracer_overhead_bench [--rounds=N] [--only=none,floor,gpuguard,bpftrace,auditd]
 //                              [google benchmark flags]
 #include <algorithm>
 #include <atomic>
@@ -136,13 +142,10 @@ class GpuguardTracer {
     std::thread consumer_;
 };
 
-// bpftrace running the same logic as bpf/open.bpf.c, ioctl.bpf.c, connect.bpf.c.
-class BpftraceTracer {
-  public:
-    bool start() {
-        // Same filters as ours: device number of the opened inode, per-pid GPU
-        // gate, and the default watched ports for connects from any process.
-        const std::string program = R"(
+// Same filters as ours: device number of the opened inode, per-pid GPU
+// gate, and the default watched ports for connects from any process: the
+// same logic as bpf/open.bpf.c, ioctl.bpf.c, connect.bpf.c.
+const char* const kEquivalentProgram = R"(
 BEGIN { @watched[3333] = 1; @watched[3334] = 1; @watched[4444] = 1; @watched[5555] = 1;
         @watched[7777] = 1; @watched[14433] = 1; @watched[14444] = 1; @watched[45700] = 1; }
 tracepoint:syscalls:sys_exit_openat /args->ret >= 0/ {
@@ -160,6 +163,18 @@ tracepoint:syscalls:sys_enter_connect {
   if (@gpu[pid] || @watched[$port]) { printf("connect %d %d\n", pid, $port); }
 }
 )";
+
+// Nothing but the attachment: gpuguard's tracepoints for these three calls.
+const char* const kFloorProgram = R"(
+tracepoint:syscalls:sys_exit_openat { }
+tracepoint:syscalls:sys_enter_ioctl { }
+tracepoint:syscalls:sys_exit_connect { }
+)";
+
+// bpftrace running one of the programs above until stop().
+class BpftraceTracer {
+  public:
+    bool start(const std::string& program) {
         int out[2];
         if (pipe(out) != 0) return false;
         pid_ = fork();
@@ -252,7 +267,7 @@ class AuditdTracer {
 
 int main(int argc, char** argv) {
     int rounds = 3;
-    std::string only = "none,gpuguard,bpftrace,auditd";
+    std::string only = "none,floor,gpuguard,bpftrace,auditd";
     std::vector<char*> args;
     for (int i = 0; i < argc; ++i) {
         if (std::strncmp(argv[i], "--rounds=", 9) == 0) {
@@ -300,6 +315,16 @@ int main(int argc, char** argv) {
             reporter.current_mode = "none";
             benchmark::RunSpecifiedBenchmarks(&reporter);
         }
+        if (wanted("floor")) {
+            BpftraceTracer tracer;
+            if (tracer.start(kFloorProgram)) {
+                reporter.current_mode = "floor";
+                benchmark::RunSpecifiedBenchmarks(&reporter);
+            } else {
+                failed = true;
+            }
+            tracer.stop();
+        }
         if (wanted("gpuguard")) {
             GpuguardTracer tracer;
             if (!tracer.start()) break;
@@ -309,7 +334,7 @@ int main(int argc, char** argv) {
         }
         if (wanted("bpftrace")) {
             BpftraceTracer tracer;
-            if (tracer.start()) {
+            if (tracer.start(kEquivalentProgram)) {
                 reporter.current_mode = "bpftrace";
                 benchmark::RunSpecifiedBenchmarks(&reporter);
             } else {
@@ -332,15 +357,18 @@ int main(int argc, char** argv) {
 
     auto& t = reporter.times_ns;
     std::printf("\nns per syscall, median of %d round(s); added = tool - none\n", rounds);
-    std::printf("%-13s %9s %14s %14s %14s %11s %11s\n", "syscall", "none", "gpuguard +",
-                "bpftrace +", "auditd +", "gg/bpftrace", "gg/auditd");
+    std::printf("%-13s %9s %9s %12s %12s %10s %11s %11s %13s\n", "syscall", "none", "floor +",
+                "gpuguard +", "bpftrace +", "auditd +", "gg/bpftrace", "gg/auditd",
+                "floor/auditd");
     for (const char* name : {"openat+close", "ioctl", "connect", "getppid"}) {
         const double none = median(t["none"][name]);
+        const double floor = median(t["floor"][name]) - none;
         const double gg = median(t["gpuguard"][name]) - none;
         const double bt = median(t["bpftrace"][name]) - none;
         const double au = median(t["auditd"][name]) - none;
-        std::printf("%-13s %9.1f %14.1f %14.1f %14.1f %10.2fx %10.2fx\n", name, none, gg, bt, au,
-                    bt > 0 ? gg / bt : 0.0, au > 0 ? gg / au : 0.0);
+        std::printf("%-13s %9.1f %9.1f %12.1f %12.1f %10.1f %10.2fx %10.2fx %12.2fx\n", name, none,
+                    floor, gg, bt, au, bt > 0 ? gg / bt : 0.0, au > 0 ? gg / au : 0.0,
+                    au > 0 ? floor / au : 0.0);
     }
     return failed ? 1 : 0;
 }
