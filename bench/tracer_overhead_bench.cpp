@@ -358,8 +358,7 @@ int main(int argc, char** argv) {
     auto& t = reporter.times_ns;
     std::printf("\nns per syscall, median of %d round(s); added = tool - none\n", rounds);
     std::printf("%-13s %9s %9s %12s %12s %10s %11s %11s %13s\n", "syscall", "none", "floor +",
-                "gpuguard +", "bpftrace +", "auditd +", "gg/bpftrace", "gg/auditd",
-                "floor/auditd");
+                "gpuguard +", "bpftrace +", "auditd +", "gg/bpftrace", "gg/auditd", "floor/auditd");
     for (const char* name : {"openat+close", "ioctl", "connect", "getppid"}) {
         const double none = median(t["none"][name]);
         const double floor = median(t["floor"][name]) - none;
