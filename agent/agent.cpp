@@ -285,9 +285,9 @@ struct Agent::Impl {
             // Per-sink delivery counters (docs/outputs.md).
             for (const auto& sink : router->counters()) {
                 for (const auto& [state, value] :
-                     {std::pair{"queued", sink.queued}, std::pair{"sent", sink.sent},
-                      std::pair{"retried", sink.retried}, std::pair{"dropped", sink.dropped},
-                      std::pair{"filtered", sink.filtered}}) {
+                     {std::pair{"queued", sink.queued}, std::pair{"persisted", sink.persisted},
+                      std::pair{"sent", sink.sent}, std::pair{"retried", sink.retried},
+                      std::pair{"dropped", sink.dropped}, std::pair{"filtered", sink.filtered}}) {
                     out.push_back(
                         AgentMetric{"gpuguard_output_records_total",
                                     "Alert records per output sink and state",

@@ -263,6 +263,33 @@ TEST_F(ObservedAgentTest, every_metric_the_dashboard_and_alerts_query_is_exporte
         std::regex(
             R"(gpuguard_actions_total\{rule="GG-CORR-0001",action="kill",outcome="dry_run"\} [1-9])")))
         << body;
+    // Per sink and state: the file sink wrote the alerts, the refused
+    // collector holds them queued (in memory: no queue_dir here, so none
+    // persisted), and every state of docs/outputs.md is a series.
+    EXPECT_TRUE(std::regex_search(
+        body,
+        std::regex(
+            R"(gpuguard_output_records_total\{sink="local",type="file",state="sent"\} [1-9])")))
+        << body;
+    EXPECT_TRUE(std::regex_search(
+        body,
+        std::regex(
+            R"(gpuguard_output_records_total\{sink="collector",type="tcp",state="queued"\} [1-9])")))
+        << body;
+    for (const char* state : {"queued", "persisted", "sent", "retried", "dropped", "filtered"}) {
+        EXPECT_NE(
+            body.find(
+                std::string(
+                    "gpuguard_output_records_total{sink=\"collector\",type=\"tcp\",state=\"") +
+                state + "\"}"),
+            std::string::npos)
+            << state;
+    }
+    EXPECT_NE(
+        body.find(
+            "gpuguard_output_records_total{sink=\"collector\",type=\"tcp\",state=\"persisted\"} 0"),
+        std::string::npos)
+        << body;
 }
 
 TEST_F(ObservedAgentTest, status_page_shows_live_gpu_processes_detections_and_actions) {
