@@ -50,9 +50,23 @@ if [[ "${GPUGUARD_SANITIZE_SUITE:-1}" == 1 ]]; then
     # binary) and the fleet of Prometheus servers (no code of ours the other
     # tests do not run).
     sanitize_exclude='^(AgentFaults\.exec_and_fork_storm.*|PackageTest\..*|FleetTest\..*)$'
+    # ctest keeps only the last -E: a caller's own exclusion joins ours.
+    ctest_args=()
+    while (($#)); do
+        case "$1" in
+            -E | --exclude-regex)
+                sanitize_exclude+="|$2"
+                shift 2
+                ;;
+            *)
+                ctest_args+=("$1")
+                shift
+                ;;
+        esac
+    done
     ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=0:detect_leaks=1:strict_string_checks=1}" \
         UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}" \
         ctest --output-on-failure --no-label-summary --timeout 600 -j "$(nproc)" \
-        -E "$sanitize_exclude" "$@" || status=$?
+        -E "$sanitize_exclude" "${ctest_args[@]}" || status=$?
 fi
 exit "$status"
