@@ -3,7 +3,9 @@
 // collector is down (its sink queues, drops nothing), and a burst of
 // processes that vanish while the agent inspects them (/proc races).
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <optional>
 #include <thread>
@@ -47,6 +49,44 @@ pid_t start_gpu_child(const std::string& comm, const std::string& node) {
     return pid;
 }
 
+// dir/miner-rules.yaml with one local rule naming `comm`: a process of that
+// name holding the GPU raises GG-CORR-0001.
+void write_miner_rule(const std::filesystem::path& dir, const std::string& comm) {
+    std::string rule = R"(rules:
+  - id: local-COMM
+    name: Test miner on the fake GPU
+    severity: critical
+    confidence: 0.9
+    process_name: ["COMM"]
+    tests:
+      match: ["COMM"]
+      no_match: ["gg-benign"]
+)";
+    for (size_t at; (at = rule.find("COMM")) != std::string::npos;) rule.replace(at, 4, comm);
+    std::ofstream(dir / "miner-rules.yaml") << rule;
+}
+
+// Reads the agent's --json lines until GG-CORR-0001 names `miner` (10 s at
+// most), calling `between_reads` before each read. How long after `since`
+// it came, or nullopt.
+std::optional<double> wait_for_miner_detection(Subprocess& agent, pid_t miner,
+                                               std::chrono::steady_clock::time_point since,
+                                               const std::function<void()>& between_reads = {}) {
+    for (const auto deadline = std::chrono::steady_clock::now() + 10s;
+         std::chrono::steady_clock::now() < deadline;) {
+        if (between_reads) between_reads();
+        auto line = agent.read_stdout_line(100ms);
+        if (!line) continue;
+        const auto record = nlohmann::json::parse(*line);
+        if (record["process"]["pid"] == miner && record["rule"]["id"] == "GG-CORR-0001") {
+            return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                             since)
+                .count();
+        }
+    }
+    return std::nullopt;
+}
+
 TEST(AgentFaults, lost_gpu_dead_collector_and_vanishing_processes_do_not_stop_detection) {
     GG_REQUIRE_PRIVILEGED();
     TempDir dir("gg-faults");
@@ -65,16 +105,7 @@ TEST(AgentFaults, lost_gpu_dead_collector_and_vanishing_processes_do_not_stop_de
     std::ofstream(step_file) << "0\n";
     script["step_file"] = step_file.string();
     std::ofstream(dir / "nvml.json") << script.dump();
-    std::ofstream(dir / "miner-rules.yaml") << R"(rules:
-  - id: local-fault-miner
-    name: Test miner on the fake GPU
-    severity: critical
-    confidence: 0.9
-    process_name: ["gg-fault-miner"]
-    tests:
-      match: ["gg-fault-miner"]
-      no_match: ["gg-fault"]
-)";
+    write_miner_rule(dir.path(), "gg-fault-miner");
     const auto config = dir / "gpuguard.yaml";
     std::ofstream(config) << gpuguard::testing::scratch_agent_config(
         dir.path(), "1:3",
@@ -104,15 +135,8 @@ TEST(AgentFaults, lost_gpu_dead_collector_and_vanishing_processes_do_not_stop_de
     const pid_t miner = start_gpu_child("gg-fault-miner", node.string());
     ASSERT_GT(miner, 0);
     ChildReaper reaper(miner);
-    bool detected = false;
-    for (const auto deadline = std::chrono::steady_clock::now() + 10s;
-         !detected && std::chrono::steady_clock::now() < deadline;) {
-        auto line = agent.read_stdout_line(200ms);
-        if (!line) continue;
-        const auto record = nlohmann::json::parse(*line);
-        detected = record["process"]["pid"] == miner && record["rule"]["id"] == "GG-CORR-0001";
-    }
-    EXPECT_TRUE(detected) << agent.stderr_text();
+    EXPECT_TRUE(wait_for_miner_detection(agent, miner, std::chrono::steady_clock::now()))
+        << agent.stderr_text();
 
     // Status: the backend says the GPU is lost, the sink queues and drops nothing.
     nlohmann::json status;
@@ -193,13 +217,7 @@ TEST(AgentFaults, exec_and_fork_storm_keeps_memory_bounded_counts_drops_and_stil
     TempDir dir("gg-storm");
     const auto node = dir / "gpu0";
     ASSERT_EQ(mknod(node.c_str(), S_IFCHR | 0666, makedev(1, 3)), 0);
-    std::ofstream(dir / "miner-rules.yaml") << R"(rules:
-  - id: local-storm-miner
-    name: Test miner on the fake GPU
-    severity: critical
-    confidence: 0.9
-    process_name: ["gg-storm-miner"]
-)";
+    write_miner_rule(dir.path(), "gg-storm-miner");
     const auto config = dir / "gpuguard.yaml";
     std::ofstream(config) << gpuguard::testing::scratch_agent_config(dir.path(), "1:3");
     Subprocess agent({GPUGUARD_BINARY, "run", "--config", config.string(), "--json"});
@@ -248,19 +266,8 @@ TEST(AgentFaults, exec_and_fork_storm_keeps_memory_bounded_counts_drops_and_stil
     const pid_t miner = start_gpu_child("gg-storm-miner", node.string());
     ASSERT_GT(miner, 0);
     ChildReaper reaper(miner);
-    std::optional<double> detected_after_ms;
-    for (const auto deadline = miner_started + 10s;
-         !detected_after_ms && std::chrono::steady_clock::now() < deadline;) {
-        rss_peak = std::max(rss_peak, rss_kib(agent.pid()));
-        auto line = agent.read_stdout_line(100ms);
-        if (!line) continue;
-        const auto record = nlohmann::json::parse(*line);
-        if (record["process"]["pid"] == miner && record["rule"]["id"] == "GG-CORR-0001") {
-            detected_after_ms = std::chrono::duration<double, std::milli>(
-                                    std::chrono::steady_clock::now() - miner_started)
-                                    .count();
-        }
-    }
+    const auto detected_after_ms = wait_for_miner_detection(
+        agent, miner, miner_started, [&] { rss_peak = std::max(rss_peak, rss_kib(agent.pid())); });
     EXPECT_TRUE(detected_after_ms) << "miner not detected during the storm\n"
                                    << agent.stderr_text();
     sample_until(storm_start + std::chrono::seconds(kSeconds));
