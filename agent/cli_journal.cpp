@@ -120,11 +120,6 @@ std::string join(const std::vector<std::string>& parts, const char* separator) {
     return out;
 }
 
-std::string errno_text(int32_t result) {
-    const char* name = strerrorname_np(-result);
-    return name ? name : std::to_string(-result);
-}
-
 std::string event_details(const Event& event) {
     struct Visitor {
         std::string operator()(const GpuOpen& open) const {
@@ -133,7 +128,7 @@ std::string event_details(const Event& event) {
                 out += " -> fd " + std::to_string(open.result) + " (" + std::to_string(open.major) +
                        ":" + std::to_string(open.minor) + ")";
             } else {
-                out += " -> " + errno_text(open.result);
+                out += " -> " + errno_name(open.result);
             }
             return out + " " + open_flags_to_string(open.open_flags);
         }
@@ -147,7 +142,7 @@ std::string event_details(const Event& event) {
             std::string out =
                 (connect.ip_version == 6 ? "[" + connect.address + "]" : connect.address) + ":" +
                 std::to_string(connect.port);
-            out += connect.result == 0 ? " ok" : " " + errno_text(connect.result);
+            out += connect.result == 0 ? " ok" : " " + errno_name(connect.result);
             std::vector<std::string> reasons;
             if (connect.gpu_holder) reasons.push_back("gpu_holder");
             if (connect.watched_port) reasons.push_back("watched_port");
@@ -194,7 +189,7 @@ std::string event_details(const Event& event) {
         std::string operator()(const KillNow& kill) const {
             return "killed in kernel: trigger " + kill.trigger + ", match " + kill.match +
                    ", rule " + std::to_string(kill.rule_id) +
-                   (kill.signal_result ? ", " + errno_text(kill.signal_result) : "");
+                   (kill.signal_result ? ", " + errno_name(kill.signal_result) : "");
         }
         std::string operator()(const NetPayload& payload) const {
             return std::string(payload.direction == NetPayload::Direction::kIn ? "in " : "out ") +

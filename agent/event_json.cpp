@@ -9,6 +9,14 @@
 #include "agent/net_event_codec.h"
 
 namespace gpuguard::agent {
+
+std::string errno_name(int32_t result) {
+    // In 64 bits: INT32_MIN, which no kernel returns but a damaged or forged
+    // record can hold, negates without overflow.
+    const int64_t err = -static_cast<int64_t>(result);
+    const char* name = err <= INT32_MAX ? strerrorname_np(static_cast<int>(err)) : nullptr;
+    return name ? name : std::to_string(err);
+}
 namespace {
 
 using json = nlohmann::ordered_json;
@@ -33,11 +41,9 @@ json gpu_open_json(const GpuOpen& open) {
         out["fd"] = open.result;
         out["error"] = nullptr;
     } else {
-        const int err = -open.result;
-        const char* name = strerrorname_np(err);
         out["device"] = nullptr;
-        out["errno"] = err;
-        out["error"] = name ? name : std::to_string(err);
+        out["errno"] = -static_cast<int64_t>(open.result);
+        out["error"] = errno_name(open.result);
     }
     return out;
 }
@@ -59,10 +65,8 @@ json errno_fields(json out, int32_t result) {
         out["error"] = nullptr;
         return out;
     }
-    const int err = -result;
-    const char* name = strerrorname_np(err);
-    out["errno"] = err;
-    out["error"] = name ? name : std::to_string(err);
+    out["errno"] = -static_cast<int64_t>(result);
+    out["error"] = errno_name(result);
     return out;
 }
 

@@ -54,6 +54,10 @@ class EventJsonReader {
     std::unique_ptr<Parser> parser_;
 };
 
+// The errno name of a failed call's negative result ("ECONNREFUSED"), or the
+// errno in decimal when it has no name.
+std::string errno_name(int32_t result);
+
 // "2026-11-21T23:49:29.227805351Z" -> nanoseconds since the epoch (UTC 'Z'
 // or a +hh:mm offset; fraction optional).
 std::optional<int64_t> parse_rfc3339(std::string_view text);

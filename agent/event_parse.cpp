@@ -339,7 +339,12 @@ void read_device(const Reader<Node>& reader, uint32_t& major, uint32_t& minor) {
 template <typename Node>
 int32_t read_result(const Reader<Node>& reader, const char* key) {
     if (reader.has(key)) return reader.template integer<int32_t>(key);
-    if (reader.has("errno")) return -reader.template integer<int32_t>("errno");
+    if (reader.has("errno")) {
+        // 0..2^31: the negated result of every int32 failure, INT32_MIN included.
+        const auto err = reader.template integer<uint32_t>("errno");
+        if (err > 2147483648u) reader.error("errno", "expected an integer 0..2147483648");
+        return static_cast<int32_t>(-static_cast<int64_t>(err));
+    }
     return 0;
 }
 

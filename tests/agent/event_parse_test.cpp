@@ -1,6 +1,8 @@
 // The JSON Lines form read back: every event type survives a round trip
 // byte for byte, hand-written events with only the defining fields parse,
 // and bad input is rejected naming the field.
+#include <limits>
+
 #include <gtest/gtest.h>
 
 #include "agent/event_json.h"
@@ -60,6 +62,32 @@ TEST(EventParse, EveryTypeRoundTripsByteForByte) {
         ASSERT_TRUE(parsed->time_unix_ns);
         EXPECT_EQ(*parsed->time_unix_ns, static_cast<int64_t>(event.ts_ns) + kOffset);
     }
+}
+
+// A result of INT32_MIN (no kernel returns it; a damaged or forged record
+// can hold it) is written as errno 2147483648 and read back, with no
+// overflow on the way (found by fuzz.event_decode).
+TEST(EventParse, MostNegativeResultRoundTrips) {
+    Event open_event;
+    open_event.ts_ns = 5;
+    open_event.task.pid = 7;
+    open_event.data = GpuOpen{
+        195,           0, std::numeric_limits<int32_t>::min(), -100, 2, OpenSyscall::kOpenat, false,
+        "/dev/nvidia0"};
+    Event connect_event = open_event;
+    connect_event.data = Connect{
+        3,    std::numeric_limits<int32_t>::min(), 4, "10.0.0.1", 3333, true, false, false, false,
+        false};
+    for (const Event& event : {open_event, connect_event}) {
+        const std::string line = event_to_json(event, kOffset);
+        EXPECT_NE(line.find(R"("errno":2147483648)"), std::string::npos) << line;
+        EXPECT_NE(line.find(R"("error":"2147483648")"), std::string::npos) << line;
+        auto parsed = event_from_json(line, "test:1");
+        ASSERT_TRUE(parsed) << parsed.error().message << "\n" << line;
+        EXPECT_EQ(event_to_json(parsed->event, kOffset), line);
+    }
+    EXPECT_EQ(errno_name(-ECONNREFUSED), "ECONNREFUSED");
+    EXPECT_EQ(errno_name(-4000), "4000");
 }
 
 TEST(EventParse, HandWrittenEventsNeedOnlyTheDefiningFields) {
@@ -125,6 +153,8 @@ TEST(EventParse, ErrorsNameTheInputAndTheField) {
          "f.jsonl:3: telemetry.processes[0].pid: missing"},
         {R"({"v":2,"type":"exit","ts_ns":1,"process":{"pid":1}})",
          "f.jsonl:3: v: unsupported version 2"},
+        {R"({"type":"gpu_open","ts_ns":1,"process":{"pid":1},"gpu_open":{"errno":2147483649}})",
+         "f.jsonl:3: gpu_open.errno: expected an integer 0..2147483648"},
     };
     for (const auto& c : cases) {
         auto parsed = event_from_json(c.line, "f.jsonl:3");
