@@ -309,22 +309,24 @@ int main(int argc, char** argv) {
 
     CollectingReporter reporter;
     const auto wanted = [&](const char* mode) { return only.find(mode) != std::string::npos; };
+    // One round of the benchmarks with bpftrace running `program`.
+    const auto run_under_bpftrace = [&](const char* mode, const char* program) {
+        BpftraceTracer tracer;
+        const bool started = tracer.start(program);
+        if (started) {
+            reporter.current_mode = mode;
+            benchmark::RunSpecifiedBenchmarks(&reporter);
+        }
+        tracer.stop();
+        return started;
+    };
     bool failed = false;
     for (int round = 0; round < rounds && !failed; ++round) {
         if (wanted("none")) {
             reporter.current_mode = "none";
             benchmark::RunSpecifiedBenchmarks(&reporter);
         }
-        if (wanted("floor")) {
-            BpftraceTracer tracer;
-            if (tracer.start(kFloorProgram)) {
-                reporter.current_mode = "floor";
-                benchmark::RunSpecifiedBenchmarks(&reporter);
-            } else {
-                failed = true;
-            }
-            tracer.stop();
-        }
+        if (wanted("floor")) failed |= !run_under_bpftrace("floor", kFloorProgram);
         if (wanted("gpuguard")) {
             GpuguardTracer tracer;
             if (!tracer.start()) break;
@@ -332,16 +334,7 @@ int main(int argc, char** argv) {
             benchmark::RunSpecifiedBenchmarks(&reporter);
             tracer.stop();
         }
-        if (wanted("bpftrace")) {
-            BpftraceTracer tracer;
-            if (tracer.start(kEquivalentProgram)) {
-                reporter.current_mode = "bpftrace";
-                benchmark::RunSpecifiedBenchmarks(&reporter);
-            } else {
-                failed = true;
-            }
-            tracer.stop();
-        }
+        if (wanted("bpftrace")) failed |= !run_under_bpftrace("bpftrace", kEquivalentProgram);
         if (wanted("auditd")) {
             AuditdTracer tracer;
             if (tracer.start(bench_fixture.gpu_node)) {
