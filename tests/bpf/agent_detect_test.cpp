@@ -169,17 +169,30 @@ class AgentDetectTest : public ::testing::Test {
         std::ofstream(config_) << "sensor:\n  extra_gpu_devices: [\"1:3\"]\n"
                                << "  connect_loopback: true\n"
                                << "control:\n  socket: \"\"\n"
+                               << journal_section(dir_ / "journal")
+                               // Last: tests append their own keys under rules:.
                                << "rules:\n  main_file: " << (dir_ / "miner-rules.yaml").string()
                                << "\n  drop_in_dir: " << rules_dir_.string() << "\n";
     }
 
-    // Gives the agent a control socket in the test's directory (SetUp has none).
-    void use_control_socket() {
+    // The journal stays in the test's directory, never the host's /var/lib.
+    static std::string journal_section(const std::filesystem::path& journal_dir,
+                                       const std::string& more = "") {
+        return "journal:\n  dir: " + journal_dir.string() + "\n" + more;
+    }
+
+    void replace_in_config(const std::string& from, const std::string& to) {
         std::ifstream in(config_);
         std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        const std::string none = "socket: \"\"";
-        text.replace(text.find(none), none.size(), "socket: " + (dir_ / "control.sock").string());
+        const auto at = text.find(from);
+        ASSERT_NE(at, std::string::npos) << from;
+        text.replace(at, from.size(), to);
         std::ofstream(config_) << text;
+    }
+
+    // Gives the agent a control socket in the test's directory (SetUp has none).
+    void use_control_socket() {
+        replace_in_config("socket: \"\"", "socket: " + (dir_ / "control.sock").string());
     }
 
     // The next detection line for `pid` and `rule` within `timeout`.
@@ -277,7 +290,7 @@ TEST_F(AgentDetectTest, miner_on_gpu_connecting_to_pool_is_detected_within_100ms
     LoopbackPool pool;
     ASSERT_GE(pool.fd, 0) << "no free miner port on loopback";
     Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
-    ASSERT_TRUE(agent.wait_for_stderr("ready", 30s)) << agent.stderr_text();
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
 
     const std::string url = "stratum+tcp://127.0.0.1:" + std::to_string(pool.port);
     const std::string script =
@@ -328,7 +341,7 @@ TEST_F(AgentDetectTest, miner_on_gpu_connecting_to_pool_is_detected_within_100ms
 
 TEST_F(AgentDetectTest, rule_changes_apply_live_and_broken_ones_are_rejected_with_an_alert) {
     Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
-    ASSERT_TRUE(agent.wait_for_stderr("ready", 30s)) << agent.stderr_text();
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
 
     // Not a known miner yet.
     const pid_t before = start_child("gg-sched-7", {});
@@ -369,10 +382,9 @@ TEST_F(AgentDetectTest, rule_changes_apply_live_and_broken_ones_are_rejected_wit
 TEST_F(AgentDetectTest, replaying_the_journal_reproduces_the_live_detections) {
     LoopbackPool pool;
     ASSERT_GE(pool.fd, 0) << "no free miner port on loopback";
-    const auto journal_dir = dir_ / "journal";
-    std::ofstream(config_, std::ios::app) << "journal:\n  dir: " << journal_dir.string() << "\n";
+    const auto journal_dir = dir_ / "journal";  // SetUp's
     Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
-    ASSERT_TRUE(agent.wait_for_stderr("ready", 30s)) << agent.stderr_text();
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
 
     const std::string url = "stratum+tcp://127.0.0.1:" + std::to_string(pool.port);
     const std::string script =
@@ -429,11 +441,11 @@ TEST_F(AgentDetectTest, full_journal_disk_loses_no_detection_and_writing_resumes
     // Enforcement must not depend on the journal either: the miner is killed.
     std::ofstream(rules_dir_ / "10-kill.yaml")
         << "signatures:\n  override:\n    - id: GG-STRATUM-0001\n      action: kill\n";
-    std::ofstream(config_, std::ios::app)
-        << "journal:\n  dir: " << (mount_point / "journal").string()
-        << "\n  fsync_interval_ms: 50\nenforcement:\n  grace_period_ms: 500\n";
+    replace_in_config(journal_section(dir_ / "journal"),
+                      journal_section(mount_point / "journal", "  fsync_interval_ms: 50\n"));
+    std::ofstream(config_, std::ios::app) << "enforcement:\n  grace_period_ms: 500\n";
     Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
-    ASSERT_TRUE(agent.wait_for_stderr("ready", 30s)) << agent.stderr_text();
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
     auto journal_status = [&] {
         const auto report = gpuguard::testing::run_command(
             {GPUGUARD_BINARY, "status", "--json", "--socket", (dir_ / "control.sock").string()},
@@ -518,7 +530,7 @@ TEST_F(AgentDetectTest, kill_action_stops_the_miner_and_outputs_get_both_records
     std::ofstream(config_, std::ios::app) << "enforcement:\n  grace_period_ms: 500\n";
     add_file_output(alerts);
     Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
-    ASSERT_TRUE(agent.wait_for_stderr("ready", 30s)) << agent.stderr_text();
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
 
     const std::string script =
         "exec 5<>/dev/tcp/127.0.0.1/" + std::to_string(pool.port) + "; read -t 30 <&5";
@@ -575,7 +587,7 @@ TEST_F(AgentDetectTest, yara_scan_at_first_gpu_use_finds_a_renamed_miner_binary)
     copy_sleep(binary, std::string(kXmrigStrings, sizeof(kXmrigStrings) - 1));
     use_control_socket();
     Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
-    ASSERT_TRUE(agent.wait_for_stderr("ready", 30s)) << agent.stderr_text();
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
 
     OwnChild child(start_child("svc-agent", {binary.string(), "30"}));
     ASSERT_GT(child.pid, 0);
@@ -616,7 +628,7 @@ TEST_F(AgentDetectTest, kill_now_names_and_known_bad_hashes_from_the_rules) {
         << "known_bad:\n  sha256: [" << sha << "]\n";
     use_control_socket();  // to read the kernel's kill_now count
     Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
-    ASSERT_TRUE(agent.wait_for_stderr("ready", 30s)) << agent.stderr_text();
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
     EXPECT_NE(agent.stderr_text().find("'gg-doomed' (local-doomed) is killed at exec"),
               std::string::npos)
         << agent.stderr_text();
@@ -695,7 +707,7 @@ TEST_F(AgentDetectTest, guard_policy_kills_a_process_over_its_memory_limit) {
         << "backends:\n  interval_ms: 200\n  nvml_library: \"" << GPUGUARD_FAKE_NVML_PATH << "\"\n";
     Subprocess agent({"/usr/bin/env", "GPUGUARD_FAKE_NVML_SCRIPT=" + script.string(),
                       GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
-    ASSERT_TRUE(agent.wait_for_stderr("ready", 30s)) << agent.stderr_text();
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
 
     auto detection = wait_for_detection(agent, hog.pid, "SITE-GUARD-MEM", 10s);
     ASSERT_TRUE(detection) << agent.stderr_text();
@@ -771,7 +783,7 @@ TEST_F(AgentDetectTest, guard_priorities_pause_a_low_priority_child_under_load_a
     add_file_output(alerts);
     Subprocess agent({"/usr/bin/env", "GPUGUARD_FAKE_NVML_SCRIPT=" + script.string(),
                       GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
-    ASSERT_TRUE(agent.wait_for_stderr("ready", 30s)) << agent.stderr_text();
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
 
     auto paused = wait_for_detection(agent, low.pid, "GG-GUARD-0001", 10s);
     ASSERT_TRUE(paused) << agent.stderr_text();
@@ -827,7 +839,7 @@ TEST_F(AgentDetectTest, guard_priorities_in_dry_run_report_the_pause_and_never_s
     add_file_output(alerts);
     Subprocess agent({"/usr/bin/env", "GPUGUARD_FAKE_NVML_SCRIPT=" + script.string(),
                       GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
-    ASSERT_TRUE(agent.wait_for_stderr("ready", 30s)) << agent.stderr_text();
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
     auto paused = wait_for_detection(agent, low.pid, "GG-GUARD-0001", 10s);
     ASSERT_TRUE(paused) << agent.stderr_text();
     auto outcome = wait_for_outcome(alerts, low.pid, "pause");
@@ -856,7 +868,7 @@ TEST_F(AgentDetectTest, correlation_file_changes_apply_live_and_broken_ones_rais
     write_policy(rule("SITE-RELOAD-A"));
     std::ofstream(config_, std::ios::app) << "  correlation_files: [" << policy.string() << "]\n";
     Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
-    ASSERT_TRUE(agent.wait_for_stderr("ready", 30s)) << agent.stderr_text();
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
     OwnChild first(start_child("gg-reload-1", {}));
     ASSERT_TRUE(wait_for_detection(agent, first.pid, "SITE-RELOAD-A", 5s)) << agent.stderr_text();
 
@@ -902,7 +914,7 @@ TEST_F(AgentDetectTest, deny_gpu_rule_denies_the_gpu_node_to_the_detections_cgro
     const auto alerts = dir_ / "alerts.jsonl";
     add_file_output(alerts);
     Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
-    ASSERT_TRUE(agent.wait_for_stderr("ready", 30s)) << agent.stderr_text();
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
     const bool lsm = gpuguard::agent::probe_bpf_lsm("").available;
     const auto& log = agent.stderr_text();
     const auto warned = log.find("deny_gpu: BPF LSM unavailable");
@@ -951,7 +963,7 @@ TEST_F(AgentDetectTest, block_ip_through_the_connect_fallback_refuses_the_cgroup
     const auto alerts = dir_ / "alerts.jsonl";
     add_file_output(alerts);
     Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
-    ASSERT_TRUE(agent.wait_for_stderr("ready", 30s)) << agent.stderr_text();
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
     EXPECT_NE(agent.stderr_text().find("block_ip: cgroup/connect4/6 on cgroup " + cgroup.path()),
               std::string::npos)
         << agent.stderr_text();
@@ -984,7 +996,7 @@ TEST_F(AgentDetectTest, kill_now_in_the_kernel_reaches_the_outputs_as_an_outcome
     const auto alerts = dir_ / "alerts.jsonl";
     add_file_output(alerts);
     Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
-    ASSERT_TRUE(agent.wait_for_stderr("ready", 30s)) << agent.stderr_text();
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
 
     const std::string file = doomed.string();
     OwnChild child(fork());
@@ -1088,7 +1100,7 @@ TEST_F(AgentDetectTest, pinned_enforcement_outlives_a_killed_agent_and_is_taken_
     std::map<std::string, PinnedLink> first;
     {
         Subprocess agent(run);
-        ASSERT_TRUE(agent.wait_for_stderr("ready", 30s)) << agent.stderr_text();
+        ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
         ASSERT_EQ(child.ask('O'), 0) << "opens the GPU before the deny";
         ASSERT_NE(enforced_reason(agent, child.pid(), "GG-CORR-0001", "deny_gpu", alerts), "");
         ASSERT_EQ(child.ask('c'), 0) << "the first connect goes through (and is detected)";
@@ -1111,7 +1123,7 @@ TEST_F(AgentDetectTest, pinned_enforcement_outlives_a_killed_agent_and_is_taken_
     EXPECT_EQ(child.ask('c'), EPERM) << "connect to the blocked pool without an agent";
 
     Subprocess agent(run);
-    ASSERT_TRUE(agent.wait_for_stderr("ready", 30s)) << agent.stderr_text();
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
     const std::string log = agent.stderr_text();
     EXPECT_NE(log.find("GPU devices still denied to cgroup " + cgroup.path() + " (taken over)"),
               std::string::npos)
@@ -1177,8 +1189,7 @@ std::string control_bytes_in(const std::string& text) {
 TEST_F(AgentDetectTest, hostile_strings_are_escaped_in_every_output_and_never_reach_a_shell) {
     LoopbackPool pool;
     ASSERT_GE(pool.fd, 0) << "no free miner port on loopback";
-    const auto journal_dir = dir_ / "journal";
-    std::ofstream(config_, std::ios::app) << "journal:\n  dir: " << journal_dir.string() << "\n";
+    const auto journal_dir = dir_ / "journal";  // SetUp's
     use_control_socket();
     std::ofstream(config_, std::ios::app) << "outputs:\n";
     for (const char* format : {"ecs_json", "cef", "leef", "ocsf"}) {
@@ -1190,7 +1201,7 @@ TEST_F(AgentDetectTest, hostile_strings_are_escaped_in_every_output_and_never_re
         << "  - name: syslog\n    type: file\n    format: cef\n    framing: rfc5424\n"
         << "    address: " << (dir_ / "syslog.out").string() << "\n";
     Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
-    ASSERT_TRUE(agent.wait_for_stderr("ready", 30s)) << agent.stderr_text();
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
 
     const std::string marker = (dir_ / "shell-ran").string();
     const std::string forged = "2026-11-24T00:00:00.000 critical [agent] forged line";

@@ -61,6 +61,16 @@ class AgentRunTest : public ::testing::Test {
         GG_REQUIRE_PRIVILEGED();
         ASSERT_TRUE(wait_until_no_programs(3s)) << "gg_ programs loaded before the test";
     }
+    // Rules, journal and (unless the test names one) control socket in the
+    // test's directory: an agent under test never touches the host's paths,
+    // nor another test's agent running in parallel.
+    std::string own_paths(bool with_control_socket = true) const {
+        std::filesystem::create_directories(dir_ / "rules.d");
+        return std::string(with_control_socket ? "control:\n  socket: \"\"\n" : "") +
+               "rules:\n  main_file: " + (dir_ / "miner-rules.yaml").string() +
+               "\n  drop_in_dir: " + (dir_ / "rules.d").string() +
+               "\njournal:\n  dir: " + (dir_ / "journal").string() + "\n";
+    }
     TempDir dir_{"gg-run"};
 };
 
@@ -68,10 +78,10 @@ TEST_F(AgentRunTest, prints_json_line_for_registered_node_and_detaches_on_sigter
     const auto node = dir_ / "gpu0";
     ASSERT_EQ(mknod(node.c_str(), S_IFCHR | 0666, makedev(1, 3)), 0);
     const auto config = dir_ / "gpuguard.yaml";
-    std::ofstream(config) << "sensor:\n  extra_gpu_devices: [\"1:3\"]\n";
+    std::ofstream(config) << "sensor:\n  extra_gpu_devices: [\"1:3\"]\n" << own_paths();
 
     Subprocess agent({GPUGUARD_BINARY, "run", "--config", config.string(), "--print-events"});
-    ASSERT_TRUE(agent.wait_for_stderr("ready", 20s)) << agent.stderr_text();
+    ASSERT_TRUE(agent.wait_for_agent_ready(20s)) << agent.stderr_text();
     EXPECT_FALSE(gpuguard_program_ids().empty());
 
     const std::string path = node.string();
@@ -115,7 +125,8 @@ TEST_F(AgentRunTest, bootstrap_finds_earlier_gpu_holder_and_ps_shows_it) {
     const auto config = dir_ / "gpuguard.yaml";
     std::ofstream(config) << "sensor:\n  extra_gpu_devices: [\"1:7\"]\n"
                           << "control:\n  socket: " << socket.string() << "\n"
-                          << "process_table:\n  ioctl_interval_ms: 100\n";
+                          << "process_table:\n  ioctl_interval_ms: 100\n"
+                          << own_paths(false);
 
     // The holder: opens the node, signals, waits for "go", issues 7 ioctls, waits to be killed.
     int ready[2], go[2];
@@ -138,7 +149,7 @@ TEST_F(AgentRunTest, bootstrap_finds_earlier_gpu_holder_and_ps_shows_it) {
     const gpuguard::testing::ChildReaper reaper(holder);
 
     Subprocess agent({GPUGUARD_BINARY, "run", "--config", config.string()});
-    ASSERT_TRUE(agent.wait_for_stderr("ready", 20s)) << agent.stderr_text();
+    ASSERT_TRUE(agent.wait_for_agent_ready(20s)) << agent.stderr_text();
     // >= 1: another process on the host may hold /dev/full (1:7) too.
     EXPECT_NE(agent.stderr_text().find("already holding a GPU"), std::string::npos)
         << agent.stderr_text();
@@ -211,10 +222,11 @@ TEST_F(AgentRunTest, ps_joins_per_process_gpu_memory_from_the_backends) {
     std::ofstream(config) << "sensor:\n  extra_gpu_devices: [\"1:7\"]\n"
                           << "control:\n  socket: " << socket.string() << "\n"
                           << "backends:\n  interval_ms: 200\n  nvml_library: \""
-                          << GPUGUARD_FAKE_NVML_PATH << "\"\n";
+                          << GPUGUARD_FAKE_NVML_PATH << "\"\n"
+                          << own_paths(false);
     Subprocess agent({"/usr/bin/env", "GPUGUARD_FAKE_NVML_SCRIPT=" + script.string(),
                       GPUGUARD_BINARY, "run", "--config", config.string()});
-    ASSERT_TRUE(agent.wait_for_stderr("ready", 20s)) << agent.stderr_text();
+    ASSERT_TRUE(agent.wait_for_agent_ready(20s)) << agent.stderr_text();
 
     nlohmann::json usage;
     const auto deadline = std::chrono::steady_clock::now() + 10s;
@@ -249,10 +261,10 @@ TEST_F(AgentRunTest, ps_without_agent_says_so_and_standalone_works) {
 
 TEST_F(AgentRunTest, event_types_choose_what_is_printed) {
     const auto config = dir_ / "gpuguard.yaml";
-    std::ofstream(config) << "control:\n  socket: \"\"\n";
+    std::ofstream(config) << own_paths();
     Subprocess agent({GPUGUARD_BINARY, "run", "--config", config.string(), "--print-events",
                       "--event-types", "exec,exit"});
-    ASSERT_TRUE(agent.wait_for_stderr("ready", 20s)) << agent.stderr_text();
+    ASSERT_TRUE(agent.wait_for_agent_ready(20s)) << agent.stderr_text();
     const pid_t child = gpuguard::testing::run_in_child("gg-exec-print", [] {
         execl("/bin/true", "true", "--gpuguard-test", static_cast<char*>(nullptr));
         return 127;
@@ -283,7 +295,7 @@ TEST_F(AgentRunTest, event_types_choose_what_is_printed) {
 TEST_F(AgentRunTest, sigint_also_detaches) {
     // --log-level may follow the subcommand and wins over the config's log.level.
     Subprocess agent({GPUGUARD_BINARY, "run", "--log-level", "debug"});
-    ASSERT_TRUE(agent.wait_for_stderr("ready", 20s)) << agent.stderr_text();
+    ASSERT_TRUE(agent.wait_for_agent_ready(20s)) << agent.stderr_text();
     EXPECT_NE(agent.stderr_text().find("debug"), std::string::npos);
     const auto code = agent.stop(SIGINT, 10s);
     ASSERT_TRUE(code.has_value());

@@ -274,7 +274,7 @@ TEST_F(NftBlockerTest, agent_start_repairs_a_damaged_table_and_keeps_its_element
     const auto start_agent = [&] {
         auto agent = std::make_unique<gpuguard::testing::Subprocess>(
             std::vector<std::string>{GPUGUARD_BINARY, "run", "--config", config.string()});
-        EXPECT_TRUE(agent->wait_for_stderr("ready", 30s)) << agent->stderr_text();
+        EXPECT_TRUE(agent->wait_for_agent_ready(30s)) << agent->stderr_text();
         return agent;
     };
     {

@@ -801,7 +801,7 @@ TEST(StratumAgentTest, live_agent_detects_the_session_and_ps_and_metrics_show_it
                           << "journal:\n  enabled: false\n";
     gpuguard::testing::Subprocess agent(
         {GPUGUARD_BINARY, "run", "--config", config.string(), "--json"});
-    ASSERT_TRUE(agent.wait_for_stderr("ready", 30s)) << agent.stderr_text();
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
 
     const Dialect dialect = dialects().front();  // stratum1, difficulty 8
     const std::string wallet = "bc1qtestwalletaddressxxxxxxxxxxxxxxxxx";

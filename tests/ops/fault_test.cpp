@@ -116,7 +116,7 @@ TEST(AgentFaults, lost_gpu_dead_collector_and_vanishing_processes_do_not_stop_de
             "\n    retry_initial_ms: 50\n    retry_max_ms: 200\n");
     Subprocess agent({"/usr/bin/env", "GPUGUARD_FAKE_NVML_SCRIPT=" + (dir / "nvml.json").string(),
                       GPUGUARD_BINARY, "run", "--config", config.string(), "--json"});
-    ASSERT_TRUE(agent.wait_for_stderr("ready", 60s)) << agent.stderr_text();
+    ASSERT_TRUE(agent.wait_for_agent_ready(60s)) << agent.stderr_text();
     gpuguard::testing::replace_file(step_file, "1\n");  // the GPU falls off the bus
     EXPECT_TRUE(agent.wait_for_stderr("GPU is lost", 10s)) << agent.stderr_text();
 
@@ -221,7 +221,7 @@ TEST(AgentFaults, exec_and_fork_storm_keeps_memory_bounded_counts_drops_and_stil
     const auto config = dir / "gpuguard.yaml";
     std::ofstream(config) << gpuguard::testing::scratch_agent_config(dir.path(), "1:3");
     Subprocess agent({GPUGUARD_BINARY, "run", "--config", config.string(), "--json"});
-    ASSERT_TRUE(agent.wait_for_stderr("ready", 60s)) << agent.stderr_text();
+    ASSERT_TRUE(agent.wait_for_agent_ready(60s)) << agent.stderr_text();
     auto status = [&] {
         const auto report = gpuguard::testing::run_command(
             {GPUGUARD_BINARY, "status", "--json", "-c", config.string()}, 20s);

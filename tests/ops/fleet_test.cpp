@@ -158,7 +158,7 @@ TEST_F(FleetTest, central_prometheus_has_every_hosts_gpu_series) {
     }
 
     for (auto* agent : agents) {
-        ASSERT_TRUE(agent->wait_for_stderr("ready", 60s)) << agent->stderr_text();
+        ASSERT_TRUE(agent->wait_for_agent_ready(60s)) << agent->stderr_text();
     }
 
     // promtool prints `{labels} => value @[time]` per series.

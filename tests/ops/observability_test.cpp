@@ -174,7 +174,7 @@ class ObservedAgentTest : public ::testing::Test {
         agent_.emplace(std::vector<std::string>{
             "/usr/bin/env", "GPUGUARD_FAKE_NVML_SCRIPT=" + script.string(), GPUGUARD_BINARY, "run",
             "--config", config.string(), "--json"});
-        ASSERT_TRUE(agent_->wait_for_stderr("ready", 60s)) << agent_->stderr_text();
+        ASSERT_TRUE(agent_->wait_for_agent_ready(60s)) << agent_->stderr_text();
 
         const std::string node = node_.string();
         miner_ = fork();

@@ -214,7 +214,7 @@ TEST_F(ServiceTest, exec_start_under_the_unit_capabilities_loads_notifies_ready_
     ASSERT_TRUE(ready) << agent.stderr_text();
     EXPECT_EQ(capability_set(std::to_string(agent.pid()), "CapEff"), expected_mask)
         << "the agent runs with other capabilities than the unit's";
-    ASSERT_TRUE(agent.wait_for_stderr("ready", 5s)) << agent.stderr_text();
+    ASSERT_TRUE(agent.wait_for_agent_ready(5s)) << agent.stderr_text();
 
     const pid_t miner = start_miner();
     ASSERT_GT(miner, 0);

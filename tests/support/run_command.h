@@ -36,6 +36,13 @@ class Subprocess {
     std::optional<std::string> read_stdout_line(std::chrono::milliseconds timeout);
     // Waits until a stderr line contains `text`; returns false on timeout or EOF.
     bool wait_for_stderr(const std::string& text, std::chrono::milliseconds timeout);
+    // For `gpuguard run`: waits for its "[agent] ready" line, logged once every
+    // part is started. A bare "ready" would already match the earlier
+    // "... already holding a GPU" line and start a test while the agent is
+    // still opening its journal.
+    bool wait_for_agent_ready(std::chrono::milliseconds timeout) {
+        return wait_for_stderr("[agent] ready", timeout);
+    }
 
     // Sends `signo` and waits up to `timeout` for the exit; returns the exit code.
     std::optional<int> stop(int signo, std::chrono::milliseconds timeout);
