@@ -6,6 +6,7 @@
 // nlohmann for everything simdjson declines (invalid JSON, duplicate keys,
 // net_payload and stratum events) and for every error, so messages and
 // results are those of one parser whichever way a line goes.
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <charconv>
@@ -112,17 +113,22 @@ class SimdNode {
         Fields fields;
         for (const auto [key, value] : simdjson::dom::object(value_)) {
             if (fields.count == fields.items.size()) throw Decline{};
-            // nlohmann keeps the last of duplicate keys, simdjson would find the first.
-            for (size_t i = 0; i < fields.count; ++i) {
-                if (fields.items[i].first == key) throw Decline{};
-            }
             fields.items[fields.count++] = {key, value};
         }
         return fields;
     }
+    // The last member named `key` (searched from the end): nlohmann keeps
+    // the last of duplicate keys too. Sizes and first bytes rule out most
+    // members before memcmp is called.
     static std::optional<SimdNode> find(const Fields& object, std::string_view key) {
-        for (size_t i = 0; i < object.count; ++i) {
-            if (object.items[i].first == key) return SimdNode(object.items[i].second);
+        for (size_t i = object.count; i-- > 0;) {
+            const std::string_view name = object.items[i].first;
+            if (name.size() != key.size()) continue;
+            if (!key.empty() && (name[0] != key[0] ||
+                                 std::memcmp(name.data() + 1, key.data() + 1, key.size() - 1))) {
+                continue;
+            }
+            return SimdNode(object.items[i].second);
         }
         return std::nullopt;
     }

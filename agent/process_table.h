@@ -58,6 +58,11 @@ struct ProcessInfo {
     uint32_t ppid = 0;
     uint32_t uid = 0;
     uint32_t gid = 0;
+    // First, next to the table's key: eviction reads these of many entries
+    // and would miss the cache on each if they sat behind the strings.
+    bool exited = false;
+    uint64_t exit_ns = 0;
+    std::vector<GpuHandle> gpus;
     std::string comm;
     std::string exe;  // resolved /proc/PID/exe, or the exec filename until enriched
     std::vector<std::string> cmdline;
@@ -70,11 +75,8 @@ struct ProcessInfo {
     uint64_t cgroup_id = 0;
     std::string cgroup_path;
     std::optional<ContainerInfo> container;
-    std::vector<GpuHandle> gpus;
     std::vector<IoctlCounter> ioctls;
     std::vector<ConnectRecord> connects;  // newest last, bounded (a deque allocates when made)
-    bool exited = false;
-    uint64_t exit_ns = 0;
     std::optional<int> exit_code;
     std::optional<int> exit_signal;
 

@@ -171,11 +171,13 @@ TEST(EventParse, ErrorsNameTheInputAndTheField) {
 TEST(EventParse, EveryLineReadsAsTheExactParserReadsIt) {
     EventJsonReader reader;
     auto twice = reader.parse(
-        R"({"type":"fork","ts_ns":1,"ts_ns":2,"process":{"pid":1,"comm":"a","comm":"b"},"fork":{"child_pid":3}})",
+        R"({"type":"fork","ts_ns":1,"ts_ns":2,"process":{"pid":1,"comm":"a","comm":"b"},"fork":{"child_pid":3,"child_pid":4,"child_pie":5}})",
         "x");
     ASSERT_TRUE(twice) << twice.error().message;
     EXPECT_EQ(twice->event.ts_ns, 2u);
     EXPECT_EQ(twice->event.task.comm, "b");
+    // Keys longer than 8 bytes differ past their first 8 too.
+    EXPECT_EQ(std::get<Fork>(twice->event.data).child_pid, 4u);
 
     auto escaped = reader.parse(
         R"({"type":"exec","ts_ns":-0,"process":{"pid":1,"comm":"caf\u00e9"},"exec":{"filename":"/x\ty","argv":["\ud83d\ude00"]}})",
