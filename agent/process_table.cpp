@@ -374,8 +374,11 @@ void ProcessTable::enforce_bound() {
         rebuild_candidates();
     }
     if (processes_.size() <= options_.max_entries) return;
-    // Go down to 90 % so a table at its bound does not rescan on every event.
-    const size_t target = options_.max_entries - options_.max_entries / 10;
+    // Down to the bound, one victim per new entry once it is reached: the
+    // heaps make each pick cheap, and the memory one frees is what the next
+    // new entry takes (cutting to 90 % at once freed thousands of entries
+    // for the allocator to sort through).
+    const size_t target = options_.max_entries;
     // Victims in order: exited first (oldest exit), then live processes that
     // hold no GPU (lowest pid first as a stand-in for age). GPU holders stay.
     size_t excess = processes_.size() - target;
