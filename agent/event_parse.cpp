@@ -10,8 +10,11 @@
 #include <array>
 #include <cerrno>
 #include <charconv>
+#include <cstddef>
 #include <cstring>
 #include <limits>
+#include <new>
+#include <type_traits>
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -53,7 +56,7 @@ class NlohmannNode {
     const char* type_name() const { return value_->type_name(); }
     // An object's members, looked up by key.
     using Fields = const json*;
-    Fields fields() const { return value_; }
+    void list_fields(Fields& fields) const { fields = value_; }
     static std::optional<NlohmannNode> find(Fields object, std::string_view key) {
         auto found = object->find(key);
         if (found == object->end()) return std::nullopt;
@@ -104,31 +107,49 @@ class SimdNode {
     bool get_bool() const { return bool(value_); }
     std::string_view get_string() const { return std::string_view(value_); }
     const char* type_name() const { throw Decline{}; }  // errors are nlohmann's to word
-    // An object's members, listed once: events have a dozen at most.
-    struct Fields {
-        std::array<std::pair<std::string_view, simdjson::dom::element>, 24> items;
-        size_t count = 0;
+    // An object's members, listed once: events have a dozen at most. The
+    // storage is left uninitialised and filled in place: a Reader is made for
+    // every object of every line, and zeroing or copying 24 slots each time
+    // cost more than the lookups.
+    struct Field {
+        std::string_view key;
+        simdjson::dom::element value;
     };
-    Fields fields() const {
-        Fields fields;
-        for (const auto [key, value] : simdjson::dom::object(value_)) {
-            if (fields.count == fields.items.size()) throw Decline{};
-            fields.items[fields.count++] = {key, value};
+    static_assert(std::is_trivially_destructible_v<Field>);
+    class Fields {
+      public:
+        Fields() {}  // NOLINT: storage stays uninitialised on purpose
+        Fields(const Fields&) = delete;
+        Fields& operator=(const Fields&) = delete;
+        size_t size() const { return count_; }
+        const Field& operator[](size_t i) const {
+            return *std::launder(reinterpret_cast<const Field*>(storage_ + i * sizeof(Field)));
         }
-        return fields;
+        void add(std::string_view key, simdjson::dom::element value) {
+            if (count_ == kMax) throw Decline{};
+            new (storage_ + count_++ * sizeof(Field)) Field{key, value};
+        }
+
+      private:
+        static constexpr size_t kMax = 24;
+        alignas(Field) std::byte storage_[kMax * sizeof(Field)];
+        size_t count_ = 0;
+    };
+    void list_fields(Fields& fields) const {
+        for (const auto [key, value] : simdjson::dom::object(value_)) fields.add(key, value);
     }
     // The last member named `key` (searched from the end): nlohmann keeps
     // the last of duplicate keys too. Sizes and first bytes rule out most
     // members before memcmp is called.
     static std::optional<SimdNode> find(const Fields& object, std::string_view key) {
-        for (size_t i = object.count; i-- > 0;) {
-            const std::string_view name = object.items[i].first;
+        for (size_t i = object.size(); i-- > 0;) {
+            const std::string_view name = object[i].key;
             if (name.size() != key.size()) continue;
             if (!key.empty() && (name[0] != key[0] ||
                                  std::memcmp(name.data() + 1, key.data() + 1, key.size() - 1))) {
                 continue;
             }
-            return SimdNode(object.items[i].second);
+            return SimdNode(object[i].value);
         }
         return std::nullopt;
     }
@@ -154,13 +175,13 @@ class Reader {
     Reader(std::optional<Node> object, const Reader* parent = nullptr, std::string_view key = {},
            size_t index = kNoIndex)
         : object_(object), parent_(parent), key_(key), index_(index) {
-        if (object_) fields_ = object_->fields();
+        if (object_) object_->list_fields(fields_);
     }
 
     bool has(std::string_view key) const { return find(key).has_value(); }
     std::optional<Node> find(std::string_view key) const {
         if (!object_) return std::nullopt;
-        auto found = Node::find(*fields_, key);
+        auto found = Node::find(fields_, key);
         if (!found || found->is_null()) return std::nullopt;
         return found;
     }
@@ -314,7 +335,7 @@ class Reader {
   private:
     static constexpr size_t kNoIndex = static_cast<size_t>(-1);
     std::optional<Node> object_;
-    std::optional<typename Node::Fields> fields_;
+    typename Node::Fields fields_{};  // filled only when object_ is set
     const Reader* parent_;
     std::string_view key_;
     size_t index_;
