@@ -49,9 +49,14 @@ class EventJsonReader {
 
     Result<ParsedEvent> parse(std::string_view line, std::string_view where, bool padded = false);
 
+    // Lines the fast path (simdjson) handed to the exact one (nlohmann):
+    // bad lines, and the kinds simdjson does not read.
+    uint64_t exact_parses() const { return exact_parses_; }
+
   private:
     struct Parser;  // simdjson's, kept out of this header
     std::unique_ptr<Parser> parser_;
+    uint64_t exact_parses_ = 0;
 };
 
 // The errno name of a failed call's negative result ("ECONNREFUSED"), or the

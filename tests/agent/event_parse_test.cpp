@@ -2,8 +2,11 @@
 // byte for byte, hand-written events with only the defining fields parse,
 // and bad input is rejected naming the field.
 #include <limits>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "agent/event_json.h"
 
@@ -62,6 +65,38 @@ TEST(EventParse, EveryTypeRoundTripsByteForByte) {
         ASSERT_TRUE(parsed->time_unix_ns);
         EXPECT_EQ(*parsed->time_unix_ns, static_cast<int64_t>(event.ts_ns) + kOffset);
     }
+}
+
+// Readers ask for fields in about the writer's order and the fast parser
+// searches from where the last lookup ended: the same line with every
+// object's keys reversed reads the same.
+nlohmann::ordered_json reversed_keys(const nlohmann::ordered_json& value) {
+    if (value.is_array()) {
+        nlohmann::ordered_json out = nlohmann::ordered_json::array();
+        for (const auto& item : value) out.push_back(reversed_keys(item));
+        return out;
+    }
+    if (!value.is_object()) return value;
+    nlohmann::ordered_json out = nlohmann::ordered_json::object();
+    std::vector<std::string> keys;
+    for (const auto& [key, item] : value.items()) keys.push_back(key);
+    for (auto key = keys.rbegin(); key != keys.rend(); ++key) {
+        out[*key] = reversed_keys(value.at(*key));
+    }
+    return out;
+}
+
+TEST(EventParse, FieldOrderDoesNotMatter) {
+    EventJsonReader reader;
+    for (const Event& event : one_of_each()) {
+        const std::string line = event_to_json(event, kOffset);
+        const std::string reversed = reversed_keys(nlohmann::ordered_json::parse(line)).dump();
+        ASSERT_NE(reversed, line);
+        auto parsed = reader.parse(reversed, "test:1");
+        ASSERT_TRUE(parsed) << parsed.error().message << "\n" << reversed;
+        EXPECT_EQ(event_to_json(parsed->event, kOffset), line) << reversed;
+    }
+    EXPECT_EQ(reader.exact_parses(), 0u) << "the fast path read every line itself";
 }
 
 // A result of INT32_MIN (no kernel returns it; a damaged or forged record
@@ -178,6 +213,7 @@ TEST(EventParse, EveryLineReadsAsTheExactParserReadsIt) {
     EXPECT_EQ(twice->event.task.comm, "b");
     // Keys longer than 8 bytes differ past their first 8 too.
     EXPECT_EQ(std::get<Fork>(twice->event.data).child_pid, 4u);
+    EXPECT_EQ(reader.exact_parses(), 0u) << "duplicate keys are read by the fast path too";
 
     auto escaped = reader.parse(
         R"({"type":"exec","ts_ns":-0,"process":{"pid":1,"comm":"caf\u00e9"},"exec":{"filename":"/x\ty","argv":["\ud83d\ude00"]}})",
