@@ -121,71 +121,37 @@ class SimdNode {
         Fields() {}  // NOLINT: storage stays uninitialised on purpose
         Fields(const Fields&) = delete;
         Fields& operator=(const Fields&) = delete;
-
+        size_t size() const { return count_; }
+        const Field& operator[](size_t i) const {
+            return *std::launder(reinterpret_cast<const Field*>(storage_ + i * sizeof(Field)));
+        }
         void add(std::string_view key, simdjson::dom::element value) {
             if (count_ == kMax) throw Decline{};
-            const uint64_t bit = bit_of(key);
-            if ((seen_ & bit) && !duplicates_) {
-                for (size_t i = 0; i < count_; ++i) duplicates_ |= at(i).key == key;
-            }
-            seen_ |= bit;
             new (storage_ + count_++ * sizeof(Field)) Field{key, value};
-        }
-
-        // The member named `key`; with duplicate keys the last, as nlohmann
-        // reads them. A key whose bit is not in `seen_` is absent at once
-        // (most optional fields); otherwise the search starts after the
-        // previous find, since readers ask for fields in about the order the
-        // writer put them.
-        const Field* find(std::string_view key) const {
-            if (!(seen_ & bit_of(key))) return nullptr;
-            if (duplicates_) {
-                for (size_t i = count_; i-- > 0;) {
-                    if (at(i).key == key) return &at(i);
-                }
-                return nullptr;
-            }
-            for (size_t n = 0, i = cursor_; n < count_; ++n, i = i + 1 == count_ ? 0 : i + 1) {
-                if (same(at(i).key, key)) {
-                    cursor_ = i + 1 == count_ ? 0 : i + 1;
-                    return &at(i);
-                }
-            }
-            return nullptr;
         }
 
       private:
         static constexpr size_t kMax = 24;
-        // One of 64 bits per key, from its size and first and last bytes.
-        static uint64_t bit_of(std::string_view key) {
-            const size_t n = key.size();
-            const unsigned mix = n ? n * 31u + static_cast<unsigned char>(key[0]) * 7u +
-                                         static_cast<unsigned char>(key[n - 1])
-                                   : 0u;
-            return uint64_t{1} << (mix & 63u);
-        }
-        static bool same(std::string_view a, std::string_view b) {
-            return a.size() == b.size() &&
-                   (a.empty() || (a[0] == b[0] && a.back() == b.back() &&
-                                  std::memcmp(a.data(), b.data(), a.size()) == 0));
-        }
-        const Field& at(size_t i) const {
-            return *std::launder(reinterpret_cast<const Field*>(storage_ + i * sizeof(Field)));
-        }
-
         alignas(Field) std::byte storage_[kMax * sizeof(Field)];
         size_t count_ = 0;
-        uint64_t seen_ = 0;
-        bool duplicates_ = false;
-        mutable size_t cursor_ = 0;
     };
     void list_fields(Fields& fields) const {
         for (const auto [key, value] : simdjson::dom::object(value_)) fields.add(key, value);
     }
+    // The last member named `key` (searched from the end): nlohmann keeps
+    // the last of duplicate keys too. Sizes and first bytes rule out most
+    // members before memcmp is called.
     static std::optional<SimdNode> find(const Fields& object, std::string_view key) {
-        const Field* found = object.find(key);
-        if (!found) return std::nullopt;
-        return SimdNode(found->value);
+        for (size_t i = object.size(); i-- > 0;) {
+            const std::string_view name = object[i].key;
+            if (name.size() != key.size()) continue;
+            if (!key.empty() && (name[0] != key[0] ||
+                                 std::memcmp(name.data() + 1, key.data() + 1, key.size() - 1))) {
+                continue;
+            }
+            return SimdNode(object[i].value);
+        }
+        return std::nullopt;
     }
     template <typename Visit>
     void for_each(Visit visit) const {
