@@ -46,9 +46,11 @@ class NlohmannNode {
     bool is_string() const { return value_->is_string(); }
     bool is_boolean() const { return value_->is_boolean(); }
     bool is_number() const { return value_->is_number(); }
-    bool is_unsigned() const { return value_->is_number_unsigned(); }
     bool is_integer() const { return value_->is_number_integer(); }
-    uint64_t get_unsigned() const { return value_->get<uint64_t>(); }
+    std::optional<uint64_t> as_unsigned() const {
+        if (!value_->is_number_unsigned()) return std::nullopt;
+        return value_->get<uint64_t>();
+    }
     int64_t get_integer() const { return value_->get<int64_t>(); }
     double get_double() const { return value_->get<double>(); }
     bool get_bool() const { return value_->get<bool>(); }
@@ -88,12 +90,12 @@ class SimdNode {
     bool is_string() const { return value_.is_string(); }
     bool is_boolean() const { return value_.is_bool(); }
     bool is_number() const { return value_.is_number(); }
-    bool is_unsigned() const {
-        return value_.is_uint64() || (value_.is_int64() && int64_t(value_) >= 0);
-    }
     bool is_integer() const { return value_.is_int64() || value_.is_uint64(); }
-    uint64_t get_unsigned() const {
-        return value_.is_uint64() ? uint64_t(value_) : static_cast<uint64_t>(int64_t(value_));
+    // A non-negative integer in one look at the tape (most fields are).
+    std::optional<uint64_t> as_unsigned() const {
+        uint64_t number = 0;
+        if (value_.get_uint64().get(number) != simdjson::SUCCESS) return std::nullopt;
+        return number;
     }
     int64_t get_integer() const {
         // nlohmann wraps an unsigned above INT64_MAX the same way.
@@ -141,14 +143,18 @@ class SimdNode {
     // The last member named `key` (searched from the end): nlohmann keeps
     // the last of duplicate keys too. Sizes and first bytes rule out most
     // members before memcmp is called.
+    // Keys are a few bytes long: a loop here beats a call to memcmp.
+    static bool same_bytes(std::string_view a, std::string_view b) {
+        for (size_t i = 0; i < a.size(); ++i) {
+            if (a[i] != b[i]) return false;
+        }
+        return true;
+    }
     static std::optional<SimdNode> find(const Fields& object, std::string_view key) {
         for (size_t i = object.size(); i-- > 0;) {
             const std::string_view name = object[i].key;
             if (name.size() != key.size()) continue;
-            if (!key.empty() && (name[0] != key[0] ||
-                                 std::memcmp(name.data() + 1, key.data() + 1, key.size() - 1))) {
-                continue;
-            }
+            if (!same_bytes(name, key)) continue;
             return SimdNode(object[i].value);
         }
         return std::nullopt;
@@ -220,8 +226,8 @@ class Reader {
         constexpr auto lo = std::numeric_limits<Int>::min();
         constexpr auto hi = std::numeric_limits<Int>::max();
         const auto range = [] { return " " + std::to_string(lo) + ".." + std::to_string(hi); };
-        if (value.is_unsigned()) {
-            const auto number = value.get_unsigned();
+        if (const auto unsigned_number = value.as_unsigned()) {
+            const auto number = *unsigned_number;
             if (number > static_cast<uint64_t>(hi)) error(key, "expected an integer" + range());
             return static_cast<Int>(number);
         }
