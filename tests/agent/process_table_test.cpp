@@ -193,6 +193,30 @@ TEST_F(ProcessTableTest, events_build_the_lifecycle) {
     EXPECT_FALSE(table.get(201).has_value());
 }
 
+// Exits reach the table almost in time order; one that comes late (another
+// CPU's ring buffer) must still leave at the end of its own grace period,
+// and the bound must still take the oldest exit first.
+TEST_F(ProcessTableTest, exits_out_of_time_order_leave_oldest_first) {
+    auto table = make_table(1000);
+    constexpr uint64_t kSecond = 1'000'000'000ull;
+    const std::vector<std::pair<uint32_t, uint64_t>> exits = {
+        {1001, 10 * kSecond}, {1002, 40 * kSecond}, {1003, 20 * kSecond}, {1004, 50 * kSecond}};
+    for (const auto& [pid, exit_ns] : exits) {
+        Exec exec;
+        exec.filename = "/bin/true";
+        table.apply(event_of(pid, 1, exec));
+        table.apply(event_of(pid, exit_ns, Exit{}));
+    }
+    table.evict(51 * kSecond);  // grace 30 s: 1001 (10 s) and 1003 (20 s) are due
+    EXPECT_FALSE(table.get(1001).has_value());
+    EXPECT_FALSE(table.get(1003).has_value()) << "the late exit waited behind a newer one";
+    EXPECT_TRUE(table.get(1002).has_value());
+    EXPECT_TRUE(table.get(1004).has_value());
+    table.evict(75 * kSecond);
+    EXPECT_FALSE(table.get(1002).has_value());
+    EXPECT_TRUE(table.get(1004).has_value());
+}
+
 TEST_F(ProcessTableTest, fork_of_a_gpu_holder_inherits_its_handles) {
     auto table = make_table();
     ASSERT_TRUE(table.bootstrap().ok());
