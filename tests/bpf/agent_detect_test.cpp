@@ -591,7 +591,7 @@ TEST_F(AgentDetectTest, yara_scan_at_first_gpu_use_finds_a_renamed_miner_binary)
 
     OwnChild child(start_child("svc-agent", {binary.string(), "30"}));
     ASSERT_GT(child.pid, 0);
-    auto detection = wait_for_detection(agent, child.pid, "GG-CORR-0004", 10s);
+    auto detection = wait_for_detection(agent, child.pid, "GG-CORR-0004", time_bound(10s));
     ASSERT_TRUE(detection) << agent.stderr_text();
     bool yara_evidence = false;
     for (const auto& item : (*detection)["gpuguard"]["detection"]["evidence"]) {
