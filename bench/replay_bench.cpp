@@ -30,6 +30,8 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -223,33 +225,29 @@ int main(int argc, char** argv) {
     const bool run_json = only.empty() || only == "json";
     const bool run_journal = only.empty() || only == "journal";
 
-    // Each stage runs `rounds` times and keeps its fastest round: this VM has
-    // slow spells of seconds that one round can fall into.
-    // `setup` runs before the clock starts (a fresh Replay for each round).
-    const auto timed = [&](const char* name, const auto& setup, const auto& body) {
-        Stage best{name, 0, 0};
-        for (int round = 0; round < rounds; ++round) {
-            setup();
-            const Timer start;
-            body();
-            const Stage stage = finish(name, start);
-            if (round == 0 || stage.seconds < best.seconds) best = stage;
-        }
-        stages.push_back(best);
-        return best.seconds;
+    // Stages are registered first, then run in rounds: each round runs every
+    // stage once, in order, and each stage keeps its fastest round. This VM
+    // has slow spells of several seconds; interleaved, one spell costs each
+    // stage at most one of its rounds. `setup` runs before the clock starts.
+    struct Step {
+        const char* name;
+        std::function<void()> setup;
+        std::function<void()> body;
     };
+    std::vector<Step> steps;
+    const auto nothing = [] {};
 
     // Baseline: JSON decoding alone, as replay decodes.
     size_t decoded = 0;
     EventJsonReader json_reader;
-    const auto nothing = [] {};
-    timed("JSON decode only (baseline)", nothing, [&] {
-        decoded = 0;
-        for (const auto& line : lines) decoded += json_reader.parse(line, "bench").ok();
-    });
+    steps.push_back({"JSON decode only (baseline)", nothing, [&] {
+                         decoded = 0;
+                         for (const auto& line : lines) {
+                             decoded += json_reader.parse(line, "bench").ok();
+                         }
+                     }});
 
-    // The correlator alone, on decoded events (with their wall-clock time).
-    std::vector<size_t> detections;  // per replay that ran: they must agree
+    // Each replay stage counts its own detections: they must agree.
     std::unique_ptr<Replay> replay;
     size_t found = 0;
     const auto fresh_replay = [&] {
@@ -257,57 +255,81 @@ int main(int argc, char** argv) {
         found = 0;
     };
     const auto count_detection = [&](const Detection&) { ++found; };
+    std::map<std::string, size_t> detections;
+
+    // The correlator alone, on decoded events (with their wall-clock time).
     if (only.empty()) {
-        timed("correlate only (decoded events)", fresh_replay, [&] {
-            for (const auto& event : events) {
-                replay->feed(event, static_cast<int64_t>(event.ts_ns) + kRealtimeOffsetNs,
-                             count_detection);
-            }
-        });
-        detections.push_back(found);
+        steps.push_back({"correlate only (decoded events)", fresh_replay, [&] {
+                             for (const auto& event : events) {
+                                 replay->feed(event,
+                                              static_cast<int64_t>(event.ts_ns) + kRealtimeOffsetNs,
+                                              count_detection);
+                             }
+                             detections["correlate"] = found;
+                         }});
     }
 
     // Both, as `gpuguard replay FILE.jsonl` runs them.
-    double json_s = 0;
     if (run_json) {
-        json_s = timed("JSON Lines: decode + correlate", fresh_replay, [&] {
-            if (auto status = replay->feed_file(jsonl, count_detection); !status) {
-                fail(status.error().message);
-            }
-        });
-        detections.push_back(found);
+        steps.push_back({"JSON Lines: decode + correlate", fresh_replay, [&] {
+                             if (auto status = replay->feed_file(jsonl, count_detection); !status) {
+                                 fail(status.error().message);
+                             }
+                             detections["JSON Lines"] = found;
+                         }});
     }
 
     // The native journal: written by the real writer, then replayed as
     // `gpuguard replay JOURNAL_DIR` does.
-    double journal_s = 0;
     size_t journal_events = events.size();
+    const fs::path journal_dir = dir / "journal";
     if (run_journal) {
-        const fs::path journal_dir = dir / "journal";
-        timed("journal write", nothing, [&] {
-            fs::remove_all(journal_dir);
-            write_journal(events, journal_dir);
-        });
-        timed("journal decode only", nothing, [&] {
-            journal_events = 0;
-            auto reader = journal::JournalReader::open({journal_dir});
-            if (!reader) fail(reader.error().message);
-            journal::JournalRecord record;
-            while (reader->next(record)) {
-                journal_events += record.kind == journal::RecordKind::kEvent;
-            }
-        });
-        journal_s = timed("journal: decode + correlate", fresh_replay, [&] {
-            auto problems = replay->feed_journal(journal_dir, count_detection);
-            if (!problems) fail(problems.error().message);
-            if (!problems->empty()) fail("journal not clean: " + *problems);
-        });
-        detections.push_back(found);
+        steps.push_back({"journal write", nothing, [&] {
+                             fs::remove_all(journal_dir);
+                             write_journal(events, journal_dir);
+                         }});
+        steps.push_back({"journal decode only", nothing, [&] {
+                             journal_events = 0;
+                             auto reader = journal::JournalReader::open({journal_dir});
+                             if (!reader) fail(reader.error().message);
+                             journal::JournalRecord record;
+                             while (reader->next(record)) {
+                                 journal_events += record.kind == journal::RecordKind::kEvent;
+                             }
+                         }});
+        steps.push_back({"journal: decode + correlate", fresh_replay, [&] {
+                             auto problems = replay->feed_journal(journal_dir, count_detection);
+                             if (!problems) fail(problems.error().message);
+                             if (!problems->empty()) fail("journal not clean: " + *problems);
+                             detections["journal"] = found;
+                         }});
     }
+
+    for (int round = 0; round < rounds; ++round) {
+        for (size_t i = 0; i < steps.size(); ++i) {
+            steps[i].setup();
+            const Timer start;
+            steps[i].body();
+            const Stage stage = finish(steps[i].name, start);
+            if (round == 0) {
+                stages.push_back(stage);
+            } else if (stage.seconds < stages[i].seconds) {
+                stages[i] = stage;
+            }
+        }
+    }
+    const auto seconds_of = [&](std::string_view name) {
+        for (const auto& stage : stages) {
+            if (name == stage.name) return stage.seconds;
+        }
+        return 0.0;
+    };
+    const double json_s = seconds_of("JSON Lines: decode + correlate");
+    const double journal_s = seconds_of("journal: decode + correlate");
 
     const double n = static_cast<double>(events.size());
     std::printf("replay_bench: %zu events (%.1f MB of JSON Lines), %zu detections\n", events.size(),
-                bytes / 1e6, detections.front());
+                bytes / 1e6, detections.begin()->second);
     std::printf("%-34s %12s %10s %16s\n", "stage", "events/s", "ratio", "events/CPU-s");
     for (const auto& stage : stages) {
         std::printf("%-34s %12.0f %10.2f %16.0f\n", stage.name, n / stage.seconds,
@@ -329,12 +351,14 @@ int main(int argc, char** argv) {
 
     std::error_code ec;
     if (!keep) fs::remove_all(dir, ec);
-    const bool agree = std::all_of(detections.begin(), detections.end(), [&](size_t count) {
-        return count != 0 && count == detections.front();
+    const bool agree = std::all_of(detections.begin(), detections.end(), [&](const auto& replayed) {
+        return replayed.second != 0 && replayed.second == detections.begin()->second;
     });
     if (decoded != events.size() || journal_events != events.size() || !agree) {
         std::string counts;
-        for (size_t count : detections) counts += " " + std::to_string(count);
+        for (const auto& [name, count] : detections) {
+            counts += " " + name + " " + std::to_string(count);
+        }
         std::fprintf(stderr,
                      "replay_bench: inconsistent run (%zu decoded, %zu from the journal; "
                      "detections per replay:%s)\n",
