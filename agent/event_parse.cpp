@@ -3,11 +3,9 @@
 // event, lenient about what can be derived, and every error names the field.
 //
 // Two JSON parsers read the same way (Reader<Node>): simdjson for speed, and
-// nlohmann for everything simdjson declines (invalid JSON, duplicate keys,
-// net_payload and stratum events) and for every error, so messages and
-// results are those of one parser whichever way a line goes.
-#include <algorithm>
-#include <array>
+// nlohmann for everything simdjson declines (invalid JSON, net_payload and
+// stratum events) and for every error, so messages and results are those of
+// one parser whichever way a line goes (duplicate keys: the last, in both).
 #include <cerrno>
 #include <charconv>
 #include <cstddef>
@@ -140,9 +138,6 @@ class SimdNode {
     void list_fields(Fields& fields) const {
         for (const auto [key, value] : simdjson::dom::object(value_)) fields.add(key, value);
     }
-    // The last member named `key` (searched from the end): nlohmann keeps
-    // the last of duplicate keys too. Sizes and first bytes rule out most
-    // members before memcmp is called.
     // Keys are a few bytes long: a loop here beats a call to memcmp.
     static bool same_bytes(std::string_view a, std::string_view b) {
         for (size_t i = 0; i < a.size(); ++i) {
@@ -150,6 +145,8 @@ class SimdNode {
         }
         return true;
     }
+    // The last member named `key` (searched from the end): nlohmann keeps
+    // the last of duplicate keys too.
     static std::optional<SimdNode> find(const Fields& object, std::string_view key) {
         for (size_t i = object.size(); i-- > 0;) {
             const std::string_view name = object[i].key;
