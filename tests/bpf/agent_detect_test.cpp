@@ -30,6 +30,7 @@
 #include "agent/bpf_pins.h"
 #include "agent/sensor_probe.h"
 #include "gpuguard/signatures/signatures.h"
+#include "tests/support/agent_config.h"
 #include "tests/support/child_process.h"
 #include "tests/support/fake_nvml_script.h"
 #include "tests/support/netns.h"
@@ -163,27 +164,23 @@ class AgentDetectTest : public ::testing::Test {
         GG_REQUIRE_PRIVILEGED();
         node_ = dir_ / "gpu0";
         ASSERT_EQ(mknod(node_.c_str(), S_IFCHR | 0666, makedev(1, 3)), 0);
-        rules_dir_ = dir_ / "rules.d";
-        std::filesystem::create_directory(rules_dir_);
+        rules_dir_ = dir_ / "rules.d";  // made by scratch_paths_config()
         config_ = dir_ / "gpuguard.yaml";
         std::ofstream(config_) << "sensor:\n  extra_gpu_devices: [\"1:3\"]\n"
                                << "  connect_loopback: true\n"
                                << "control:\n  socket: \"\"\n"
-                               << journal_section(dir_ / "journal")
                                // Last: tests append their own keys under rules:.
-                               << "rules:\n  main_file: " << (dir_ / "miner-rules.yaml").string()
-                               << "\n  drop_in_dir: " << rules_dir_.string() << "\n";
+                               << gpuguard::testing::scratch_paths_config(dir_.path());
     }
 
-    // The journal stays in the test's directory, never the host's /var/lib.
+    // As scratch_paths_config() writes it, so a test can swap it.
     static std::string journal_section(const std::filesystem::path& journal_dir,
                                        const std::string& more = "") {
         return "journal:\n  dir: " + journal_dir.string() + "\n" + more;
     }
 
     void replace_in_config(const std::string& from, const std::string& to) {
-        std::ifstream in(config_);
-        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        std::string text = file_bytes(config_);
         const auto at = text.find(from);
         ASSERT_NE(at, std::string::npos) << from;
         text.replace(at, from.size(), to);

@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tests/support/agent_config.h"
 #include "tests/support/child_process.h"
 #include "tests/support/fake_nvml_script.h"
 #include "tests/support/privileged.h"
@@ -61,15 +62,12 @@ class AgentRunTest : public ::testing::Test {
         GG_REQUIRE_PRIVILEGED();
         ASSERT_TRUE(wait_until_no_programs(3s)) << "gg_ programs loaded before the test";
     }
-    // Rules, journal and (unless the test names one) control socket in the
-    // test's directory: an agent under test never touches the host's paths,
-    // nor another test's agent running in parallel.
+    // Rules and journal in the test's directory, and (unless the test names
+    // one) no control socket: an agent under test never touches the host's
+    // paths, nor another test's agent running in parallel.
     std::string own_paths(bool with_control_socket = true) const {
-        std::filesystem::create_directories(dir_ / "rules.d");
         return std::string(with_control_socket ? "control:\n  socket: \"\"\n" : "") +
-               "rules:\n  main_file: " + (dir_ / "miner-rules.yaml").string() +
-               "\n  drop_in_dir: " + (dir_ / "rules.d").string() +
-               "\njournal:\n  dir: " + (dir_ / "journal").string() + "\n";
+               gpuguard::testing::scratch_paths_config(dir_.path());
     }
     TempDir dir_{"gg-run"};
 };

@@ -11,6 +11,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "tests/support/agent_config.h"
+
 namespace gpuguard::testing {
 
 std::multimap<std::string, std::string> read_unit_directives(const std::filesystem::path& unit) {
@@ -78,13 +80,9 @@ std::optional<std::string> NotifySocket::wait_for(const std::string& text,
 
 std::string scratch_agent_config(const std::filesystem::path& dir, const std::string& device,
                                  const std::string& extra) {
-    std::filesystem::create_directories(dir / "rules.d");
     return "sensor:\n  extra_gpu_devices: [\"" + device + "\"]\n" +
            "control:\n  socket: " + (dir / "control.sock").string() + "\n" +
-           "rules:\n  main_file: " + (dir / "miner-rules.yaml").string() +
-           "\n  drop_in_dir: " + (dir / "rules.d").string() + "\n" +
-           "journal:\n  dir: " + (dir / "journal").string() + "\n" +
-           "enforcement:\n  dry_run: true\n" + extra;
+           scratch_paths_config(dir) + "enforcement:\n  dry_run: true\n" + extra;
 }
 
 RefusedPort::RefusedPort() : fd_(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
