@@ -4,7 +4,6 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
-#include <set>
 
 #include <fnmatch.h>
 
@@ -176,7 +175,7 @@ Status Correlator::set_rule_set(std::shared_ptr<const rules::RuleSet> rule_set) 
     rule_set_ = std::move(rule_set);
     reset_rule_set_caches();
     // Signature evidence depends on the rules: match every image again.
-    for (auto& [pid, state] : states_) {
+    for (auto&& [pid, state] : states_) {
         state.matched = false;
         state.hits.clear();
         state.disguise_ids.clear();
@@ -196,7 +195,7 @@ bool Correlator::time_dependent(const std::vector<rules::CorrelationRule>& rules
 void Correlator::set_rules(std::vector<rules::CorrelationRule> rules) {
     rules_ = std::move(rules);
     has_time_rules_ = time_dependent(rules_);
-    for (auto& [pid, state] : states_) {
+    for (auto&& [pid, state] : states_) {
         state.dirty = true;
         for (auto& hit : state.hits) hit.judged = hit.matches = 0;
     }
@@ -684,14 +683,17 @@ DetectionProcess Correlator::describe(const ProcessInfo& info) {
 
 std::vector<DetectionGpu> Correlator::gpus_of(const ProcessInfo& info) const {
     std::vector<DetectionGpu> gpus;
-    std::set<std::pair<uint32_t, uint32_t>> seen;
     for (const auto& handle : info.gpus) {
-        if (!seen.insert({handle.major, handle.minor}).second) continue;
+        const bool seen = std::any_of(gpus.begin(), gpus.end(), [&](const DetectionGpu& known) {
+            return known.major == handle.major && known.minor == handle.minor;
+        });
+        if (seen) continue;
         DetectionGpu gpu;
         gpu.major = handle.major;
         gpu.minor = handle.minor;
-        const auto found =
-            gpu_by_device_.find(std::to_string(handle.major) + ":" + std::to_string(handle.minor));
+        char device[24];
+        const int length = snprintf(device, sizeof(device), "%u:%u", handle.major, handle.minor);
+        const auto found = gpu_by_device_.find(std::string_view(device, length));
         if (found != gpu_by_device_.end()) {
             const GpuTelemetry& reading = found->second;
             gpu.index = static_cast<int>(reading.index);
@@ -829,7 +831,13 @@ void Correlator::raise(const CorrelationRule& rule, const ProcessInfo& info,
         return;
     }
 
-    Detection detection;
+    // Built where it stays open (a window that ended is replaced), then
+    // copied once into `out`.
+    ++stats_.detections;
+    Open& stored = found != open_.end() ? found->second : open_.try_emplace(key).first->second;
+    stored.window_end_ns = ts_ns + static_cast<uint64_t>(rule.window.count()) * 1'000'000'000ull;
+    Detection& detection = stored.detection;
+    detection = Detection{};
     detection.first_seen_ns = evidence.empty() ? ts_ns : std::min(ts_ns, evidence.front().ts_ns);
     detection.id = detection_id(rule.id, info.pid, ts_ns);
     detection.rule_id = rule.id;
@@ -844,12 +852,9 @@ void Correlator::raise(const CorrelationRule& rule, const ProcessInfo& info,
     refresh(detection, info, state, hits, ts_ns);
     if (evidence.size() > options_.max_evidence) evidence.resize(options_.max_evidence);
     detection.evidence = std::move(evidence);
-    detection.action = action;
+    detection.action = std::move(action);
     detection.dry_run = options_.dry_run || rule.dry_run;
-    ++stats_.detections;
     out.push_back(detection);
-    open_[key] = Open{std::move(detection),
-                      ts_ns + static_cast<uint64_t>(rule.window.count()) * 1'000'000'000ull};
 }
 
 }  // namespace gpuguard::agent

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "agent/event.h"
+#include "agent/pid_map.h"
 #include "agent/process_table.h"
 #include "gpuguard/common/detection.h"
 #include "gpuguard/common/result.h"
@@ -179,9 +180,9 @@ class Correlator {
     CorrelatorOptions options_;
     bool has_time_rules_ = false;  // some rule looks at telemetry over time
     int64_t realtime_offset_ns_ = 0;
-    std::unordered_map<uint32_t, ProcessState> states_;
+    PidMap<ProcessState> states_;
     std::map<std::pair<uint32_t, std::string>, Open> open_;
-    std::map<std::string, GpuTelemetry> gpu_by_device_;  // "195:0" -> latest reading
+    std::map<std::string, GpuTelemetry, std::less<>> gpu_by_device_;  // "195:0" -> latest reading
     std::unordered_map<std::string_view, const rules::EffectiveSignature*> signatures_;
     std::unordered_map<std::string, std::vector<std::string_view>>
         match_cache_[std::size(signatures::kAllFields)];

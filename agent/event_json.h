@@ -1,6 +1,7 @@
 // JSON Lines form of events (docs/events.md).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -34,6 +35,15 @@ struct ParsedEvent {
 // 0..65535".
 Result<ParsedEvent> event_from_json(std::string_view line, std::string_view where);
 
+// The seconds of the last "YYYY-MM-DDTHH:MM:SS" parse_rfc3339 read, for a
+// reader of many times in order: consecutive events mostly share them.
+struct Rfc3339Seconds {
+    static constexpr size_t kPrefix = 19;
+    char prefix[kPrefix] = {};
+    int64_t seconds = 0;
+    bool valid = false;
+};
+
 // event_from_json for many lines: keeps its parser's buffers from one line
 // to the next (one per thread). Same results and errors.
 class EventJsonReader {
@@ -56,6 +66,7 @@ class EventJsonReader {
   private:
     struct Parser;  // simdjson's, kept out of this header
     std::unique_ptr<Parser> parser_;
+    Rfc3339Seconds last_time_;
     uint64_t exact_parses_ = 0;
 };
 
@@ -64,8 +75,9 @@ class EventJsonReader {
 std::string errno_name(int32_t result);
 
 // "2026-11-21T23:49:29.227805351Z" -> nanoseconds since the epoch (UTC 'Z'
-// or a +hh:mm offset; fraction optional).
-std::optional<int64_t> parse_rfc3339(std::string_view text);
+// or a +hh:mm offset; fraction optional). `last`, when given, is consulted
+// and updated.
+std::optional<int64_t> parse_rfc3339(std::string_view text, Rfc3339Seconds* last = nullptr);
 // The inverse, always UTC with 9 fraction digits.
 std::string format_rfc3339(int64_t unix_ns);
 

@@ -562,9 +562,12 @@ int digits(std::string_view text, size_t pos, size_t count) {
 
 }  // namespace
 
-std::optional<int64_t> parse_rfc3339(std::string_view text) {
-    // YYYY-MM-DDTHH:MM:SS[.fraction](Z|+hh:mm|-hh:mm)
-    if (text.size() < 20 || text[4] != '-' || text[7] != '-' ||
+namespace {
+
+// Seconds since the epoch of "YYYY-MM-DDTHH:MM:SS" (the first 19 bytes, not
+// checked here), as if UTC; nullopt when a field is out of range.
+std::optional<int64_t> civil_seconds(std::string_view text) {
+    if (text[4] != '-' || text[7] != '-' ||
         (text[10] != 'T' && text[10] != 't' && text[10] != ' ') || text[13] != ':' ||
         text[16] != ':') {
         return std::nullopt;
@@ -576,7 +579,37 @@ std::optional<int64_t> parse_rfc3339(std::string_view text) {
         minute < 0 || minute > 59 || second < 0 || second > 60) {
         return std::nullopt;
     }
-    size_t pos = 19;
+    // timegm() without its cost: days from the civil date (H. Hinnant's
+    // algorithm), linear in every field as timegm's normalisation is.
+    const int64_t y = month <= 2 ? year - 1 : year;
+    const int64_t era = (y >= 0 ? y : y - 399) / 400;
+    const int64_t year_of_era = y - era * 400;
+    const int64_t day_of_year = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1;
+    const int64_t day_of_era =
+        year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    const int64_t days = era * 146097 + day_of_era - 719468;
+    return days * 86400 + hour * 3600 + minute * 60 + second;
+}
+
+}  // namespace
+
+std::optional<int64_t> parse_rfc3339(std::string_view text, Rfc3339Seconds* last) {
+    // YYYY-MM-DDTHH:MM:SS[.fraction](Z|+hh:mm|-hh:mm)
+    constexpr size_t kCivil = Rfc3339Seconds::kPrefix;
+    if (text.size() < 20) return std::nullopt;
+    std::optional<int64_t> civil;
+    if (last && last->valid && std::memcmp(last->prefix, text.data(), kCivil) == 0) {
+        civil = last->seconds;  // events of one second share it: most of a busy stream
+    } else {
+        civil = civil_seconds(text);
+        if (!civil) return std::nullopt;
+        if (last) {
+            std::memcpy(last->prefix, text.data(), kCivil);
+            last->seconds = *civil;
+            last->valid = true;
+        }
+    }
+    size_t pos = kCivil;
     int64_t nanos = 0;
     if (pos < text.size() && text[pos] == '.') {
         ++pos;
@@ -602,20 +635,9 @@ std::optional<int64_t> parse_rfc3339(std::string_view text) {
         return std::nullopt;
     }
     if (pos != text.size()) return std::nullopt;
-    // timegm() without its cost: days from the civil date (H. Hinnant's
-    // algorithm), linear in every field as timegm's normalisation is.
-    const int64_t y = month <= 2 ? year - 1 : year;
-    const int64_t era = (y >= 0 ? y : y - 399) / 400;
-    const int64_t year_of_era = y - era * 400;
-    const int64_t day_of_year = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1;
-    const int64_t day_of_era =
-        year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    const int64_t days = era * 146097 + day_of_era - 719468;
-    const int64_t seconds = days * 86400 + hour * 3600 + minute * 60 + second;
     // Wider than int64 on the way: 1677 and 2262 are where nanoseconds end,
     // and a time outside them is not one this reader can give.
-    const __int128 unix_ns =
-        static_cast<__int128>(seconds - offset_seconds) * 1'000'000'000 + nanos;
+    const __int128 unix_ns = static_cast<__int128>(*civil - offset_seconds) * 1'000'000'000 + nanos;
     if (unix_ns < std::numeric_limits<int64_t>::min() ||
         unix_ns > std::numeric_limits<int64_t>::max()) {
         return std::nullopt;
@@ -628,7 +650,7 @@ namespace {
 // The event in `top` (the line's object); throws FieldError, or Decline from
 // the simdjson side.
 template <typename Node>
-ParsedEvent read_event(const Reader<Node>& top) {
+ParsedEvent read_event(const Reader<Node>& top, Rfc3339Seconds* last_time = nullptr) {
     ParsedEvent parsed;
     if (top.has("v") && top.template integer<int>("v") != 1) {
         top.error("v", "unsupported version " + top.raw()["v"].dump() + " (this agent reads 1)");
@@ -637,7 +659,7 @@ ParsedEvent read_event(const Reader<Node>& top) {
     parsed.event.ts_ns = top.template integer<uint64_t>("ts_ns");
     if (top.has("time")) {
         const std::string_view time = top.text("time");
-        parsed.time_unix_ns = parse_rfc3339(time);
+        parsed.time_unix_ns = parse_rfc3339(time, last_time);
         if (!parsed.time_unix_ns) {
             top.error("time", "expected RFC 3339, got \"" + std::string(time) + "\"");
         }
@@ -727,7 +749,7 @@ Result<ParsedEvent> EventJsonReader::parse(std::string_view line, std::string_vi
             simdjson::SUCCESS &&
         root.is_object()) {
         try {
-            return read_event(Reader<SimdNode>(SimdNode(root)));
+            return read_event(Reader<SimdNode>(SimdNode(root)), &last_time_);
         } catch (const FieldError&) {
         } catch (const Decline&) {
         } catch (const simdjson::simdjson_error&) {

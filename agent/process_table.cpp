@@ -58,9 +58,9 @@ ProcessTable::ProcessTable(ProcessTableOptions options, IsGpuDevice is_gpu)
     : options_(std::move(options)),
       is_gpu_(std::move(is_gpu)),
       container_names_(options_.runtime_root) {
-    // Buckets for the bound up front (8 bytes each): a busy host would
-    // otherwise rehash every entry several times on its way there.
-    processes_.reserve(std::min<size_t>(options_.max_entries, 1 << 20));
+    // Slots for the bound up front (up to 2 MiB of them): growing re-slots
+    // every entry.
+    processes_.reserve(std::min<size_t>(options_.max_entries, 1 << 16));
 }
 
 Result<BootstrapReport> ProcessTable::bootstrap() {
@@ -171,9 +171,9 @@ std::string ProcessTable::user_name(uint32_t uid) {
 }
 
 ProcessInfo& ProcessTable::entry(uint32_t pid) {
-    auto found = processes_.find(pid);
-    if (found != processes_.end()) return found->second;
-    ProcessInfo& info = processes_[pid];
+    const auto [entry, created] = processes_.try_emplace(pid);
+    if (!created) return *entry;
+    ProcessInfo& info = *entry;
     info.pid = pid;
     load_from_proc(info);  // a process we have not seen exec (started before us, or evicted)
     note_idle(pid);
@@ -230,8 +230,8 @@ void ProcessTable::apply(const Event& event) {
         }
         void operator()(const Fork& fork) {
             ProcessInfo child;
-            if (auto parent = table.processes_.find(task.pid); parent != table.processes_.end()) {
-                child = parent->second;  // same image, same user, same cgroup
+            if (const ProcessInfo* parent = table.processes_.find(task.pid)) {
+                child = *parent;  // same image, same user, same cgroup
                 child.connects.clear();
                 child.ioctls.clear();
                 child.exited = false;
@@ -251,9 +251,9 @@ void ProcessTable::apply(const Event& event) {
             table.note_idle(fork.child_pid);
         }
         void operator()(const Exit& exit) {
-            auto found = table.processes_.find(task.pid);
-            if (found == table.processes_.end()) return;  // never knew it: nothing to keep
-            ProcessInfo& info = found->second;
+            ProcessInfo* found = table.processes_.find(task.pid);
+            if (!found) return;  // never knew it: nothing to keep
+            ProcessInfo& info = *found;
             info.exited = true;
             info.exit_ns = event.ts_ns;
             table.exited_candidates_.emplace_back(info.exit_ns, task.pid);
@@ -306,10 +306,9 @@ void ProcessTable::apply_ioctl_stats(const std::vector<IoctlAggregate>& stats, u
                                ? static_cast<double>(now_ns - last_ioctl_read_ns_) / 1e9
                                : 0.0;
     for (const auto& aggregate : stats) {
-        auto found = processes_.find(aggregate.pid);
-        if (found == processes_.end())
-            continue;  // evicted or never seen open: the kernel will forget it
-        ProcessInfo& info = found->second;
+        ProcessInfo* found = processes_.find(aggregate.pid);
+        if (!found) continue;  // evicted or never seen open: the kernel will forget it
+        ProcessInfo& info = *found;
         auto counter = std::find_if(info.ioctls.begin(), info.ioctls.end(), [&](const auto& c) {
             return c.major == aggregate.major && c.minor == aggregate.minor &&
                    c.cmd == aggregate.cmd;
@@ -337,13 +336,12 @@ std::vector<uint32_t> ProcessTable::evict(uint64_t now_ns) {
         std::pop_heap(exited.begin(), exited.end(), std::greater<>{});
         const auto [exit_ns, pid] = exited.back();
         exited.pop_back();
-        const auto found = processes_.find(pid);
-        if (found == processes_.end() || !found->second.exited ||
-            found->second.exit_ns != exit_ns) {
+        const ProcessInfo* found = processes_.find(pid);
+        if (!found || !found->exited || found->exit_ns != exit_ns) {
             continue;  // gone, running again, or exited again later
         }
-        if (found->second.holds_gpu()) gpu_pids.push_back(pid);
-        processes_.erase(found);
+        if (found->holds_gpu()) gpu_pids.push_back(pid);
+        processes_.erase(pid);
     }
     enforce_bound();
     return gpu_pids;
@@ -387,12 +385,9 @@ void ProcessTable::enforce_bound() {
         std::pop_heap(exited.begin(), exited.end(), std::greater<>{});
         const auto [exit_ns, pid] = exited.back();
         exited.pop_back();
-        const auto found = processes_.find(pid);
-        if (found == processes_.end() || !found->second.exited ||
-            found->second.exit_ns != exit_ns) {
-            continue;
-        }
-        processes_.erase(found);
+        const ProcessInfo* found = processes_.find(pid);
+        if (!found || !found->exited || found->exit_ns != exit_ns) continue;
+        processes_.erase(pid);
         --excess;
     }
     auto& idle = idle_candidates_;
@@ -400,27 +395,26 @@ void ProcessTable::enforce_bound() {
         std::pop_heap(idle.begin(), idle.end(), std::greater<>{});
         const uint32_t pid = idle.back();
         idle.pop_back();
-        const auto found = processes_.find(pid);
-        if (found == processes_.end() || found->second.exited || found->second.holds_gpu()) {
+        const ProcessInfo* found = processes_.find(pid);
+        if (!found || found->exited || found->holds_gpu()) {
             continue;  // its next change into an idle entry pushes it again
         }
-        processes_.erase(found);
+        processes_.erase(pid);
         ++evicted_live_;
         --excess;
     }
 }
 
 std::optional<ProcessInfo> ProcessTable::get(uint32_t pid) const {
-    const auto found = processes_.find(pid);
-    if (found == processes_.end()) return std::nullopt;
-    return found->second;
+    const ProcessInfo* found = processes_.find(pid);
+    if (!found) return std::nullopt;
+    return *found;
 }
 
 ProcessInfo ProcessTable::enriched(const TaskInfo& task) {
     ProcessInfo info;
-    if (auto found = processes_.find(task.pid);
-        found != processes_.end() && !found->second.exited) {
-        info = found->second;
+    if (const ProcessInfo* found = processes_.find(task.pid); found && !found->exited) {
+        info = *found;
     } else {
         info.pid = task.pid;
         load_from_proc(info);
@@ -430,10 +424,7 @@ ProcessInfo ProcessTable::enriched(const TaskInfo& task) {
     return info;
 }
 
-const ProcessInfo* ProcessTable::find(uint32_t pid) const {
-    const auto found = processes_.find(pid);
-    return found == processes_.end() ? nullptr : &found->second;
-}
+const ProcessInfo* ProcessTable::find(uint32_t pid) const { return processes_.find(pid); }
 
 std::vector<ProcessInfo> ProcessTable::processes_where(
     const std::function<bool(const ProcessInfo&)>& keep) const {

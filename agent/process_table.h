@@ -13,13 +13,13 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include <sys/types.h>
 
 #include "agent/container_names.h"
 #include "agent/event.h"
+#include "agent/pid_map.h"
 #include "agent/proc_parse.h"
 #include "gpuguard/common/result.h"
 
@@ -156,7 +156,7 @@ class ProcessTable {
 
     ProcessTableOptions options_;
     IsGpuDevice is_gpu_;
-    std::unordered_map<uint32_t, ProcessInfo> processes_;
+    PidMap<ProcessInfo> processes_;
     std::map<uint32_t, std::string> user_names_;
     std::map<uint32_t, std::string> group_names_;
     ContainerNames container_names_;

@@ -249,5 +249,32 @@ TEST(EventParse, Rfc3339) {
     EXPECT_EQ(format_rfc3339(1'795'304'969'227'805'351), "2026-11-21T23:49:29.227805351Z");
 }
 
+// A reader of many lines remembers the last date and time to the second:
+// what follows them, and a different second, are still read in full.
+TEST(EventParse, Rfc3339WithTheLastSecondsRemembered) {
+    const char* const times[] = {
+        "2026-11-21T23:49:29.227805351Z",
+        "2026-11-21T23:49:29.5Z",
+        "2026-11-21T23:49:29Z",
+        "2026-11-21T23:49:29+01:00",
+        "2026-11-21T23:49:29.Z",
+        "2026-11-21T23:49:29.1Zjunk",
+        "2026-11-21T23:49:29",
+        "2026-11-21T23:49:30.000000001Z",
+        "2026-13-21T23:49:29Z",
+        "2026-11-21T23:49:30.25-00:30",
+        "2026-11-21T23:49:3x.25Z",
+        "1970-01-01T00:00:00Z",
+    };
+    Rfc3339Seconds last;
+    for (const char* text : times) {
+        EXPECT_EQ(parse_rfc3339(text, &last), parse_rfc3339(text)) << text;
+    }
+    // An invalid prefix is never remembered as a valid one.
+    EXPECT_FALSE(parse_rfc3339("2026-13-21T23:49:29Z", &last));
+    EXPECT_FALSE(parse_rfc3339("2026-13-21T23:49:29Z", &last));
+    EXPECT_EQ(parse_rfc3339("1970-01-01T00:00:00.5Z", &last), 500'000'000);
+}
+
 }  // namespace
 }  // namespace gpuguard::agent
