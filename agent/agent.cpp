@@ -131,7 +131,7 @@ struct Agent::Impl {
     std::unique_ptr<rules::GuardPolicyWatcher> guard_watcher;  // rules.correlation_files
     NetIntel net_intel;  // names connects from DNS answers, derives Stratum events
     std::unique_ptr<ExeScanWorker> exe_scans;           // null when rules.yara_scan is off
-    std::vector<Detection> raised;                      // scratch for Correlator::observe
+    std::vector<const Detection*> raised;               // scratch for Correlator::observe
     std::map<std::string, std::string> kill_now_names;  // in the kernel map: comm -> signature id
     uint64_t telemetry_sequence = 0;
     uint64_t detections_total = 0;
@@ -629,7 +629,7 @@ struct Agent::Impl {
         if (correlator) {
             raised.clear();
             correlator->observe(event, raised);
-            for (const auto& detection : raised) emit(detection);
+            for (const Detection* detection : raised) emit(*detection);
             if (exe_scans) submit_scans();
         }
         if (const auto* telemetry = std::get_if<Telemetry>(&event.data);

@@ -261,13 +261,30 @@ void Correlator::match_image(ProcessState& state, const ProcessInfo& info, uint6
 }
 
 void Correlator::observe(const Event& event, std::vector<Detection>& out) {
+    std::vector<const Detection*> reported;
+    observe(event, reported);
+    for (const Detection* detection : reported) out.push_back(*detection);
+}
+
+void Correlator::report(const Detection& detection, std::vector<const Detection*>& out) {
+    for (const Detection*& earlier : out) {
+        if (earlier == &detection) {
+            reported_twice_.push_back(detection);
+            earlier = &reported_twice_.back();
+        }
+    }
+    out.push_back(&detection);
+}
+
+void Correlator::observe(const Event& event, std::vector<const Detection*>& out) {
+    reported_twice_.clear();
     ++stats_.events;
     const uint32_t pid = event.task.pid;
     struct Visitor {
         Correlator& self;
         const Event& event;
         uint32_t pid;
-        std::vector<Detection>& out;
+        std::vector<const Detection*>& out;
 
         void judge(uint32_t target) { self.evaluate(target, event.ts_ns, out); }
 
@@ -419,7 +436,7 @@ void Correlator::observe(const Event& event, std::vector<Detection>& out) {
     std::visit(Visitor{*this, event, pid, out}, event.data);
 }
 
-void Correlator::evaluate(uint32_t pid, uint64_t ts_ns, std::vector<Detection>& out) {
+void Correlator::evaluate(uint32_t pid, uint64_t ts_ns, std::vector<const Detection*>& out) {
     const ProcessInfo* info = table_.find(pid);
     if (!info) return;
     ProcessState& state = states_[pid];
@@ -754,8 +771,8 @@ bool Correlator::adds_evidence(const Detection& detection, const std::vector<con
 
 void Correlator::raise(const CorrelationRule& rule, const ProcessInfo& info,
                        const ProcessState& state, const std::vector<const Hit*>& hits,
-                       std::vector<Evidence>& extra, uint64_t ts_ns, std::vector<Detection>& out,
-                       std::optional<bool>& allowlisted) {
+                       std::vector<Evidence>& extra, uint64_t ts_ns,
+                       std::vector<const Detection*>& out, std::optional<bool>& allowlisted) {
     double confidence = rule.base_confidence;
     std::string action = rule.action == "from_signatures" ? "alert" : rule.action;
     for (const Hit* hit : hits) {
@@ -827,12 +844,11 @@ void Correlator::raise(const CorrelationRule& rule, const ProcessInfo& info,
         refresh(detection, info, state, hits, ts_ns);
         ++detection.update;
         ++stats_.updates;
-        out.push_back(detection);
+        report(detection, out);
         return;
     }
 
-    // Built where it stays open (a window that ended is replaced), then
-    // copied once into `out`.
+    // Built where it stays open (a window that ended is replaced).
     ++stats_.detections;
     Open& stored = found != open_.end() ? found->second : open_.try_emplace(key).first->second;
     stored.window_end_ns = ts_ns + static_cast<uint64_t>(rule.window.count()) * 1'000'000'000ull;
@@ -854,7 +870,7 @@ void Correlator::raise(const CorrelationRule& rule, const ProcessInfo& info,
     detection.evidence = std::move(evidence);
     detection.action = std::move(action);
     detection.dry_run = options_.dry_run || rule.dry_run;
-    out.push_back(detection);
+    report(detection, out);
 }
 
 }  // namespace gpuguard::agent

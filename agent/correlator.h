@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <iterator>
 #include <map>
 #include <memory>
@@ -68,6 +69,11 @@ class Correlator {
     // Judges `event` (already applied to the table) and appends new or
     // updated detections to `out`.
     void observe(const Event& event, std::vector<Detection>& out);
+    // The same without copying them: each points at the detection as it was
+    // reported, valid until the next observe(), set_rule_set() or
+    // set_rules() (most reports are read once and dropped: a copy of every
+    // one cost replay as much as judging them).
+    void observe(const Event& event, std::vector<const Detection*>& out);
 
     // Hot reload: later events are judged by the new rules; open detections
     // stay open.
@@ -149,13 +155,16 @@ class Correlator {
     void add_hits(ProcessState& state, rules::EvidenceField field,
                   const std::vector<std::string_view>& ids, uint64_t ts_ns,
                   const std::string& detail);
-    void evaluate(uint32_t pid, uint64_t ts_ns, std::vector<Detection>& out);
+    void evaluate(uint32_t pid, uint64_t ts_ns, std::vector<const Detection*>& out);
+    // Appends `detection` to `out`; one reported twice by the same observe()
+    // is kept as it was the first time (a copy in reported_twice_).
+    void report(const Detection& detection, std::vector<const Detection*>& out);
     // rules_[index].signature->matches(hit), remembered in the hit.
     bool signature_matches(size_t index, const Hit& hit) const;
     // `allowlisted` caches the allowlist verdict over one evaluation.
     void raise(const rules::CorrelationRule& rule, const ProcessInfo& info,
                const ProcessState& state, const std::vector<const Hit*>& hits,
-               std::vector<Evidence>& extra, uint64_t ts_ns, std::vector<Detection>& out,
+               std::vector<Evidence>& extra, uint64_t ts_ns, std::vector<const Detection*>& out,
                std::optional<bool>& allowlisted);
     // Whether raising again would add evidence to an open `detection`.
     bool adds_evidence(const Detection& detection, const std::vector<const Hit*>& hits,
@@ -188,6 +197,7 @@ class Correlator {
         match_cache_[std::size(signatures::kAllFields)];
     std::unordered_map<uint16_t, std::vector<std::string_view>> port_cache_;
     std::vector<ScanRequest> scan_requests_;
+    std::deque<Detection> reported_twice_;  // see report(); emptied by each observe()
     CorrelatorStats stats_;
 };
 

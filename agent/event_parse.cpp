@@ -6,6 +6,7 @@
 // nlohmann for everything simdjson declines (invalid JSON, net_payload and
 // stratum events) and for every error, so messages and results are those of
 // one parser whichever way a line goes (duplicate keys: the last, in both).
+#include <bit>
 #include <cerrno>
 #include <charconv>
 #include <cstddef>
@@ -33,6 +34,54 @@ struct FieldError {
     std::string message;
 };
 
+// A member name the readers look up: always a literal, whose first 8 bytes
+// (zero-padded, little-endian) are worked out as one word at compile time.
+// The simdjson side keeps the same word for each member of an object, so one
+// compare of words (and of sizes) tells most members apart.
+struct Key {
+    std::string_view name;
+    uint64_t word = 0;
+    size_t slot = 0;  // slot_of(word)
+
+    template <size_t N>
+    consteval Key(const char (&text)[N])  // NOLINT: implicit, from literals
+        : name(text, N - 1), word(word_of(name)), slot(slot_of(word)) {}
+    operator std::string_view() const { return name; }  // NOLINT
+
+    // Where a member with this word starts its probe in the simdjson side's
+    // table of an object's members (a multiplicative hash's top bits).
+    static constexpr size_t kSlots = 64;
+    static constexpr size_t slot_of(uint64_t word) {
+        return static_cast<size_t>((word * 0x9e3779b97f4a7c15ull) >> 58);
+    }
+    static constexpr uint64_t word_of(std::string_view text) {
+        uint64_t word = 0;
+        for (size_t i = 0; i < text.size() && i < sizeof(word); ++i) {
+            word |= uint64_t{static_cast<unsigned char>(text[i])} << (8 * i);
+        }
+        return word;
+    }
+    // word_of() for a member name of a parsed line: a few loads, no loop.
+    static uint64_t runtime_word_of(std::string_view text) {
+        static_assert(std::endian::native == std::endian::little);
+        const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
+        const size_t size = text.size();
+        uint64_t word = 0;
+        if (size >= 8) {
+            std::memcpy(&word, bytes, 8);
+        } else if (size >= 4) {  // two 4-byte loads, overlapping when size < 8
+            uint32_t low = 0, high = 0;
+            std::memcpy(&low, bytes, 4);
+            std::memcpy(&high, bytes + size - 4, 4);
+            word = low | (uint64_t{high} << (8 * (size - 4)));
+        } else if (size > 0) {  // first, middle and last byte (some the same)
+            word = uint64_t{bytes[0]} | (uint64_t{bytes[size / 2]} << (8 * (size / 2))) |
+                   (uint64_t{bytes[size - 1]} << (8 * (size - 1)));
+        }
+        return word;
+    }
+};
+
 // A JSON value of nlohmann's DOM.
 class NlohmannNode {
   public:
@@ -57,8 +106,8 @@ class NlohmannNode {
     // An object's members, looked up by key.
     using Fields = const json*;
     void list_fields(Fields& fields) const { fields = value_; }
-    static std::optional<NlohmannNode> find(Fields object, std::string_view key) {
-        auto found = object->find(key);
+    static std::optional<NlohmannNode> find(Fields object, Key key) {
+        auto found = object->find(key.name);
         if (found == object->end()) return std::nullopt;
         return NlohmannNode(*found);
     }
@@ -107,13 +156,16 @@ class SimdNode {
     bool get_bool() const { return bool(value_); }
     std::string_view get_string() const { return std::string_view(value_); }
     const char* type_name() const { throw Decline{}; }  // errors are nlohmann's to word
-    // An object's members, listed once: events have a dozen at most. The
-    // storage is left uninitialised and filled in place: a Reader is made for
-    // every object of every line, and zeroing or copying 24 slots each time
-    // cost more than the lookups.
+    // An object's members, listed once into a small open-addressed table:
+    // events have a dozen members at most, and each is looked up at its
+    // literal key's slot (worked out at compile time) instead of by a scan.
+    // The storage is left uninitialised and filled in place (a bitmask says
+    // which slots hold a member): a Reader is made for every object of
+    // every line, and zeroing it each time cost more than the lookups.
     struct Field {
         std::string_view key;
         simdjson::dom::element value;
+        uint64_t word;  // Key::runtime_word_of(key)
     };
     static_assert(std::is_trivially_destructible_v<Field>);
     class Fields {
@@ -121,40 +173,59 @@ class SimdNode {
         Fields() {}  // NOLINT: storage stays uninitialised on purpose
         Fields(const Fields&) = delete;
         Fields& operator=(const Fields&) = delete;
-        size_t size() const { return count_; }
-        const Field& operator[](size_t i) const {
-            return *std::launder(reinterpret_cast<const Field*>(storage_ + i * sizeof(Field)));
-        }
+        // A member named like an earlier one replaces it: nlohmann keeps the
+        // last of duplicate keys too.
         void add(std::string_view key, simdjson::dom::element value) {
-            if (count_ == kMax) throw Decline{};
-            new (storage_ + count_++ * sizeof(Field)) Field{key, value};
+            const uint64_t word = Key::runtime_word_of(key);
+            for (size_t slot = Key::slot_of(word);; slot = (slot + 1) % Key::kSlots) {
+                if (!(used_ & (uint64_t{1} << slot))) {
+                    if (count_ == kMax) throw Decline{};
+                    new (storage_ + slot * sizeof(Field)) Field{key, value, word};
+                    used_ |= uint64_t{1} << slot;
+                    ++count_;
+                    return;
+                }
+                Field& field = at(slot);
+                if (field.word == word && same_name(field.key, key)) {
+                    field.value = value;
+                    return;
+                }
+            }
+        }
+        std::optional<simdjson::dom::element> find(Key key) const {
+            // Ends at a free slot: at most kMax of kSlots are taken.
+            for (size_t slot = key.slot;; slot = (slot + 1) % Key::kSlots) {
+                if (!(used_ & (uint64_t{1} << slot))) return std::nullopt;
+                const Field& field = at(slot);
+                if (field.word == key.word && same_name(field.key, key.name)) return field.value;
+            }
         }
 
       private:
         static constexpr size_t kMax = 24;
-        alignas(Field) std::byte storage_[kMax * sizeof(Field)];
+        static_assert(kMax < Key::kSlots && Key::kSlots <= 64);
+        // Sizes and first 8 bytes are known equal (the words match).
+        static bool same_name(std::string_view a, std::string_view b) {
+            return a.size() == b.size() &&
+                   (a.size() <= 8 || std::memcmp(a.data() + 8, b.data() + 8, a.size() - 8) == 0);
+        }
+        Field& at(size_t slot) {
+            return *std::launder(reinterpret_cast<Field*>(storage_ + slot * sizeof(Field)));
+        }
+        const Field& at(size_t slot) const {
+            return *std::launder(reinterpret_cast<const Field*>(storage_ + slot * sizeof(Field)));
+        }
+        alignas(Field) std::byte storage_[Key::kSlots * sizeof(Field)];
+        uint64_t used_ = 0;
         size_t count_ = 0;
     };
     void list_fields(Fields& fields) const {
         for (const auto [key, value] : simdjson::dom::object(value_)) fields.add(key, value);
     }
-    // Keys are a few bytes long: a loop here beats a call to memcmp.
-    static bool same_bytes(std::string_view a, std::string_view b) {
-        for (size_t i = 0; i < a.size(); ++i) {
-            if (a[i] != b[i]) return false;
-        }
-        return true;
-    }
-    // The last member named `key` (searched from the end): nlohmann keeps
-    // the last of duplicate keys too.
-    static std::optional<SimdNode> find(const Fields& object, std::string_view key) {
-        for (size_t i = object.size(); i-- > 0;) {
-            const std::string_view name = object[i].key;
-            if (name.size() != key.size()) continue;
-            if (!same_bytes(name, key)) continue;
-            return SimdNode(object[i].value);
-        }
-        return std::nullopt;
+    static std::optional<SimdNode> find(const Fields& object, Key key) {
+        const auto value = object.find(key);
+        if (!value) return std::nullopt;
+        return SimdNode(*value);
     }
     template <typename Visit>
     void for_each(Visit visit) const {
@@ -181,8 +252,8 @@ class Reader {
         if (object_) object_->list_fields(fields_);
     }
 
-    bool has(std::string_view key) const { return find(key).has_value(); }
-    std::optional<Node> find(std::string_view key) const {
+    bool has(Key key) const { return find(key).has_value(); }
+    std::optional<Node> find(Key key) const {
         if (!object_) return std::nullopt;
         auto found = Node::find(fields_, key);
         if (!found || found->is_null()) return std::nullopt;
@@ -209,7 +280,7 @@ class Reader {
     }
 
     template <typename Int>
-    Int integer(std::string_view key, std::optional<Int> fallback = std::nullopt) const {
+    Int integer(Key key, std::optional<Int> fallback = std::nullopt) const {
         const auto value = find(key);
         if (!value) {
             if (fallback) return *fallback;
@@ -254,8 +325,7 @@ class Reader {
 
     // A string field as a view into the parsed line: valid while the line's
     // document is, which is as long as this reader.
-    std::string_view text(std::string_view key,
-                          std::optional<std::string_view> fallback = std::nullopt) const {
+    std::string_view text(Key key, std::optional<std::string_view> fallback = std::nullopt) const {
         const auto value = find(key);
         if (!value) {
             if (fallback) return *fallback;
@@ -265,12 +335,18 @@ class Reader {
             error(key, std::string("expected a string, got ") + value->type_name());
         return value->get_string();
     }
-    std::string string(std::string_view key,
-                       std::optional<std::string_view> fallback = std::nullopt) const {
+    std::optional<std::string_view> optional_text(Key key) const {
+        const auto value = find(key);
+        if (!value) return std::nullopt;
+        if (!value->is_string())
+            error(key, std::string("expected a string, got ") + value->type_name());
+        return value->get_string();
+    }
+    std::string string(Key key, std::optional<std::string_view> fallback = std::nullopt) const {
         return std::string(text(key, fallback));
     }
 
-    bool boolean(std::string_view key, bool fallback) const {
+    bool boolean(Key key, bool fallback) const {
         const auto value = find(key);
         if (!value) return fallback;
         if (!value->is_boolean())
@@ -278,7 +354,7 @@ class Reader {
         return value->get_bool();
     }
 
-    std::optional<double> number(std::string_view key) const {
+    std::optional<double> number(Key key) const {
         const auto value = find(key);
         if (!value) return std::nullopt;
         if (!value->is_number())
@@ -287,13 +363,13 @@ class Reader {
     }
 
     template <typename Int>
-    std::optional<Int> optional_integer(std::string_view key) const {
+    std::optional<Int> optional_integer(Key key) const {
         const auto value = find(key);
         if (!value) return std::nullopt;
         return to_integer<Int>(*value, key);
     }
 
-    std::vector<std::string> strings(std::string_view key) const {
+    std::vector<std::string> strings(Key key) const {
         std::vector<std::string> out;
         const auto value = find(key);
         if (!value) return out;
@@ -308,7 +384,7 @@ class Reader {
 
     // Each object of the list `key` (absent: none), as a Reader named "key[i]".
     template <typename Visit>
-    void objects(std::string_view key, Visit visit) const {
+    void objects(Key key, Visit visit) const {
         const auto list = find(key);
         if (!list) return;
         if (!list->is_array()) error(key, "expected a list");
@@ -318,7 +394,7 @@ class Reader {
         });
     }
 
-    Reader object(std::string_view key, bool required = true) const {
+    Reader object(Key key, bool required = true) const {
         const auto value = find(key);
         if (!value) {
             if (required) error(key, "missing");
@@ -347,13 +423,18 @@ class Reader {
 // "195:0" or major/minor fields.
 template <typename Node>
 void read_device(const Reader<Node>& reader, uint32_t& major, uint32_t& minor) {
-    if (reader.has("major") || reader.has("minor")) {
-        major = reader.template integer<uint32_t>("major");
-        minor = reader.template integer<uint32_t>("minor");
+    const auto major_value = reader.find("major");
+    const auto minor_value = reader.find("minor");
+    if (major_value || minor_value) {
+        if (!major_value) reader.error("major", "missing");
+        major = reader.template to_integer<uint32_t>(*major_value, "major");
+        if (!minor_value) reader.error("minor", "missing");
+        minor = reader.template to_integer<uint32_t>(*minor_value, "minor");
         return;
     }
-    if (!reader.has("device")) reader.error("device", "missing (or give major and minor)");
-    const std::string_view text = reader.text("device");
+    const auto device = reader.optional_text("device");
+    if (!device) reader.error("device", "missing (or give major and minor)");
+    const std::string_view text = *device;
     const auto colon = text.find(':');
     auto parse = [&](std::string_view part, uint32_t& out) {
         auto [ptr, ec] = std::from_chars(part.data(), part.data() + part.size(), out);
@@ -367,13 +448,12 @@ void read_device(const Reader<Node>& reader, uint32_t& major, uint32_t& minor) {
 
 // "error" and "errno" give a failed call's result when "result"/"fd" is absent.
 template <typename Node>
-int32_t read_result(const Reader<Node>& reader, const char* key) {
-    if (reader.has(key)) return reader.template integer<int32_t>(key);
-    if (reader.has("errno")) {
+int32_t read_result(const Reader<Node>& reader, Key key) {
+    if (const auto result = reader.template optional_integer<int32_t>(key)) return *result;
+    if (const auto err = reader.template optional_integer<uint32_t>("errno")) {
         // 0..2^31: the negated result of every int32 failure, INT32_MIN included.
-        const auto err = reader.template integer<uint32_t>("errno");
-        if (err > 2147483648u) reader.error("errno", "expected an integer 0..2147483648");
-        return static_cast<int32_t>(-static_cast<int64_t>(err));
+        if (*err > 2147483648u) reader.error("errno", "expected an integer 0..2147483648");
+        return static_cast<int32_t>(-static_cast<int64_t>(*err));
     }
     return 0;
 }
@@ -439,8 +519,8 @@ Connect read_connect(const Reader<Node>& reader) {
         reader.error("address",
                      "expected an IPv4 or IPv6 address, got \"" + connect.address + "\"");
     }
-    if (reader.has("ip_version") &&
-        reader.template integer<int>("ip_version") != connect.ip_version) {
+    if (const auto version = reader.template optional_integer<int>("ip_version");
+        version && *version != connect.ip_version) {
         reader.error("ip_version", "does not match the address");
     }
     connect.port = reader.template integer<uint16_t>("port");
@@ -477,10 +557,10 @@ Exec read_exec(const Reader<Node>& reader) {
 template <typename Node>
 Exit read_exit(const Reader<Node>& reader) {
     Exit exit;
-    if (reader.has("status")) {
-        exit.status = reader.template integer<uint32_t>("status");
-    } else if (reader.has("signal")) {
-        exit.status = reader.template integer<uint32_t>("signal") & 0x7f;
+    if (const auto status = reader.template optional_integer<uint32_t>("status")) {
+        exit.status = *status;
+    } else if (const auto signal = reader.template optional_integer<uint32_t>("signal")) {
+        exit.status = *signal & 0x7f;
     } else {
         exit.status = (reader.template integer<uint32_t>("exit_code", 0) & 0xff) << 8;
     }
@@ -652,16 +732,15 @@ namespace {
 template <typename Node>
 ParsedEvent read_event(const Reader<Node>& top, Rfc3339Seconds* last_time = nullptr) {
     ParsedEvent parsed;
-    if (top.has("v") && top.template integer<int>("v") != 1) {
+    if (const auto version = top.template optional_integer<int>("v"); version && *version != 1) {
         top.error("v", "unsupported version " + top.raw()["v"].dump() + " (this agent reads 1)");
     }
     const std::string_view type = top.text("type");
     parsed.event.ts_ns = top.template integer<uint64_t>("ts_ns");
-    if (top.has("time")) {
-        const std::string_view time = top.text("time");
-        parsed.time_unix_ns = parse_rfc3339(time, last_time);
+    if (const auto time = top.optional_text("time")) {
+        parsed.time_unix_ns = parse_rfc3339(*time, last_time);
         if (!parsed.time_unix_ns) {
-            top.error("time", "expected RFC 3339, got \"" + std::string(time) + "\"");
+            top.error("time", "expected RFC 3339, got \"" + std::string(*time) + "\"");
         }
     }
     const bool agent_made = type == "telemetry";

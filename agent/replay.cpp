@@ -59,7 +59,7 @@ void Replay::feed(const Event& event, std::optional<int64_t> time_unix_ns, const
 void Replay::judge(const Event& event, const Emit& emit) {
     pending_.clear();
     correlator_->observe(event, pending_);
-    for (const auto& detection : pending_) emit(detection);
+    for (const Detection* detection : pending_) emit(*detection);
 }
 
 void Replay::evict_exited(uint64_t ts_ns) {

@@ -70,7 +70,7 @@ class Replay {
     std::unique_ptr<ProcessTable> table_;
     std::unique_ptr<Correlator> correlator_;
     ReplayStats stats_;
-    std::vector<Detection> pending_;
+    std::vector<const Detection*> pending_;
     EventJsonReader json_reader_;
     uint64_t last_evict_ns_ = 0;
     bool window_needs_snapshot_ = false;  // events before --since were seen
