@@ -2,15 +2,18 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <memory>
 #include <optional>
 #include <set>
 #include <sstream>
 
 #include <signal.h>
+#include <unistd.h>
 
 #include "agent/agent.h"
 #include "agent/cli.h"
 #include "agent/config_reload.h"
+#include "agent/line_writer.h"
 #include "agent/service_notify.h"
 #include "gpuguard/common/logging.h"
 #include "gpuguard/common/printable.h"
@@ -182,28 +185,26 @@ int run_agent(const Context& context, const RunOptions& options) {
         service.ping_watchdog_if_due();
         reloader.poll();
     };
+    // Everything for stdout goes through one writer thread: a reader that
+    // stops reading costs dropped (and counted) lines, never a stalled agent.
+    const auto stdout_lines = std::make_shared<LineWriter>(STDOUT_FILENO);
     if (options.print_events) {
-        agent_options.event_sink = [](const std::string& line) {
-            std::fwrite(line.data(), 1, line.size(), stdout);
-            std::fputc('\n', stdout);
-            std::fflush(stdout);
+        agent_options.event_sink = [stdout_lines](const std::string& line) {
+            stdout_lines->write(line);
         };
     }
     if (!options.quiet_detections && (!options.print_events || options.json)) {
         // JSON (the SIEM's ECS form) for machines; one readable line for people.
         // With --print-events stdout carries events; detections join them only with --json.
         const bool as_json = options.json;
-        agent_options.detection_sink = [as_json](const Detection& detection) {
-            const std::string line =
-                as_json ? siem::format_ecs_json(detection, stdout_host()) : describe(detection);
-            std::fwrite(line.data(), 1, line.size(), stdout);
-            std::fputc('\n', stdout);
-            std::fflush(stdout);
+        agent_options.detection_sink = [as_json, stdout_lines](const Detection& detection) {
+            stdout_lines->write(as_json ? siem::format_ecs_json(detection, stdout_host())
+                                        : describe(detection));
         };
     }
     if (!options.quiet_detections && (!options.print_events || options.json)) {
         const bool as_json = options.json;
-        agent_options.outcome_sink = [as_json](const EnforcementOutcome& outcome) {
+        agent_options.outcome_sink = [as_json, stdout_lines](const EnforcementOutcome& outcome) {
             std::string line;
             if (as_json) {
                 line = siem::format_ecs_json(outcome, stdout_host());
@@ -212,9 +213,7 @@ int run_agent(const Context& context, const RunOptions& options) {
                        std::to_string(outcome.process.pid) + " (" + outcome.rule_id + ") " +
                        outcome.reason;
             }
-            line += '\n';
-            std::fwrite(line.data(), 1, line.size(), stdout);
-            std::fflush(stdout);
+            stdout_lines->write(std::move(line));
         };
     }
     if (options.event_types != "all") {

@@ -41,19 +41,12 @@ struct FieldError {
 struct Key {
     std::string_view name;
     uint64_t word = 0;
-    size_t slot = 0;  // slot_of(word)
 
     template <size_t N>
     consteval Key(const char (&text)[N])  // NOLINT: implicit, from literals
-        : name(text, N - 1), word(word_of(name)), slot(slot_of(word)) {}
+        : name(text, N - 1), word(word_of(name)) {}
     operator std::string_view() const { return name; }  // NOLINT
 
-    // Where a member with this word starts its probe in the simdjson side's
-    // table of an object's members (a multiplicative hash's top bits).
-    static constexpr size_t kSlots = 64;
-    static constexpr size_t slot_of(uint64_t word) {
-        return static_cast<size_t>((word * 0x9e3779b97f4a7c15ull) >> 58);
-    }
     static constexpr uint64_t word_of(std::string_view text) {
         uint64_t word = 0;
         for (size_t i = 0; i < text.size() && i < sizeof(word); ++i) {
@@ -156,12 +149,11 @@ class SimdNode {
     bool get_bool() const { return bool(value_); }
     std::string_view get_string() const { return std::string_view(value_); }
     const char* type_name() const { throw Decline{}; }  // errors are nlohmann's to word
-    // An object's members, listed once into a small open-addressed table:
-    // events have a dozen members at most, and each is looked up at its
-    // literal key's slot (worked out at compile time) instead of by a scan.
-    // The storage is left uninitialised and filled in place (a bitmask says
-    // which slots hold a member): a Reader is made for every object of
-    // every line, and zeroing it each time cost more than the lookups.
+    // An object's members, listed once: events have a dozen at most. The
+    // storage is left uninitialised and filled in place: a Reader is made for
+    // every object of every line, and zeroing or copying 24 slots each time
+    // cost more than the lookups. (An open-addressed table instead of the
+    // scan measured no faster: listing into it cost what the lookups saved.)
     struct Field {
         std::string_view key;
         simdjson::dom::element value;
@@ -173,59 +165,37 @@ class SimdNode {
         Fields() {}  // NOLINT: storage stays uninitialised on purpose
         Fields(const Fields&) = delete;
         Fields& operator=(const Fields&) = delete;
-        // A member named like an earlier one replaces it: nlohmann keeps the
-        // last of duplicate keys too.
-        void add(std::string_view key, simdjson::dom::element value) {
-            const uint64_t word = Key::runtime_word_of(key);
-            for (size_t slot = Key::slot_of(word);; slot = (slot + 1) % Key::kSlots) {
-                if (!(used_ & (uint64_t{1} << slot))) {
-                    if (count_ == kMax) throw Decline{};
-                    new (storage_ + slot * sizeof(Field)) Field{key, value, word};
-                    used_ |= uint64_t{1} << slot;
-                    ++count_;
-                    return;
-                }
-                Field& field = at(slot);
-                if (field.word == word && same_name(field.key, key)) {
-                    field.value = value;
-                    return;
-                }
-            }
+        size_t size() const { return count_; }
+        const Field& operator[](size_t i) const {
+            return *std::launder(reinterpret_cast<const Field*>(storage_ + i * sizeof(Field)));
         }
-        std::optional<simdjson::dom::element> find(Key key) const {
-            // Ends at a free slot: at most kMax of kSlots are taken.
-            for (size_t slot = key.slot;; slot = (slot + 1) % Key::kSlots) {
-                if (!(used_ & (uint64_t{1} << slot))) return std::nullopt;
-                const Field& field = at(slot);
-                if (field.word == key.word && same_name(field.key, key.name)) return field.value;
-            }
+        void add(std::string_view key, simdjson::dom::element value) {
+            if (count_ == kMax) throw Decline{};
+            new (storage_ + count_++ * sizeof(Field)) Field{key, value, Key::runtime_word_of(key)};
         }
 
       private:
         static constexpr size_t kMax = 24;
-        static_assert(kMax < Key::kSlots && Key::kSlots <= 64);
-        // Sizes and first 8 bytes are known equal (the words match).
-        static bool same_name(std::string_view a, std::string_view b) {
-            return a.size() == b.size() &&
-                   (a.size() <= 8 || std::memcmp(a.data() + 8, b.data() + 8, a.size() - 8) == 0);
-        }
-        Field& at(size_t slot) {
-            return *std::launder(reinterpret_cast<Field*>(storage_ + slot * sizeof(Field)));
-        }
-        const Field& at(size_t slot) const {
-            return *std::launder(reinterpret_cast<const Field*>(storage_ + slot * sizeof(Field)));
-        }
-        alignas(Field) std::byte storage_[Key::kSlots * sizeof(Field)];
-        uint64_t used_ = 0;
+        alignas(Field) std::byte storage_[kMax * sizeof(Field)];
         size_t count_ = 0;
     };
     void list_fields(Fields& fields) const {
         for (const auto [key, value] : simdjson::dom::object(value_)) fields.add(key, value);
     }
+    // The last member named `key` (searched from the end): nlohmann keeps
+    // the last of duplicate keys too.
     static std::optional<SimdNode> find(const Fields& object, Key key) {
-        const auto value = object.find(key);
-        if (!value) return std::nullopt;
-        return SimdNode(*value);
+        const std::string_view name = key.name;
+        for (size_t i = object.size(); i-- > 0;) {
+            const Field& field = object[i];
+            if (field.word != key.word || field.key.size() != name.size()) continue;
+            if (name.size() > 8 &&
+                std::memcmp(field.key.data() + 8, name.data() + 8, name.size() - 8) != 0) {
+                continue;
+            }
+            return SimdNode(field.value);
+        }
+        return std::nullopt;
     }
     template <typename Visit>
     void for_each(Visit visit) const {

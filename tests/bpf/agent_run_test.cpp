@@ -290,6 +290,64 @@ TEST_F(AgentRunTest, event_types_choose_what_is_printed) {
         << bad.stderr_text;
 }
 
+// stdout is a pipe nobody reads (a stalled consumer): the agent keeps
+// running, drops and counts what it cannot print, and still stops on
+// SIGTERM. It used to block in write(2) inside its event loop for good.
+TEST_F(AgentRunTest, unread_stdout_costs_counted_lines_not_a_stalled_agent) {
+    const auto config = dir_ / "gpuguard.yaml";
+    std::ofstream(config) << own_paths();
+    const auto log = dir_ / "agent.log";
+    int out[2];
+    ASSERT_EQ(pipe2(out, O_CLOEXEC), 0);
+    const pid_t agent = fork();
+    ASSERT_GE(agent, 0);
+    if (agent == 0) {
+        const int err = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(out[1], STDOUT_FILENO);
+        dup2(err, STDERR_FILENO);
+        execl(GPUGUARD_BINARY, GPUGUARD_BINARY, "run", "--config", config.c_str(), "--print-events",
+              "--event-types", "all", static_cast<char*>(nullptr));
+        _exit(127);
+    }
+    close(out[1]);  // out[0] stays open and is never read
+    const auto log_text = [&] {
+        std::ifstream in(log);
+        return std::string(std::istreambuf_iterator<char>(in), {});
+    };
+    const auto wait_for_log = [&](const std::string& text, std::chrono::seconds timeout) {
+        const auto deadline = std::chrono::steady_clock::now() + timeout;
+        while (log_text().find(text) == std::string::npos) {
+            if (std::chrono::steady_clock::now() >= deadline) return false;
+            std::this_thread::sleep_for(50ms);
+        }
+        return true;
+    };
+    ASSERT_TRUE(wait_for_log("[agent] ready", 20s)) << log_text();
+    // Thousands of fork and exit events, several times what a pipe holds.
+    for (int i = 0; i < 3000; ++i) {
+        const pid_t child = fork();
+        if (child == 0) _exit(0);
+        if (child > 0) waitpid(child, nullptr, 0);
+    }
+    kill(agent, SIGTERM);
+    int status = 0;
+    const auto deadline = std::chrono::steady_clock::now() + 15s;
+    pid_t reaped = 0;
+    while ((reaped = waitpid(agent, &status, WNOHANG)) == 0 &&
+           std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(20ms);
+    }
+    if (reaped == 0) {
+        kill(agent, SIGKILL);
+        waitpid(agent, nullptr, 0);
+    }
+    close(out[0]);
+    ASSERT_EQ(reaped, agent) << "the agent did not stop on SIGTERM: " << log_text();
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << log_text();
+    EXPECT_NE(log_text().find("lines not printed in all"), std::string::npos) << log_text();
+    EXPECT_TRUE(wait_until_no_programs(3s)) << "programs left after SIGTERM";
+}
+
 TEST_F(AgentRunTest, sigint_also_detaches) {
     // --log-level may follow the subcommand and wins over the config's log.level.
     Subprocess agent({GPUGUARD_BINARY, "run", "--log-level", "debug"});

@@ -1,5 +1,6 @@
 #include "tests/support/run_command.h"
 
+#include <cerrno>
 #include <chrono>
 #include <stdexcept>
 #include <thread>
@@ -39,14 +40,6 @@ int decode_status(int status) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-// Appends what `fd` has to `sink`; returns false at EOF.
-bool drain(int fd, std::string& sink) {
-    char buffer[4096];
-    const ssize_t n = read(fd, buffer, sizeof(buffer));
-    if (n > 0) sink.append(buffer, static_cast<size_t>(n));
-    return n > 0 || (n < 0 && errno == EINTR);
-}
-
 }  // namespace
 
 CommandResult run_command(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
@@ -69,7 +62,9 @@ CommandResult run_command(const std::vector<std::string>& argv, std::chrono::mil
 }
 
 Subprocess::Subprocess(const std::vector<std::string>& argv, int run_as_uid) {
+    if (pipe2(wake_fds_, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
     pid_ = spawn(argv, run_as_uid, &stdout_fd_, &stderr_fd_);
+    reader_ = std::thread([this] { read_output(); });
 }
 
 Subprocess::~Subprocess() {
@@ -88,51 +83,85 @@ Subprocess::~Subprocess() {
             std::this_thread::sleep_for(std::chrono::milliseconds(10));
         }
     }
-    if (stdout_fd_ >= 0) close(stdout_fd_);
-    if (stderr_fd_ >= 0) close(stderr_fd_);
+    stop_reader(/*drain=*/false);
+    close(wake_fds_[0]);
+    close(wake_fds_[1]);
 }
 
-void Subprocess::pump(std::chrono::milliseconds timeout) {
-    pollfd fds[2] = {{stdout_fd_, POLLIN, 0}, {stderr_fd_, POLLIN, 0}};
-    if (poll(fds, 2, static_cast<int>(std::max<int64_t>(0, timeout.count()))) <= 0) return;
-    if (stdout_fd_ >= 0 && (fds[0].revents & (POLLIN | POLLHUP)) &&
-        !drain(stdout_fd_, stdout_buffer_)) {
-        close(stdout_fd_);
-        stdout_fd_ = -1;
+void Subprocess::read_output() {
+    char buffer[65536];
+    while (true) {
+        pollfd fds[3] = {
+            {stdout_fd_, POLLIN, 0}, {stderr_fd_, POLLIN, 0}, {wake_fds_[0], POLLIN, 0}};
+        if (stdout_fd_ < 0 && stderr_fd_ < 0) return;
+        if (poll(fds, 3, -1) < 0) {
+            if (errno == EINTR) continue;
+            return;
+        }
+        if (fds[2].revents) return;
+        for (int i = 0; i < 2; ++i) {
+            int& fd = i == 0 ? stdout_fd_ : stderr_fd_;
+            if (fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            const ssize_t n = read(fd, buffer, sizeof(buffer));
+            if (n < 0 && errno == EINTR) continue;
+            std::lock_guard lock(mutex_);
+            if (n > 0) {
+                (i == 0 ? stdout_buffer_ : stderr_all_).append(buffer, static_cast<size_t>(n));
+            } else {  // EOF (or an error, which ends the output as well)
+                close(fd);
+                fd = -1;
+                (i == 0 ? stdout_open_ : stderr_open_) = false;
+            }
+            changed_.notify_all();
+        }
     }
-    if (stderr_fd_ >= 0 && (fds[1].revents & (POLLIN | POLLHUP)) &&
-        !drain(stderr_fd_, stderr_all_)) {
-        close(stderr_fd_);
-        stderr_fd_ = -1;
+}
+
+void Subprocess::stop_reader(bool drain) {
+    if (!reader_.joinable()) return;
+    if (drain) {
+        // A grandchild that inherited the pipes could hold them open: wait
+        // for EOF a bounded time only.
+        std::unique_lock lock(mutex_);
+        changed_.wait_for(lock, std::chrono::seconds(5),
+                          [&] { return !stdout_open_ && !stderr_open_; });
     }
+    const char byte = 0;
+    if (write(wake_fds_[1], &byte, 1) < 0) {
+        // The pipe is ours and empty: a failed write leaves the reader to
+        // end at EOF instead.
+    }
+    reader_.join();
+    if (stdout_fd_ >= 0) close(stdout_fd_);
+    if (stderr_fd_ >= 0) close(stderr_fd_);
+    stdout_fd_ = stderr_fd_ = -1;
+    std::lock_guard lock(mutex_);
+    stdout_open_ = stderr_open_ = false;
+    changed_.notify_all();
 }
 
 std::optional<std::string> Subprocess::read_stdout_line(std::chrono::milliseconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (true) {
-        const auto newline = stdout_buffer_.find('\n');
-        if (newline != std::string::npos) {
-            std::string line = stdout_buffer_.substr(0, newline);
-            stdout_buffer_.erase(0, newline + 1);
-            return line;
-        }
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-            deadline - std::chrono::steady_clock::now());
-        if (left.count() <= 0 || (stdout_fd_ < 0 && stderr_fd_ < 0)) return std::nullopt;
-        if (stdout_fd_ < 0) return std::nullopt;
-        pump(std::min(left, std::chrono::milliseconds(100)));
-    }
+    std::unique_lock lock(mutex_);
+    changed_.wait_for(lock, timeout, [&] {
+        return stdout_buffer_.find('\n') != std::string::npos || !stdout_open_;
+    });
+    const auto newline = stdout_buffer_.find('\n');
+    if (newline == std::string::npos) return std::nullopt;
+    std::string line = stdout_buffer_.substr(0, newline);
+    stdout_buffer_.erase(0, newline + 1);
+    return line;
 }
 
 bool Subprocess::wait_for_stderr(const std::string& text, std::chrono::milliseconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (stderr_all_.find(text) == std::string::npos) {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-            deadline - std::chrono::steady_clock::now());
-        if (left.count() <= 0 || stderr_fd_ < 0) return false;
-        pump(std::min(left, std::chrono::milliseconds(100)));
-    }
-    return true;
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, timeout, [&] {
+        return stderr_all_.find(text) != std::string::npos || !stderr_open_;
+    }) && stderr_all_.find(text) != std::string::npos;
+}
+
+std::string Subprocess::stderr_text() const {
+    std::lock_guard lock(mutex_);
+    return stderr_all_;
 }
 
 std::optional<int> Subprocess::stop(int signo, std::chrono::milliseconds timeout) {
@@ -144,12 +173,11 @@ std::optional<int> Subprocess::stop(int signo, std::chrono::milliseconds timeout
         const pid_t reaped = waitpid(pid_, &status, WNOHANG);
         if (reaped == pid_) {
             exited_ = true;
-            // Collect the rest of the output.
-            while (stdout_fd_ >= 0 || stderr_fd_ >= 0) pump(std::chrono::milliseconds(100));
+            stop_reader(/*drain=*/true);  // collect the rest of the output
             return decode_status(status);
         }
         if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
-        pump(std::chrono::milliseconds(20));
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
 }
 

@@ -2,8 +2,11 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <sys/types.h>
@@ -22,11 +25,14 @@ CommandResult run_command(const std::vector<std::string>& argv,
                           std::chrono::milliseconds timeout = std::chrono::seconds(60),
                           int run_as_uid = -1);
 
-// A started command whose output is read line by line while it runs.
+// A started command whose output is read line by line while it runs. A
+// thread reads both pipes from the start, whatever the test is doing: a
+// child that writes more than a pipe holds (an agent printing detections
+// while the test fetches its status page) never blocks on its output.
 class Subprocess {
   public:
     explicit Subprocess(const std::vector<std::string>& argv, int run_as_uid = -1);
-    ~Subprocess();  // SIGKILLs and reaps a child still running
+    ~Subprocess();  // SIGTERMs (then SIGKILLs) and reaps a child still running
     Subprocess(const Subprocess&) = delete;
     Subprocess& operator=(const Subprocess&) = delete;
 
@@ -44,21 +50,29 @@ class Subprocess {
         return wait_for_stderr("[agent] ready", timeout);
     }
 
-    // Sends `signo` and waits up to `timeout` for the exit; returns the exit code.
+    // Sends `signo` and waits up to `timeout` for the exit; returns the exit
+    // code. The output written before the exit is then all read.
     std::optional<int> stop(int signo, std::chrono::milliseconds timeout);
 
-    const std::string& stderr_text() const { return stderr_all_; }
+    // Everything the child wrote to stderr so far.
+    std::string stderr_text() const;
 
   private:
-    // Reads whatever is available on both pipes within `timeout`.
-    void pump(std::chrono::milliseconds timeout);
+    void read_output();            // the reader thread
+    void stop_reader(bool drain);  // ends it (after EOF on both pipes when `drain`) and joins
 
     pid_t pid_ = -1;
     int stdout_fd_ = -1;
     int stderr_fd_ = -1;
-    std::string stdout_buffer_;
-    std::string stderr_all_;
+    int wake_fds_[2] = {-1, -1};  // a byte on [1] ends the reader
     bool exited_ = false;
+    mutable std::mutex mutex_;
+    std::condition_variable changed_;  // more output, or a pipe closed
+    std::string stdout_buffer_;        // not yet returned as lines
+    std::string stderr_all_;
+    bool stdout_open_ = true;
+    bool stderr_open_ = true;
+    std::thread reader_;
 };
 
 }  // namespace gpuguard::testing

@@ -1,0 +1,116 @@
+// LineWriter: what `gpuguard run` prints goes out whole and in order, and a
+// reader that stops reading costs counted drops, never a blocked caller or
+// a shutdown that hangs.
+#include "agent/line_writer.h"
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+namespace gpuguard::agent {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct Pipe {
+    int read_end = -1;
+    int write_end = -1;
+    Pipe() {
+        int fds[2];
+        EXPECT_EQ(pipe2(fds, O_CLOEXEC), 0);
+        read_end = fds[0];
+        write_end = fds[1];
+    }
+    ~Pipe() {
+        close(read_end);
+        close(write_end);
+    }
+};
+
+std::string read_all_available(int fd) {
+    std::string out;
+    char buffer[65536];
+    const int flags = fcntl(fd, F_GETFL);
+    fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+    while (true) {
+        const ssize_t n = read(fd, buffer, sizeof(buffer));
+        if (n <= 0) break;
+        out.append(buffer, static_cast<size_t>(n));
+    }
+    fcntl(fd, F_SETFL, flags);
+    return out;
+}
+
+TEST(LineWriter, WritesEveryLineInOrder) {
+    Pipe pipe;
+    std::string expected;
+    {
+        LineWriter writer(pipe.write_end);
+        for (int i = 0; i < 200; ++i) {
+            const std::string line = "line " + std::to_string(i) + std::string(i, 'x');
+            ASSERT_TRUE(writer.write(line));
+            expected += line + "\n";
+        }
+        ASSERT_TRUE(writer.flush(5s));
+        EXPECT_EQ(writer.written(), 200u);
+        EXPECT_EQ(writer.dropped(), 0u);
+    }
+    EXPECT_EQ(read_all_available(pipe.read_end), expected);
+}
+
+TEST(LineWriter, AReaderThatStopsReadingCostsCountedDropsNotABlockedCaller) {
+    Pipe pipe;  // nobody reads: the pipe holds 64 KiB, then every write would block
+    LineWriterOptions options;
+    options.max_queued_bytes = 256 << 10;
+    options.drain_timeout = 300ms;
+    const std::string line(1000, 'd');
+    const auto started = std::chrono::steady_clock::now();
+    uint64_t accepted = 0;
+    uint64_t dropped_now = 0;
+    {
+        LineWriter writer(pipe.write_end, options);
+        for (int i = 0; i < 5000; ++i) {  // 5 MB
+            if (writer.write(line)) {
+                ++accepted;
+            } else {
+                ++dropped_now;
+            }
+        }
+        const auto writing = std::chrono::steady_clock::now() - started;
+        EXPECT_LT(writing, 2s) << "write() blocked on the full pipe";
+        EXPECT_GT(dropped_now, 4000u);
+        EXPECT_FALSE(writer.flush(100ms));
+    }  // the destructor gives up after drain_timeout
+    const auto total = std::chrono::steady_clock::now() - started;
+    EXPECT_LT(total, 4s) << "shutdown waited on a reader that never reads";
+    // What the pipe holds are whole lines only: a line cut short would be
+    // read as a corrupt JSON line.
+    const std::string got = read_all_available(pipe.read_end);
+    ASSERT_FALSE(got.empty());
+    EXPECT_EQ(got.size() % (line.size() + 1), 0u);
+    EXPECT_EQ(got.back(), '\n');
+}
+
+TEST(LineWriter, CountsWhatIsLeftAtShutdownAsDropped) {
+    Pipe pipe;
+    LineWriterOptions options;
+    options.drain_timeout = 200ms;
+    LineWriter writer(pipe.write_end, options);
+    const std::string line(4000, 'x');
+    uint64_t accepted = 0;
+    for (int i = 0; i < 100; ++i) accepted += writer.write(line);
+    EXPECT_EQ(accepted, 100u);
+    writer.close();  // the pipe holds 64 KiB of the 400 KB
+    EXPECT_GT(writer.dropped(), 0u);
+    EXPECT_EQ(writer.written() + writer.dropped(), 100u);
+    EXPECT_EQ(read_all_available(pipe.read_end).size(), writer.written() * (line.size() + 1));
+    EXPECT_FALSE(writer.write("after close"));
+    EXPECT_EQ(writer.written() + writer.dropped(), 101u);
+}
+
+}  // namespace
+}  // namespace gpuguard::agent
