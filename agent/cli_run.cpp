@@ -185,25 +185,27 @@ int run_agent(const Context& context, const RunOptions& options) {
         service.ping_watchdog_if_due();
         reloader.poll();
     };
+    // With --print-events stdout carries events; detections and enforcement
+    // outcomes join them only with --json.
+    const bool prints_detections =
+        !options.quiet_detections && (!options.print_events || options.json);
     // Everything for stdout goes through one writer thread: a reader that
     // stops reading costs dropped (and counted) lines, never a stalled agent.
-    const auto stdout_lines = std::make_shared<LineWriter>(STDOUT_FILENO);
+    const auto stdout_lines = options.print_events || prints_detections
+                                  ? std::make_shared<LineWriter>(STDOUT_FILENO)
+                                  : nullptr;
     if (options.print_events) {
         agent_options.event_sink = [stdout_lines](const std::string& line) {
             stdout_lines->write(line);
         };
     }
-    if (!options.quiet_detections && (!options.print_events || options.json)) {
+    if (prints_detections) {
         // JSON (the SIEM's ECS form) for machines; one readable line for people.
-        // With --print-events stdout carries events; detections join them only with --json.
         const bool as_json = options.json;
         agent_options.detection_sink = [as_json, stdout_lines](const Detection& detection) {
             stdout_lines->write(as_json ? siem::format_ecs_json(detection, stdout_host())
                                         : describe(detection));
         };
-    }
-    if (!options.quiet_detections && (!options.print_events || options.json)) {
-        const bool as_json = options.json;
         agent_options.outcome_sink = [as_json, stdout_lines](const EnforcementOutcome& outcome) {
             std::string line;
             if (as_json) {

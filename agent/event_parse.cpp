@@ -295,22 +295,17 @@ class Reader {
 
     // A string field as a view into the parsed line: valid while the line's
     // document is, which is as long as this reader.
-    std::string_view text(Key key, std::optional<std::string_view> fallback = std::nullopt) const {
-        const auto value = find(key);
-        if (!value) {
-            if (fallback) return *fallback;
-            error(key, "missing");
-        }
-        if (!value->is_string())
-            error(key, std::string("expected a string, got ") + value->type_name());
-        return value->get_string();
-    }
     std::optional<std::string_view> optional_text(Key key) const {
         const auto value = find(key);
         if (!value) return std::nullopt;
         if (!value->is_string())
             error(key, std::string("expected a string, got ") + value->type_name());
         return value->get_string();
+    }
+    std::string_view text(Key key, std::optional<std::string_view> fallback = std::nullopt) const {
+        if (const auto value = optional_text(key)) return *value;
+        if (fallback) return *fallback;
+        error(key, "missing");
     }
     std::string string(Key key, std::optional<std::string_view> fallback = std::nullopt) const {
         return std::string(text(key, fallback));
@@ -609,10 +604,6 @@ int digits(std::string_view text, size_t pos, size_t count) {
     }
     return value;
 }
-
-}  // namespace
-
-namespace {
 
 // Seconds since the epoch of "YYYY-MM-DDTHH:MM:SS" (the first 19 bytes, not
 // checked here), as if UTC; nullopt when a field is out of range.

@@ -52,7 +52,7 @@ bool LineWriter::write(std::string line) {
 
 bool LineWriter::flush(std::chrono::milliseconds timeout) {
     std::unique_lock lock(mutex_);
-    return changed_.wait_for(lock, timeout, [&] { return queue_.empty() && in_flight_ == 0; });
+    return changed_.wait_for(lock, timeout, [&] { return queue_.empty() && !writing_; });
 }
 
 uint64_t LineWriter::written() const {
@@ -86,7 +86,7 @@ void LineWriter::run() {
             if (queue_.empty()) return;  // stopping, and all written
             lines.swap(queue_);
             queued_bytes_ = 0;
-            in_flight_ = lines.size();
+            writing_ = true;
         }
         const size_t whole = write_lines(lines);
         {
@@ -96,7 +96,7 @@ void LineWriter::run() {
                 dropped_ += lines.size() - whole;
                 note_drops();
             }
-            in_flight_ = 0;
+            writing_ = false;
         }
         changed_.notify_all();
     }

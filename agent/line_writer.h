@@ -57,7 +57,7 @@ class LineWriter {
     std::condition_variable changed_;
     std::deque<std::string> queue_;
     size_t queued_bytes_ = 0;
-    size_t in_flight_ = 0;  // lines taken from the queue, not yet written
+    bool writing_ = false;  // lines taken from the queue are being written
     bool stopping_ = false;
     std::chrono::steady_clock::time_point stop_deadline_{};
     uint64_t written_ = 0;

@@ -11,7 +11,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <iterator>
 #include <memory>
 #include <utility>
 #include <vector>
