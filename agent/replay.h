@@ -58,6 +58,7 @@ class Replay {
 
     const ReplayStats& stats() const { return stats_; }
     const Correlator& correlator() const { return *correlator_; }
+    const ProcessTable& table() const { return *table_; }
 
   private:
     Replay(ReplayOptions options, std::unique_ptr<ProcessTable> table)

@@ -1,6 +1,7 @@
-// ECS and OCSF JSON: built with nlohmann::ordered_json so that the key order
-// is the insertion order written here, and dumped with invalid UTF-8
-// replaced, so identical records give byte-identical lines.
+// ECS and OCSF JSON. ECS, the record every output writes, goes straight to
+// text through siem/json_writer.h; OCSF is built with nlohmann::ordered_json
+// (key order is insertion order) and dumped with invalid UTF-8 replaced. Both
+// give byte-identical lines for identical records.
 #include <algorithm>
 #include <cmath>
 
@@ -9,6 +10,7 @@
 
 #include "gpuguard/siem/siem.h"
 #include "siem/format_util.h"
+#include "siem/json_writer.h"
 
 namespace gpuguard::siem {
 namespace {
@@ -28,75 +30,6 @@ void put_if(Json& json, const char* key, const std::string& value) {
 
 // A double as JSON, null when not finite (JSON has no NaN).
 Json number(double value) { return std::isfinite(value) ? Json(value) : Json(nullptr); }
-
-Json ecs_process(const DetectionProcess& process) {
-    Json json;
-    json["pid"] = process.pid;
-    if (process.ppid != 0) json["parent"] = {{"pid", process.ppid}};
-    put_if(json, "name", process.comm);
-    put_if(json, "executable", process.executable);
-    if (!process.argv.empty()) {
-        json["args"] = process.argv;
-        json["args_count"] = process.argv.size();
-    }
-    put_if(json, "command_line", process.command_line);
-    if (!process.sha256.empty()) json["hash"] = {{"sha256", process.sha256}};
-    Json user;
-    user["id"] = std::to_string(process.uid);
-    put_if(user, "name", process.user);
-    json["user"] = std::move(user);
-    json["group"] = {{"id", std::to_string(process.gid)}};
-    return json;
-}
-
-void ecs_common_tail(Json& json, const DetectionProcess& process,
-                     const std::optional<DetectionPeer>& peer, const HostInfo& host) {
-    if (process.pid != 0 || !process.executable.empty()) {
-        json["process"] = ecs_process(process);
-        Json user;
-        user["id"] = std::to_string(process.uid);
-        put_if(user, "name", process.user);
-        json["user"] = std::move(user);
-    }
-    if (peer) {
-        Json destination;
-        put_if(destination, "ip", peer->ip);
-        if (peer->port != 0) destination["port"] = peer->port;
-        put_if(destination, "domain", peer->domain);
-        json["destination"] = std::move(destination);
-        Json network;
-        network["transport"] = "tcp";
-        put_if(network, "protocol", peer->protocol);
-        json["network"] = std::move(network);
-    }
-    Json host_json;
-    put_if(host_json, "hostname", host.hostname);
-    put_if(host_json, "name", host.hostname);
-    if (!host.boot_id.empty()) host_json["boot"] = {{"id", host.boot_id}};
-    Json os;
-    os["type"] = "linux";
-    put_if(os, "kernel", host.kernel);
-    host_json["os"] = std::move(os);
-    json["host"] = std::move(host_json);
-    Json agent;
-    agent["type"] = "gpuguard";
-    put_if(agent, "version", host.agent_version);
-    json["agent"] = std::move(agent);
-    if (!process.container_id.empty()) {
-        Json container;
-        container["id"] = process.container_id;
-        put_if(container, "runtime", process.container_runtime);
-        json["container"] = std::move(container);
-    }
-}
-
-Json gpuguard_process(const DetectionProcess& process) {
-    Json json;
-    put_if(json, "comm", process.comm);
-    put_if(json, "cgroup_path", process.cgroup_path);
-    if (process.start_time_ns != 0) json["start_time_ns"] = process.start_time_ns;
-    return json;
-}
 
 Json gpu_json(const DetectionGpu& gpu) {
     Json json;
@@ -124,10 +57,188 @@ Json evidence_json(const Evidence& evidence) {
     return json;
 }
 
-Json severity_log(Severity severity) {
-    return {{"level", to_string(severity)},
-            {"syslog",
-             {{"severity", {{"code", syslog_level(severity)}, {"name", to_string(severity)}}}}}};
+// The ECS records are written straight to text (siem/json_writer.h); the
+// shape below is what the nlohmann DOM dump gave, nulls included: an object
+// the DOM built with no member came out as null.
+
+void ecs_severity_log(JsonWriter& out, Severity severity) {
+    out.key("log");
+    out.begin_object();
+    out.member("level", to_string(severity));
+    out.key("syslog");
+    out.begin_object();
+    out.key("severity");
+    out.begin_object();
+    out.member("code", syslog_level(severity));
+    out.member("name", to_string(severity));
+    out.end_object();
+    out.end_object();
+    out.end_object();
+}
+
+void ecs_user(JsonWriter& out, const DetectionProcess& process) {
+    out.key("user");
+    out.begin_object();
+    out.member("id", std::to_string(process.uid));
+    out.member_if("name", process.user);
+    out.end_object();
+}
+
+void ecs_process(JsonWriter& out, const DetectionProcess& process) {
+    out.key("process");
+    out.begin_object();
+    out.member("pid", process.pid);
+    if (process.ppid != 0) {
+        out.key("parent");
+        out.begin_object();
+        out.member("pid", process.ppid);
+        out.end_object();
+    }
+    out.member_if("name", process.comm);
+    out.member_if("executable", process.executable);
+    if (!process.argv.empty()) {
+        out.key("args");
+        out.begin_array();
+        for (const auto& arg : process.argv) out.value(arg);
+        out.end_array();
+        out.member("args_count", process.argv.size());
+    }
+    out.member_if("command_line", process.command_line);
+    if (!process.sha256.empty()) {
+        out.key("hash");
+        out.begin_object();
+        out.member("sha256", process.sha256);
+        out.end_object();
+    }
+    ecs_user(out, process);
+    out.key("group");
+    out.begin_object();
+    out.member("id", std::to_string(process.gid));
+    out.end_object();
+    out.end_object();
+}
+
+void ecs_common_tail(JsonWriter& out, const DetectionProcess& process,
+                     const std::optional<DetectionPeer>& peer, const HostInfo& host) {
+    if (process.pid != 0 || !process.executable.empty()) {
+        ecs_process(out, process);
+        ecs_user(out, process);
+    }
+    if (peer) {
+        out.key("destination");
+        if (peer->ip.empty() && peer->port == 0 && peer->domain.empty()) {
+            out.value(nullptr);
+        } else {
+            out.begin_object();
+            out.member_if("ip", peer->ip);
+            if (peer->port != 0) out.member("port", peer->port);
+            out.member_if("domain", peer->domain);
+            out.end_object();
+        }
+        out.key("network");
+        out.begin_object();
+        out.member("transport", "tcp");
+        out.member_if("protocol", peer->protocol);
+        out.end_object();
+    }
+    out.key("host");
+    out.begin_object();
+    out.member_if("hostname", host.hostname);
+    out.member_if("name", host.hostname);
+    if (!host.boot_id.empty()) {
+        out.key("boot");
+        out.begin_object();
+        out.member("id", host.boot_id);
+        out.end_object();
+    }
+    out.key("os");
+    out.begin_object();
+    out.member("type", "linux");
+    out.member_if("kernel", host.kernel);
+    out.end_object();
+    out.end_object();
+    out.key("agent");
+    out.begin_object();
+    out.member("type", "gpuguard");
+    out.member_if("version", host.agent_version);
+    out.end_object();
+    if (!process.container_id.empty()) {
+        out.key("container");
+        out.begin_object();
+        out.member("id", process.container_id);
+        out.member_if("runtime", process.container_runtime);
+        out.end_object();
+    }
+}
+
+void gpuguard_process(JsonWriter& out, const DetectionProcess& process) {
+    out.key("process");
+    if (process.comm.empty() && process.cgroup_path.empty() && process.start_time_ns == 0) {
+        out.value(nullptr);
+        return;
+    }
+    out.begin_object();
+    out.member_if("comm", process.comm);
+    out.member_if("cgroup_path", process.cgroup_path);
+    if (process.start_time_ns != 0) out.member("start_time_ns", process.start_time_ns);
+    out.end_object();
+}
+
+void ecs_gpu(JsonWriter& out, const DetectionGpu& gpu) {
+    out.begin_object();
+    out.member("major", gpu.major);
+    out.member("minor", gpu.minor);
+    out.member_if("device", gpu.device);
+    if (gpu.index >= 0) out.member("index", gpu.index);
+    out.member_if("vendor", gpu.vendor);
+    if (gpu.utilization_percent) out.member("utilization_percent", *gpu.utilization_percent);
+    if (gpu.memory_used_bytes) out.member("memory_used_bytes", *gpu.memory_used_bytes);
+    if (gpu.process_utilization_percent) {
+        out.member("process_utilization_percent", *gpu.process_utilization_percent);
+    }
+    out.end_object();
+}
+
+void ecs_evidence(JsonWriter& out, const Evidence& evidence) {
+    out.begin_object();
+    out.member("ts_ns", evidence.ts_ns);
+    out.member("kind", evidence.kind);
+    out.member_if("event_type", evidence.event_type);
+    out.member_if("signature_id", evidence.signature_id);
+    out.member_if("field", evidence.field);
+    out.member_if("detail", evidence.detail);
+    out.end_object();
+}
+
+// The members every ECS record starts with, up to event.category (open).
+void ecs_head(JsonWriter& out, int64_t time_unix_ns, const char* kind, const std::string& id,
+              const DetectionProcess& process, const std::optional<DetectionPeer>& peer) {
+    if (time_unix_ns != 0) out.member("@timestamp", rfc3339_utc(time_unix_ns));
+    out.key("ecs");
+    out.begin_object();
+    out.member("version", kEcsVersion);
+    out.end_object();
+    out.key("event");
+    out.begin_object();
+    out.member("kind", kind);
+    out.member("id", id);
+    out.key("category");
+    out.begin_array();
+    out.value("intrusion_detection");
+    if (process.pid != 0) out.value("process");
+    if (peer) out.value("network");
+    out.end_array();
+}
+
+// event's members from severity to created.
+void ecs_event_rest(JsonWriter& out, Severity severity, const std::string& reason,
+                    const char* dataset, int64_t time_unix_ns) {
+    out.member("severity", syslog_level(severity));
+    out.member("risk_score", risk_score(severity));
+    out.member_if("reason", reason);
+    out.member("module", "gpuguard");
+    out.member("dataset", dataset);
+    if (time_unix_ns != 0) out.member("created", rfc3339_utc(time_unix_ns));
 }
 
 // ECS event.outcome allows success, failure, unknown only.
@@ -230,114 +341,131 @@ std::string alert_id(const Detection& detection) {
 std::string alert_id(const EnforcementOutcome& outcome) { return outcome.id; }
 
 std::string format_ecs_json(const Detection& d, const HostInfo& host) {
-    Json json;
-    if (d.time_unix_ns != 0) json["@timestamp"] = rfc3339_utc(d.time_unix_ns);
-    json["ecs"] = {{"version", kEcsVersion}};
-    Json event;
-    event["kind"] = "alert";
-    event["id"] = alert_id(d);
-    Json category = Json::array({"intrusion_detection"});
-    if (d.process.pid != 0) category.push_back("process");
-    if (d.peer) category.push_back("network");
-    event["category"] = std::move(category);
-    event["type"] = Json::array({"info"});
-    put_if(event, "action", d.action);
-    event["outcome"] = "unknown";
-    event["severity"] = syslog_level(d.severity);
-    event["risk_score"] = risk_score(d.severity);
-    put_if(event, "reason", d.description);
-    event["module"] = "gpuguard";
-    event["dataset"] = "gpuguard.detection";
-    if (d.time_unix_ns != 0) event["created"] = rfc3339_utc(d.time_unix_ns);
-    json["event"] = std::move(event);
-    json["log"] = severity_log(d.severity);
-    Json rule;
-    rule["id"] = d.rule_id;
-    rule["name"] = d.rule_name;
-    put_if(rule, "ruleset", d.ruleset);
-    put_if(rule, "description", d.description);
-    json["rule"] = std::move(rule);
+    std::string text;
+    text.reserve(2048);
+    JsonWriter out(text);
+    out.begin_object();
+    ecs_head(out, d.time_unix_ns, "alert", alert_id(d), d.process, d.peer);
+    out.key("type");
+    out.begin_array();
+    out.value("info");
+    out.end_array();
+    out.member_if("action", d.action);
+    out.member("outcome", "unknown");
+    ecs_event_rest(out, d.severity, d.description, "gpuguard.detection", d.time_unix_ns);
+    out.end_object();  // event
+    ecs_severity_log(out, d.severity);
+    out.key("rule");
+    out.begin_object();
+    out.member("id", d.rule_id);
+    out.member("name", d.rule_name);
+    out.member_if("ruleset", d.ruleset);
+    out.member_if("description", d.description);
+    out.end_object();
     if (!d.mitre_technique_id.empty()) {
-        Json threat;
-        threat["framework"] = "MITRE ATT&CK";
-        Json technique;
-        technique["id"] = Json::array({d.mitre_technique_id});
+        out.key("threat");
+        out.begin_object();
+        out.member("framework", "MITRE ATT&CK");
+        out.key("technique");
+        out.begin_object();
+        out.key("id");
+        out.begin_array();
+        out.value(d.mitre_technique_id);
+        out.end_array();
         if (!d.mitre_technique_name.empty()) {
-            technique["name"] = Json::array({d.mitre_technique_name});
+            out.key("name");
+            out.begin_array();
+            out.value(d.mitre_technique_name);
+            out.end_array();
         }
-        technique["reference"] = Json::array(
-            {fmt::format("https://attack.mitre.org/techniques/{}/", d.mitre_technique_id)});
-        threat["technique"] = std::move(technique);
+        out.key("reference");
+        out.begin_array();
+        out.value(fmt::format("https://attack.mitre.org/techniques/{}/", d.mitre_technique_id));
+        out.end_array();
+        out.end_object();  // technique
         if (!d.mitre_tactic.empty()) {
-            threat["tactic"] = {{"name", Json::array({d.mitre_tactic})}};
+            out.key("tactic");
+            out.begin_object();
+            out.key("name");
+            out.begin_array();
+            out.value(d.mitre_tactic);
+            out.end_array();
+            out.end_object();
         }
-        json["threat"] = std::move(threat);
+        out.end_object();  // threat
     }
-    ecs_common_tail(json, d.process, d.peer, host);
+    ecs_common_tail(out, d.process, d.peer, host);
 
-    Json detection;
-    detection["id"] = d.id;
-    detection["update"] = d.update;
-    detection["confidence"] = number(d.confidence);
-    detection["first_seen_ns"] = d.first_seen_ns;
-    detection["last_seen_ns"] = d.last_seen_ns;
-    detection["dry_run"] = d.dry_run;
-    detection["signature_ids"] = d.signature_ids;
-    Json evidence = Json::array();
-    for (const auto& item : d.evidence) evidence.push_back(evidence_json(item));
-    detection["evidence"] = std::move(evidence);
-    Json gpuguard;
-    gpuguard["record"] = "detection";
-    gpuguard["detection"] = std::move(detection);
-    gpuguard["process"] = gpuguard_process(d.process);
-    Json gpus = Json::array();
-    for (const auto& gpu : d.gpus) gpus.push_back(gpu_json(gpu));
-    gpuguard["gpus"] = std::move(gpus);
-    if (d.peer && !d.peer->protocol.empty()) gpuguard["peer_protocol"] = d.peer->protocol;
-    json["gpuguard"] = std::move(gpuguard);
-    return dump(json);
+    out.key("gpuguard");
+    out.begin_object();
+    out.member("record", "detection");
+    out.key("detection");
+    out.begin_object();
+    out.member("id", d.id);
+    out.member("update", d.update);
+    out.member("confidence", d.confidence);
+    out.member("first_seen_ns", d.first_seen_ns);
+    out.member("last_seen_ns", d.last_seen_ns);
+    out.member("dry_run", d.dry_run);
+    out.key("signature_ids");
+    out.begin_array();
+    for (const auto& id : d.signature_ids) out.value(id);
+    out.end_array();
+    out.key("evidence");
+    out.begin_array();
+    for (const auto& item : d.evidence) ecs_evidence(out, item);
+    out.end_array();
+    out.end_object();  // detection
+    gpuguard_process(out, d.process);
+    out.key("gpus");
+    out.begin_array();
+    for (const auto& gpu : d.gpus) ecs_gpu(out, gpu);
+    out.end_array();
+    if (d.peer && !d.peer->protocol.empty()) out.member("peer_protocol", d.peer->protocol);
+    out.end_object();  // gpuguard
+    out.end_object();
+    return text;
 }
 
 std::string format_ecs_json(const EnforcementOutcome& o, const HostInfo& host) {
-    Json json;
-    if (o.time_unix_ns != 0) json["@timestamp"] = rfc3339_utc(o.time_unix_ns);
-    json["ecs"] = {{"version", kEcsVersion}};
-    Json event;
-    event["kind"] = "event";
-    event["id"] = alert_id(o);
-    Json category = Json::array({"intrusion_detection"});
-    if (o.process.pid != 0) category.push_back("process");
-    if (o.peer) category.push_back("network");
-    event["category"] = std::move(category);
-    event["type"] = Json::array({o.outcome == "success" ? "denied" : "info"});
-    event["action"] = o.action;
-    event["outcome"] = ecs_outcome(o.outcome);
-    event["severity"] = syslog_level(o.severity);
-    event["risk_score"] = risk_score(o.severity);
-    put_if(event, "reason", o.reason);
-    event["module"] = "gpuguard";
-    event["dataset"] = "gpuguard.enforcement";
-    if (o.time_unix_ns != 0) event["created"] = rfc3339_utc(o.time_unix_ns);
-    if (o.latency_ns != 0) event["duration"] = o.latency_ns;
-    json["event"] = std::move(event);
-    json["log"] = severity_log(o.severity);
-    json["rule"] = {{"id", o.rule_id}};
-    ecs_common_tail(json, o.process, o.peer, host);
+    std::string text;
+    text.reserve(1536);
+    JsonWriter out(text);
+    out.begin_object();
+    ecs_head(out, o.time_unix_ns, "event", alert_id(o), o.process, o.peer);
+    out.key("type");
+    out.begin_array();
+    out.value(o.outcome == "success" ? "denied" : "info");
+    out.end_array();
+    out.member("action", o.action);
+    out.member("outcome", ecs_outcome(o.outcome));
+    ecs_event_rest(out, o.severity, o.reason, "gpuguard.enforcement", o.time_unix_ns);
+    if (o.latency_ns != 0) out.member("duration", o.latency_ns);
+    out.end_object();  // event
+    ecs_severity_log(out, o.severity);
+    out.key("rule");
+    out.begin_object();
+    out.member("id", o.rule_id);
+    out.end_object();
+    ecs_common_tail(out, o.process, o.peer, host);
 
-    Json enforcement;
-    enforcement["id"] = o.id;
-    enforcement["detection_id"] = o.detection_id;
-    enforcement["action"] = o.action;
-    enforcement["outcome"] = o.outcome;
-    put_if(enforcement, "reason", o.reason);
-    enforcement["ts_ns"] = o.ts_ns;
-    enforcement["latency_ns"] = o.latency_ns;
-    Json gpuguard;
-    gpuguard["record"] = "enforcement";
-    gpuguard["enforcement"] = std::move(enforcement);
-    gpuguard["process"] = gpuguard_process(o.process);
-    json["gpuguard"] = std::move(gpuguard);
-    return dump(json);
+    out.key("gpuguard");
+    out.begin_object();
+    out.member("record", "enforcement");
+    out.key("enforcement");
+    out.begin_object();
+    out.member("id", o.id);
+    out.member("detection_id", o.detection_id);
+    out.member("action", o.action);
+    out.member("outcome", o.outcome);
+    out.member_if("reason", o.reason);
+    out.member("ts_ns", o.ts_ns);
+    out.member("latency_ns", o.latency_ns);
+    out.end_object();  // enforcement
+    gpuguard_process(out, o.process);
+    out.end_object();  // gpuguard
+    out.end_object();
+    return text;
 }
 
 std::string format_ocsf(const Detection& d, const HostInfo& host) {
