@@ -6,6 +6,7 @@
 // nlohmann for everything simdjson declines (invalid JSON, net_payload and
 // stratum events) and for every error, so messages and results are those of
 // one parser whichever way a line goes (duplicate keys: the last, in both).
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <charconv>
@@ -109,6 +110,7 @@ class NlohmannNode {
         size_t index = 0;
         for (const auto& item : *value_) visit(index++, NlohmannNode(item));
     }
+    size_t array_size() const { return value_->size(); }
     const json& raw() const { return *value_; }
 
   private:
@@ -204,6 +206,7 @@ class SimdNode {
             visit(index++, SimdNode(item));
         }
     }
+    size_t array_size() const { return simdjson::dom::array(value_).size(); }  // from the tape
     const json& raw() const { throw Decline{}; }
 
   private:
@@ -334,17 +337,31 @@ class Reader {
         return to_integer<Int>(*value, key);
     }
 
-    std::vector<std::string> strings(Key key) const {
-        std::vector<std::string> out;
+    // Each string of the list `key` (absent: none), as a view; returns how
+    // many the list has.
+    template <typename Visit>
+    size_t texts(Key key, Visit visit) const {
         const auto value = find(key);
-        if (!value) return out;
+        if (!value) return 0;
         if (!value->is_array())
             error(key, std::string("expected a list of strings, got ") + value->type_name());
         value->for_each([&](size_t, const Node& item) {
             if (!item.is_string()) error(key, "expected a list of strings");
-            out.emplace_back(item.get_string());
+            visit(item.get_string());
         });
+        return value->array_size();
+    }
+    std::vector<std::string> strings(Key key) const {
+        std::vector<std::string> out;
+        out.reserve(count(key));  // argv: one allocation, not one per doubling
+        texts(key, [&](std::string_view text) { out.emplace_back(text); });
         return out;
+    }
+    // The length of the list `key`, for reserving (0 when absent or not a
+    // list: the read that follows reports that).
+    size_t count(Key key) const {
+        const auto value = find(key);
+        return value && value->is_array() ? std::min<size_t>(value->array_size(), 1024) : 0;
     }
 
     // Each object of the list `key` (absent: none), as a Reader named "key[i]".
@@ -493,7 +510,7 @@ Connect read_connect(const Reader<Node>& reader) {
     connect.v4_mapped = reader.boolean("v4_mapped", false);
     connect.loopback = reader.boolean("loopback", is_loopback(connect.address, connect.ip_version));
     connect.domain = reader.string("domain", "");
-    for (const auto& reason : reader.strings("reasons")) {
+    reader.texts("reasons", [&](std::string_view reason) {
         if (reason == "gpu_holder") {
             connect.gpu_holder = true;
         } else if (reason == "watched_port") {
@@ -501,10 +518,10 @@ Connect read_connect(const Reader<Node>& reader) {
         } else if (reason == "connect_all") {
             connect.all = true;
         } else {
-            reader.error("reasons", "unknown reason \"" + reason +
+            reader.error("reasons", "unknown reason \"" + std::string(reason) +
                                         "\" (gpu_holder, watched_port, connect_all)");
         }
-    }
+    });
     return connect;
 }
 
@@ -543,6 +560,7 @@ Telemetry read_telemetry(const Reader<Node>& reader) {
     telemetry.utilization_percent = reader.number("utilization_percent");
     telemetry.memory_used_bytes = reader.template optional_integer<uint64_t>("memory_used_bytes");
     telemetry.memory_total_bytes = reader.template optional_integer<uint64_t>("memory_total_bytes");
+    telemetry.processes.reserve(reader.count("processes"));
     reader.objects("processes", [&](const Reader<Node>& item) {
         ProcessGpuUsage usage;
         usage.pid = item.template integer<uint32_t>("pid");

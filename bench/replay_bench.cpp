@@ -5,6 +5,7 @@
 //   JSON decode only          EventJsonReader::parse on every line (the baseline)
 //   correlate only            Replay::feed on decoded events
 //   JSON Lines replay         Replay::feed_file on a JSON Lines file: decode + correlate
+//   ... + ECS output          the same, each detection formatted as the command prints it
 //   journal write             JournalWriter::append of every event, then close
 //   journal decode only       JournalReader over the segments
 //   journal replay            Replay::feed_journal on the segments: decode + correlate
@@ -43,6 +44,7 @@
 #include "agent/replay.h"
 #include "gpuguard/common/logging.h"
 #include "gpuguard/rules/correlation.h"
+#include "gpuguard/siem/siem.h"
 
 namespace {
 
@@ -290,6 +292,25 @@ int main(int argc, char** argv) {
                          }});
     }
 
+    // The same with every detection formatted as `gpuguard replay` prints
+    // it (one ECS JSON line each): what the command costs beyond the goal's
+    // decode + correlate, short of writing stdout. Not part of the goal.
+    size_t ecs_bytes = 0;
+    if (run_json) {
+        steps.push_back({"JSON Lines replay + ECS output", fresh_replay, [&] {
+                             HostInfo host;
+                             ecs_bytes = 0;
+                             const auto format = [&](const Detection& detection) {
+                                 ++found;
+                                 ecs_bytes += siem::format_ecs_json(detection, host).size() + 1;
+                             };
+                             if (auto status = replay->feed_file(jsonl, format); !status) {
+                                 fail(status.error().message);
+                             }
+                             detections["JSON Lines + ECS"] = found;
+                         }});
+    }
+
     // The native journal: written by the real writer, then replayed as
     // `gpuguard replay JOURNAL_DIR` does.
     size_t journal_events = events.size();
@@ -341,6 +362,10 @@ int main(int argc, char** argv) {
     const double n = static_cast<double>(events.size());
     std::printf("replay_bench: %zu events (%.1f MB of JSON Lines), %zu detections\n", events.size(),
                 bytes / 1e6, detections.begin()->second);
+    if (ecs_bytes != 0) {
+        std::printf("ECS output: %.1f MB for the detections\n",
+                    static_cast<double>(ecs_bytes) / 1e6);
+    }
     if (replay) {  // the last replay's process table: how full the stream kept it
         std::printf("process table at the end: %zu entries, %llu live ones evicted at its bound\n",
                     replay->table().size(),
