@@ -92,6 +92,38 @@ TEST(PidMap, MatchesAReferenceMapUnderRandomOperations) {
     }
 }
 
+// The pid patterns of a host: a long run handed out one after another, pids
+// that differ only in their high bits (a wrapped pid_max), and scattered
+// ones. Lookups must stay short for all of them, present or absent: without
+// the mixing of blocks a run of sequential pids is one long probe run.
+TEST(PidMap, ProbesStayShortForSequentialAndHighBitPids) {
+    PidMap<int> map;
+    std::vector<uint32_t> pids;
+    for (uint32_t pid = 300; pid < 300 + 20000; ++pid) pids.push_back(pid);
+    for (uint32_t i = 1; i <= 4000; ++i) pids.push_back(i << 16 | 77);
+    std::mt19937 rng(5);
+    for (int i = 0; i < 4000; ++i) pids.push_back(rng() % 4194304);
+    for (uint32_t pid : pids) map[pid] = 1;
+    const auto mean_and_max = [&](const std::vector<uint32_t>& lookups) {
+        size_t total = 0, longest = 0;
+        for (uint32_t pid : lookups) {
+            const size_t length = map.probe_length(pid);
+            total += length;
+            longest = std::max(longest, length);
+        }
+        return std::pair{static_cast<double>(total) / static_cast<double>(lookups.size()), longest};
+    };
+    const auto [present_mean, present_max] = mean_and_max(pids);
+    EXPECT_LT(present_mean, 3.0);
+    EXPECT_LT(present_max, 96u);
+    std::vector<uint32_t> absent;
+    for (uint32_t pid = 300 + 20000; pid < 300 + 30000; ++pid) absent.push_back(pid);
+    for (uint32_t i = 1; i <= 4000; ++i) absent.push_back(i << 16 | 78);
+    const auto [absent_mean, absent_max] = mean_and_max(absent);
+    EXPECT_LT(absent_mean, 5.0);
+    EXPECT_LT(absent_max, 128u);
+}
+
 TEST(PidMap, MovesAndClears) {
     PidMap<std::string> map;
     map[3] = "three";
