@@ -256,9 +256,7 @@ void ProcessTable::apply(const Event& event) {
             ProcessInfo& info = *found;
             info.exited = true;
             info.exit_ns = event.ts_ns;
-            table.exited_candidates_.emplace_back(info.exit_ns, task.pid);
-            std::push_heap(table.exited_candidates_.begin(), table.exited_candidates_.end(),
-                           std::greater<>{});
+            table.exited_candidates_.push(info.exit_ns, task.pid);
             if (exit.signal() != 0) {
                 info.exit_signal = exit.signal();
             } else {
@@ -333,9 +331,8 @@ std::vector<uint32_t> ProcessTable::evict(uint64_t now_ns) {
         static_cast<uint64_t>(std::chrono::nanoseconds(options_.exit_grace).count());
     auto& exited = exited_candidates_;
     while (!exited.empty() && now_ns >= exited.front().first + grace_ns) {
-        std::pop_heap(exited.begin(), exited.end(), std::greater<>{});
-        const auto [exit_ns, pid] = exited.back();
-        exited.pop_back();
+        const auto [exit_ns, pid] = exited.front();
+        exited.pop();
         const ProcessInfo* found = processes_.find(pid);
         if (!found || !found->exited || found->exit_ns != exit_ns) {
             continue;  // gone, running again, or exited again later
@@ -352,17 +349,37 @@ void ProcessTable::note_idle(uint32_t pid) {
     std::push_heap(idle_candidates_.begin(), idle_candidates_.end(), std::greater<>{});
 }
 
+void ExitQueue::push(uint64_t exit_ns, uint32_t pid) {
+    if (in_order_.empty() || exit_ns >= in_order_.back().first) {
+        in_order_.emplace_back(exit_ns, pid);
+        return;
+    }
+    late_.emplace_back(exit_ns, pid);
+    std::push_heap(late_.begin(), late_.end(), std::greater<>{});
+}
+
+void ExitQueue::pop() {
+    if (from_late()) {
+        std::pop_heap(late_.begin(), late_.end(), std::greater<>{});
+        late_.pop_back();
+    } else {
+        in_order_.pop_front();
+    }
+}
+
 void ProcessTable::rebuild_candidates() {
     exited_candidates_.clear();
     idle_candidates_.clear();
+    std::vector<ExitQueue::Entry> exited;
     for (const auto& [pid, info] : processes_) {
         if (info.exited) {
-            exited_candidates_.emplace_back(info.exit_ns, pid);
+            exited.emplace_back(info.exit_ns, pid);
         } else if (!info.holds_gpu()) {
             idle_candidates_.push_back(pid);
         }
     }
-    std::make_heap(exited_candidates_.begin(), exited_candidates_.end(), std::greater<>{});
+    std::sort(exited.begin(), exited.end());
+    for (const auto& [exit_ns, pid] : exited) exited_candidates_.push(exit_ns, pid);
     std::make_heap(idle_candidates_.begin(), idle_candidates_.end(), std::greater<>{});
 }
 
@@ -382,9 +399,8 @@ void ProcessTable::enforce_bound() {
     size_t excess = processes_.size() - target;
     auto& exited = exited_candidates_;
     while (excess > 0 && !exited.empty()) {
-        std::pop_heap(exited.begin(), exited.end(), std::greater<>{});
-        const auto [exit_ns, pid] = exited.back();
-        exited.pop_back();
+        const auto [exit_ns, pid] = exited.front();
+        exited.pop();
         const ProcessInfo* found = processes_.find(pid);
         if (!found || !found->exited || found->exit_ns != exit_ns) continue;
         processes_.erase(pid);

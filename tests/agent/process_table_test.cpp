@@ -1,6 +1,8 @@
 #include "agent/process_table.h"
 
 #include <fstream>
+#include <random>
+#include <set>
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -191,6 +193,34 @@ TEST_F(ProcessTableTest, events_build_the_lifecycle) {
     EXPECT_TRUE(table.get(201).has_value());
     EXPECT_EQ(table.evict(100 + 30'000'000'000ull), std::vector<uint32_t>{201});
     EXPECT_FALSE(table.get(201).has_value());
+}
+
+// The exit queue against a sorted reference: exits mostly in time order,
+// some late by up to a few seconds, pushes and pops interleaved.
+TEST(ExitQueue, PopsOldestFirstWhateverOrderExitsCameIn) {
+    ExitQueue queue;
+    std::multiset<std::pair<uint64_t, uint32_t>> reference;
+    std::mt19937 rng(11);
+    uint64_t clock = 1'000'000;
+    for (uint32_t pid = 1; pid <= 20000; ++pid) {
+        clock += rng() % 1000;
+        const uint64_t exit_ns = rng() % 10 == 0 ? clock - rng() % 500'000 : clock;
+        queue.push(exit_ns, pid);
+        reference.emplace(exit_ns, pid);
+        if (rng() % 3 == 0) {
+            ASSERT_FALSE(queue.empty());
+            ASSERT_EQ(queue.front().first, reference.begin()->first);
+            reference.erase(reference.find(queue.front()));
+            queue.pop();
+        }
+        ASSERT_EQ(queue.size(), reference.size());
+    }
+    while (!queue.empty()) {
+        ASSERT_EQ(queue.front().first, reference.begin()->first);
+        reference.erase(reference.find(queue.front()));
+        queue.pop();
+    }
+    EXPECT_TRUE(reference.empty());
 }
 
 // Exits reach the table almost in time order; one that comes late (another
