@@ -1,6 +1,5 @@
 #include "siem/json_writer.h"
 
-#include <algorithm>
 #include <cmath>
 
 #include <nlohmann/json.hpp>
@@ -21,21 +20,22 @@ void JsonWriter::value(double number) {
     need_comma_ = true;
 }
 
-void JsonWriter::append_string(std::string& out, std::string_view text) {
-    // Invalid UTF-8 is rare (a hostile command line): repaired first, so the
-    // loop below only ever sees whole, valid sequences.
-    const bool ascii = std::all_of(text.begin(), text.end(),
-                                   [](char c) { return static_cast<unsigned char>(c) < 0x80; });
-    std::string repaired;
-    if (!ascii) {
-        repaired = sanitize_utf8(text);
-        text = repaired;
-    }
-    out += '"';
+namespace {
+
+// `text` escaped as nlohmann escapes it. Bytes from 0x80 on are copied as
+// they are once `valid_utf8` says they form valid UTF-8; before that, the
+// first one sends the rest of the text through sanitize_utf8() (the bytes
+// before it are ASCII, so repairing the rest alone repairs the whole).
+void escape(std::string& out, std::string_view text, bool valid_utf8) {
     size_t run = 0;  // start of the bytes not yet copied
     for (size_t i = 0; i < text.size(); ++i) {
         const auto c = static_cast<unsigned char>(text[i]);
-        if (c >= 0x20 && c != '"' && c != '\\') continue;  // UTF-8 bytes >= 0x80 included
+        if (c >= 0x20 && c != '"' && c != '\\') {
+            if (c < 0x80 || valid_utf8) continue;
+            out.append(text.data() + run, i - run);
+            escape(out, sanitize_utf8(text.substr(i)), true);  // rare: a hostile string
+            return;
+        }
         out.append(text.data() + run, i - run);
         run = i + 1;
         switch (c) {
@@ -68,6 +68,13 @@ void JsonWriter::append_string(std::string& out, std::string_view text) {
         }
     }
     out.append(text.data() + run, text.size() - run);
+}
+
+}  // namespace
+
+void JsonWriter::append_string(std::string& out, std::string_view text) {
+    out += '"';
+    escape(out, text, /*valid_utf8=*/false);
     out += '"';
 }
 
