@@ -1,5 +1,6 @@
 // gpuguard run: load the sensor, register GPU devices, print events.
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <ctime>
 #include <memory>
@@ -170,6 +171,12 @@ class ConfigReloader {
 };
 
 int run_agent(const Context& context, const RunOptions& options) {
+    // A reader of stdout or stderr that goes away (`gpuguard run 2>&1 | head`,
+    // a log pipe restarted) must cost output, not the agent and the
+    // enforcement it does: writes to it fail with EPIPE instead (the line
+    // writer counts what is lost). The agent starts no processes, so none
+    // inherits the ignored signal.
+    std::signal(SIGPIPE, SIG_IGN);
     const auto log = logger("agent");
     auto config = load_config_or_report(context, options.config_path);
     if (!config) return 2;

@@ -1,6 +1,8 @@
 // `gpuguard run` end to end: the binary loads, prints a JSON line for an
 // open of a registered node, and leaves no program behind after SIGTERM.
+#include <cstring>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -8,6 +10,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <poll.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -290,6 +293,46 @@ TEST_F(AgentRunTest, event_types_choose_what_is_printed) {
         << bad.stderr_text;
 }
 
+// The agent with stdout and stderr on the given fds (the tests' Subprocess
+// always reads both pipes, which is what these tests must not do), printing
+// every event.
+pid_t start_printing_agent(const std::filesystem::path& config, int out_fd, int err_fd) {
+    const pid_t agent = fork();
+    if (agent == 0) {
+        dup2(out_fd, STDOUT_FILENO);
+        dup2(err_fd, STDERR_FILENO);
+        execl(GPUGUARD_BINARY, GPUGUARD_BINARY, "run", "--config", config.c_str(), "--print-events",
+              "--event-types", "all", static_cast<char*>(nullptr));
+        _exit(127);
+    }
+    return agent;
+}
+
+// waitpid() within `timeout`; past it the process is killed and nullopt
+// returned. The wait status otherwise.
+std::optional<int> reap_within(pid_t pid, std::chrono::milliseconds timeout) {
+    int status = 0;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+        if (std::chrono::steady_clock::now() >= deadline) {
+            kill(pid, SIGKILL);
+            waitpid(pid, nullptr, 0);
+            return std::nullopt;
+        }
+        std::this_thread::sleep_for(20ms);
+    }
+    return status;
+}
+
+// Thousands of fork and exit events, several times what a pipe holds.
+void fork_storm() {
+    for (int i = 0; i < 3000; ++i) {
+        const pid_t child = fork();
+        if (child == 0) _exit(0);
+        if (child > 0) waitpid(child, nullptr, 0);
+    }
+}
+
 // stdout is a pipe nobody reads (a stalled consumer): the agent keeps
 // running, drops and counts what it cannot print, and still stops on
 // SIGTERM. It used to block in write(2) inside its event loop for good.
@@ -299,16 +342,11 @@ TEST_F(AgentRunTest, unread_stdout_costs_counted_lines_not_a_stalled_agent) {
     const auto log = dir_ / "agent.log";
     int out[2];
     ASSERT_EQ(pipe2(out, O_CLOEXEC), 0);
-    const pid_t agent = fork();
+    const int err = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    ASSERT_GE(err, 0);
+    const pid_t agent = start_printing_agent(config, out[1], err);
     ASSERT_GE(agent, 0);
-    if (agent == 0) {
-        const int err = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        dup2(out[1], STDOUT_FILENO);
-        dup2(err, STDERR_FILENO);
-        execl(GPUGUARD_BINARY, GPUGUARD_BINARY, "run", "--config", config.c_str(), "--print-events",
-              "--event-types", "all", static_cast<char*>(nullptr));
-        _exit(127);
-    }
+    close(err);
     close(out[1]);  // out[0] stays open and is never read
     const auto log_text = [&] {
         std::ifstream in(log);
@@ -323,28 +361,56 @@ TEST_F(AgentRunTest, unread_stdout_costs_counted_lines_not_a_stalled_agent) {
         return true;
     };
     ASSERT_TRUE(wait_for_log("[agent] ready", 20s)) << log_text();
-    // Thousands of fork and exit events, several times what a pipe holds.
-    for (int i = 0; i < 3000; ++i) {
-        const pid_t child = fork();
-        if (child == 0) _exit(0);
-        if (child > 0) waitpid(child, nullptr, 0);
-    }
+    fork_storm();
     kill(agent, SIGTERM);
-    int status = 0;
-    const auto deadline = std::chrono::steady_clock::now() + 15s;
-    pid_t reaped = 0;
-    while ((reaped = waitpid(agent, &status, WNOHANG)) == 0 &&
+    const auto status = reap_within(agent, 15s);
+    close(out[0]);
+    ASSERT_TRUE(status.has_value()) << "the agent did not stop on SIGTERM: " << log_text();
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << log_text();
+    EXPECT_NE(log_text().find("lines not printed in all"), std::string::npos) << log_text();
+    EXPECT_TRUE(wait_until_no_programs(3s)) << "programs left after SIGTERM";
+}
+
+// Whoever read stdout and stderr goes away (`gpuguard run 2>&1 | head`): the
+// agent must go on watching and enforcing, and stop cleanly when told. It
+// used to die of SIGPIPE at its next log line.
+TEST_F(AgentRunTest, closed_stdout_and_stderr_cost_output_not_the_agent) {
+    const auto config = dir_ / "gpuguard.yaml";
+    std::ofstream(config) << own_paths();
+    int out[2], err[2];
+    ASSERT_EQ(pipe2(out, O_CLOEXEC), 0);
+    ASSERT_EQ(pipe2(err, O_CLOEXEC), 0);
+    const pid_t agent = start_printing_agent(config, out[1], err[1]);
+    ASSERT_GE(agent, 0);
+    close(out[1]);
+    close(err[1]);
+    // The log up to "ready", read as `head` would, then both readers gone.
+    std::string log;
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (log.find("[agent] ready") == std::string::npos &&
            std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(20ms);
-    }
-    if (reaped == 0) {
-        kill(agent, SIGKILL);
-        waitpid(agent, nullptr, 0);
+        pollfd readable{err[0], POLLIN, 0};
+        if (poll(&readable, 1, 100) <= 0) continue;
+        char buffer[4096];
+        const ssize_t got = read(err[0], buffer, sizeof(buffer));
+        if (got <= 0) break;
+        log.append(buffer, static_cast<size_t>(got));
     }
     close(out[0]);
-    ASSERT_EQ(reaped, agent) << "the agent did not stop on SIGTERM: " << log_text();
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << log_text();
-    EXPECT_NE(log_text().find("lines not printed in all"), std::string::npos) << log_text();
+    close(err[0]);
+    ASSERT_NE(log.find("[agent] ready"), std::string::npos) << log;
+    fork_storm();  // events to print and drops to log, into closed pipes
+    std::this_thread::sleep_for(500ms);
+    int status = 0;
+    const pid_t early = waitpid(agent, &status, WNOHANG);
+    EXPECT_EQ(early, 0) << "the agent ended on its own: "
+                        << (WIFSIGNALED(status) ? strsignal(WTERMSIG(status)) : "exit");
+    if (early != 0) return;
+    kill(agent, SIGTERM);
+    const auto stopped = reap_within(agent, 15s);
+    ASSERT_TRUE(stopped.has_value()) << "the agent did not stop on SIGTERM";
+    EXPECT_TRUE(WIFEXITED(*stopped) && WEXITSTATUS(*stopped) == 0)
+        << (WIFSIGNALED(*stopped) ? strsignal(WTERMSIG(*stopped)) : "exit status");
     EXPECT_TRUE(wait_until_no_programs(3s)) << "programs left after SIGTERM";
 }
 
