@@ -38,7 +38,7 @@ bool LineWriter::write(std::string line) {
     line += '\n';
     {
         std::lock_guard lock(mutex_);
-        if (stopping_ || queued_bytes_ + line.size() > options_.max_queued_bytes) {
+        if (stopping_ || reader_gone_ || queued_bytes_ + line.size() > options_.max_queued_bytes) {
             ++dropped_;
             note_drops();
             return false;
@@ -65,6 +65,11 @@ uint64_t LineWriter::dropped() const {
     return dropped_;
 }
 
+bool LineWriter::reader_gone() const {
+    std::lock_guard lock(mutex_);
+    return reader_gone_;
+}
+
 // Called with mutex_ held. A warning on the first drop and at most one a
 // minute after it: the log says when output was lost, without flooding.
 void LineWriter::note_drops() {
@@ -72,6 +77,10 @@ void LineWriter::note_drops() {
     const bool reported_before = last_drop_report_ != std::chrono::steady_clock::time_point{};
     if (reported_before && now - last_drop_report_ < std::chrono::minutes(1)) return;
     last_drop_report_ = now;
+    if (reader_gone_) {
+        logger("output")->warn("stdout's reader has gone: {} lines dropped so far", dropped_);
+        return;
+    }
     logger("output")->warn(
         "stdout is not read fast enough: {} lines dropped so far (at most {} bytes wait)", dropped_,
         options_.max_queued_bytes);
@@ -108,7 +117,13 @@ bool LineWriter::wait_writable(bool mid_line) {
         // In slices, so that a stop is noticed: a reader that never reads
         // must not hold the agent's shutdown.
         const int polled = poll(&ready, 1, 100);
-        if (polled > 0) return !(ready.revents & (POLLERR | POLLNVAL));
+        if (polled > 0) {
+            if (!(ready.revents & (POLLERR | POLLNVAL))) return true;
+            // POLLERR on a pipe or socket: nobody will read again.
+            std::lock_guard lock(mutex_);
+            reader_gone_ = true;
+            return false;
+        }
         if (polled < 0 && errno != EINTR) return false;
         std::lock_guard lock(mutex_);
         // At shutdown, lines not yet begun wait drain_timeout; a line begun
@@ -142,6 +157,10 @@ size_t LineWriter::write_lines(const std::deque<std::string>& lines) {
         const ssize_t wrote = ::write(fd_, chunk.data(), chunk.size());
         if (wrote < 0) {
             if (errno == EINTR || errno == EAGAIN) continue;
+            if (errno == EPIPE) {
+                std::lock_guard lock(mutex_);
+                reader_gone_ = true;
+            }
             return line;  // EPIPE and the like: the rest is lost
         }
         for (size_t left = static_cast<size_t>(wrote); left > 0;) {

@@ -2,7 +2,8 @@
 // stdout), written by a thread of their own. A reader that stops reading
 // (a pipe into a stalled program) then fills the writer's queue, not the
 // agent's event loop: lines over the queue's bound are dropped and counted,
-// and shutdown waits for the queue a bounded time only.
+// and shutdown waits for the queue a bounded time only. A reader that goes
+// away costs the lines from then on, dropped and counted at once.
 #pragma once
 
 #include <chrono>
@@ -40,6 +41,9 @@ class LineWriter {
 
     uint64_t written() const;  // lines
     uint64_t dropped() const;  // lines: queue full, write error, or not written at shutdown
+    // The fd's reader has gone (a pipe or socket closed at the other end):
+    // every line from then on is dropped at once, counted.
+    bool reader_gone() const;
 
   private:
     void run();
@@ -62,6 +66,7 @@ class LineWriter {
     std::chrono::steady_clock::time_point stop_deadline_{};
     uint64_t written_ = 0;
     uint64_t dropped_ = 0;
+    bool reader_gone_ = false;
     std::chrono::steady_clock::time_point last_drop_report_{};
     std::thread thread_;
 };

@@ -95,6 +95,27 @@ TEST(LineWriter, AReaderThatStopsReadingCostsCountedDropsNotABlockedCaller) {
     EXPECT_EQ(got.back(), '\n');
 }
 
+// `gpuguard run | head`: the reader is gone; lines are dropped and counted
+// at once (the agent ignores SIGPIPE), nothing waits on the dead pipe.
+TEST(LineWriter, AReaderThatWentAwayCostsCountedDrops) {
+    Pipe pipe;
+    close(pipe.read_end);
+    pipe.read_end = -1;
+    LineWriter writer(pipe.write_end);
+    uint64_t accepted = 0;
+    for (int i = 0; i < 10; ++i) accepted += writer.write("line " + std::to_string(i));
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (!writer.reader_gone() && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(5ms);
+    }
+    ASSERT_TRUE(writer.reader_gone());
+    EXPECT_FALSE(writer.write("after")) << "queued for a reader that is gone";
+    writer.close();
+    EXPECT_EQ(writer.written(), 0u);
+    EXPECT_EQ(writer.dropped(), 11u);
+    EXPECT_GE(accepted, 1u);
+}
+
 TEST(LineWriter, CountsWhatIsLeftAtShutdownAsDropped) {
     Pipe pipe;
     LineWriterOptions options;
