@@ -337,32 +337,21 @@ class Reader {
         return to_integer<Int>(*value, key);
     }
 
-    // Each string of the list `key` (absent: none), as a view; returns how
-    // many the list has.
+    // Each string of the list `key` (absent: none), as a view.
     template <typename Visit>
-    size_t texts(Key key, Visit visit) const {
-        const auto value = find(key);
-        if (!value) return 0;
-        if (!value->is_array())
-            error(key, std::string("expected a list of strings, got ") + value->type_name());
-        value->for_each([&](size_t, const Node& item) {
-            if (!item.is_string()) error(key, "expected a list of strings");
-            visit(item.get_string());
-        });
-        return value->array_size();
+    void texts(Key key, Visit visit) const {
+        each_text(key, find(key), visit);
     }
     std::vector<std::string> strings(Key key) const {
+        const auto value = find(key);
         std::vector<std::string> out;
-        out.reserve(count(key));  // argv: one allocation, not one per doubling
-        texts(key, [&](std::string_view text) { out.emplace_back(text); });
+        out.reserve(reservable_length(value));  // argv: one allocation, not one per doubling
+        each_text(key, value, [&](std::string_view text) { out.emplace_back(text); });
         return out;
     }
     // The length of the list `key`, for reserving (0 when absent or not a
     // list: the read that follows reports that).
-    size_t count(Key key) const {
-        const auto value = find(key);
-        return value && value->is_array() ? std::min<size_t>(value->array_size(), 1024) : 0;
-    }
+    size_t count(Key key) const { return reservable_length(find(key)); }
 
     // Each object of the list `key` (absent: none), as a Reader named "key[i]".
     template <typename Visit>
@@ -395,6 +384,20 @@ class Reader {
 
   private:
     static constexpr size_t kNoIndex = static_cast<size_t>(-1);
+
+    static size_t reservable_length(const std::optional<Node>& list) {
+        return list && list->is_array() ? std::min<size_t>(list->array_size(), 1024) : 0;
+    }
+    template <typename Visit>
+    void each_text(Key key, const std::optional<Node>& list, Visit visit) const {
+        if (!list) return;
+        if (!list->is_array())
+            error(key, std::string("expected a list of strings, got ") + list->type_name());
+        list->for_each([&](size_t, const Node& item) {
+            if (!item.is_string()) error(key, "expected a list of strings");
+            visit(item.get_string());
+        });
+    }
     std::optional<Node> object_;
     typename Node::Fields fields_{};  // filled only when object_ is set
     const Reader* parent_;
