@@ -61,6 +61,24 @@ Json evidence_json(const Evidence& evidence) {
 // shape below is what the nlohmann DOM dump gave, nulls included: an object
 // the DOM built with no member came out as null.
 
+// "name":[item]
+void one_item_list(JsonWriter& out, std::string_view name, std::string_view item) {
+    out.key(name);
+    out.begin_array();
+    out.value(item);
+    out.end_array();
+}
+
+// "name":{"key":value}
+template <typename T>
+void one_member_object(JsonWriter& out, std::string_view name, std::string_view key,
+                       const T& value) {
+    out.key(name);
+    out.begin_object();
+    out.member(key, value);
+    out.end_object();
+}
+
 void ecs_severity_log(JsonWriter& out, Severity severity) {
     out.key("log");
     out.begin_object();
@@ -89,10 +107,7 @@ void ecs_process(JsonWriter& out, const DetectionProcess& process) {
     out.begin_object();
     out.member("pid", process.pid);
     if (process.ppid != 0) {
-        out.key("parent");
-        out.begin_object();
-        out.member("pid", process.ppid);
-        out.end_object();
+        one_member_object(out, "parent", "pid", process.ppid);
     }
     out.member_if("name", process.comm);
     out.member_if("executable", process.executable);
@@ -105,16 +120,10 @@ void ecs_process(JsonWriter& out, const DetectionProcess& process) {
     }
     out.member_if("command_line", process.command_line);
     if (!process.sha256.empty()) {
-        out.key("hash");
-        out.begin_object();
-        out.member("sha256", process.sha256);
-        out.end_object();
+        one_member_object(out, "hash", "sha256", process.sha256);
     }
     ecs_user(out, process);
-    out.key("group");
-    out.begin_object();
-    out.member("id", std::to_string(process.gid));
-    out.end_object();
+    one_member_object(out, "group", "id", std::to_string(process.gid));
     out.end_object();
 }
 
@@ -146,10 +155,7 @@ void ecs_common_tail(JsonWriter& out, const DetectionProcess& process,
     out.member_if("hostname", host.hostname);
     out.member_if("name", host.hostname);
     if (!host.boot_id.empty()) {
-        out.key("boot");
-        out.begin_object();
-        out.member("id", host.boot_id);
-        out.end_object();
+        one_member_object(out, "boot", "id", host.boot_id);
     }
     out.key("os");
     out.begin_object();
@@ -214,10 +220,7 @@ void ecs_evidence(JsonWriter& out, const Evidence& evidence) {
 void ecs_head(JsonWriter& out, int64_t time_unix_ns, const char* kind, const std::string& id,
               const DetectionProcess& process, const std::optional<DetectionPeer>& peer) {
     if (time_unix_ns != 0) out.member("@timestamp", rfc3339_utc(time_unix_ns));
-    out.key("ecs");
-    out.begin_object();
-    out.member("version", kEcsVersion);
-    out.end_object();
+    one_member_object(out, "ecs", "version", kEcsVersion);
     out.key("event");
     out.begin_object();
     out.member("kind", kind);
@@ -346,10 +349,7 @@ std::string format_ecs_json(const Detection& d, const HostInfo& host) {
     JsonWriter out(text);
     out.begin_object();
     ecs_head(out, d.time_unix_ns, "alert", alert_id(d), d.process, d.peer);
-    out.key("type");
-    out.begin_array();
-    out.value("info");
-    out.end_array();
+    one_item_list(out, "type", "info");
     out.member_if("action", d.action);
     out.member("outcome", "unknown");
     ecs_event_rest(out, d.severity, d.description, "gpuguard.detection", d.time_unix_ns);
@@ -368,28 +368,17 @@ std::string format_ecs_json(const Detection& d, const HostInfo& host) {
         out.member("framework", "MITRE ATT&CK");
         out.key("technique");
         out.begin_object();
-        out.key("id");
-        out.begin_array();
-        out.value(d.mitre_technique_id);
-        out.end_array();
+        one_item_list(out, "id", d.mitre_technique_id);
         if (!d.mitre_technique_name.empty()) {
-            out.key("name");
-            out.begin_array();
-            out.value(d.mitre_technique_name);
-            out.end_array();
+            one_item_list(out, "name", d.mitre_technique_name);
         }
-        out.key("reference");
-        out.begin_array();
-        out.value(fmt::format("https://attack.mitre.org/techniques/{}/", d.mitre_technique_id));
-        out.end_array();
+        one_item_list(out, "reference",
+                      fmt::format("https://attack.mitre.org/techniques/{}/", d.mitre_technique_id));
         out.end_object();  // technique
         if (!d.mitre_tactic.empty()) {
             out.key("tactic");
             out.begin_object();
-            out.key("name");
-            out.begin_array();
-            out.value(d.mitre_tactic);
-            out.end_array();
+            one_item_list(out, "name", d.mitre_tactic);
             out.end_object();
         }
         out.end_object();  // threat
@@ -433,20 +422,14 @@ std::string format_ecs_json(const EnforcementOutcome& o, const HostInfo& host) {
     JsonWriter out(text);
     out.begin_object();
     ecs_head(out, o.time_unix_ns, "event", alert_id(o), o.process, o.peer);
-    out.key("type");
-    out.begin_array();
-    out.value(o.outcome == "success" ? "denied" : "info");
-    out.end_array();
+    one_item_list(out, "type", o.outcome == "success" ? "denied" : "info");
     out.member("action", o.action);
     out.member("outcome", ecs_outcome(o.outcome));
     ecs_event_rest(out, o.severity, o.reason, "gpuguard.enforcement", o.time_unix_ns);
     if (o.latency_ns != 0) out.member("duration", o.latency_ns);
     out.end_object();  // event
     ecs_severity_log(out, o.severity);
-    out.key("rule");
-    out.begin_object();
-    out.member("id", o.rule_id);
-    out.end_object();
+    one_member_object(out, "rule", "id", o.rule_id);
     ecs_common_tail(out, o.process, o.peer, host);
 
     out.key("gpuguard");
