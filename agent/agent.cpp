@@ -27,6 +27,7 @@
 #include "agent/nft_blocker.h"
 #include "agent/priority_guard.h"
 #include "agent/process_handle.h"
+#include "agent/process_io.h"
 #include "agent/process_table.h"
 #include "agent/rule_pack_version.h"
 #include "agent/sensor.h"
@@ -134,6 +135,8 @@ struct Agent::Impl {
     std::vector<const Detection*> raised;               // scratch for Correlator::observe
     std::map<std::string, std::string> kill_now_names;  // in the kernel map: comm -> signature id
     uint64_t telemetry_sequence = 0;
+    std::unique_ptr<ProcessIoSampler>
+        process_io;  // GPU processes' writes, with each telemetry sample
     uint64_t detections_total = 0;
     uint64_t rule_reloads_rejected = 0;
     std::unique_ptr<ActivityLog> activity;  // recent detections/actions: status page, metrics
@@ -901,6 +904,8 @@ Result<std::unique_ptr<Agent>> Agent::start(AgentOptions options) {
         backends::SamplerOptions{std::chrono::milliseconds(config.backends.interval_ms),
                                  [raw] { return raw->gpu_fds(); }});
     impl->sampler->sample_once();
+    impl->process_io = std::make_unique<ProcessIoSampler>(
+        impl->options.proc_root, [raw](uint32_t pid) { return raw->sensor->net_sends(pid); });
     for (const auto& number : impl->sampler->gpu_device_numbers()) {
         if (!number.known() || impl->is_gpu(number.major, number.minor)) continue;
         const GpuDeviceNumber device{number.major, number.minor, "telemetry"};
@@ -1020,6 +1025,9 @@ Status Agent::run(const volatile std::sig_atomic_t* stop) {
             impl.telemetry_sequence = snapshot.sequence;
             std::lock_guard lock(impl.mutex);
             for (const auto& event : telemetry_events(snapshot, now)) impl.on_event(event);
+            for (const auto& event : impl.process_io->sample(impl.table->gpu_processes(), now)) {
+                impl.on_event(event);
+            }
         }
         if (now < next_ioctl_read && now < next_drop_check && now < next_rate_sample) continue;
         std::lock_guard lock(impl.mutex);

@@ -37,10 +37,10 @@ struct JournalCommand {
     bool as_json = false;
 };
 
-const std::set<std::string> kTypes = {"gpu_open", "gpu_ioctl", "connect",     "exec",
-                                      "fork",     "exit",      "telemetry",   "process_snapshot",
-                                      "kill_now", "exe_scan",  "detection",   "enforcement",
-                                      "note",     "gap",       "net_payload", "stratum"};
+const std::set<std::string> kTypes = {
+    "gpu_open",         "gpu_ioctl", "connect",   "exec",      "fork",        "exit", "telemetry",
+    "process_snapshot", "kill_now",  "exe_scan",  "detection", "enforcement", "note", "gap",
+    "net_payload",      "stratum",   "process_io"};
 
 int64_t now_unix_ns() {
     timespec now{};
@@ -202,6 +202,13 @@ std::string event_details(const Event& event) {
             return stratum.protocol + " pool " + stratum.pool_address + ":" +
                    std::to_string(stratum.pool_port) + " login " + stratum.login + " shares " +
                    std::to_string(stratum.shares_submitted) + " rate " + rate;
+        }
+        std::string operator()(const ProcessIo& io) const {
+            const auto count = [](const std::optional<uint64_t>& value) {
+                return value ? std::to_string(*value) : std::string("-");
+            };
+            return "file writes " + count(io.file_write_bytes) + " bytes, net sends " +
+                   count(io.net_sends) + " (" + count(io.net_send_bytes) + " bytes)";
         }
         std::string operator()(const ExeScan& scan) const {
             if (!scan.error.empty()) return "yara: " + scan.path + " not scanned: " + scan.error;

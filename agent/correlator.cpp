@@ -186,8 +186,8 @@ Status Correlator::set_rule_set(std::shared_ptr<const rules::RuleSet> rule_set) 
 
 bool Correlator::time_dependent(const std::vector<rules::CorrelationRule>& rules) {
     return std::any_of(rules.begin(), rules.end(), [](const auto& rule) {
-        return rule.memory_growth || rule.sustained_utilization || rule.gpu_memory_above ||
-               rule.time_window || !rule.gpu_index_not_in.empty() ||
+        return rule.memory_growth || rule.sustained_utilization || rule.quiet_io ||
+               rule.gpu_memory_above || rule.time_window || !rule.gpu_index_not_in.empty() ||
                !rule.gpu_vendor_not_in.empty();
     });
 }
@@ -394,6 +394,15 @@ void Correlator::observe(const Event& event, std::vector<const Detection*>& out)
             }
             judge(pid);
         }
+        void operator()(const ProcessIo& io) {
+            ProcessState& state = self.states_[pid];
+            state.io.push_back(IoSample{event.ts_ns, io});
+            if (state.io.size() > self.options_.max_telemetry_samples) {
+                state.io.erase(state.io.begin());
+            }
+            state.dirty = true;
+            judge(pid);
+        }
         void operator()(const Fork&) {}
         void operator()(const KillNow&) {}  // already enforced in the kernel; exit follows
         void operator()(const Exit&) {
@@ -459,7 +468,9 @@ void Correlator::evaluate(uint32_t pid, uint64_t ts_ns, std::vector<const Detect
     }
     // Telemetry conditions depend on time passing; everything else only on
     // new evidence.
-    if (!state.dirty && !(has_time_rules_ && !state.usage.empty())) return;
+    if (!state.dirty && !(has_time_rules_ && (!state.usage.empty() || !state.io.empty()))) {
+        return;
+    }
     state.dirty = false;
     ++stats_.evaluations;
 
@@ -544,6 +555,11 @@ void Correlator::evaluate(uint32_t pid, uint64_t ts_ns, std::vector<const Detect
             std::string detail;
             if (!sustained(*rule.sustained_utilization, state, ts_ns, detail)) continue;
             extra.push_back(Evidence{ts_ns, "telemetry", "telemetry", "", "utilization", detail});
+        }
+        if (rule.quiet_io) {
+            std::string detail;
+            if (!quiet_io(*rule.quiet_io, state, ts_ns, detail)) continue;
+            extra.push_back(Evidence{ts_ns, "telemetry", "process_io", "", "io", detail});
         }
         if (rule.gpu_memory_above) {
             const auto& latest = state.usage.empty() ? UsageSample{} : state.usage.back();
@@ -675,6 +691,62 @@ bool Correlator::sustained(const rules::SustainedUtilizationCondition& condition
              "compute above %.0f%% (lowest %.0f%%) for %llds with %ld new connections",
              condition.above_percent, lowest, static_cast<long long>(condition.duration.count()),
              static_cast<long>(connects));
+    detail = text;
+    return true;
+}
+
+bool Correlator::quiet_io(const rules::QuietIoCondition& condition, const ProcessState& state,
+                          uint64_t ts_ns, std::string& detail) {
+    const uint64_t duration_ns = condition.duration.count() * 1'000'000'000ull;
+    if (ts_ns < duration_ns || state.io.empty()) return false;
+    const uint64_t since = ts_ns - duration_ns;
+    // The counters at the window's start: the newest reading at or before
+    // it. None means nobody watched the whole window.
+    auto first =
+        std::upper_bound(state.io.begin(), state.io.end(), since,
+                         [](uint64_t ts, const IoSample& sample) { return ts < sample.ts_ns; });
+    if (first == state.io.begin()) return false;
+    const ProcessIo& start = std::prev(first)->counters;
+    const ProcessIo& end = state.io.back().counters;
+    if (!start.file_write_bytes || !end.file_write_bytes || !start.net_send_bytes ||
+        !end.net_send_bytes || !start.net_sends || !end.net_sends) {
+        return false;  // a counter is missing: cannot say the process is quiet
+    }
+    // A counter that went back belongs to another process (a reused pid).
+    if (*end.file_write_bytes < *start.file_write_bytes ||
+        *end.net_send_bytes < *start.net_send_bytes || *end.net_sends < *start.net_sends) {
+        return false;
+    }
+    const uint64_t file_bytes = *end.file_write_bytes - *start.file_write_bytes;
+    const uint64_t net_bytes = *end.net_send_bytes - *start.net_send_bytes;
+    const uint64_t sends = *end.net_sends - *start.net_sends;
+    if (file_bytes > condition.max_file_write_bytes || sends == 0 ||
+        net_bytes > condition.max_net_send_bytes ||
+        net_bytes > condition.max_bytes_per_send * sends) {
+        return false;
+    }
+    // Periodic: the longest silence, from the window's start through every
+    // reading where the send count moved to now, stays within max_send_gap.
+    const uint64_t max_gap_ns = condition.max_send_gap.count() * 1'000'000'000ull;
+    uint64_t last_send_ns = since, longest_gap_ns = 0;
+    uint64_t previous_sends = *start.net_sends;
+    for (auto sample = first; sample != state.io.end(); ++sample) {
+        const uint64_t count = sample->counters.net_sends.value_or(previous_sends);
+        if (count == previous_sends) continue;
+        longest_gap_ns = std::max(longest_gap_ns, sample->ts_ns - last_send_ns);
+        last_send_ns = sample->ts_ns;
+        previous_sends = count;
+    }
+    longest_gap_ns = std::max(longest_gap_ns, ts_ns - last_send_ns);
+    if (longest_gap_ns > max_gap_ns) return false;
+    char text[200];
+    snprintf(text, sizeof(text),
+             "in %llds: %llu bytes written to files, %llu network sends of %llu bytes "
+             "(longest pause %llds)",
+             static_cast<long long>(condition.duration.count()),
+             static_cast<unsigned long long>(file_bytes), static_cast<unsigned long long>(sends),
+             static_cast<unsigned long long>(net_bytes),
+             static_cast<long long>(longest_gap_ns / 1'000'000'000ull));
     detail = text;
     return true;
 }

@@ -111,6 +111,11 @@ class Correlator {
         std::optional<uint64_t> memory_bytes;
         std::optional<double> compute_percent;
     };
+    // A process_io reading: cumulative counters, recorded when one moved.
+    struct IoSample {
+        uint64_t ts_ns = 0;
+        ProcessIo counters;
+    };
     struct ProcessState {
         bool matched = false;  // process and command line matched for the current image
         bool held_gpu = false;
@@ -122,6 +127,7 @@ class Correlator {
         std::vector<std::string> disguise_ids;  // process signatures on the exe, none on comm
         std::vector<UsageSample> usage;         // newest last, bounded
         std::vector<uint64_t> connect_ts;       // newest last, bounded
+        std::vector<IoSample> io;               // newest last, bounded
         std::optional<DetectionPeer> peer;      // last connect with port/domain evidence
         std::optional<double> hash_rate;        // fastest estimate of its mining sessions, H/s
         uint64_t hash_rate_ns = 0;              // when it was reported
@@ -181,6 +187,8 @@ class Correlator {
                        uint64_t ts_ns, std::string& detail) const;
     bool sustained(const rules::SustainedUtilizationCondition& condition, const ProcessState& state,
                    uint64_t ts_ns, std::string& detail) const;
+    static bool quiet_io(const rules::QuietIoCondition& condition, const ProcessState& state,
+                         uint64_t ts_ns, std::string& detail);
 
     std::vector<rules::CorrelationRule> rules_;
     std::shared_ptr<const rules::RuleSet> rule_set_;

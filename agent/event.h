@@ -208,8 +208,24 @@ struct Stratum {
     std::optional<double> reported_hash_rate;  // what the miner told the pool, H/s
 };
 
+// What a GPU process has written so far, sampled by the agent with each
+// telemetry reading (not from the ring buffer) and emitted when a process
+// is first sampled and whenever a counter moved: the correlator judges a
+// process's writes over a window from these cumulative counters. The task
+// is the process. A counter that could not be read is absent.
+struct ProcessIo {
+    // Bytes it caused to be written to storage (write_bytes of /proc/PID/io,
+    // counted when the page cache is dirtied: tmpfs writes do not count).
+    std::optional<uint64_t> file_write_bytes;
+    // Bytes and send calls on INET sockets since it became a GPU process
+    // (the payload programs' count in its gpu_tgids entry).
+    std::optional<uint64_t> net_send_bytes;
+    std::optional<uint64_t> net_sends;
+    bool operator==(const ProcessIo&) const = default;
+};
+
 using EventData = std::variant<GpuOpen, GpuIoctl, Connect, Exec, Fork, Exit, Telemetry,
-                               ProcessSnapshot, KillNow, ExeScan, NetPayload, Stratum>;
+                               ProcessSnapshot, KillNow, ExeScan, NetPayload, Stratum, ProcessIo>;
 
 struct Event {
     uint64_t ts_ns = 0;  // CLOCK_MONOTONIC nanoseconds
@@ -219,7 +235,7 @@ struct Event {
 
 // Name of an event's type as used in JSON ("gpu_open", "gpu_ioctl", "connect",
 // "exec", "fork", "exit", "telemetry", "process_snapshot", "kill_now",
-// "exe_scan", "net_payload", "stratum").
+// "exe_scan", "net_payload", "stratum", "process_io").
 const char* event_type_name(const Event& event);
 
 // "a\0b\0c\0" -> {"a", "b", "c"}, as in /proc/PID/cmdline and exec argv; a

@@ -237,6 +237,7 @@ const char* event_type_name(const Event& event) {
         const char* operator()(const ExeScan&) const { return "exe_scan"; }
         const char* operator()(const NetPayload&) const { return "net_payload"; }
         const char* operator()(const Stratum&) const { return "stratum"; }
+        const char* operator()(const ProcessIo&) const { return "process_io"; }
     };
     return std::visit(Visitor{}, event.data);
 }

@@ -270,6 +270,13 @@ std::string event_to_json(const Event& event, int64_t realtime_offset_ns) {
             out["net_payload"] = net_payload_to_json(payload);
         }
         void operator()(const Stratum& stratum) const { out["stratum"] = stratum_to_json(stratum); }
+        void operator()(const ProcessIo& io) const {
+            json body = json::object();
+            if (io.file_write_bytes) body["file_write_bytes"] = *io.file_write_bytes;
+            if (io.net_send_bytes) body["net_send_bytes"] = *io.net_send_bytes;
+            if (io.net_sends) body["net_sends"] = *io.net_sends;
+            out["process_io"] = std::move(body);
+        }
     };
     std::visit(Visitor{out}, event.data);
     // Replace invalid UTF-8 (paths and comm are bytes) instead of throwing.

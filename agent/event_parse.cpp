@@ -617,6 +617,15 @@ ExeScan read_exe_scan(const Reader<Node>& reader) {
     return scan;
 }
 
+template <typename Node>
+ProcessIo read_process_io(const Reader<Node>& reader) {
+    ProcessIo io;
+    io.file_write_bytes = reader.template optional_integer<uint64_t>("file_write_bytes");
+    io.net_send_bytes = reader.template optional_integer<uint64_t>("net_send_bytes");
+    io.net_sends = reader.template optional_integer<uint64_t>("net_sends");
+    return io;
+}
+
 int digits(std::string_view text, size_t pos, size_t count) {
     int value = 0;
     for (size_t i = pos; i < pos + count; ++i) {
@@ -767,11 +776,13 @@ ParsedEvent read_event(const Reader<Node>& top, Rfc3339Seconds* last_time = null
         auto stratum = stratum_from_json(top.object("stratum").raw());
         if (!stratum) throw FieldError{std::string(type), stratum.error().message};
         parsed.event.data = std::move(*stratum);
+    } else if (type == "process_io") {
+        parsed.event.data = read_process_io(top.object("process_io"));
     } else {
-        top.error("type",
-                  "unknown event type \"" + std::string(type) +
-                      "\" (gpu_open, gpu_ioctl, connect, exec, fork, exit, "
-                      "telemetry, process_snapshot, kill_now, exe_scan, net_payload, stratum)");
+        top.error("type", "unknown event type \"" + std::string(type) +
+                              "\" (gpu_open, gpu_ioctl, connect, exec, fork, exit, "
+                              "telemetry, process_snapshot, kill_now, exe_scan, net_payload, "
+                              "stratum, process_io)");
     }
     return parsed;
 }

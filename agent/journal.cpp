@@ -312,6 +312,7 @@ struct JournalWriter::Writer {
             void operator()(const ExeScan&) {}
             void operator()(const NetPayload&) {}
             void operator()(const Stratum&) {}
+            void operator()(const ProcessIo&) {}
         };
         std::visit(Visitor{*this, task, full}, decoded.data);
     }
@@ -1165,13 +1166,7 @@ JournalIdentity local_identity(std::string rule_pack_version) {
 Event snapshot_event(const ProcessInfo& info, uint64_t ts_ns) {
     Event event;
     event.ts_ns = ts_ns;
-    event.task.pid = info.pid;
-    event.task.tid = info.pid;
-    event.task.ppid = info.ppid;
-    event.task.uid = info.uid;
-    event.task.gid = info.gid;
-    event.task.cgroup_id = info.cgroup_id;
-    event.task.comm = info.comm;
+    event.task = task_of(info);
     ProcessSnapshot snapshot;
     snapshot.exe = info.exe;
     snapshot.argv = info.cmdline;

@@ -26,6 +26,7 @@ enum class EventTag : uint8_t {
     kExeScan = 10,
     kNetPayload = 11,
     kStratum = 12,
+    kProcessIo = 13,
 };
 
 // --- writing --------------------------------------------------------------
@@ -348,6 +349,11 @@ struct EncodeVisitor {
         w.opt_f64(stratum.hash_rate);
         w.opt_f64(stratum.reported_hash_rate);
     }
+    void operator()(const ProcessIo& io) const {
+        w.opt_u64(io.file_write_bytes);
+        w.opt_u64(io.net_send_bytes);
+        w.opt_u64(io.net_sends);
+    }
 };
 
 EventTag tag_of(const EventData& data) {
@@ -365,6 +371,7 @@ EventTag tag_of(const EventData& data) {
         EventTag operator()(const ExeScan&) const { return EventTag::kExeScan; }
         EventTag operator()(const NetPayload&) const { return EventTag::kNetPayload; }
         EventTag operator()(const Stratum&) const { return EventTag::kStratum; }
+        EventTag operator()(const ProcessIo&) const { return EventTag::kProcessIo; }
     };
     return std::visit(Visitor{}, data);
 }
@@ -537,6 +544,13 @@ void decode_body(Reader& r, EventTag tag, EventData& data) {
             stratum.difficulty_updates = r.varint();
             stratum.hash_rate = r.opt_f64();
             stratum.reported_hash_rate = r.opt_f64();
+            return;
+        }
+        case EventTag::kProcessIo: {
+            auto& io = emplace<ProcessIo>(data);
+            io.file_write_bytes = r.opt_u64();
+            io.net_send_bytes = r.opt_u64();
+            io.net_sends = r.opt_u64();
             return;
         }
     }

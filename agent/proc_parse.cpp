@@ -39,6 +39,24 @@ std::optional<uint32_t> proc_status_field(std::string_view status, std::string_v
     return std::nullopt;
 }
 
+std::optional<uint64_t> proc_io_field(std::string_view io, std::string_view key) {
+    while (!io.empty()) {
+        const size_t end = std::min(io.find('\n'), io.size());
+        std::string_view line = io.substr(0, end);
+        io.remove_prefix(std::min(end + 1, io.size()));
+        if (line.size() <= key.size() + 1 || !line.starts_with(key) || line[key.size()] != ':') {
+            continue;
+        }
+        line.remove_prefix(key.size() + 1);
+        while (!line.empty() && line.front() == ' ') line.remove_prefix(1);
+        uint64_t value = 0;
+        const auto [rest, error] = std::from_chars(line.data(), line.data() + line.size(), value);
+        if (error != std::errc{} || rest != line.data() + line.size()) return std::nullopt;
+        return value;
+    }
+    return std::nullopt;
+}
+
 std::string proc_status_name(std::string_view status) {
     std::istringstream lines{std::string(status)};
     std::string line;

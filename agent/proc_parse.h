@@ -33,6 +33,10 @@ std::optional<uint32_t> parse_decimal_u32(std::string_view text);
 // the real uid); nullopt when the key is missing or its value is not one.
 std::optional<uint32_t> proc_status_field(std::string_view status, std::string_view key);
 
+// A "key: N" line of /proc/PID/io ("write_bytes" gives the bytes the
+// process caused to be written to storage); nullopt when missing or not a number.
+std::optional<uint64_t> proc_io_field(std::string_view io, std::string_view key);
+
 // The "Name:" value of /proc/PID/status (leading blanks cut), "" when missing.
 std::string proc_status_name(std::string_view status);
 

@@ -48,6 +48,10 @@ void add_gpu(ProcessInfo& info, const GpuHandle& handle) {
 
 }  // namespace
 
+TaskInfo task_of(const ProcessInfo& info) {
+    return TaskInfo{info.pid, info.pid, info.ppid, info.uid, info.gid, info.cgroup_id, info.comm};
+}
+
 uint64_t ProcessInfo::ioctl_total() const {
     uint64_t total = 0;
     for (const auto& counter : ioctls) total += counter.count;
@@ -267,6 +271,7 @@ void ProcessTable::apply(const Event& event) {
         void operator()(const KillNow&) {}     // the exit event that follows updates the entry
         void operator()(const ExeScan&) {}     // a verdict: the correlator keeps it
         void operator()(const NetPayload&) {}  // raw samples: agent/net_intel.h reads them
+        void operator()(const ProcessIo&) {}   // write counters: the correlator keeps them
         void operator()(const Stratum&) {      // a mining session: the correlator judges it
             ProcessInfo& info = identified();
             if (info.exe.empty()) table.enrich_from_proc(info);

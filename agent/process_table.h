@@ -84,6 +84,10 @@ struct ProcessInfo {
     uint64_t ioctl_total() const;
 };
 
+// The identity of an event about `info`'s process made by the agent (a
+// process_snapshot, a process_io reading): its main thread as the task.
+TaskInfo task_of(const ProcessInfo& info);
+
 struct ProcessTableOptions {
     std::filesystem::path proc_root = "/proc";
     size_t max_entries = 32768;  // bound on memory; exited, then idle non-GPU entries go first

@@ -115,6 +115,7 @@ struct Sensor::Impl {
     uint64_t delivered = 0;
     uint64_t decode_errors = 0;
     std::vector<std::string> hooks;
+    bool payload_attached = false;  // the payload programs count GPU processes' sends
 
     static int on_record(void* context, void* data, size_t size) {
         auto* self = static_cast<Impl*>(context);
@@ -240,6 +241,7 @@ Result<Sensor> Sensor::open(const SensorOptions& options, EventHandler handler) 
           skel->progs.gg_exit_read, skel->progs.gg_exit_recvfrom, skel->progs.gg_exit_recvmsg}) {
         if (!config.payload_capture || payload_btf) bpf_program__set_autoload(program, false);
     }
+    impl->payload_attached = config.payload_capture;
     log->debug("payload sampling: {}", !config.payload_capture ? "off (sensor.payload_capture)"
                                        : payload_btf ? "tp_btf/sock_send_length, sock_recv_length"
                                                      : "syscall tracepoints");
@@ -361,7 +363,7 @@ Status Sensor::set_watched_ports(const std::vector<uint16_t>& ports) {
 }
 
 Status Sensor::mark_gpu_process(uint32_t pid) {
-    const gg_gpu_proc proc{0, GG_PROC_BOOTSTRAP, 0};
+    const gg_gpu_proc proc{0, GG_PROC_BOOTSTRAP, 0, 0, 0};
     int err = bpf_map__update_elem(impl_->skeleton->maps.gpu_tgids, &pid, sizeof(pid), &proc,
                                    sizeof(proc), BPF_NOEXIST);
     if (err && err != -EEXIST) {
@@ -391,6 +393,16 @@ Result<std::vector<IoctlAggregate>> Sensor::read_ioctl_stats() const {
         }
     }
     return out;
+}
+
+std::optional<NetSends> Sensor::net_sends(uint32_t pid) const {
+    if (!impl_->payload_attached) return std::nullopt;
+    gg_gpu_proc proc{};
+    if (bpf_map__lookup_elem(impl_->skeleton->maps.gpu_tgids, &pid, sizeof(pid), &proc,
+                             sizeof(proc), 0) != 0) {
+        return std::nullopt;
+    }
+    return NetSends{proc.net_send_bytes, proc.net_sends};
 }
 
 Status Sensor::forget_process(uint32_t pid) {

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,13 @@ struct IoctlAggregate {
     uint64_t count = 0;
     uint64_t first_ns = 0;  // CLOCK_MONOTONIC
     uint64_t last_ns = 0;
+};
+
+// Sends of a GPU process on INET sockets since it was marked as one,
+// counted by the payload programs in its gpu_tgids entry.
+struct NetSends {
+    uint64_t bytes = 0;
+    uint64_t calls = 0;
 };
 
 class PinDirectory;
@@ -97,6 +105,10 @@ class Sensor {
 
     // Snapshot of the in-kernel ioctl aggregates of every GPU process.
     Result<std::vector<IoctlAggregate>> read_ioctl_stats() const;
+
+    // Its sends on INET sockets; nullopt when the process is not a GPU
+    // process in the kernel map or the payload programs are off.
+    std::optional<NetSends> net_sends(uint32_t pid) const;
 
     // Drops the kernel state of an exited process (its ioctl aggregates).
     Status forget_process(uint32_t pid);

@@ -21,7 +21,7 @@
 #endif
 
 #define GG_ABI_MAJOR 1
-#define GG_ABI_MINOR 2
+#define GG_ABI_MINOR 3
 
 #define GG_COMM_LEN 16
 /* Bounded copy of the path argument of open*(2), NUL included. */
@@ -38,7 +38,7 @@
 #define GG_MAX_KNOWN_BAD 4096	   /* known_bad_files, known_bad_names: kill_now targets */
 #define GG_MAX_BLOCKED_ADDRS 16384 /* blocked_addrs: cgroup/connect fallback of block_ip */
 #define GG_MAX_DENY_CGROUPS 1024   /* deny_cgroups: GPU denied by the LSM program */
-#define GG_MAX_NET_WATCH 16384	   /* net_watch_tgids: processes whose socket payloads are sampled */
+#define GG_MAX_NET_WATCH 16384 /* net_watch_tgids: processes whose socket payloads are sampled */
 /* GG_GPU_DEV_ANY_MINOR in a key's minor field matches every minor of a major. */
 #define GG_GPU_DEV_ANY_MINOR 0xffffffffu
 
@@ -49,9 +49,9 @@ enum gg_event_type {
 	GG_EVENT_EXEC = 4,
 	GG_EVENT_FORK = 5,
 	GG_EVENT_EXIT = 6,
-	GG_EVENT_KILL_NOW = 7, /* bpf_send_signal(SIGKILL) sent to a known-bad executable */
+	GG_EVENT_KILL_NOW = 7,	  /* bpf_send_signal(SIGKILL) sent to a known-bad executable */
 	GG_EVENT_NET_PAYLOAD = 8, /* first bytes of socket traffic (bpf/payload.h) */
-	GG_EVENT_TYPE_MAX,     /* size of per-type arrays */
+	GG_EVENT_TYPE_MAX,	  /* size of per-type arrays */
 };
 
 /* Which system call a struct gg_gpu_open_event comes from. */
@@ -161,13 +161,19 @@ struct gg_ioctl_stats {
 };
 GG_STATIC_ASSERT(sizeof(struct gg_ioctl_stats) == 24, "gg_ioctl_stats ABI");
 
-/* Value of gpu_tgids: a process that holds (or held) a GPU fd. */
+/*
+ * Value of gpu_tgids: a process that holds (or held) a GPU fd. The payload
+ * programs count its sends on INET sockets here (ABI 1.3), so the agent
+ * reads a GPU process's network writes without a map of its own.
+ */
 struct gg_gpu_proc {
 	__u64 since_ns; /* when it was first seen holding one; 0 when found by the bootstrap */
 	__u32 flags;	/* enum gg_gpu_proc_flags */
 	__u32 _pad;
+	__u64 net_send_bytes; /* bytes sent on INET sockets since it was marked */
+	__u64 net_sends;      /* send calls on INET sockets since it was marked */
 };
-GG_STATIC_ASSERT(sizeof(struct gg_gpu_proc) == 16, "gg_gpu_proc ABI");
+GG_STATIC_ASSERT(sizeof(struct gg_gpu_proc) == 32, "gg_gpu_proc ABI");
 
 enum gg_gpu_proc_flags {
 	GG_PROC_IOCTL_REPORTED = 1 << 0, /* its first GPU ioctl was emitted */

@@ -21,6 +21,11 @@
  * Only receives of unwatched processes go further (with cfg_payload_dns), to
  * see whether the peer is port 53.
  *
+ * Send accounting: every send of a GPU process on an INET socket adds its
+ * bytes and one call to the process's gpu_tgids entry (both variants, before
+ * any sampling budget), so the agent can tell a quiet process's small
+ * periodic writes from a data stream (GG-CORR-0009).
+ *
  * Bounded: per (process, socket) the first cfg_payload_msgs messages of each
  * direction; a TCP flow whose first sent byte is '{' (JSON-RPC: Stratum v1
  * and its dialects) is followed for cfg_payload_follow_msgs messages, so
@@ -100,6 +105,17 @@ struct payload_peer {
 };
 
 static __always_inline bool payload__sock(struct sock *sk, __u16 type, struct payload_peer *peer);
+
+/* Counts a send of @len bytes on an INET socket, if @tgid is a GPU process. */
+static __always_inline void payload__count_send(__u32 tgid, __u64 len)
+{
+	struct gg_gpu_proc *proc = bpf_map_lookup_elem(&gpu_tgids, &tgid);
+
+	if (!proc)
+		return;
+	__sync_fetch_and_add(&proc->net_send_bytes, len);
+	__sync_fetch_and_add(&proc->net_sends, 1);
+}
 
 /* The INET socket behind @fd of the current task, with its addresses. */
 static __always_inline bool payload__socket(int fd, struct payload_peer *peer)
@@ -271,6 +287,8 @@ static __always_inline int payload__capture(int fd, const char *buf, __u64 len, 
 		return 0;
 	if (!payload__socket(fd, &peer))
 		return 0;
+	if (watched && direction == GG_PAYLOAD_OUT)
+		payload__count_send(tgid, len);
 	if (!peer.remote_port && uaddr)
 		payload__peer_from_user(&peer, uaddr);
 	return payload__emit(&peer, tgid, watched, fd, buf, len, direction, syscall, dns_candidate);
@@ -334,7 +352,7 @@ static __always_inline long regs__syscall_nr(struct pt_regs *regs)
  * -1 for calls this does not sample (writev, sendmmsg, io_uring, kernel).
  */
 static __always_inline int payload__syscall_args(bool send, int *fd, const char **buf, __u64 *len,
-						  const void **uaddr)
+						 const void **uaddr)
 {
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
 	long id = regs__syscall_nr(regs);
@@ -375,6 +393,9 @@ int BPF_PROG(gg_sock_send, struct sock *sk, int ret, int flags)
 	/* Everyone else stops here: one lookup, two loads. */
 	if (!watched && !(cfg_payload_dns && unconnected_dgram))
 		return 0;
+	if (watched &&
+	    (sk->__sk_common.skc_family == GG_AF_INET || sk->__sk_common.skc_family == GG_AF_INET6))
+		payload__count_send(tgid, len); /* writev, sendmmsg, io_uring too */
 	syscall = payload__syscall_args(true, &fd, &buf, &len, &uaddr);
 	if (syscall < 0 || !payload__sock(sk, sk->sk_type, &peer))
 		return 0;

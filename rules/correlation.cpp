@@ -392,12 +392,26 @@ class RuleReader {
         return window;
     }
 
+    // A size like 20GB, 512MiB or 0 under `key` of `node` into `bytes`, when present.
+    void size(const YAML::Node& node, const char* key, const std::string& where, uint64_t& bytes) {
+        if (!node[key]) return;
+        const std::string field = where + "." + key;
+        auto text = diag_.scalar(node[key], field);
+        auto parsed = text ? parse_bytes(*text) : std::nullopt;
+        if (text && !parsed) {
+            diag_.error(node[key],
+                        field + ": must be a size like 20GB or 512MiB, got '" + *text + "'");
+        }
+        if (parsed) bytes = *parsed;
+    }
+
     int read_conditions(const YAML::Node& when, const std::string& path, CorrelationRule& rule) {
-        if (!diag_.check_keys(when, path,
-                              {"gpu_held", "signature", "exe_location", "disguised",
-                               "known_bad_executable", "memory_growth", "sustained_utilization",
-                               "scope", "gpu_memory_above", "gpu_index_not_in", "gpu_vendor_not_in",
-                               "time_window", "max_gpu_processes", "hash_rate_above_threshold"})) {
+        if (!diag_.check_keys(
+                when, path,
+                {"gpu_held", "signature", "exe_location", "disguised", "known_bad_executable",
+                 "memory_growth", "sustained_utilization", "scope", "gpu_memory_above",
+                 "gpu_index_not_in", "gpu_vendor_not_in", "time_window", "max_gpu_processes",
+                 "hash_rate_above_threshold", "quiet_io"})) {
             return -1;  // reported already
         }
         int conditions = 0;
@@ -411,10 +425,9 @@ class RuleReader {
         }
         if (const YAML::Node node = when["exe_location"]) {
             for (auto& [text, item] : diag_.scalar_list(node, path + ".exe_location")) {
-                auto found = std::find_if(std::begin(kLocationNames), std::end(kLocationNames),
-                                          [&text = text](const auto& entry) {
-                                              return text == entry.second;
-                                          });
+                auto found = std::find_if(
+                    std::begin(kLocationNames), std::end(kLocationNames),
+                    [&text = text](const auto& entry) { return text == entry.second; });
                 if (found == std::end(kLocationNames)) {
                     diag_.error(item, path + ".exe_location: unknown location '" + text +
                                           "' (tmp, var_tmp, dev_shm, deleted, memfd)");
@@ -442,17 +455,7 @@ class RuleReader {
             const std::string where = path + ".memory_growth";
             MemoryGrowthCondition condition;
             if (diag_.check_keys(node, where, {"bytes", "within", "max_utilization_percent"})) {
-                if (node["bytes"]) {
-                    auto text = diag_.scalar(node["bytes"], where + ".bytes");
-                    auto bytes = text ? parse_bytes(*text) : std::nullopt;
-                    if (text && !bytes) {
-                        diag_.error(node["bytes"], where +
-                                                       ".bytes: must be a size like 20GB or "
-                                                       "512MiB, got '" +
-                                                       *text + "'");
-                    }
-                    if (bytes) condition.bytes = *bytes;
-                }
+                size(node, "bytes", where, condition.bytes);
                 if (node["within"]) {
                     if (auto value = duration(node["within"], where + ".within")) {
                         condition.within = *value;
@@ -490,8 +493,37 @@ class RuleReader {
                         condition.max_connects = static_cast<uint32_t>(*value);
                     }
                 }
+                if (node["min_connects"]) {
+                    if (auto value =
+                            number(node["min_connects"], where + ".min_connects", 0, 1e6)) {
+                        condition.min_connects = static_cast<uint32_t>(*value);
+                    }
+                }
             }
             rule.sustained_utilization = condition;
+            ++conditions;
+        }
+        if (const YAML::Node node = when["quiet_io"]) {
+            const std::string where = path + ".quiet_io";
+            QuietIoCondition condition;
+            if (diag_.check_keys(node, where,
+                                 {"for", "max_file_write_bytes", "max_net_send_bytes",
+                                  "max_bytes_per_send", "max_send_gap"})) {
+                if (node["for"]) {
+                    if (auto value = duration(node["for"], where + ".for")) {
+                        condition.duration = *value;
+                    }
+                }
+                size(node, "max_file_write_bytes", where, condition.max_file_write_bytes);
+                size(node, "max_net_send_bytes", where, condition.max_net_send_bytes);
+                size(node, "max_bytes_per_send", where, condition.max_bytes_per_send);
+                if (node["max_send_gap"]) {
+                    if (auto value = duration(node["max_send_gap"], where + ".max_send_gap")) {
+                        condition.max_send_gap = *value;
+                    }
+                }
+            }
+            rule.quiet_io = condition;
             ++conditions;
         }
         if (const YAML::Node node = when["gpu_memory_above"]) {

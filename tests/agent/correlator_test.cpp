@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include <gtest/gtest.h>
 
@@ -230,6 +231,107 @@ TEST_F(CorrelatorTest, MemoryGrowthNeedsLowCompute) {
     EXPECT_EQ(all[0].gpus[0].index, 0);
     EXPECT_EQ(all[0].gpus[0].utilization_percent, 50.0);
     EXPECT_EQ(all[0].gpus[0].memory_used_bytes, 25ull << 30);
+}
+
+// Twelve minutes of a GPU pegged at 99 % by `processes` (pid, comm; each
+// started with an exec and a GPU open): a telemetry reading a minute from
+// 10 s on, each followed by the process_io readings io_at(pid, minute)
+// gives. Returns what was raised; `first_minute` is when the first was.
+class QuietIoTest : public CorrelatorTest {
+  protected:
+    using IoAt = std::function<std::optional<ProcessIo>(uint32_t pid, uint64_t minute)>;
+
+    std::vector<Detection> pegged_for_12_minutes(
+        const std::vector<std::pair<uint32_t, std::string>>& processes, const IoAt& io_at,
+        uint64_t& first_minute) {
+        make();
+        for (const auto& [pid, comm] : processes) {
+            feed(1 * kSecond, pid, comm, Exec{"/opt/" + comm, {comm}, false, false, pid});
+            feed(2 * kSecond, pid, comm,
+                 GpuOpen{195, 0, 3, -100, 2, OpenSyscall::kOpenat, false, "/dev/nvidia0"});
+        }
+        std::vector<Detection> all;
+        for (uint64_t m = 0; m <= 11; ++m) {
+            const uint64_t ts = (10 + 60 * m) * kSecond;
+            if (all.empty()) first_minute = m;
+            Telemetry telemetry;
+            telemetry.gpu_index = 0;
+            telemetry.vendor = "nvidia";
+            telemetry.devices = {"195:0"};
+            telemetry.utilization_percent = 99;
+            for (const auto& [pid, comm] : processes) {
+                telemetry.processes.push_back({pid, 1ull << 30, 99.0});
+            }
+            auto raised = feed(ts, 0, "", telemetry);
+            all.insert(all.end(), raised.begin(), raised.end());
+            for (const auto& [pid, comm] : processes) {
+                if (auto io = io_at(pid, m)) {
+                    raised = feed(ts + 1, pid, comm, *io);
+                    all.insert(all.end(), raised.begin(), raised.end());
+                }
+            }
+        }
+        return all;
+    }
+};
+
+// GG-CORR-0009: a GPU pegged for 10 minutes by a process that writes no
+// files and sends only small messages, regularly. Six processes share the
+// pegged GPU; only the one whose writes look like share submissions fires.
+TEST_F(QuietIoTest, PeggedGpuNeedsNoFileWritesAndSmallPeriodicSends) {
+    uint64_t first_minute = 0;
+    const auto all = pegged_for_12_minutes(
+        {{400, "quiet"},
+         {401, "writer"},
+         {402, "bursty"},
+         {403, "stream"},
+         {404, "unknown"},
+         {405, "late"}},
+        [](uint32_t pid, uint64_t m) -> std::optional<ProcessIo> {
+            switch (pid) {
+                case 400:  // one 200-byte share a minute, nothing to files
+                    return ProcessIo{4096, 200 * m, m};
+                case 401:  // the same sends, and a log line a minute
+                    return ProcessIo{4096 + 8192 * m, 200 * m, m};
+                case 402:  // sends in its first minute only, then silence
+                    return ProcessIo{0, 200 * std::min<uint64_t>(m, 1), std::min<uint64_t>(m, 1)};
+                case 403:  // streams: 64 KiB a send
+                    return ProcessIo{0, 65536 * m, m};
+                case 404:  // sends not counted (payload programs off)
+                    return ProcessIo{0, std::nullopt, std::nullopt};
+                default:  // 405: sampled only from minute 5 on
+                    if (m < 5) return std::nullopt;
+                    return ProcessIo{0, 200 * m, m};
+            }
+        },
+        first_minute);
+    ASSERT_EQ(rule_ids(all), std::vector<std::string>{"GG-CORR-0009"});
+    EXPECT_EQ(all[0].process.pid, 400u);
+    EXPECT_EQ(first_minute, 10u) << "ten minutes after the first reading";
+    const auto io = std::find_if(all[0].evidence.begin(), all[0].evidence.end(),
+                                 [](const Evidence& e) { return e.event_type == "process_io"; });
+    ASSERT_NE(io, all[0].evidence.end());
+    EXPECT_EQ(io->detail,
+              "in 600s: 0 bytes written to files, 10 network sends of 2000 bytes (longest pause "
+              "60s)");
+}
+
+// A process_io counter that goes backwards is another process's (the pid was
+// reused without an exit in between): no window across it is taken for a
+// quiet one; a window after it is the new process's own.
+TEST_F(QuietIoTest, CountersThatWentBackAreNotAQuietWindow) {
+    uint64_t first_minute = 0;
+    const auto all = pegged_for_12_minutes(
+        {{410, "reused"}},
+        [](uint32_t, uint64_t m) {
+            const uint64_t sends = m == 0 ? 1000 : m;  // 1000 at first, then from 1 again
+            return std::optional<ProcessIo>(ProcessIo{0, 200 * sends, sends});
+        },
+        first_minute);
+    // Minute 10 would be the first (as in the test above) had the count not
+    // gone back inside its window; minute 11's window starts after the reset.
+    ASSERT_EQ(rule_ids(all), std::vector<std::string>{"GG-CORR-0009"});
+    EXPECT_EQ(first_minute, 11u);
 }
 
 TEST_F(CorrelatorTest, CustomRuleWithScopeAndDisabledBuiltin) {

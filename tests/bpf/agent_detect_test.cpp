@@ -722,6 +722,76 @@ TEST_F(AgentDetectTest, guard_policy_kills_a_process_over_its_memory_limit) {
     }
 }
 
+// GG-CORR-0009's conditions, live: the fake GPU reports two children of
+// this test at 95 % SM; both send a 100-byte message to a loopback "pool"
+// every 200 ms, and one also writes 64 KiB to a file each time. With the
+// windows cut to 2 s, only the quiet one is reported, its evidence naming
+// its sends: the kernel's send counts, /proc/PID/io and the telemetry meet
+// in the correlator as they do in the built-in rule.
+TEST_F(AgentDetectTest, pegged_gpu_by_a_quiet_process_is_detected_and_a_writing_one_is_not) {
+    LoopbackPool pool;
+    ASSERT_GE(pool.fd, 0) << "no free miner port on loopback";
+    const gpuguard::testing::DiskScratchFile file("gg-writer");
+    const auto worker = [&](const std::string& comm) {
+        return gpuguard::testing::start_io_worker(
+            {.comm = comm, .gpu_node = node_.string(), .file = file.path(), .tcp_port = pool.port});
+    };
+    const auto quiet = worker("gg-quiet");
+    const auto writer = worker("gg-writer");
+    ASSERT_EQ(quiet->ask('g'), 0);
+    ASSERT_EQ(writer->ask('g'), 0);
+    const auto script = dir_ / "nvml.json";
+    std::ofstream(script) << gpuguard::testing::fake_nvml_script(
+        {.gpu_utilization = 97,
+         .memory_utilization = 40,
+         .memory_used = 4ull << 30,
+         .processes = {{quiet->pid(), 2ull << 30, 95}, {writer->pid(), 2ull << 30, 95}}});
+    const auto rules = dir_ / "quiet.yaml";
+    std::ofstream(rules) << R"(rules:
+  - id: SITE-QUIET
+    name: GPU pegged by a quiet process (2 s windows)
+    severity: warning
+    action: alert
+    window: 1h
+    when:
+      gpu_held: true
+      sustained_utilization: {above_percent: 90, for: 2s, max_connects: 2, min_connects: 0}
+      quiet_io: {for: 2s, max_file_write_bytes: 0, max_net_send_bytes: 64KB,
+                 max_bytes_per_send: 1KB, max_send_gap: 1s}
+)";
+    std::ofstream(config_, std::ios::app)
+        << "  correlation_files: [" << rules.string() << "]\n"
+        << "backends:\n  interval_ms: 200\n  nvml_library: \"" << GPUGUARD_FAKE_NVML_PATH << "\"\n";
+    Subprocess agent({"/usr/bin/env", "GPUGUARD_FAKE_NVML_SCRIPT=" + script.string(),
+                      GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
+    ASSERT_EQ(quiet->ask('c'), 0);
+    ASSERT_EQ(writer->ask('c'), 0);
+
+    const auto work = [&] {
+        ASSERT_EQ(quiet->ask('s'), 0);
+        ASSERT_EQ(writer->ask('s'), 0);
+        ASSERT_EQ(writer->ask('f'), 0);
+    };
+    std::optional<nlohmann::json> detection;
+    for (const auto deadline = Clock::now() + time_bound(10s);
+         !detection && Clock::now() < deadline;) {
+        work();
+        detection = wait_for_detection(agent, quiet->pid(), "SITE-QUIET", 200ms);
+    }
+    ASSERT_TRUE(detection) << agent.stderr_text();
+    const std::string text = detection->dump();
+    EXPECT_NE(text.find("0 bytes written to files"), std::string::npos) << text;
+    EXPECT_NE(text.find("network sends of"), std::string::npos) << text;
+    EXPECT_NE(text.find("compute above 90%"), std::string::npos) << text;
+    // The writer, pegged and sending the same for 3 s more, is never reported.
+    for (int i = 0; i < 15; ++i) {
+        work();
+        EXPECT_FALSE(wait_for_detection(agent, writer->pid(), "SITE-QUIET", 200ms)) << i;
+    }
+    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+}
+
 // A process's state letter from /proc/PID/stat ('T' stopped), '?' when gone.
 char proc_state(pid_t pid) {
     std::ifstream in("/proc/" + std::to_string(pid) + "/stat");

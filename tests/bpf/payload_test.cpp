@@ -27,6 +27,7 @@
 
 #include "agent/correlator.h"
 #include "agent/net_intel.h"
+#include "agent/process_io.h"
 #include "agent/sensor_probe.h"
 #include "gpuguard/rules/correlation.h"
 #include "tests/support/child_process.h"
@@ -277,6 +278,19 @@ void drain_input(int fd) {
     pollfd wait{fd, POLLIN, 0};
     while (poll(&wait, 1, 0) > 0 && read(fd, buffer, sizeof(buffer)) > 0) {
     }
+}
+
+// A loopback UDP port nobody listens on (sends to it still succeed).
+uint16_t free_udp_port() {
+    const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_in in{};
+    in.sin_family = AF_INET;
+    in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof(in);
+    bind(fd, reinterpret_cast<sockaddr*>(&in), length);
+    getsockname(fd, reinterpret_cast<sockaddr*>(&in), &length);
+    close(fd);
+    return ntohs(in.sin_port);
 }
 
 int connect_v4(const char* address, uint16_t port) {
@@ -748,6 +762,48 @@ TEST_P(PayloadTracingTest, unwatched_processes_are_not_sampled_and_flows_are_bou
     ASSERT_EQ(exit_code, 0);
     const auto samples = harness_.of<NetPayload>(holder, 4);
     EXPECT_EQ(samples.size(), 4u);
+}
+
+// Send accounting (GG-CORR-0009's quiet_io): every send of a GPU process on
+// an INET socket adds to its gpu_tgids entry, past the sampling budget, TCP
+// and UDP alike; a process is counted only from its first GPU open; the
+// agent's ProcessIoSampler reads the count with /proc/PID/io's write_bytes.
+TEST_P(PayloadTracingTest, gpu_process_sends_and_file_writes_are_counted) {
+    TestServer sink("127.0.0.1", [](const std::string&) { return std::vector<std::string>{}; });
+    ASSERT_TRUE(sink.ok());
+    const uint16_t port = sink.port();
+    const uint16_t udp_port = free_udp_port();
+    const gpuguard::testing::DiskScratchFile file("gg-quiet");
+    const auto child = gpuguard::testing::start_io_worker({.comm = "gg-quiet",
+                                                           .gpu_node = node_,
+                                                           .file = file.path(),
+                                                           .tcp_port = port,
+                                                           .udp_port = udp_port});
+    Sensor& sensor = harness_.sensor();
+    using gpuguard::testing::kIoDatagramBytes;
+    using gpuguard::testing::kIoFileBytes;
+    using gpuguard::testing::kIoMessageBytes;
+    ASSERT_EQ(child->ask('c'), 0);
+    ASSERT_EQ(child->ask('s'), 0);
+    const auto pid = static_cast<uint32_t>(child->pid());
+    EXPECT_EQ(sensor.net_sends(pid), std::nullopt) << "not a GPU process yet";
+    ASSERT_EQ(child->ask('g'), 0);
+    for (int i = 0; i < 9; ++i) ASSERT_EQ(child->ask('s'), 0);  // past the 4-message budget
+    ASSERT_EQ(child->ask('u'), 0);
+    const auto sends = sensor.net_sends(pid);
+    ASSERT_TRUE(sends);
+    EXPECT_EQ(sends->calls, 10u);
+    EXPECT_EQ(sends->bytes, 9 * kIoMessageBytes + kIoDatagramBytes);
+
+    ProcessIoSampler io("/proc", [&](uint32_t of) { return sensor.net_sends(of); });
+    const ProcessIo before = io.read(pid);
+    ASSERT_TRUE(before.file_write_bytes) << "/proc/" << pid << "/io";
+    ASSERT_EQ(child->ask('f'), 0);
+    const ProcessIo after = io.read(pid);
+    ASSERT_TRUE(after.file_write_bytes);
+    EXPECT_GE(*after.file_write_bytes - *before.file_write_bytes, kIoFileBytes);
+    EXPECT_EQ(after.net_sends, 10u);
+    EXPECT_EQ(after.net_send_bytes, 9 * kIoMessageBytes + kIoDatagramBytes);
 }
 
 // GET `path` from 127.0.0.1:`port` (HTTP/1.0, 5 s at most): the body, "" on failure.

@@ -59,6 +59,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         const auto value = agent::proc_status_field(bytes, key);
         if (value && bytes.find(std::string(key) + ":") == std::string_view::npos) std::abort();
     }
+    if (const auto written = agent::proc_io_field(bytes, "write_bytes")) {
+        // A value is only ever read from a "write_bytes:" line that holds it.
+        if (bytes.find("write_bytes:") == std::string_view::npos) std::abort();
+        if (bytes.find(std::to_string(*written)) == std::string_view::npos) std::abort();
+    }
     const std::string name = agent::proc_status_name(bytes);
     if (name.find('\n') != std::string::npos) std::abort();
     if (!name.empty() && bytes.find(name) == std::string_view::npos) std::abort();

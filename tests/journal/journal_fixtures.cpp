@@ -111,6 +111,10 @@ std::vector<Event> every_event_type(uint64_t ts_ns, uint32_t pid) {
                 {"GG_Miner_Strings"},
                 {"GG-XMRIG-0001"},
                 ""});
+    // A GPU process's write counters: all present, none, and large values.
+    add(ProcessIo{4096, 392, 2});
+    add(ProcessIo{});
+    add(ProcessIo{std::nullopt, 18446744073709551615ull, 1ull << 40});
     return events;
 }
 

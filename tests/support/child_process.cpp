@@ -2,8 +2,13 @@
 
 #include <stdexcept>
 
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -70,6 +75,46 @@ std::optional<int> RequestChild::try_reap() {
 ChildReaper::~ChildReaper() {
     kill(pid_, SIGKILL);
     waitpid(pid_, nullptr, 0);
+}
+
+std::unique_ptr<RequestChild> start_io_worker(const IoWorkerOptions& options) {
+    return std::make_unique<RequestChild>(
+        [options](char request) -> int {
+            // The child's own state (it runs one worker).
+            static int tcp = -1, udp = -1;
+            static char block[kIoFileBytes];
+            sockaddr_in to{};
+            to.sin_family = AF_INET;
+            to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+            switch (request) {
+                case 'g':
+                    return open(options.gpu_node.c_str(), O_RDWR | O_CLOEXEC) >= 0 ? 0 : errno;
+                case 'c':
+                    tcp = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                    udp = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+                    to.sin_port = htons(options.tcp_port);
+                    return connect(tcp, reinterpret_cast<sockaddr*>(&to), sizeof(to)) == 0 ? 0
+                                                                                           : errno;
+                case 's':
+                    return write(tcp, block, kIoMessageBytes) == kIoMessageBytes ? 0 : errno;
+                case 'u':
+                    to.sin_port = htons(options.udp_port);
+                    return sendto(udp, block, kIoDatagramBytes, 0, reinterpret_cast<sockaddr*>(&to),
+                                  sizeof(to)) == kIoDatagramBytes
+                               ? 0
+                               : errno;
+                case 'f': {
+                    const int fd =
+                        open(options.file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+                    if (fd < 0) return errno;
+                    const bool whole = write(fd, block, sizeof(block)) == sizeof(block);
+                    close(fd);
+                    return whole ? 0 : EIO;
+                }
+            }
+            return EINVAL;
+        },
+        [comm = options.comm] { prctl(PR_SET_NAME, comm.c_str(), 0, 0, 0); });
 }
 
 }  // namespace gpuguard::testing

@@ -2,7 +2,10 @@
 // so that every event they expect comes from a pid they started.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -54,5 +57,23 @@ class RequestChild {
     int requests_[2] = {-1, -1};
     int answers_[2] = {-1, -1};
 };
+
+// A RequestChild that plays a GPU process doing I/O, named `comm`. Its
+// requests, each answered with an errno (0: it worked): 'g' opens
+// `gpu_node` and keeps it open; 'c' connects over TCP to 127.0.0.1:
+// `tcp_port` and makes a UDP socket; 's' writes kIoMessageBytes on that
+// connection; 'u' sends kIoDatagramBytes to 127.0.0.1:`udp_port`; 'f'
+// writes kIoFileBytes to `file`, truncated first.
+struct IoWorkerOptions {
+    std::string comm;
+    std::string gpu_node;
+    std::string file;
+    uint16_t tcp_port = 0;
+    uint16_t udp_port = 0;
+};
+inline constexpr size_t kIoMessageBytes = 100;
+inline constexpr size_t kIoDatagramBytes = 40;
+inline constexpr size_t kIoFileBytes = 65536;
+std::unique_ptr<RequestChild> start_io_worker(const IoWorkerOptions& options);
 
 }  // namespace gpuguard::testing

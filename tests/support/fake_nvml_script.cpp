@@ -9,12 +9,19 @@ constexpr uint64_t kTotal = 80ull << 30;
 
 nlohmann::json step(const FakeH100& gpu) {
     nlohmann::json processes = nlohmann::json::array();
+    nlohmann::json utilization = nlohmann::json::array();
     for (const auto& process : gpu.processes) {
         processes.push_back({{"pid", process.pid}, {"used_memory", process.used_memory}});
+        if (process.sm_percent > 0) {
+            utilization.push_back(
+                {{"pid", process.pid}, {"sm", process.sm_percent}, {"timestamp_now", true}});
+        }
     }
-    return {{"utilization", {gpu.gpu_utilization, gpu.memory_utilization}},
-            {"memory", {kTotal, gpu.memory_used, kTotal - gpu.memory_used}},
-            {"compute_processes", processes}};
+    nlohmann::json played{{"utilization", {gpu.gpu_utilization, gpu.memory_utilization}},
+                          {"memory", {kTotal, gpu.memory_used, kTotal - gpu.memory_used}},
+                          {"compute_processes", processes}};
+    if (!utilization.empty()) played["process_utilization"] = utilization;
+    return played;
 }
 
 nlohmann::json script(const std::vector<FakeH100>& steps) {

@@ -16,6 +16,7 @@ namespace gpuguard::testing {
 struct FakeNvmlProcess {
     pid_t pid = 0;
     uint64_t used_memory = 0;
+    unsigned sm_percent = 0;  // > 0: its SM utilisation, sampled anew at every reading
 };
 
 struct FakeH100 {

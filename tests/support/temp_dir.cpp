@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include <stdlib.h>
+#include <unistd.h>
 
 namespace gpuguard::testing {
 
@@ -16,5 +17,11 @@ TempDir::~TempDir() {
     std::error_code ec;
     std::filesystem::remove_all(path_, ec);
 }
+
+DiskScratchFile::DiskScratchFile(const std::string& prefix)
+    : path_((std::filesystem::current_path() / (prefix + "-" + std::to_string(getpid()) + ".bin"))
+                .string()) {}
+
+DiskScratchFile::~DiskScratchFile() { unlink(path_.c_str()); }
 
 }  // namespace gpuguard::testing

@@ -20,4 +20,21 @@ class TempDir {
     std::filesystem::path path_;
 };
 
+// A file name in the current directory (ctest runs a test in the build
+// tree) for a test's own disk writes, removed at scope end: unlike /tmp,
+// which may be a tmpfs, it is on a disk filesystem, whose writes the
+// kernel counts in /proc/PID/io's write_bytes.
+class DiskScratchFile {
+  public:
+    explicit DiskScratchFile(const std::string& prefix);
+    ~DiskScratchFile();
+    DiskScratchFile(const DiskScratchFile&) = delete;
+    DiskScratchFile& operator=(const DiskScratchFile&) = delete;
+
+    const std::string& path() const { return path_; }
+
+  private:
+    std::string path_;
+};
+
 }  // namespace gpuguard::testing

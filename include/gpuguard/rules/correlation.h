@@ -69,6 +69,20 @@ struct SustainedUtilizationCondition {
     uint32_t min_connects = 1;
 };
 
+// The process's writes over `duration` look like a miner talking to its
+// pool and nothing else: at most `max_file_write_bytes` written to storage,
+// network sends never further apart than `max_send_gap` (periodic), at most
+// `max_net_send_bytes` in all and `max_bytes_per_send` on average (small).
+// Judged from the agent's process_io samples; never true while they do not
+// cover the whole window (no payload programs, a process seen too recently).
+struct QuietIoCondition {
+    std::chrono::seconds duration{600};
+    uint64_t max_file_write_bytes = 0;
+    uint64_t max_net_send_bytes = 1ull << 20;
+    uint64_t max_bytes_per_send = 4096;
+    std::chrono::seconds max_send_gap{300};
+};
+
 enum class ContainerScope { kAny, kHost, kContainer };
 
 struct ScopeCondition {
@@ -134,6 +148,7 @@ struct CorrelationRule {
     bool hash_rate_above_threshold = false;
     std::optional<MemoryGrowthCondition> memory_growth;
     std::optional<SustainedUtilizationCondition> sustained_utilization;
+    std::optional<QuietIoCondition> quiet_io;
     std::optional<ScopeCondition> scope;
     // Guard policies: limits on what a (scoped) process may use.
     std::optional<uint64_t> gpu_memory_above;        // its GPU memory exceeds this many bytes

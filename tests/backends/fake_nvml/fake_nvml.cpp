@@ -19,6 +19,7 @@
 //                                 "compute_processes": [ {"pid": 1, "used_memory": 2} ],
 //                                 "graphics_processes": [ ... ],
 //                                 "process_utilization": [ {"pid":1,"sm":50,"timestamp":10} ],
+//                                   ("timestamp_now": true stamps a sample at each call)
 //                                 "xid": [79],
 //                                 "errors": { "nvmlDeviceGetFanSpeed": "NO_PERMISSION",
 //                                             "*": "GPU_IS_LOST" } } ] } ] }
@@ -29,6 +30,7 @@
 // Test-only exports: fake_nvml_set_step(unsigned), fake_nvml_call_count(name).
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <deque>
 #include <fstream>
 #include <map>
@@ -485,9 +487,18 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetProcessUtilizat
         const auto rc =
             lookup("nvmlDeviceGetProcessUtilization", device, "process_utilization", &list);
         if (rc != NVML_SUCCESS) return rc;
+        // "timestamp_now": a sample taken at this call (CLOCK_REALTIME in
+        // microseconds, as NVML stamps them), so every reading has a new one.
+        timespec now{};
+        clock_gettime(CLOCK_REALTIME, &now);
+        const unsigned long long now_us =
+            static_cast<unsigned long long>(now.tv_sec) * 1'000'000ull + now.tv_nsec / 1000;
+        const auto stamp_of = [&](const json& s) {
+            return s.value("timestamp_now", false) ? now_us : s.value("timestamp", 0ull);
+        };
         std::vector<const json*> newer;
         for (const auto& s : *list) {
-            if (s.value("timestamp", 0ull) > last_seen) newer.push_back(&s);
+            if (stamp_of(s) > last_seen) newer.push_back(&s);
         }
         if (newer.empty()) return NVML_ERROR_NOT_FOUND;
         if (samples == nullptr || *count_inout < newer.size()) {
@@ -499,7 +510,7 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetProcessUtilizat
             const json& s = *newer[i];
             const unsigned fields[] = {s.value("pid", 0u), s.value("sm", 0u), s.value("mem", 0u),
                                        s.value("enc", 0u), s.value("dec", 0u)};
-            const unsigned long long stamp = s.value("timestamp", 0ull);
+            const unsigned long long stamp = stamp_of(s);
             std::memset(bytes + 32 * i, 0, 32);
             std::memcpy(bytes + 32 * i, &fields[0], 4);
             std::memcpy(bytes + 32 * i + 8, &stamp, 8);
