@@ -1,12 +1,13 @@
 // gpuguard run: load the sensor, register GPU devices, print events.
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
 #include <memory>
 #include <optional>
-#include <set>
 #include <sstream>
+#include <vector>
 
 #include <signal.h>
 #include <unistd.h>
@@ -272,11 +273,15 @@ void add_run_command(CLI::App& app, Context& context) {
             if (value == "all") return "";
             std::stringstream list(value);
             for (std::string type; std::getline(list, type, ',');) {
-                static const std::set<std::string> known = {
-                    "gpu_open", "gpu_ioctl", "connect", "exec", "fork", "exit", "telemetry"};
-                if (!known.contains(type)) {
-                    return "unknown event type '" + type +
-                           "' (gpu_open, gpu_ioctl, connect, exec, fork, exit, or all)";
+                // Every type of docs/events.md.
+                static const std::vector<std::string> known = {
+                    "gpu_open", "gpu_ioctl",        "connect",   "exec",     "fork",
+                    "exit",     "telemetry",        "kill_now",  "exe_scan", "net_payload",
+                    "stratum",  "process_snapshot", "process_io"};
+                if (std::find(known.begin(), known.end(), type) == known.end()) {
+                    std::string names;
+                    for (const auto& name : known) names += name + ", ";
+                    return "unknown event type '" + type + "' (" + names + "or all)";
                 }
             }
             return "";

@@ -291,6 +291,13 @@ TEST_F(AgentRunTest, event_types_choose_what_is_printed) {
     EXPECT_NE(bad.exit_code, 0);
     EXPECT_NE(bad.stderr_text.find("unknown event type 'bogus'"), std::string::npos)
         << bad.stderr_text;
+    // Every event type can be chosen: the agent-made ones too.
+    const auto all_types = run_command(
+        {GPUGUARD_BINARY, "run", "--event-types",
+         "kill_now,exe_scan,net_payload,stratum,process_snapshot,process_io,bogus"});
+    EXPECT_NE(all_types.stderr_text.find("unknown event type 'bogus' (gpu_open,"),
+              std::string::npos)
+        << all_types.stderr_text;
 }
 
 // The agent with stdout and stderr on the given fds (the tests' Subprocess
