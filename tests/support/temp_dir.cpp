@@ -2,7 +2,9 @@
 
 #include <stdexcept>
 
+#include <linux/magic.h>
 #include <stdlib.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 namespace gpuguard::testing {
@@ -18,9 +20,21 @@ TempDir::~TempDir() {
     std::filesystem::remove_all(path_, ec);
 }
 
-DiskScratchFile::DiskScratchFile(const std::string& prefix)
-    : path_((std::filesystem::current_path() / (prefix + "-" + std::to_string(getpid()) + ".bin"))
-                .string()) {}
+namespace {
+
+bool in_memory_filesystem(const std::filesystem::path& dir) {
+    struct statfs fs {};
+    if (statfs(dir.c_str(), &fs) != 0) return true;
+    return fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC;
+}
+
+}  // namespace
+
+DiskScratchFile::DiskScratchFile(const std::string& prefix) {
+    std::filesystem::path dir = std::filesystem::current_path();
+    if (in_memory_filesystem(dir) && !in_memory_filesystem("/var/tmp")) dir = "/var/tmp";
+    path_ = (dir / (prefix + "-" + std::to_string(getpid()) + ".bin")).string();
+}
 
 DiskScratchFile::~DiskScratchFile() { unlink(path_.c_str()); }
 

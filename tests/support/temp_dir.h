@@ -20,10 +20,10 @@ class TempDir {
     std::filesystem::path path_;
 };
 
-// A file name in the current directory (ctest runs a test in the build
-// tree) for a test's own disk writes, removed at scope end: unlike /tmp,
-// which may be a tmpfs, it is on a disk filesystem, whose writes the
-// kernel counts in /proc/PID/io's write_bytes.
+// A file name for a test's own disk writes, removed at scope end: in the
+// current directory (ctest runs a test in the build tree), else /var/tmp,
+// whichever is not a tmpfs or ramfs (/tmp may be one): only writes to a
+// disk filesystem count in /proc/PID/io's write_bytes.
 class DiskScratchFile {
   public:
     explicit DiskScratchFile(const std::string& prefix);
