@@ -1,7 +1,7 @@
 #include "agent/correlator.h"
 
 #include <algorithm>
-#include <cinttypes>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 
@@ -32,7 +32,10 @@ std::string basename_of(std::string_view path) {
 }
 
 std::string join_argv(const std::vector<std::string>& argv) {
+    size_t length = argv.size();
+    for (const auto& arg : argv) length += arg.size();
     std::string out;
+    out.reserve(length);
     for (const auto& arg : argv) {
         if (!out.empty()) out += ' ';
         out += arg;
@@ -50,10 +53,12 @@ uint64_t fnv1a(std::string_view text, uint64_t hash = 1469598103934665603ull) {
 }
 
 std::string detection_id(const std::string& rule_id, uint32_t pid, uint64_t first_ns) {
-    char text[40];
     const uint64_t hash =
         fnv1a(rule_id + "/" + std::to_string(pid) + "/" + std::to_string(first_ns));
-    snprintf(text, sizeof(text), "%016" PRIx64, hash);
+    std::string text(16, '0');  // "%016" PRIx64
+    for (int i = 15, shift = 0; i >= 0; --i, shift += 4) {
+        text[i] = "0123456789abcdef"[(hash >> shift) & 0xf];
+    }
     return text;
 }
 
@@ -145,6 +150,7 @@ void Correlator::reset_rule_set_caches() {
     }
     for (auto& cache : match_cache_) cache.clear();
     port_cache_.clear();
+    verdicts_.clear();  // set_rule_set() drops every hit that points here
 }
 
 const rules::EffectiveSignature* Correlator::signature(std::string_view id) const {
@@ -195,21 +201,22 @@ bool Correlator::time_dependent(const std::vector<rules::CorrelationRule>& rules
 void Correlator::set_rules(std::vector<rules::CorrelationRule> rules) {
     rules_ = std::move(rules);
     has_time_rules_ = time_dependent(rules_);
+    for (auto& [key, verdict] : verdicts_) verdict = Verdict{};
     for (auto&& [pid, state] : states_) {
         state.dirty = true;
-        for (auto& hit : state.hits) hit.judged = hit.matches = 0;
     }
 }
 
 bool Correlator::signature_matches(size_t index, const Hit& hit) const {
     const rules::SignatureCondition& condition = *rules_[index].signature;
     if (index >= 64) return condition.matches(hit.field, hit.id, hit.confidence);
+    Verdict& verdict = *hit.verdict;
     const uint64_t bit = uint64_t{1} << index;
-    if (!(hit.judged & bit)) {
-        hit.judged |= bit;
-        if (condition.matches(hit.field, hit.id, hit.confidence)) hit.matches |= bit;
+    if (!(verdict.judged & bit)) {
+        verdict.judged |= bit;
+        if (condition.matches(hit.field, hit.id, hit.confidence)) verdict.matches |= bit;
     }
-    return (hit.matches & bit) != 0;
+    return (verdict.matches & bit) != 0;
 }
 
 Correlator::ProcessState& Correlator::state(uint32_t pid) { return states_[pid]; }
@@ -224,8 +231,9 @@ void Correlator::add_hits(ProcessState& state, EvidenceField field,
         if (known) continue;
         const rules::EffectiveSignature* effective = signature(id);
         if (!effective) continue;  // disabled since the match
+        Verdict* verdict = &verdicts_[{field, effective->signature.id}];
         state.hits.push_back(Hit{field, std::string(id), effective->signature.confidence,
-                                 rules::to_string(effective->action), ts_ns, detail});
+                                 rules::to_string(effective->action), ts_ns, detail, verdict});
         state.dirty = true;
     }
 }
@@ -780,9 +788,11 @@ std::vector<DetectionGpu> Correlator::gpus_of(const ProcessInfo& info) const {
         DetectionGpu gpu;
         gpu.major = handle.major;
         gpu.minor = handle.minor;
-        char device[24];
-        const int length = snprintf(device, sizeof(device), "%u:%u", handle.major, handle.minor);
-        const auto found = gpu_by_device_.find(std::string_view(device, length));
+        char device[24];  // "major:minor", the key of gpu_by_device_
+        char* end = std::to_chars(device, device + 10, handle.major).ptr;
+        *end++ = ':';
+        end = std::to_chars(end, device + sizeof(device), handle.minor).ptr;
+        const auto found = gpu_by_device_.find(std::string_view(device, end - device));
         if (found != gpu_by_device_.end()) {
             const GpuTelemetry& reading = found->second;
             gpu.index = static_cast<int>(reading.index);
@@ -877,6 +887,7 @@ void Correlator::raise(const CorrelationRule& rule, const ProcessInfo& info,
     if (open && !adds_evidence(found->second.detection, hits, extra)) return;
 
     std::vector<Evidence> evidence;
+    evidence.reserve(hits.size() + extra.size());
     for (const Hit* hit : hits) {
         const char* event_type = hit->field == EvidenceField::kPort      ? "connect"
                                  : hit->field == EvidenceField::kDomain  ? "connect"
@@ -890,8 +901,13 @@ void Correlator::raise(const CorrelationRule& rule, const ProcessInfo& info,
                      event_type, hit->id, rules::to_string(hit->field), hit->detail});
     }
     for (auto& item : extra) evidence.push_back(std::move(item));
-    std::stable_sort(evidence.begin(), evidence.end(),
-                     [](const Evidence& a, const Evidence& b) { return a.ts_ns < b.ts_ns; });
+    // Oldest first, equal times in the order above: an insertion sort, which
+    // for a detection's few items costs less than stable_sort's buffer.
+    for (size_t i = 1; i < evidence.size(); ++i) {
+        for (size_t j = i; j > 0 && evidence[j].ts_ns < evidence[j - 1].ts_ns; --j) {
+            std::swap(evidence[j], evidence[j - 1]);
+        }
+    }
 
     if (open) {
         // Within the window: update when something new arrived.

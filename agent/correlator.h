@@ -94,17 +94,22 @@ class Correlator {
     static DetectionProcess describe(const ProcessInfo& info);
 
   private:
+    // Signature conditions of rules_[i] (i < 64) a signature id meets in a
+    // field: bit i of `matches` is known once bit i of `judged` is set. One
+    // per (field, id), shared by every hit of it: a host sees the same few
+    // again and again. set_rules() resets them, set_rule_set() drops them.
+    struct Verdict {
+        uint64_t judged = 0;
+        uint64_t matches = 0;
+    };
     struct Hit {
         rules::EvidenceField field;
         std::string id;
         double confidence = 0;
         std::string action;  // the signature's action in miner-rules.yaml
         uint64_t ts_ns = 0;
-        std::string detail;  // the matched value
-        // Signature conditions of rules_[i] (i < 64) this hit meets: bit i of
-        // `matches` is known once bit i of `judged` is set. set_rules() resets.
-        mutable uint64_t judged = 0;
-        mutable uint64_t matches = 0;
+        std::string detail;          // the matched value
+        Verdict* verdict = nullptr;  // in verdicts_
     };
     struct UsageSample {
         uint64_t ts_ns = 0;
@@ -204,6 +209,8 @@ class Correlator {
     std::unordered_map<std::string, std::vector<std::string_view>>
         match_cache_[std::size(signatures::kAllFields)];
     std::unordered_map<uint16_t, std::vector<std::string_view>> port_cache_;
+    // Keyed by the rule set's own id strings (the map goes with the rule set).
+    std::map<std::pair<rules::EvidenceField, std::string_view>, Verdict> verdicts_;
     std::vector<ScanRequest> scan_requests_;
     std::deque<Detection> reported_twice_;  // see report(); emptied by each observe()
     CorrelatorStats stats_;

@@ -39,6 +39,13 @@ const char* const kActions[] = {"alert",    "kill",  "kill_now",       "block_ip
                                 "deny_gpu", "pause", "from_signatures"};
 
 bool glob_matches(const std::string& pattern, std::string_view text) {
+    // fnmatch wants a C string: short ones (signature ids, names) on the stack.
+    char small[128];
+    if (text.size() < sizeof(small)) {
+        std::memcpy(small, text.data(), text.size());
+        small[text.size()] = '\0';
+        return fnmatch(pattern.c_str(), small, 0) == 0;
+    }
     return fnmatch(pattern.c_str(), std::string(text).c_str(), 0) == 0;
 }
 
