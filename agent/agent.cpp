@@ -135,8 +135,7 @@ struct Agent::Impl {
     std::vector<const Detection*> raised;               // scratch for Correlator::observe
     std::map<std::string, std::string> kill_now_names;  // in the kernel map: comm -> signature id
     uint64_t telemetry_sequence = 0;
-    std::unique_ptr<ProcessIoSampler>
-        process_io;  // GPU processes' writes, with each telemetry sample
+    std::unique_ptr<ProcessIoSampler> process_io;  // GPU processes' writes, per sample
     uint64_t detections_total = 0;
     uint64_t rule_reloads_rejected = 0;
     std::unique_ptr<ActivityLog> activity;  // recent detections/actions: status page, metrics

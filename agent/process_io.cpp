@@ -1,24 +1,37 @@
 #include "agent/process_io.h"
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <string>
 #include <unordered_set>
 
 #include "agent/proc_parse.h"
+#include "gpuguard/common/logging.h"
 
 namespace gpuguard::agent {
 
 ProcessIoSampler::ProcessIoSampler(std::filesystem::path proc_root, NetSendsReader net_sends)
     : proc_root_(std::move(proc_root)), net_sends_(std::move(net_sends)) {}
 
-ProcessIo ProcessIoSampler::read(uint32_t pid) const {
+ProcessIo ProcessIoSampler::read(uint32_t pid) {
     ProcessIo io;
-    // Readable by root for any process; a process that just exited has none.
-    std::ifstream file(proc_root_ / std::to_string(pid) / "io", std::ios::binary);
+    // Readable with CAP_SYS_PTRACE (or as its user); a process that just
+    // exited has none.
+    const auto path = proc_root_ / std::to_string(pid) / "io";
+    std::ifstream file(path, std::ios::binary);
     if (file) {
         const std::string text{std::istreambuf_iterator<char>(file), {}};
         io.file_write_bytes = proc_io_field(text, "write_bytes");
+    } else if (errno == EACCES || errno == EPERM) {
+        if (!warned_unreadable_) {
+            logger("agent")->warn(
+                "cannot read {} ({}): file writes are unknown, so quiet_io conditions "
+                "(GG-CORR-0009) do not hold; the agent needs CAP_SYS_PTRACE (logged once)",
+                path.string(), std::strerror(errno));
+        }
+        warned_unreadable_ = true;
     }
     if (net_sends_) {
         if (const auto sends = net_sends_(pid)) {

@@ -31,12 +31,13 @@ class ProcessIoSampler {
     std::vector<Event> sample(const std::vector<ProcessInfo>& processes, uint64_t ts_ns);
 
     // The counters of one process as they are now.
-    ProcessIo read(uint32_t pid) const;
+    ProcessIo read(uint32_t pid);
 
   private:
     std::filesystem::path proc_root_;
     NetSendsReader net_sends_;
     std::unordered_map<uint32_t, ProcessIo> last_;  // last emitted, by pid
+    bool warned_unreadable_ = false;
 };
 
 }  // namespace gpuguard::agent
