@@ -1,5 +1,6 @@
 // gpuguard journal show|export|verify: read the forensic journal
 // (docs/journal.md) as a table, as JSON Lines or CSV, or check every CRC.
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <ctime>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/cli.h"
+#include "agent/event.h"
 #include "agent/event_json.h"
 #include "agent/journal.h"
 #include "gpuguard/common/logging.h"
@@ -37,10 +39,12 @@ struct JournalCommand {
     bool as_json = false;
 };
 
-const std::set<std::string> kTypes = {
-    "gpu_open",         "gpu_ioctl", "connect",   "exec",      "fork",        "exit", "telemetry",
-    "process_snapshot", "kill_now",  "exe_scan",  "detection", "enforcement", "note", "gap",
-    "net_payload",      "stratum",   "process_io"};
+// Every event type, and the journal's other records.
+bool known_type(const std::string& name) {
+    static const std::set<std::string> records = {"detection", "enforcement", "note", "gap"};
+    const auto& events = event_type_names();
+    return records.contains(name) || std::find(events.begin(), events.end(), name) != events.end();
+}
 
 int64_t now_unix_ns() {
     timespec now{};
@@ -80,7 +84,7 @@ std::optional<jr::JournalReader> open_reader(const Context& context, const Journ
         std::stringstream list(type);
         std::string name;
         while (std::getline(list, name, ',')) {
-            if (!kTypes.contains(name)) {
+            if (!known_type(name)) {
                 std::cerr << "unknown --type '" << name << "'\n";
                 exit_code = 2;
                 return std::nullopt;

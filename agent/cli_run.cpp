@@ -15,6 +15,7 @@
 #include "agent/agent.h"
 #include "agent/cli.h"
 #include "agent/config_reload.h"
+#include "agent/event.h"
 #include "agent/line_writer.h"
 #include "agent/service_notify.h"
 #include "gpuguard/common/logging.h"
@@ -273,15 +274,9 @@ void add_run_command(CLI::App& app, Context& context) {
             if (value == "all") return "";
             std::stringstream list(value);
             for (std::string type; std::getline(list, type, ',');) {
-                // Every type of docs/events.md.
-                static const std::vector<std::string> known = {
-                    "gpu_open", "gpu_ioctl",        "connect",   "exec",     "fork",
-                    "exit",     "telemetry",        "kill_now",  "exe_scan", "net_payload",
-                    "stratum",  "process_snapshot", "process_io"};
+                const auto& known = event_type_names();
                 if (std::find(known.begin(), known.end(), type) == known.end()) {
-                    std::string names;
-                    for (const auto& name : known) names += name + ", ";
-                    return "unknown event type '" + type + "' (" + names + "or all)";
+                    return "unknown event type '" + type + "' (" + join_names(known) + ", or all)";
                 }
             }
             return "";

@@ -238,6 +238,13 @@ struct Event {
 // "exe_scan", "net_payload", "stratum", "process_io").
 const char* event_type_name(const Event& event);
 
+// Every type's name, in EventData's order: what --event-types, `journal
+// export --type` and the JSON reader accept and list in their errors.
+const std::vector<std::string>& event_type_names();
+
+// "a, b, c": `names` joined for an error message.
+std::string join_names(const std::vector<std::string>& names);
+
 // "a\0b\0c\0" -> {"a", "b", "c"}, as in /proc/PID/cmdline and exec argv; a
 // final part without its NUL is kept.
 std::vector<std::string> split_nul_separated(std::string_view bytes);

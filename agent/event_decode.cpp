@@ -1,5 +1,6 @@
 // Ring-buffer record -> Event. The only place that reads bpf/events.h structs.
 #include <cstring>
+#include <utility>
 
 #include <arpa/inet.h>
 
@@ -240,6 +241,28 @@ const char* event_type_name(const Event& event) {
         const char* operator()(const ProcessIo&) const { return "process_io"; }
     };
     return std::visit(Visitor{}, event.data);
+}
+
+const std::vector<std::string>& event_type_names() {
+    static const std::vector<std::string> names = [] {
+        std::vector<std::string> out;
+        [&out]<size_t... index>(std::index_sequence<index...>) {
+            (out.emplace_back(event_type_name(Event{0, {}, EventData(std::in_place_index<index>)})),
+             ...);
+        }
+        (std::make_index_sequence<std::variant_size_v<EventData>>{});
+        return out;
+    }();
+    return names;
+}
+
+std::string join_names(const std::vector<std::string>& names) {
+    std::string out;
+    for (const auto& name : names) {
+        if (!out.empty()) out += ", ";
+        out += name;
+    }
+    return out;
 }
 
 Result<Event> decode_record(std::span<const std::byte> record) {

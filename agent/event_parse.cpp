@@ -779,10 +779,8 @@ ParsedEvent read_event(const Reader<Node>& top, Rfc3339Seconds* last_time = null
     } else if (type == "process_io") {
         parsed.event.data = read_process_io(top.object("process_io"));
     } else {
-        top.error("type", "unknown event type \"" + std::string(type) +
-                              "\" (gpu_open, gpu_ioctl, connect, exec, fork, exit, "
-                              "telemetry, process_snapshot, kill_now, exe_scan, net_payload, "
-                              "stratum, process_io)");
+        top.error("type", "unknown event type \"" + std::string(type) + "\" (" +
+                              join_names(event_type_names()) + ")");
     }
     return parsed;
 }

@@ -280,9 +280,10 @@ void drain_input(int fd) {
     }
 }
 
-// A loopback UDP port nobody listens on (sends to it still succeed).
-uint16_t free_udp_port() {
-    const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+// A free loopback port of `type` (SOCK_STREAM, SOCK_DGRAM): nobody listens
+// on it, though a datagram sent there still leaves the sender.
+uint16_t free_loopback_port(int type = SOCK_STREAM) {
+    const int fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
     sockaddr_in in{};
     in.sin_family = AF_INET;
     in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -772,7 +773,7 @@ TEST_P(PayloadTracingTest, gpu_process_sends_and_file_writes_are_counted) {
     TestServer sink("127.0.0.1", [](const std::string&) { return std::vector<std::string>{}; });
     ASSERT_TRUE(sink.ok());
     const uint16_t port = sink.port();
-    const uint16_t udp_port = free_udp_port();
+    const uint16_t udp_port = free_loopback_port(SOCK_DGRAM);
     const gpuguard::testing::DiskScratchFile file("gg-quiet");
     const auto child = gpuguard::testing::start_io_worker({.comm = "gg-quiet",
                                                            .gpu_node = node_,
@@ -823,18 +824,6 @@ std::string http_get(uint16_t port, const std::string& path) {
     close(fd);
     const auto body = response.find("\r\n\r\n");
     return body == std::string::npos ? "" : response.substr(body + 4);
-}
-
-uint16_t free_loopback_port() {
-    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in in{};
-    in.sin_family = AF_INET;
-    inet_pton(AF_INET, "127.0.0.1", &in.sin_addr);
-    socklen_t length = sizeof(in);
-    bind(fd, reinterpret_cast<sockaddr*>(&in), length);
-    getsockname(fd, reinterpret_cast<sockaddr*>(&in), &length);
-    close(fd);
-    return ntohs(in.sin_port);
 }
 
 // The whole agent (`gpuguard run`): a miner holding a fake GPU node mines
