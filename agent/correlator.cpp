@@ -240,6 +240,7 @@ void Correlator::add_hits(ProcessState& state, EvidenceField field,
 
 void Correlator::match_image(ProcessState& state, const ProcessInfo& info, uint64_t ts_ns) {
     state.matched = true;
+    state.matched_comm = info.comm;
     state.dirty = true;
     // "/memfd:NAME (deleted)" and "/path/NAME (deleted)" run as NAME.
     std::string exe_name = basename_of(info.exe);
@@ -457,7 +458,10 @@ void Correlator::evaluate(uint32_t pid, uint64_t ts_ns, std::vector<const Detect
     const ProcessInfo* info = table_.find(pid);
     if (!info) return;
     ProcessState& state = states_[pid];
-    if (!state.matched) match_image(state, *info, ts_ns);
+    // Again when the process renamed itself since (PR_SET_NAME): a process
+    // judged under its parent's name before its own events came is judged
+    // under the name it took.
+    if (!state.matched || state.matched_comm != info->comm) match_image(state, *info, ts_ns);
     if (info->holds_gpu() != state.held_gpu) {
         state.held_gpu = info->holds_gpu();
         if (state.held_gpu && state.first_gpu_ns == 0) state.first_gpu_ns = ts_ns;

@@ -122,7 +122,8 @@ class Correlator {
         ProcessIo counters;
     };
     struct ProcessState {
-        bool matched = false;  // process and command line matched for the current image
+        bool matched = false;      // process and command line matched for the current image
+        std::string matched_comm;  // the name they were matched with (prctl can change it)
         bool held_gpu = false;
         bool dirty = true;        // evidence changed since the last evaluation
         bool scan_asked = false;  // a YARA scan of the current image was requested or came

@@ -163,6 +163,24 @@ TEST_F(CorrelatorTest, ReusedPidIsANewProcess) {
     EXPECT_EQ(rule_ids(start_miner(30 * kSecond, 100)), std::vector<std::string>{"GG-CORR-0001"});
 }
 
+// A process judged under one name that then takes another (PR_SET_NAME,
+// or a forked child judged under its parent's name before its own events
+// came) is judged again under the new one.
+TEST_F(CorrelatorTest, ARenamedProcessIsJudgedUnderItsNewName) {
+    make();
+    feed(10 * kSecond, 100, "python3",
+         Exec{"/usr/bin/python3", {"python3", "train.py"}, false, false, 100});
+    EXPECT_TRUE(feed(11 * kSecond, 100, "python3",
+                     GpuOpen{195, 0, 3, -100, 2, OpenSyscall::kOpenat, false, "/dev/nvidia0"})
+                    .empty());
+    EXPECT_TRUE(feed(12 * kSecond, 100, "python3", ProcessIo{0, 0, 0}).empty());
+    const auto raised = feed(13 * kSecond, 100, "xmrig", GpuIoctl{195, 0, 3, 0xc020462a, 0});
+    const auto ids = rule_ids(raised);
+    ASSERT_NE(std::find(ids.begin(), ids.end(), "GG-CORR-0001"), ids.end())
+        << ::testing::PrintToString(ids);
+    EXPECT_EQ(raised[0].process.comm, "xmrig");
+}
+
 TEST_F(CorrelatorTest, AllowlistedUserIsNotReported) {
     make(rule_set("allowlist:\n  users: ['1000']\n"));
     EXPECT_TRUE(start_miner(10 * kSecond, 100, "xmrig", "/opt/xmrig/xmrig", 1000).empty());
