@@ -5,6 +5,7 @@
 #include <fstream>
 #include <functional>
 #include <sstream>
+#include <utility>
 
 #include <grp.h>
 #include <pwd.h>
@@ -221,16 +222,7 @@ void ProcessTable::apply(const Event& event) {
             }
         }
         void operator()(const Exec& exec) {
-            // Everything is in the event: no /proc read for the host's every exec.
-            ProcessInfo& info = table.processes_[task.pid];
-            if (info.exited) info = ProcessInfo{};  // a reused pid: nothing carries over
-            take_identity(info, task);
-            info.exe = exec.filename;
-            info.cmdline = exec.argv;
-            info.cmdline_truncated = exec.argv_truncated;
-            info.exited = false;
-            table.note_idle(task.pid);
-            if (info.holds_gpu()) table.enrich_from_proc(info);  // a GPU fd survived exec
+            table.apply_exec(task, exec.filename, exec.argv, exec.argv_truncated);
         }
         void operator()(const Fork& fork) {
             ProcessInfo child;
@@ -302,6 +294,30 @@ void ProcessTable::apply(const Event& event) {
     Visitor visitor{*this, event, task};
     std::visit(visitor, event.data);
     enforce_bound();
+}
+
+void ProcessTable::apply(Event&& event) {
+    if (auto* exec = std::get_if<Exec>(&event.data)) {
+        apply_exec(event.task, std::move(exec->filename), std::move(exec->argv),
+                   exec->argv_truncated);
+        enforce_bound();
+        return;
+    }
+    apply(std::as_const(event));
+}
+
+void ProcessTable::apply_exec(const TaskInfo& task, std::string filename,
+                              std::vector<std::string> argv, bool argv_truncated) {
+    // Everything is in the event: no /proc read for the host's every exec.
+    ProcessInfo& info = processes_[task.pid];
+    if (info.exited) info = ProcessInfo{};  // a reused pid: nothing carries over
+    take_identity(info, task);
+    info.exe = std::move(filename);
+    info.cmdline = std::move(argv);
+    info.cmdline_truncated = argv_truncated;
+    info.exited = false;
+    note_idle(task.pid);
+    if (info.holds_gpu()) enrich_from_proc(info);  // a GPU fd survived exec
 }
 
 void ProcessTable::apply_ioctl_stats(const std::vector<IoctlAggregate>& stats, uint64_t now_ns) {

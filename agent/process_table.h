@@ -147,6 +147,9 @@ class ProcessTable {
 
     // Applies one sensor event.
     void apply(const Event& event);
+    // The same, taking an exec's filename and argv instead of copying them
+    // (a reader that is done with the event: replay).
+    void apply(Event&& event);
 
     // Folds in the kernel's ioctl aggregates read at `now_ns`; rates are per
     // second over the time since the previous call.
@@ -170,6 +173,8 @@ class ProcessTable {
     uint64_t evicted_live() const { return evicted_live_; }  // bound hit: live entries dropped
 
   private:
+    void apply_exec(const TaskInfo& task, std::string filename, std::vector<std::string> argv,
+                    bool argv_truncated);
     std::vector<ProcessInfo> processes_where(
         const std::function<bool(const ProcessInfo&)>& keep) const;  // sorted by pid
     ProcessInfo& entry(uint32_t pid);          // find or create (from /proc when it can)

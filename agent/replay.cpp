@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -27,6 +28,13 @@ Result<std::unique_ptr<Replay>> Replay::create(std::vector<rules::CorrelationRul
 }
 
 void Replay::feed(const Event& event, std::optional<int64_t> time_unix_ns, const Emit& emit) {
+    feed_event(event, time_unix_ns, emit);
+}
+
+// `event` const or an rvalue the table may take an exec's strings from (the
+// correlator reads the table's copy, not the event's).
+template <typename AnEvent>
+void Replay::feed_event(AnEvent&& event, std::optional<int64_t> time_unix_ns, const Emit& emit) {
     if (time_unix_ns && options_.until_unix_ns && *time_unix_ns >= *options_.until_unix_ns) {
         ++stats_.filtered;
         return;
@@ -35,7 +43,7 @@ void Replay::feed(const Event& event, std::optional<int64_t> time_unix_ns, const
         // Before the window: not judged, but it says who the processes are
         // and which GPUs they hold when the window opens.
         ++stats_.filtered;
-        table_->apply(event);
+        table_->apply(std::forward<AnEvent>(event));
         evict_exited(event.ts_ns);
         window_needs_snapshot_ = true;
         return;
@@ -51,7 +59,7 @@ void Replay::feed(const Event& event, std::optional<int64_t> time_unix_ns, const
         }
     }
     ++stats_.events;
-    table_->apply(event);
+    table_->apply(std::forward<AnEvent>(event));
     judge(event, emit);
     evict_exited(event.ts_ns);
 }
@@ -81,7 +89,7 @@ Status Replay::feed_line(std::string_view line, std::string_view name, uint64_t 
         parsed = json_reader_.parse(line, std::string(name) + ":" + std::to_string(number));
         return Unexpected{parsed.error()};
     }
-    feed(parsed->event, parsed->time_unix_ns, emit);
+    feed_event(std::move(parsed->event), parsed->time_unix_ns, emit);
     return {};
 }
 

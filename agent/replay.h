@@ -64,6 +64,8 @@ class Replay {
     Replay(ReplayOptions options, std::unique_ptr<ProcessTable> table)
         : options_(options), table_(std::move(table)) {}
 
+    template <typename AnEvent>
+    void feed_event(AnEvent&& event, std::optional<int64_t> time_unix_ns, const Emit& emit);
     void judge(const Event& event, const Emit& emit);
     void evict_exited(uint64_t ts_ns);
 

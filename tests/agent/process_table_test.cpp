@@ -195,6 +195,44 @@ TEST_F(ProcessTableTest, events_build_the_lifecycle) {
     EXPECT_FALSE(table.get(201).has_value());
 }
 
+// Replay hands the table events it is done with, and the table takes an
+// exec's strings from them: the entry is the one a copied event makes,
+// for a new process and for a pid reused after an exit.
+TEST_F(ProcessTableTest, an_exec_taken_from_the_event_makes_the_entry_a_copy_makes) {
+    auto copied = make_table();
+    auto taken = make_table();
+    Exec exec;
+    exec.filename = "/opt/a-long-install-directory/bin/trainer";
+    exec.argv = {"trainer", "--config", "/etc/trainer/a-long-configuration-name.yaml"};
+    exec.argv_truncated = true;
+    GpuOpen open;
+    open.major = 1;
+    open.minor = 3;
+    open.result = 4;
+    Exec reused = exec;
+    reused.filename = "/usr/bin/another-program-entirely";
+    reused.argv = {"another-program-entirely"};
+    reused.argv_truncated = false;
+    const std::vector<Event> events = {event_of(300, 10, exec), event_of(300, 20, open),
+                                       event_of(300, 30, Exit{0, true}), event_of(300, 40, reused)};
+    for (size_t i = 0; i < events.size(); ++i) {
+        copied.apply(events[i]);
+        Event owned = events[i];
+        taken.apply(std::move(owned));
+        const auto a = copied.get(300), b = taken.get(300);
+        ASSERT_TRUE(a && b) << i;
+        EXPECT_EQ(a->exe, b->exe) << i;
+        EXPECT_EQ(a->cmdline, b->cmdline) << i;
+        EXPECT_EQ(a->cmdline_truncated, b->cmdline_truncated) << i;
+        EXPECT_EQ(a->gpus, b->gpus) << i;
+        EXPECT_EQ(a->exited, b->exited) << i;
+    }
+    EXPECT_EQ(taken.get(300)->exe, "/usr/bin/another-program-entirely");
+    EXPECT_EQ(taken.get(300)->cmdline, std::vector<std::string>{"another-program-entirely"});
+    EXPECT_FALSE(taken.get(300)->cmdline_truncated);
+    EXPECT_TRUE(taken.get(300)->gpus.empty()) << "a reused pid starts afresh";
+}
+
 // The exit queue against a sorted reference: exits mostly in time order,
 // some late by up to a few seconds, pushes and pops interleaved.
 TEST(ExitQueue, PopsOldestFirstWhateverOrderExitsCameIn) {
