@@ -115,15 +115,6 @@ std::string short_time(int64_t unix_ns) {
     return text;
 }
 
-std::string join(const std::vector<std::string>& parts, const char* separator) {
-    std::string out;
-    for (const auto& part : parts) {
-        if (!out.empty()) out += separator;
-        out += part;
-    }
-    return out;
-}
-
 std::string event_details(const Event& event) {
     struct Visitor {
         std::string operator()(const GpuOpen& open) const {

@@ -276,7 +276,7 @@ void add_run_command(CLI::App& app, Context& context) {
             for (std::string type; std::getline(list, type, ',');) {
                 const auto& known = event_type_names();
                 if (std::find(known.begin(), known.end(), type) == known.end()) {
-                    return "unknown event type '" + type + "' (" + join_names(known) + ", or all)";
+                    return "unknown event type '" + type + "' (" + join(known, ", ") + ", or all)";
                 }
             }
             return "";

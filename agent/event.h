@@ -242,8 +242,8 @@ const char* event_type_name(const Event& event);
 // export --type` and the JSON reader accept and list in their errors.
 const std::vector<std::string>& event_type_names();
 
-// "a, b, c": `names` joined for an error message.
-std::string join_names(const std::vector<std::string>& names);
+// `parts` with `separator` between them ("a, b, c" for an error message).
+std::string join(const std::vector<std::string>& parts, std::string_view separator);
 
 // "a\0b\0c\0" -> {"a", "b", "c"}, as in /proc/PID/cmdline and exec argv; a
 // final part without its NUL is kept.

@@ -256,11 +256,11 @@ const std::vector<std::string>& event_type_names() {
     return names;
 }
 
-std::string join_names(const std::vector<std::string>& names) {
+std::string join(const std::vector<std::string>& parts, std::string_view separator) {
     std::string out;
-    for (const auto& name : names) {
-        if (!out.empty()) out += ", ";
-        out += name;
+    for (const auto& part : parts) {
+        if (!out.empty()) out += separator;
+        out += part;
     }
     return out;
 }

@@ -780,7 +780,7 @@ ParsedEvent read_event(const Reader<Node>& top, Rfc3339Seconds* last_time = null
         parsed.event.data = read_process_io(top.object("process_io"));
     } else {
         top.error("type", "unknown event type \"" + std::string(type) + "\" (" +
-                              join_names(event_type_names()) + ")");
+                              join(event_type_names(), ", ") + ")");
     }
     return parsed;
 }
