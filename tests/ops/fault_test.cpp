@@ -91,7 +91,7 @@ TEST(AgentFaults, lost_gpu_dead_collector_and_vanishing_processes_do_not_stop_de
     GG_REQUIRE_PRIVILEGED();
     TempDir dir("gg-faults");
     const auto node = dir / "gpu0";
-    ASSERT_EQ(mknod(node.c_str(), S_IFCHR | 0666, makedev(1, 3)), 0);
+    ASSERT_EQ(mknod(node.c_str(), S_IFCHR | 0666, makedev(1, 7)), 0);
     gpuguard::testing::RefusedPort collector;  // the SIEM collector, down
     ASSERT_NE(collector.port(), 0);
 
@@ -108,7 +108,7 @@ TEST(AgentFaults, lost_gpu_dead_collector_and_vanishing_processes_do_not_stop_de
     write_miner_rule(dir.path(), "gg-fault-miner");
     const auto config = dir / "gpuguard.yaml";
     std::ofstream(config) << gpuguard::testing::scratch_agent_config(
-        dir.path(), "1:3",
+        dir.path(), "1:7",
         "backends:\n  interval_ms: 100\n  nvml_library: \"" GPUGUARD_FAKE_NVML_PATH
         "\"\n"
         "outputs:\n  - name: siem\n    type: tcp\n    address: " +
@@ -216,10 +216,10 @@ TEST(AgentFaults, exec_and_fork_storm_keeps_memory_bounded_counts_drops_and_stil
     GG_REQUIRE_PRIVILEGED();
     TempDir dir("gg-storm");
     const auto node = dir / "gpu0";
-    ASSERT_EQ(mknod(node.c_str(), S_IFCHR | 0666, makedev(1, 3)), 0);
+    ASSERT_EQ(mknod(node.c_str(), S_IFCHR | 0666, makedev(1, 7)), 0);
     write_miner_rule(dir.path(), "gg-storm-miner");
     const auto config = dir / "gpuguard.yaml";
-    std::ofstream(config) << gpuguard::testing::scratch_agent_config(dir.path(), "1:3");
+    std::ofstream(config) << gpuguard::testing::scratch_agent_config(dir.path(), "1:7");
     Subprocess agent({GPUGUARD_BINARY, "run", "--config", config.string(), "--json"});
     ASSERT_TRUE(agent.wait_for_agent_ready(60s)) << agent.stderr_text();
     auto status = [&] {

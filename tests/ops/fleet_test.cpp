@@ -126,7 +126,7 @@ TEST_F(FleetTest, central_prometheus_has_every_hosts_gpu_series) {
         gpu.gpu_utilization = utilization;
         std::ofstream(host_dir / "nvml.json") << gpuguard::testing::fake_nvml_script(gpu);
         std::ofstream(host_dir / "gpuguard.yaml") << gpuguard::testing::scratch_agent_config(
-            host_dir, "1:3",
+            host_dir, "1:7",
             "backends:\n  interval_ms: 200\n  nvml_library: \"" GPUGUARD_FAKE_NVML_PATH
             "\"\n"
             "metrics:\n  enabled: true\n");

@@ -126,7 +126,7 @@ class ObservedAgentTest : public ::testing::Test {
     void SetUp() override {
         GG_REQUIRE_PRIVILEGED();
         node_ = dir_ / "gpu0";
-        ASSERT_EQ(mknod(node_.c_str(), S_IFCHR | 0666, makedev(1, 3)), 0);
+        ASSERT_EQ(mknod(node_.c_str(), S_IFCHR | 0666, makedev(1, 7)), 0);
         int ready[2];
         ASSERT_EQ(pipe(ready), 0);
         holder_ = fork();
@@ -163,7 +163,7 @@ class ObservedAgentTest : public ::testing::Test {
         ASSERT_NE(port_, 0);
         const auto config = dir_ / "gpuguard.yaml";
         std::ofstream(config) << gpuguard::testing::scratch_agent_config(
-            dir_.path(), "1:3",
+            dir_.path(), "1:7",
             "backends:\n  interval_ms: 200\n  nvml_library: \"" GPUGUARD_FAKE_NVML_PATH
             "\"\n"
             "metrics:\n  enabled: true\n  status_page: true\n  port: " +

@@ -42,9 +42,11 @@ class NotifySocket {
     int fd_ = -1;
 };
 
-// A config for a test agent: fake GPU `device` ("1:3"), journal, rules and
-// control socket under `dir`, enforcement in dry run; `extra` is appended
-// (top-level YAML sections not already used: log, metrics, backends, outputs).
+// A config for a test agent: fake GPU `device`, journal, rules and control
+// socket under `dir`, enforcement in dry run; `extra` is appended (top-level
+// YAML sections not already used: log, metrics, backends, outputs). Tests
+// give "1:7" (/dev/full), which no process holds by chance: every process
+// whose stdin is /dev/null (the whole test run, in CI) would hold a "1:3".
 std::string scratch_agent_config(const std::filesystem::path& dir, const std::string& device,
                                  const std::string& extra = "");
 

@@ -80,13 +80,13 @@ class ServiceTest : public ::testing::Test {
     void SetUp() override {
         GG_REQUIRE_PRIVILEGED();
         node_ = dir_ / "gpu0";
-        ASSERT_EQ(mknod(node_.c_str(), S_IFCHR | 0666, makedev(1, 3)), 0);
+        ASSERT_EQ(mknod(node_.c_str(), S_IFCHR | 0666, makedev(1, 7)), 0);
         config_ = dir_ / "gpuguard.yaml";
     }
 
     void write_config(const std::string& extra = "") {
         gpuguard::testing::replace_file(
-            config_, gpuguard::testing::scratch_agent_config(dir_.path(), "1:3", extra));
+            config_, gpuguard::testing::scratch_agent_config(dir_.path(), "1:7", extra));
     }
 
     // A child that opens the fake GPU and then stops itself, with a miner's
