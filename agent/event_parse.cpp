@@ -110,6 +110,12 @@ class NlohmannNode {
         size_t index = 0;
         for (const auto& item : *value_) visit(index++, NlohmannNode(item));
     }
+    // Each member of an object, in order (a repeated name: its last value only).
+    template <typename Visit>
+    void for_each_member(Visit visit) const {
+        for (const auto& [key, value] : value_->items())
+            visit(std::string_view(key), NlohmannNode(value));
+    }
     size_t array_size() const { return value_->size(); }
     const json& raw() const { return *value_; }
 
@@ -206,6 +212,11 @@ class SimdNode {
             visit(index++, SimdNode(item));
         }
     }
+    // Each member of an object, in order (a repeated name: each time).
+    template <typename Visit>
+    void for_each_member(Visit visit) const {
+        for (const auto [key, value] : simdjson::dom::object(value_)) visit(key, SimdNode(value));
+    }
     size_t array_size() const { return simdjson::dom::array(value_).size(); }  // from the tape
     const json& raw() const { throw Decline{}; }
 
@@ -254,7 +265,12 @@ class Reader {
 
     template <typename Int>
     Int integer(Key key, std::optional<Int> fallback = std::nullopt) const {
-        const auto value = find(key);
+        return integer_of<Int>(find(key), key, fallback);
+    }
+    // integer() of `value`, the member `key` found (nullopt: absent or null).
+    template <typename Int>
+    Int integer_of(const std::optional<Node>& value, std::string_view key,
+                   std::optional<Int> fallback = std::nullopt) const {
         if (!value) {
             if (fallback) return *fallback;
             error(key, "missing");
@@ -299,14 +315,21 @@ class Reader {
     // A string field as a view into the parsed line: valid while the line's
     // document is, which is as long as this reader.
     std::optional<std::string_view> optional_text(Key key) const {
-        const auto value = find(key);
+        return optional_text_of(find(key), key);
+    }
+    std::optional<std::string_view> optional_text_of(const std::optional<Node>& value,
+                                                     std::string_view key) const {
         if (!value) return std::nullopt;
         if (!value->is_string())
             error(key, std::string("expected a string, got ") + value->type_name());
         return value->get_string();
     }
     std::string_view text(Key key, std::optional<std::string_view> fallback = std::nullopt) const {
-        if (const auto value = optional_text(key)) return *value;
+        return text_of(find(key), key, fallback);
+    }
+    std::string_view text_of(const std::optional<Node>& value, std::string_view key,
+                             std::optional<std::string_view> fallback = std::nullopt) const {
+        if (const auto text = optional_text_of(value, key)) return *text;
         if (fallback) return *fallback;
         error(key, "missing");
     }
@@ -332,7 +355,11 @@ class Reader {
 
     template <typename Int>
     std::optional<Int> optional_integer(Key key) const {
-        const auto value = find(key);
+        return optional_integer_of<Int>(find(key), key);
+    }
+    template <typename Int>
+    std::optional<Int> optional_integer_of(const std::optional<Node>& value,
+                                           std::string_view key) const {
         if (!value) return std::nullopt;
         return to_integer<Int>(*value, key);
     }
@@ -366,14 +393,24 @@ class Reader {
     }
 
     Reader object(Key key, bool required = true) const {
-        const auto value = find(key);
+        return object_of(find(key), key, required);
+    }
+    Reader object_of(const std::optional<Node>& value, std::string_view key,
+                     bool required = true) const {
+        if (!is_object_member(value, key, required)) return Reader(std::nullopt, this, key);
+        return Reader(*value, this, key);
+    }
+    // Whether `value`, the member `key` found, is an object (false: absent
+    // and not required); else the error object_of() gives.
+    bool is_object_member(const std::optional<Node>& value, std::string_view key,
+                          bool required) const {
         if (!value) {
             if (required) error(key, "missing");
-            return Reader(std::nullopt, this, key);
+            return false;
         }
         if (!value->is_object())
             error(key, std::string("expected an object, got ") + value->type_name());
-        return Reader(*value, this, key);
+        return true;
     }
 
     // The object as nlohmann's DOM, for the readers that take one.
@@ -718,66 +755,132 @@ std::optional<int64_t> parse_rfc3339(std::string_view text, Rfc3339Seconds* last
 
 namespace {
 
-// The event in `top` (the line's object); throws FieldError, or Decline from
-// the simdjson side.
+// Whether the member name `key`, whose Key::runtime_word_of() is `word`, is `name`.
+[[gnu::always_inline]] inline bool is_named(std::string_view key, uint64_t word, const Key& name) {
+    return word == name.word && key.size() == name.name.size() &&
+           (key.size() <= 8 ||
+            std::memcmp(key.data() + 8, name.name.data() + 8, key.size() - 8) == 0);
+}
+
+// `value` as the member found so far under its name: the last one wins and
+// null reads as absent, as Reader::find() has them.
 template <typename Node>
-ParsedEvent read_event(const Reader<Node>& top, Rfc3339Seconds* last_time = nullptr) {
-    ParsedEvent parsed;
-    if (const auto version = top.template optional_integer<int>("v"); version && *version != 1) {
-        top.error("v", "unsupported version " + top.raw()["v"].dump() + " (this agent reads 1)");
+void take_member(std::optional<Node>& found, const Node& value) {
+    if (value.is_null()) {
+        found.reset();
+    } else {
+        found = value;
     }
-    const std::string_view type = top.text("type");
-    parsed.event.ts_ns = top.template integer<uint64_t>("ts_ns");
-    if (const auto time = top.optional_text("time")) {
+}
+
+// The event in `root` (the line's object); throws FieldError, or Decline from
+// the simdjson side. The members every line has (its head and the process)
+// are read in one pass over each object: a lookup per member cost more. The
+// payload, one member among many kinds, is read through a Reader.
+template <typename Node>
+ParsedEvent read_event(const Node& root, Rfc3339Seconds* last_time = nullptr) {
+    std::optional<Node> version, type_value, ts_value, time_value, process_value;
+    root.for_each_member([&](std::string_view key, const Node& value) {
+        const uint64_t word = Key::runtime_word_of(key);
+        if (is_named(key, word, "type")) {
+            take_member(type_value, value);
+        } else if (is_named(key, word, "ts_ns")) {
+            take_member(ts_value, value);
+        } else if (is_named(key, word, "time")) {
+            take_member(time_value, value);
+        } else if (is_named(key, word, "process")) {
+            take_member(process_value, value);
+        } else if (is_named(key, word, "v")) {
+            take_member(version, value);
+        }
+    });
+    const Reader<Node> top(std::nullopt);  // names the fields in messages
+    ParsedEvent parsed;
+    if (const auto number = top.template optional_integer_of<int>(version, "v");
+        number && *number != 1) {
+        top.error("v", "unsupported version " + version->raw().dump() + " (this agent reads 1)");
+    }
+    const std::string_view type = top.text_of(type_value, "type");
+    parsed.event.ts_ns = top.template integer_of<uint64_t>(ts_value, "ts_ns");
+    if (const auto time = top.optional_text_of(time_value, "time")) {
         parsed.time_unix_ns = parse_rfc3339(*time, last_time);
         if (!parsed.time_unix_ns) {
             top.error("time", "expected RFC 3339, got \"" + std::string(*time) + "\"");
         }
     }
     const bool agent_made = type == "telemetry";
-    const Reader<Node> process = top.object("process", !agent_made);
+    std::optional<Node> pid, tid, ppid, uid, gid, comm, cgroup_id;
+    if (top.is_object_member(process_value, "process", !agent_made)) {
+        process_value->for_each_member([&](std::string_view key, const Node& value) {
+            const uint64_t word = Key::runtime_word_of(key);
+            if (is_named(key, word, "pid")) {
+                take_member(pid, value);
+            } else if (is_named(key, word, "tid")) {
+                take_member(tid, value);
+            } else if (is_named(key, word, "ppid")) {
+                take_member(ppid, value);
+            } else if (is_named(key, word, "uid")) {
+                take_member(uid, value);
+            } else if (is_named(key, word, "gid")) {
+                take_member(gid, value);
+            } else if (is_named(key, word, "comm")) {
+                take_member(comm, value);
+            } else if (is_named(key, word, "cgroup_id")) {
+                take_member(cgroup_id, value);
+            }
+        });
+    }
+    const Reader<Node> process(std::nullopt, &top, "process");
     TaskInfo& task = parsed.event.task;
-    task.pid = process.template integer<uint32_t>(
-        "pid", agent_made ? std::optional<uint32_t>(0) : std::nullopt);
-    task.tid = process.template integer<uint32_t>("tid", task.pid);
-    task.ppid = process.template integer<uint32_t>("ppid", 0);
-    task.uid = process.template integer<uint32_t>("uid", 0);
-    task.gid = process.template integer<uint32_t>("gid", 0);
-    task.comm = process.string("comm", "");
-    task.cgroup_id = process.template integer<uint64_t>("cgroup_id", 0);
+    task.pid = process.template integer_of<uint32_t>(
+        pid, "pid", agent_made ? std::optional<uint32_t>(0) : std::nullopt);
+    task.tid = process.template integer_of<uint32_t>(tid, "tid", task.pid);
+    task.ppid = process.template integer_of<uint32_t>(ppid, "ppid", 0);
+    task.uid = process.template integer_of<uint32_t>(uid, "uid", 0);
+    task.gid = process.template integer_of<uint32_t>(gid, "gid", 0);
+    task.comm = process.text_of(comm, "comm", "");
+    task.cgroup_id = process.template integer_of<uint64_t>(cgroup_id, "cgroup_id", 0);
 
+    // The payload: the member named as the type.
+    std::optional<Node> payload_value;
+    root.for_each_member([&](std::string_view key, const Node& value) {
+        if (key == type) take_member(payload_value, value);
+    });
+    const auto object = [&](bool required = true) {
+        return top.object_of(payload_value, type, required);
+    };
     if (type == "gpu_open") {
-        parsed.event.data = read_gpu_open(top.object("gpu_open"));
+        parsed.event.data = read_gpu_open(object());
     } else if (type == "gpu_ioctl") {
-        parsed.event.data = read_gpu_ioctl(top.object("gpu_ioctl"));
+        parsed.event.data = read_gpu_ioctl(object());
     } else if (type == "connect") {
-        parsed.event.data = read_connect(top.object("connect"));
+        parsed.event.data = read_connect(object());
     } else if (type == "exec") {
-        parsed.event.data = read_exec(top.object("exec"));
+        parsed.event.data = read_exec(object());
     } else if (type == "fork") {
-        const Reader<Node> fork = top.object("fork");
+        const Reader<Node> fork = object();
         parsed.event.data = Fork{fork.template integer<uint32_t>("child_pid"),
                                  fork.boolean("inherited_gpu", false)};
     } else if (type == "exit") {
-        parsed.event.data = read_exit(top.object("exit", false));
+        parsed.event.data = read_exit(object(false));
     } else if (type == "telemetry") {
-        parsed.event.data = read_telemetry(top.object("telemetry"));
+        parsed.event.data = read_telemetry(object());
     } else if (type == "process_snapshot") {
-        parsed.event.data = read_snapshot(top.object("process_snapshot"));
+        parsed.event.data = read_snapshot(object());
     } else if (type == "kill_now") {
-        parsed.event.data = read_kill_now(top.object("kill_now"));
+        parsed.event.data = read_kill_now(object());
     } else if (type == "exe_scan") {
-        parsed.event.data = read_exe_scan(top.object("exe_scan"));
+        parsed.event.data = read_exe_scan(object());
     } else if (type == "net_payload") {
-        auto payload = net_payload_from_json(top.object("net_payload").raw());
+        auto payload = net_payload_from_json(object().raw());
         if (!payload) throw FieldError{std::string(type), payload.error().message};
         parsed.event.data = std::move(*payload);
     } else if (type == "stratum") {
-        auto stratum = stratum_from_json(top.object("stratum").raw());
+        auto stratum = stratum_from_json(object().raw());
         if (!stratum) throw FieldError{std::string(type), stratum.error().message};
         parsed.event.data = std::move(*stratum);
     } else if (type == "process_io") {
-        parsed.event.data = read_process_io(top.object("process_io"));
+        parsed.event.data = read_process_io(object());
     } else {
         top.error("type", "unknown event type \"" + std::string(type) + "\" (" +
                               join(event_type_names(), ", ") + ")");
@@ -791,7 +894,7 @@ Result<ParsedEvent> nlohmann_event_from_json(std::string_view line, std::string_
     if (root.is_discarded()) return fail(ErrorCode::kParse, prefix + "not valid JSON");
     if (!root.is_object()) return fail(ErrorCode::kParse, prefix + "expected a JSON object");
     try {
-        return read_event(Reader<NlohmannNode>(NlohmannNode(root)));
+        return read_event(NlohmannNode(root));
     } catch (const FieldError& error) {
         return fail(ErrorCode::kParse, prefix + error.field + ": " + error.message);
     } catch (const json::exception& error) {
@@ -819,7 +922,7 @@ Result<ParsedEvent> EventJsonReader::parse(std::string_view line, std::string_vi
             simdjson::SUCCESS &&
         root.is_object()) {
         try {
-            return read_event(Reader<SimdNode>(SimdNode(root)), &last_time_);
+            return read_event(SimdNode(root), &last_time_);
         } catch (const FieldError&) {
         } catch (const Decline&) {
         } catch (const simdjson::simdjson_error&) {

@@ -234,6 +234,73 @@ TEST(EventParse, EveryLineReadsAsTheExactParserReadsIt) {
     EXPECT_EQ(fine->event.ts_ns, 18446744073709551615u);
 }
 
+// The members every line has (v, type, ts_ns, time, process and the
+// process's) are read in one pass, the payload by lookup: the last of a
+// repeated name wins and null is absent in both, the payload may come before
+// the type, and a missing or wrong process is reported as before, by the fast
+// path and the exact one alike.
+TEST(EventParse, TheLinesHeadReadsInOnePassAsByLookup) {
+    EventJsonReader reader;
+    auto repeated = reader.parse(
+        R"({"exec":{"filename":"/a"},"process":{"pid":1,"tid":9,"tid":null,"comm":"a","comm":"b","cgroup_id":3,"cgroup_id":null,"uid":5},"v":null,"time":"2026-09-21T14:30:00Z","time":null,"ts_ns":7,"type":"exit","type":"exec","exec":{"filename":"/b"},"process":{"pid":2,"ppid":4,"comm":"c"}})",
+        "x");
+    ASSERT_TRUE(repeated) << repeated.error().message;
+    EXPECT_EQ(reader.exact_parses(), 0u);
+    const Event& event = repeated->event;
+    EXPECT_EQ(event.ts_ns, 7u);
+    EXPECT_FALSE(repeated->time_unix_ns) << "a null time after a good one is absent";
+    EXPECT_EQ(event.task.pid, 2u) << "the last process object, not a blend of both";
+    EXPECT_EQ(event.task.tid, 2u);
+    EXPECT_EQ(event.task.ppid, 4u);
+    EXPECT_EQ(event.task.uid, 0u);
+    EXPECT_EQ(event.task.comm, "c");
+    EXPECT_EQ(event.task.cgroup_id, 0u);
+    EXPECT_EQ(std::get<Exec>(event.data).filename, "/b");
+
+    auto nulls = reader.parse(
+        R"({"type":"fork","ts_ns":1,"process":{"pid":6,"tid":8,"comm":"a","comm":null,"ppid":3,"ppid":null},"fork":{"child_pid":7}})",
+        "x");
+    ASSERT_TRUE(nulls) << nulls.error().message;
+    EXPECT_EQ(nulls->event.task.tid, 8u);
+    EXPECT_EQ(nulls->event.task.comm, "");
+    EXPECT_EQ(nulls->event.task.ppid, 0u);
+
+    // Telemetry needs no process; any other type does.
+    auto telemetry = reader.parse(
+        R"({"type":"telemetry","ts_ns":1,"process":null,"telemetry":{"gpu_index":2}})", "x");
+    ASSERT_TRUE(telemetry) << telemetry.error().message;
+    EXPECT_EQ(telemetry->event.task.pid, 0u);
+    EXPECT_EQ(reader.exact_parses(), 0u);
+
+    struct Case {
+        const char* line;
+        const char* expected;
+    } cases[] = {
+        {R"({"type":"exit","ts_ns":1,"process":{"pid":1},"process":null})",
+         "f:1: process: missing"},
+        {R"({"type":"exit","ts_ns":1,"process":[1]})",
+         "f:1: process: expected an object, got array"},
+        {R"({"type":"exit","ts_ns":1,"process":{"pid":1,"pid":null}})",
+         "f:1: process.pid: missing"},
+        {R"({"type":"exit","ts_ns":1,"process":{"pid":1,"comm":7}})",
+         "f:1: process.comm: expected a string, got number"},
+        {R"({"type":"exec","ts_ns":1,"process":{"pid":1},"exec":{"filename":"/x"},"exec":null})",
+         "f:1: exec: missing"},
+        {R"({"type":"exit","ts_ns":1,"v":1,"v":true,"process":{"pid":1}})",
+         "f:1: v: expected an integer"},
+        {R"({"type":"exit","type":7,"ts_ns":1,"process":{"pid":1}})",
+         "f:1: type: expected a string, got number"},
+    };
+    for (const auto& c : cases) {
+        const uint64_t exact_before = reader.exact_parses();
+        auto parsed = reader.parse(c.line, "f:1");
+        ASSERT_FALSE(parsed) << c.line;
+        EXPECT_EQ(reader.exact_parses(), exact_before + 1) << "errors are the exact parser's";
+        EXPECT_TRUE(parsed.error().message.starts_with(c.expected))
+            << "got: " << parsed.error().message << "\nwant: " << c.expected;
+    }
+}
+
 TEST(EventParse, Rfc3339) {
     EXPECT_EQ(parse_rfc3339("1970-01-01T00:00:00Z"), 0);
     EXPECT_EQ(parse_rfc3339("1970-01-01T00:00:01.5Z"), 1'500'000'000);
