@@ -74,6 +74,13 @@ struct Key {
         }
         return word;
     }
+    // Whether the member name `text`, whose runtime_word_of() is
+    // `text_word`, is this name: the words and sizes, then any bytes past 8.
+    [[gnu::always_inline]] bool names(std::string_view text, uint64_t text_word) const {
+        return text_word == word && text.size() == name.size() &&
+               (text.size() <= 8 ||
+                std::memcmp(text.data() + 8, name.data() + 8, text.size() - 8) == 0);
+    }
 };
 
 // A JSON value of nlohmann's DOM.
@@ -193,15 +200,9 @@ class SimdNode {
     // The last member named `key` (searched from the end): nlohmann keeps
     // the last of duplicate keys too.
     static std::optional<SimdNode> find(const Fields& object, Key key) {
-        const std::string_view name = key.name;
         for (size_t i = object.size(); i-- > 0;) {
             const Field& field = object[i];
-            if (field.word != key.word || field.key.size() != name.size()) continue;
-            if (name.size() > 8 &&
-                std::memcmp(field.key.data() + 8, name.data() + 8, name.size() - 8) != 0) {
-                continue;
-            }
-            return SimdNode(field.value);
+            if (key.names(field.key, field.word)) return SimdNode(field.value);
         }
         return std::nullopt;
     }
@@ -757,9 +758,7 @@ namespace {
 
 // Whether the member name `key`, whose Key::runtime_word_of() is `word`, is `name`.
 [[gnu::always_inline]] inline bool is_named(std::string_view key, uint64_t word, const Key& name) {
-    return word == name.word && key.size() == name.name.size() &&
-           (key.size() <= 8 ||
-            std::memcmp(key.data() + 8, name.name.data() + 8, key.size() - 8) == 0);
+    return name.names(key, word);
 }
 
 // `value` as the member found so far under its name: the last one wins and
