@@ -434,8 +434,11 @@ int run_verify(const Context& context, const JournalCommand& command) {
 void add_source_options(CLI::App* app, JournalCommand& command) {
     app->add_option("-c,--config", command.config_path,
                     "config file whose journal.dir is read (default: the embedded config)");
+    // One value per occurrence (repeat the option for more): a word after
+    // it is then an unexpected argument, not a second directory.
     app->add_option("-d,--dir", command.dirs,
-                    "journal directory, incident bundle or segment file (repeatable)");
+                    "journal directory, incident bundle or segment file (repeatable)")
+        ->allow_extra_args(false);
 }
 
 void add_filter_options(CLI::App* app, JournalCommand& command) {
@@ -446,7 +449,8 @@ void add_filter_options(CLI::App* app, JournalCommand& command) {
                     "only these types (repeatable or comma-separated): gpu_open, gpu_ioctl, "
                     "connect, exec, fork, exit, telemetry, process_snapshot, kill_now, exe_scan, "
                     "net_payload, stratum, "
-                    "detection, enforcement, note, gap");
+                    "detection, enforcement, note, gap")
+        ->allow_extra_args(false);
     app->add_option("--limit", command.limit, "stop after this many records");
 }
 

@@ -65,6 +65,13 @@ int main(int argc, char** argv) {
         std::cout << "gpuguard " << GPUGUARD_VERSION << "\n";
     });
 
-    CLI11_PARSE(app, argc, argv);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& error) {
+        // CLI11 prints the message (or the help). A mistake on the command
+        // line exits 2, as the commands' own argument checks do, instead of
+        // CLI11's own codes (105, 109, ...).
+        return app.exit(error) == 0 ? 0 : 2;
+    }
     return context.exit_code;
 }

@@ -88,6 +88,17 @@ TEST_F(JournalCliTest, show_filters_by_pid_type_and_time) {
 
     result = journal({"show", "--dir", journal_.string(), "--type", "bogus"});
     EXPECT_EQ(result.exit_code, 2);
+    // One type per --type: a stray word after it is not read as a second type
+    // (nor a second --dir), but refused as the argument it is.
+    result = journal({"show", "--dir", journal_.string(), "--type", "exec", "stray"});
+    EXPECT_EQ(result.exit_code, 2);
+    EXPECT_NE(result.stderr_text.find("stray"), std::string::npos) << result.stderr_text;
+    EXPECT_EQ(result.stderr_text.find("unknown --type"), std::string::npos) << result.stderr_text;
+    result = journal({"show", "--dir", journal_.string(), "stray"});
+    EXPECT_EQ(result.exit_code, 2);
+    EXPECT_EQ(result.stdout_text, "") << "nothing read from a second directory";
+    result = journal({"show", "--dir", journal_.string(), "--type", "exec", "--type", "exit"});
+    EXPECT_EQ(lines(result.stdout_text).size(), 1u + 2 + 3) << result.stdout_text;
     result = journal({"show", "--dir", journal_.string(), "--since", "last tuesday"});
     EXPECT_EQ(result.exit_code, 2);
     EXPECT_NE(result.stderr_text.find("not a time"), std::string::npos);
