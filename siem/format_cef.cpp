@@ -57,24 +57,10 @@ std::string cef_value_escape(std::string_view raw) {
     return out;
 }
 
-// LEEF header fields: `|` escaped, and `\` too (as in CEF), or a value
-// ending in a backslash would escape the separator after it; no control
-// characters.
-std::string leef_header_escape(std::string_view raw) {
-    const std::string text = sanitize_utf8(raw);
-    std::string out;
-    for (char c : text) {
-        if (c == '|' || c == '\\') {
-            out.push_back('\\');
-            out.push_back(c);
-        } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-            out.push_back(' ');
-        } else {
-            out.push_back(c);
-        }
-    }
-    return out;
-}
+// LEEF header fields take CEF's header escape: `|` escaped, and `\` too,
+// or a value ending in a backslash would escape the separator after it; no
+// control characters.
+std::string leef_header_escape(std::string_view raw) { return cef_header_escape(raw); }
 
 // LEEF values are tab-delimited: tab, LF and CR are written as \t, \n, \r
 // (two characters) so that a value can never split an attribute or the line.
