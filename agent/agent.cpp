@@ -694,6 +694,7 @@ Result<std::unique_ptr<Agent>> Agent::start(AgentOptions options) {
     table_options.proc_root = impl->options.proc_root;
     table_options.max_entries = config.process_table.max_entries;
     table_options.exit_grace = std::chrono::seconds(config.process_table.exit_grace_s);
+    table_options.ignore_pid = static_cast<uint32_t>(getpid());
     Impl* raw = impl.get();
     impl->table = std::make_unique<ProcessTable>(
         table_options, [raw](uint32_t major, uint32_t minor) { return raw->is_gpu(major, minor); });
@@ -722,7 +723,9 @@ Result<std::unique_ptr<Agent>> Agent::start(AgentOptions options) {
             unpinned = pins.error();
         }
     }
-    auto sensor = Sensor::open(SensorOptions{config.sensor, impl->pins}, [raw](const Event& event) {
+    SensorOptions sensor_options{config.sensor, impl->pins};
+    sensor_options.ignore_tgid = static_cast<uint32_t>(getpid());
+    auto sensor = Sensor::open(sensor_options, [raw](const Event& event) {
         // Called from poll(), which run() does with the mutex held.
         raw->on_sensor_event(event);
     });

@@ -98,15 +98,28 @@ void print_stratum_sessions(const json& sessions) {
     }
 }
 
+// Each device a process holds, once, in the order first opened. The JSON
+// has one entry per fd, and a CUDA process holds dozens of fds on a few
+// nodes (/dev/nvidia0 over and over, nvidiactl, nvidia-uvm), so listing
+// fds made the column hundreds of characters wide on a real GPU.
+std::string device_column(const json& gpus) {
+    std::vector<std::string> devices;
+    std::string column;
+    for (const auto& gpu : gpus) {
+        std::string device = gpu["device"].get<std::string>();
+        if (std::find(devices.begin(), devices.end(), device) != devices.end()) continue;
+        if (!column.empty()) column += ',';
+        column += device;
+        devices.push_back(std::move(device));
+    }
+    return column;
+}
+
 void print_ps_table(const json& processes) {
     std::printf("%-8s %-10s %-16s %-14s %9s %6s %10s %9s %-13s %s\n", "PID", "USER", "COMM", "GPU",
                 "GPU-MEM", "UTIL%", "IOCTLS", "IOCTL/S", "CONTAINER", "EXE / CMDLINE");
     for (const auto& p : processes) {
-        std::string gpus;
-        for (const auto& gpu : p["gpus"]) {
-            if (!gpus.empty()) gpus += ',';
-            gpus += gpu["device"].get<std::string>();
-        }
+        const std::string gpus = device_column(p["gpus"]);
         // Everything a process chose (name, argv, exe path, cgroup) is printed escaped.
         const std::string user = p["user"].is_string() ? printable(p["user"].get<std::string>())
                                                        : std::to_string(p["uid"].get<uint32_t>());

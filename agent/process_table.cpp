@@ -88,7 +88,7 @@ Result<BootstrapReport> ProcessTable::bootstrap() {
         }
         // Each fd once: stat() follows the /proc symlink to the opened inode.
         std::filesystem::directory_iterator fds(dirent.path() / "fd", ec);
-        if (!ec) {
+        if (!ec && info.pid != options_.ignore_pid) {
             for (const auto& fd_entry : fds) {
                 const auto fd = parse_decimal_u32(fd_entry.path().filename().string());
                 struct stat st {};

@@ -96,6 +96,9 @@ struct ProcessTableOptions {
     // Read /proc and the user database to fill in what events lack. Off for
     // replay, where only the events (and process_snapshot events) count.
     bool read_host = true;
+    // A pid whose GPU fds the /proc bootstrap does not count: the agent's
+    // own (NVML's fds on /dev/nvidia*), as the sensor ignores its opens.
+    uint32_t ignore_pid = 0;
     std::filesystem::path runtime_root = "/";  // where container runtimes keep their state
 };
 

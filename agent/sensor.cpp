@@ -176,6 +176,7 @@ Result<Sensor> Sensor::open(const SensorOptions& options, EventHandler handler) 
     skel->rodata->cfg_connect_all = config.connect_all ? 1 : 0;
     skel->rodata->cfg_connect_loopback = config.connect_loopback ? 1 : 0;
     skel->rodata->cfg_argv_max = config.argv_max_bytes;
+    skel->rodata->cfg_ignore_tgid = options.ignore_tgid;
     skel->rodata->cfg_payload_all = config.payload_all ? 1 : 0;
     skel->rodata->cfg_payload_dns = config.payload_dns ? 1 : 0;
     skel->rodata->cfg_payload_msgs = config.payload_messages;

@@ -63,6 +63,10 @@ struct SensorOptions {
     // (agent/bpf_pins.h); null = they end with it.
     std::shared_ptr<PinDirectory> pins;
     std::string tracefs_dir = "/sys/kernel/tracing";
+    // A process whose GPU opens the kernel neither reports nor marks as a
+    // GPU holder: the agent's own pid (NVML's opens of /dev/nvidia*, made
+    // on every telemetry sample). 0 = none; tests open nodes themselves.
+    uint32_t ignore_tgid = 0;
     std::string kernel_btf_path = "/sys/kernel/btf/vmlinux";  // tests point it elsewhere
 };
 

@@ -19,6 +19,9 @@ const volatile __u8 cfg_report_failed_opens __weak = 1;
 const volatile __u8 cfg_connect_all __weak = 0;
 /* Report connects to loopback addresses too; 0 = off. */
 const volatile __u8 cfg_connect_loopback __weak = 0;
+/* A process whose GPU opens are not reported nor marked: the agent's own
+ * (NVML opens the NVIDIA nodes it samples); 0 = none. */
+const volatile __u32 cfg_ignore_tgid __weak = 0;
 /* Bytes of argv copied per exec, at most GG_ARGV_MAX - 1; 0 = none. */
 const volatile __u32 cfg_argv_max __weak = 1024;
 

@@ -109,6 +109,10 @@ static __always_inline int open__handle_exit(long ret, __u16 syscall)
 
 		if (!file || !file__is_gpu(file, &major, &minor))
 			return 0;
+		/* The agent's own: never a GPU user, so its ioctls, connects and
+		 * children stay unmarked too. */
+		if (cfg_ignore_tgid && (bpf_get_current_pid_tgid() >> 32) == cfg_ignore_tgid)
+			return 0;
 		kill_now__check(task, GG_KILL_AT_GPU_OPEN, major, minor);
 		gpu_proc__mark(bpf_get_current_pid_tgid() >> 32, 0);
 		open__read_args(regs, syscall, &args);

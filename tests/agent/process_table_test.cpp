@@ -135,6 +135,23 @@ TEST_F(ProcessTableTest, bootstrap_finds_processes_already_holding_a_gpu) {
     EXPECT_TRUE(bash->exe.empty()) << "non-GPU processes are not enriched";
 }
 
+// The agent's own fds (NVML's on /dev/nvidia*) do not make it a GPU user.
+TEST_F(ProcessTableTest, bootstrap_leaves_the_ignored_pid_without_gpus) {
+    ProcessTableOptions options;
+    options.proc_root = proc_.path();
+    options.ignore_pid = 100;
+    ProcessTable table(options,
+                       [](uint32_t major, uint32_t minor) { return major == 1 && minor == 3; });
+    auto report = table.bootstrap();
+    ASSERT_TRUE(report.ok()) << report.error().message;
+    EXPECT_EQ(report->processes, 2u);
+    EXPECT_EQ(report->gpu_processes, 0u);
+    EXPECT_TRUE(table.gpu_processes().empty());
+    const auto agent = table.get(100);
+    ASSERT_TRUE(agent.has_value());
+    EXPECT_FALSE(agent->holds_gpu());
+}
+
 TEST_F(ProcessTableTest, bootstrap_of_missing_proc_root_fails_with_path) {
     ProcessTableOptions options;
     options.proc_root = proc_ / "nope";

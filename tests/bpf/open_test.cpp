@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <linux/openat2.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -39,9 +40,10 @@ class OpenTracingTest : public ::testing::Test {
         open_sensor({GpuDeviceNumber{1, 3, "test"}});
     }
 
-    void open_sensor(const std::vector<GpuDeviceNumber>& devices) {
+    void open_sensor(const std::vector<GpuDeviceNumber>& devices, uint32_t ignore_tgid = 0) {
         SensorOptions options;
         options.config.extra_gpu_devices = devices;
+        options.ignore_tgid = ignore_tgid;
         auto opened =
             Sensor::open(options, [this](const Event& event) { events_.push_back(event); });
         ASSERT_TRUE(opened.ok()) << opened.error().message;
@@ -287,6 +289,47 @@ TEST_F(OpenTracingTest, burst_of_non_gpu_opens_emits_nothing) {
     ASSERT_EQ(opens.size(), 1u);
     expect_device(opens[0], 1, 7);
     EXPECT_EQ(delivered_gpu_opens(), 1u);
+    EXPECT_EQ(gpu_open_counts(), (std::pair<uint64_t, uint64_t>{1, 0}));
+}
+
+// The agent's own opens (NVML's, on every telemetry sample) are not a GPU
+// user's: with ignore_tgid set to this process, its open is not reported
+// and it is not marked, so a child it forks inherits no mark and that
+// child's ioctl on the inherited fd is not counted. A child's own open is.
+TEST_F(OpenTracingTest, the_ignored_process_opens_unseen_and_unmarked) {
+    sensor_.reset();
+    events_.clear();
+    open_sensor({GpuDeviceNumber{1, 3, "test"}}, static_cast<uint32_t>(getpid()));
+    const int fd = open(node_.c_str(), O_RDWR | O_CLOEXEC);
+    ASSERT_GE(fd, 0) << strerror(errno);
+    int exit_code = -1;
+    const pid_t inheritor = run_in_child(
+        kChildComm,
+        [&] {
+            (void)ioctl(fd, _IOWR('d', 0x44, 24), nullptr);  // ENOTTY: counted all the same
+            return 0;
+        },
+        &exit_code);
+    EXPECT_EQ(exit_code, 0);
+    close(fd);
+    const std::string path = node_.string();
+    const pid_t opener =
+        run_in_child(kChildComm, [&] { return open(path.c_str(), O_RDONLY) >= 0 ? 0 : 1; });
+    const auto opens = opens_of(opener, 1);  // polls until the child's open is in
+    ASSERT_EQ(opens.size(), 1u);
+    expect_device(opens[0], 1, 3);
+    for (const auto& event : events_) {
+        const bool gpu_event = std::holds_alternative<GpuOpen>(event.data) ||
+                               std::holds_alternative<GpuIoctl>(event.data);
+        EXPECT_FALSE(gpu_event && event.task.pid == static_cast<uint32_t>(getpid()))
+            << "the ignored process was reported";
+        EXPECT_FALSE(gpu_event && event.task.pid == static_cast<uint32_t>(inheritor))
+            << "a child of the ignored process inherited a GPU mark";
+        if (const auto* fork = std::get_if<Fork>(&event.data);
+            fork && fork->child_pid == static_cast<uint32_t>(inheritor)) {
+            EXPECT_FALSE(fork->inherited_gpu);
+        }
+    }
     EXPECT_EQ(gpu_open_counts(), (std::pair<uint64_t, uint64_t>{1, 0}));
 }
 
