@@ -681,28 +681,40 @@ bool Correlator::sustained(const rules::SustainedUtilizationCondition& condition
     const uint64_t duration_ns = condition.duration.count() * 1'000'000'000ull;
     if (ts_ns < duration_ns || state.usage.empty()) return false;
     const uint64_t since = ts_ns - duration_ns;
-    // Every sample of the window must be above the threshold, and the samples
-    // must cover the whole window.
+    // Every reading of the window must be above the threshold, and the
+    // samples must cover the whole window. A sample may lack the process's
+    // reading: NVML leaves a busy process out of an interval now and then
+    // (on an H200 shared by two CUDA processes, one 500 ms interval in five).
+    // Such samples are passed over, but at least half must carry a reading.
     if (state.usage.front().ts_ns > since) return false;
     double lowest = 100;
+    size_t samples = 0, readings = 0;
     for (auto sample = state.usage.rbegin(); sample != state.usage.rend(); ++sample) {
-        if (!sample->compute_percent || *sample->compute_percent <= condition.above_percent) {
-            return false;
+        ++samples;
+        if (sample->compute_percent) {
+            if (*sample->compute_percent <= condition.above_percent) return false;
+            lowest = std::min(lowest, *sample->compute_percent);
+            ++readings;
         }
-        lowest = std::min(lowest, *sample->compute_percent);
         if (sample->ts_ns <= since) break;
     }
+    if (readings * 2 < samples) return false;
     const auto connects = std::count_if(state.connect_ts.begin(), state.connect_ts.end(),
                                         [&](uint64_t ts) { return ts >= since; });
     if (connects > static_cast<long>(condition.max_connects) ||
         state.connect_ts.size() < condition.min_connects) {
         return false;
     }
-    char text[160];
-    snprintf(text, sizeof(text),
-             "compute above %.0f%% (lowest %.0f%%) for %llds with %ld new connections",
-             condition.above_percent, lowest, static_cast<long long>(condition.duration.count()),
-             static_cast<long>(connects));
+    char text[200];
+    int length =
+        snprintf(text, sizeof(text),
+                 "compute above %.0f%% (lowest %.0f%%) for %llds with %ld new connections",
+                 condition.above_percent, lowest,
+                 static_cast<long long>(condition.duration.count()), static_cast<long>(connects));
+    if (readings < samples && length > 0 && static_cast<size_t>(length) < sizeof(text)) {
+        snprintf(text + length, sizeof(text) - length, "; %zu of %zu samples without a reading",
+                 samples - readings, samples);
+    }
     detail = text;
     return true;
 }

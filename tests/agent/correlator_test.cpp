@@ -254,14 +254,17 @@ TEST_F(CorrelatorTest, MemoryGrowthNeedsLowCompute) {
 // Twelve minutes of a GPU pegged at 99 % by `processes` (pid, comm; each
 // started with an exec and a GPU open): a telemetry reading a minute from
 // 10 s on, each followed by the process_io readings io_at(pid, minute)
-// gives. Returns what was raised; `first_minute` is when the first was.
+// gives. Each process's compute in a reading is compute_at(pid, minute)
+// (99 % when not given; nullopt: the backend had no reading for it).
+// Returns what was raised; `first_minute` is when the first was.
 class QuietIoTest : public CorrelatorTest {
   protected:
     using IoAt = std::function<std::optional<ProcessIo>(uint32_t pid, uint64_t minute)>;
+    using ComputeAt = std::function<std::optional<double>(uint32_t pid, uint64_t minute)>;
 
     std::vector<Detection> pegged_for_12_minutes(
         const std::vector<std::pair<uint32_t, std::string>>& processes, const IoAt& io_at,
-        uint64_t& first_minute) {
+        uint64_t& first_minute, const ComputeAt& compute_at = {}) {
         make();
         for (const auto& [pid, comm] : processes) {
             feed(1 * kSecond, pid, comm, Exec{"/opt/" + comm, {comm}, false, false, pid});
@@ -278,7 +281,8 @@ class QuietIoTest : public CorrelatorTest {
             telemetry.devices = {"195:0"};
             telemetry.utilization_percent = 99;
             for (const auto& [pid, comm] : processes) {
-                telemetry.processes.push_back({pid, 1ull << 30, 99.0});
+                telemetry.processes.push_back(
+                    {pid, 1ull << 30, compute_at ? compute_at(pid, m) : 99.0});
             }
             auto raised = feed(ts, 0, "", telemetry);
             all.insert(all.end(), raised.begin(), raised.end());
@@ -332,6 +336,43 @@ TEST_F(QuietIoTest, PeggedGpuNeedsNoFileWritesAndSmallPeriodicSends) {
     EXPECT_EQ(io->detail,
               "in 600s: 0 bytes written to files, 10 network sends of 2000 bytes (longest pause "
               "60s)");
+}
+
+// NVML leaves a busy process out of some intervals' readings (seen on an
+// H200 shared by two CUDA processes): a pegged window with a few samples
+// lacking the process's reading still holds; one where most lack it does not.
+TEST_F(QuietIoTest, SamplesWithoutAReadingArePassedOverWhileMostHaveOne) {
+    const IoAt shares = [](uint32_t, uint64_t m) -> std::optional<ProcessIo> {
+        return ProcessIo{4096, 200 * m, m};
+    };
+    uint64_t first_minute = 0;
+    const auto gaps = pegged_for_12_minutes(
+        {{400, "quiet"}}, shares, first_minute, [](uint32_t, uint64_t m) -> std::optional<double> {
+            if (m % 5 == 2) return std::nullopt;  // minutes 2 and 7
+            return 99.0;
+        });
+    ASSERT_EQ(rule_ids(gaps), std::vector<std::string>{"GG-CORR-0009"});
+    EXPECT_EQ(first_minute, 10u);
+    const auto compute =
+        std::find_if(gaps[0].evidence.begin(), gaps[0].evidence.end(),
+                     [](const Evidence& e) { return e.event_type == "telemetry"; });
+    ASSERT_NE(compute, gaps[0].evidence.end());
+    EXPECT_NE(compute->detail.find("2 of 11 samples without a reading"), std::string::npos)
+        << compute->detail;
+
+    const auto mostly_unknown = pegged_for_12_minutes(
+        {{400, "quiet"}}, shares, first_minute, [](uint32_t, uint64_t m) -> std::optional<double> {
+            if (m % 3 != 0) return std::nullopt;  // readings at minutes 0, 3, 6, 9 only
+            return 99.0;
+        });
+    EXPECT_TRUE(mostly_unknown.empty()) << rule_ids(mostly_unknown).size();
+
+    const auto one_low = pegged_for_12_minutes(
+        {{400, "quiet"}}, shares, first_minute, [](uint32_t, uint64_t m) -> std::optional<double> {
+            if (m % 5 == 2) return std::nullopt;
+            return m == 5 ? 60.0 : 99.0;  // a reading below the threshold still breaks it
+        });
+    EXPECT_TRUE(one_low.empty());
 }
 
 // A process_io counter that goes backwards is another process's (the pid was
