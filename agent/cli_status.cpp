@@ -10,6 +10,7 @@
 
 #include "agent/cli.h"
 #include "agent/control_socket.h"
+#include "agent/event.h"
 #include "agent/gpu_devices.h"
 #include "agent/process_table.h"
 #include "gpuguard/common/logging.h"
@@ -104,15 +105,12 @@ void print_stratum_sessions(const json& sessions) {
 // fds made the column hundreds of characters wide on a real GPU.
 std::string device_column(const json& gpus) {
     std::vector<std::string> devices;
-    std::string column;
     for (const auto& gpu : gpus) {
         std::string device = gpu["device"].get<std::string>();
-        if (std::find(devices.begin(), devices.end(), device) != devices.end()) continue;
-        if (!column.empty()) column += ',';
-        column += device;
-        devices.push_back(std::move(device));
+        if (std::find(devices.begin(), devices.end(), device) == devices.end())
+            devices.push_back(std::move(device));
     }
-    return column;
+    return agent::join(devices, ",");  // agent/event.h's (this file's join() takes a JSON list)
 }
 
 void print_ps_table(const json& processes) {

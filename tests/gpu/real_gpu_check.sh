@@ -155,8 +155,9 @@ sys.exit($agent in ps or $early not in ps
 uvm_major=$(awk '$2 == "nvidia-uvm" {print $1}' /proc/devices)
 check "gpu_open events of a CUDA process by device number (195:*, nvidia-uvm $uvm_major:*)" python3 -c "
 import json, sys
-devices = {json.loads(l)['gpu_open']['device'] for l in open('$work/run.jsonl')
-           if json.loads(l).get('type') == 'gpu_open' and json.loads(l)['process']['pid'] == $netminer}
+events = [json.loads(l) for l in open('$work/run.jsonl')]
+devices = {e['gpu_open']['device'] for e in events
+           if e.get('type') == 'gpu_open' and e['process']['pid'] == $netminer}
 print('  ', sorted(devices))
 sys.exit(not any(d.startswith('195:') for d in devices) or not any(d.startswith('$uvm_major:') for d in devices))"
 
