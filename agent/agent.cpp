@@ -321,6 +321,19 @@ struct Agent::Impl {
                                           static_cast<double>(value)});
             }
         }
+        if (options.stdout_writer) {
+            const auto printed = options.stdout_writer->stats();
+            for (const auto& [state, count] :
+                 {std::pair{"written", printed.written}, std::pair{"dropped", printed.dropped}}) {
+                out.push_back(AgentMetric{"gpuguard_stdout_lines_total",
+                                          "Lines for stdout (--print-events, detections), "
+                                          "written or dropped (not read fast enough, reader "
+                                          "gone, not written at shutdown)",
+                                          "counter",
+                                          {{"state", state}},
+                                          static_cast<double>(count)});
+            }
+        }
         out.push_back(AgentMetric{"gpuguard_detections_total",
                                   "Detections raised (new and updated)",
                                   "counter",
@@ -1091,6 +1104,14 @@ std::string Agent::status_json_of(const Impl& impl) {
                                    {"last_error", sink.last_error}});
         }
     }
+    json stdout_json = nullptr;  // nothing printed on stdout
+    if (impl.options.stdout_writer) {
+        const auto printed = impl.options.stdout_writer->stats();
+        stdout_json = json{{"written", printed.written},
+                           {"dropped", printed.dropped},
+                           {"queued_bytes", printed.queued_bytes},
+                           {"reader_gone", printed.reader_gone}};
+    }
     const auto telemetry = impl.sampler->latest();
     json backends_status = json::array();
     for (const auto& backend : telemetry.backends) {
@@ -1186,6 +1207,7 @@ std::string Agent::status_json_of(const Impl& impl) {
                                         {"last_error", impl.journal->stats().last_error}}
                                  : json(nullptr)},
         {"outputs", outputs},
+        {"stdout", stdout_json},
         {"yara", impl.exe_scans ? yara_status_json(impl.exe_scans->stats()) : json(nullptr)},
         {"detections", json{{"raised", impl.correlator->stats().detections},
                             {"updated", impl.correlator->stats().updates},

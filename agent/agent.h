@@ -12,6 +12,7 @@
 #include <string>
 
 #include "agent/config.h"
+#include "agent/line_writer.h"
 #include "gpuguard/common/detection.h"
 #include "gpuguard/common/result.h"
 
@@ -33,6 +34,9 @@ struct AgentOptions {
     // 100 ms), without the agent's lock: the service watchdog ping and the
     // configuration reload (agent/cli_run.cpp) happen here; empty = none.
     std::function<void()> on_loop;
+    // What prints event_sink's and detection_sink's lines on stdout, for the
+    // written and dropped counts in `status` and /metrics; null = nothing printed.
+    std::shared_ptr<const LineWriter> stdout_writer;
     std::string proc_root = "/proc";
     std::string sys_root = "/sys";
 };

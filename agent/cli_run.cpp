@@ -203,6 +203,7 @@ int run_agent(const Context& context, const RunOptions& options) {
     const auto stdout_lines = options.print_events || prints_detections
                                   ? std::make_shared<LineWriter>(STDOUT_FILENO)
                                   : nullptr;
+    agent_options.stdout_writer = stdout_lines;
     if (options.print_events) {
         agent_options.event_sink = [stdout_lines](const std::string& line) {
             stdout_lines->write(line);

@@ -3,15 +3,15 @@
 // (a pipe into a stalled program) then fills the writer's queue, not the
 // agent's event loop: lines over the queue's bound are dropped and counted,
 // and shutdown waits for the queue a bounded time only. A reader that goes
-// away costs the lines from then on, dropped and counted at once.
+// away costs the lines from then on, dropped and counted at once. A write
+// that never returns (stdout a file on a hung file system, a terminal held
+// by Ctrl-S) costs its lines too: shutdown leaves that thread behind.
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
-#include <mutex>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -19,9 +19,19 @@ namespace gpuguard::agent {
 
 struct LineWriterOptions {
     size_t max_queued_bytes = 16 << 20;
-    // How long the destructor keeps writing what is queued before it drops
-    // the rest (counted).
-    std::chrono::milliseconds drain_timeout{2000};
+    // How long close() keeps writing what is queued before it drops the rest
+    // (counted). A line begun by then gets at most a quarter of this again
+    // to end, so that stdout does not end in half a line.
+    std::chrono::milliseconds drain_timeout{500};
+};
+
+// What was printed and lost, for `status` and /metrics.
+struct LineWriterStats {
+    uint64_t written = 0;  // lines
+    uint64_t dropped =
+        0;  // lines: queue full, reader gone, write error, or not written at shutdown
+    size_t queued_bytes = 0;
+    bool reader_gone = false;
 };
 
 class LineWriter {
@@ -36,38 +46,20 @@ class LineWriter {
     // Waits up to `timeout` until everything queued is written.
     bool flush(std::chrono::milliseconds timeout);
     // Writes what is queued for up to drain_timeout, drops (counts) the
-    // rest, and stops; later lines are dropped. The counts are final after it.
+    // rest, and stops; later lines are dropped. Returns within about
+    // 1.5 x drain_timeout whatever the fd does. The counts are final after it.
     void close();
 
-    uint64_t written() const;  // lines
-    uint64_t dropped() const;  // lines: queue full, write error, or not written at shutdown
+    LineWriterStats stats() const;
+    uint64_t written() const { return stats().written; }
+    uint64_t dropped() const { return stats().dropped; }
     // The fd's reader has gone (a pipe or socket closed at the other end):
     // every line from then on is dropped at once, counted.
-    bool reader_gone() const;
+    bool reader_gone() const { return stats().reader_gone; }
 
   private:
-    void run();
-    // Writes `lines` in order; the number written whole (the rest is lost:
-    // the fd failed, or the shutdown's time ran out).
-    size_t write_lines(const std::deque<std::string>& lines);
-    // Waits for room; false when the fd failed or the shutdown's time ran out.
-    bool wait_writable(bool mid_line);
-    void note_drops();
-
-    const int fd_;
-    const LineWriterOptions options_;
-    bool pipe_like_ = false;  // a pipe or socket: writes of at most PIPE_BUF after POLLOUT
-    mutable std::mutex mutex_;
-    std::condition_variable changed_;
-    std::deque<std::string> queue_;
-    size_t queued_bytes_ = 0;
-    bool writing_ = false;  // lines taken from the queue are being written
-    bool stopping_ = false;
-    std::chrono::steady_clock::time_point stop_deadline_{};
-    uint64_t written_ = 0;
-    uint64_t dropped_ = 0;
-    bool reader_gone_ = false;
-    std::chrono::steady_clock::time_point last_drop_report_{};
+    struct Shared;  // what the writer thread uses; it outlives us when a write hangs
+    std::shared_ptr<Shared> shared_;
     std::thread thread_;
 };
 

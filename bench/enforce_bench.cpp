@@ -5,7 +5,7 @@
 //   kernel kill_now (exec)      exec of a known-bad binary (a copy of sleep
 //                               registered by inode) -> death by the
 //                               sched_process_exec program's bpf_send_signal
-//   user-space kill (connect)   a process holding the fake GPU node (1:3)
+//   user-space kill (connect)   a process holding the fake GPU node (1:7)
 //                               connects to a miner port -> sensor connect
 //                               event -> Enforcer::kill (pidfd SIGTERM) -> death
 //   (of which exec hook -> exit hook: the kill_now event's and the exit
@@ -202,7 +202,7 @@ std::vector<uint64_t> run_full_agent(const std::filesystem::path& dir, const std
     std::fputs("signatures:\n  override:\n    - id: GG-PORT-0001\n      action: kill\n", rules);
     std::fclose(rules);
     std::fprintf(config,
-                 "sensor:\n  extra_gpu_devices: [\"1:3\"]\n  connect_loopback: true\n"
+                 "sensor:\n  extra_gpu_devices: [\"1:7\"]\n  connect_loopback: true\n"
                  "control:\n  socket: %s/control.sock\n"
                  "rules:\n  main_file: %s/miner-rules.yaml\n  drop_in_dir: %s/rules.d\n"
                  "journal:\n  enabled: false\n"
@@ -310,13 +310,13 @@ int main(int argc, char** argv) {
     std::filesystem::copy_file("/bin/sleep", base);
     std::filesystem::permissions(miner, std::filesystem::perms::owner_all);
     std::filesystem::permissions(base, std::filesystem::perms::owner_all);
-    mknod(node.c_str(), S_IFCHR | 0666, makedev(1, 3));
+    mknod(node.c_str(), S_IFCHR | 0666, makedev(1, 7));
 
     volatile uint64_t* stamp = shared_stamp();
     uint32_t connect_pid = 0;
     std::map<uint32_t, uint64_t> kill_ts, exit_ts;  // kernel timestamps per pid
     SensorOptions options;
-    options.config.extra_gpu_devices = {GpuDeviceNumber{1, 3, "bench"}};
+    options.config.extra_gpu_devices = {GpuDeviceNumber{1, 7, "bench"}};
     options.config.connect_loopback = true;
     auto sensor = Sensor::open(options, [&](const Event& event) {
         if (const auto* connect = std::get_if<Connect>(&event.data)) {

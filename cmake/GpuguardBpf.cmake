@@ -57,7 +57,10 @@ function(gpuguard_bpf_object NAME)
                     -I "${GPUGUARD_BPF_GEN_DIR}" -I "${CMAKE_CURRENT_SOURCE_DIR}"
                     -MD -MF "${obj}.d"
                     -c "${abs_src}" -o "${obj}"
-            DEPENDS "${abs_src}" ${headers} "${GPUGUARD_VMLINUX_H}"
+            # The file for rebuilds, the target for order: vmlinux.h is made by a
+            # custom command in another directory, which Ninja sees but Unix
+            # Makefiles do not ("No rule to make target 'bpf/vmlinux.h'").
+            DEPENDS "${abs_src}" ${headers} "${GPUGUARD_VMLINUX_H}" gpuguard_vmlinux_h
             DEPFILE "${obj}.d"
             COMMENT "BPF ${src}"
             VERBATIM)
@@ -80,6 +83,7 @@ function(gpuguard_bpf_object NAME)
         COMMENT "Generating BPF skeleton ${NAME}.skel.h"
         VERBATIM)
     add_custom_target(${NAME}_gen DEPENDS "${skel}")
+    add_dependencies(${NAME}_gen gpuguard_vmlinux_h)
     add_library(${NAME} INTERFACE)
     add_dependencies(${NAME} ${NAME}_gen)
     target_include_directories(${NAME} INTERFACE "${GPUGUARD_BPF_GEN_DIR}")

@@ -1,21 +1,28 @@
 #!/usr/bin/env bash
-# Installs every Debian 12 package gpuguard needs to build, run and test.
+# Installs the Debian 12 packages gpuguard needs.
+#   install-deps.sh run    what building and running the agent needs
+#   install-deps.sh test   that, plus what the tests, benchmarks and VMs drive
+#                          (the default)
 # Idempotent: when all packages are present it changes nothing and needs no
 # network; otherwise it runs `apt-get update` once and installs the missing ones.
 set -euo pipefail
 
-packages=(
-    # build
-    build-essential cmake ninja-build pkg-config
+mode="${1:-test}"
+
+# Building and running the agent: compilers, the BPF tool chain, the libraries.
+run_packages=(
+    build-essential cmake ninja-build pkg-config ccache
     clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev
-    # libraries
     libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev
     libhyperscan-dev libyara-dev libhowardhinnant-date-dev libnftables-dev libcurl4-openssl-dev libcpp-httplib-dev
-    libssl-dev libpcre2-dev libzstd-dev libsimdjson-dev
+    libssl-dev libzstd-dev libsimdjson-dev
     # sd_notify for the systemd unit (Type=notify, watchdog)
     libsystemd-dev
-    # tests and benchmarks
-    libgtest-dev libgmock-dev libbenchmark-dev
+)
+
+# Tests, benchmarks and the VMs: the real peers and tools they drive.
+test_packages=(
+    libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev
     # tools the tests drive (prometheus ships promtool; /metrics tests use both)
     prometheus
     # siem/ tests and bench: a real syslog collector with both TLS drivers, a test CA
@@ -29,6 +36,15 @@ packages=(
     # vmtests/: boots Debian's kernels under qemu with a busybox initramfs
     qemu-system-x86 busybox-static cpio xz-utils
 )
+
+case "$mode" in
+    run) packages=("${run_packages[@]}") ;;
+    test) packages=("${run_packages[@]}" "${test_packages[@]}") ;;
+    *)
+        echo "usage: $0 [run|test]" >&2
+        exit 2
+        ;;
+esac
 
 if [[ $(id -u) -ne 0 ]]; then
     echo "install-deps: run as root (apt-get needs it)" >&2

@@ -4,11 +4,13 @@
 #include "agent/line_writer.h"
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <thread>
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 namespace gpuguard::agent {
@@ -131,6 +133,33 @@ TEST(LineWriter, CountsWhatIsLeftAtShutdownAsDropped) {
     EXPECT_EQ(read_all_available(pipe.read_end).size(), writer.written() * (line.size() + 1));
     EXPECT_FALSE(writer.write("after close"));
     EXPECT_EQ(writer.written() + writer.dropped(), 101u);
+}
+
+// stdout a terminal nobody reads (or a file on a hung file system): the
+// write() itself never returns. Shutdown must not wait for it: close()
+// leaves that thread behind, and what it held and what waited are counted.
+TEST(LineWriter, AWriteThatNeverReturnsIsLeftBehindAtShutdown) {
+    const int master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    ASSERT_GE(master, 0);
+    ASSERT_EQ(grantpt(master), 0);
+    ASSERT_EQ(unlockpt(master), 0);
+    const int terminal = open(ptsname(master), O_WRONLY | O_NOCTTY | O_CLOEXEC);
+    ASSERT_GE(terminal, 0);
+    LineWriterOptions options;
+    options.drain_timeout = 200ms;
+    auto writer = std::make_unique<LineWriter>(terminal, options);
+    const std::string line(100000, 't');  // the terminal's buffer holds a few KiB
+    for (int i = 0; i < 20; ++i) ASSERT_TRUE(writer->write(line));
+    EXPECT_FALSE(writer->flush(300ms)) << "the terminal took 2 MB that nobody read";
+    const auto started = std::chrono::steady_clock::now();
+    writer->close();
+    EXPECT_LT(std::chrono::steady_clock::now() - started, 1s);
+    EXPECT_EQ(writer->written(), 0u);
+    EXPECT_EQ(writer->dropped(), 20u);
+    EXPECT_FALSE(writer->write("after close"));
+    writer.reset();  // the blocked thread keeps what it uses alive
+    close(master);   // which ends its write (EIO), long after the writer is gone
+    close(terminal);
 }
 
 }  // namespace

@@ -163,10 +163,10 @@ class AgentDetectTest : public ::testing::Test {
     void SetUp() override {
         GG_REQUIRE_PRIVILEGED();
         node_ = dir_ / "gpu0";
-        ASSERT_EQ(mknod(node_.c_str(), S_IFCHR | 0666, makedev(1, 3)), 0);
+        ASSERT_EQ(mknod(node_.c_str(), S_IFCHR | 0666, makedev(1, 7)), 0);
         rules_dir_ = dir_ / "rules.d";  // made by scratch_paths_config()
         config_ = dir_ / "gpuguard.yaml";
-        std::ofstream(config_) << "sensor:\n  extra_gpu_devices: [\"1:3\"]\n"
+        std::ofstream(config_) << "sensor:\n  extra_gpu_devices: [\"1:7\"]\n"
                                << "  connect_loopback: true\n"
                                << "control:\n  socket: \"\"\n"
                                // Last: tests append their own keys under rules:.

@@ -78,9 +78,9 @@ class AgentRunTest : public ::testing::Test {
 
 TEST_F(AgentRunTest, prints_json_line_for_registered_node_and_detaches_on_sigterm) {
     const auto node = dir_ / "gpu0";
-    ASSERT_EQ(mknod(node.c_str(), S_IFCHR | 0666, makedev(1, 3)), 0);
+    ASSERT_EQ(mknod(node.c_str(), S_IFCHR | 0666, makedev(1, 7)), 0);
     const auto config = dir_ / "gpuguard.yaml";
-    std::ofstream(config) << "sensor:\n  extra_gpu_devices: [\"1:3\"]\n" << own_paths();
+    std::ofstream(config) << "sensor:\n  extra_gpu_devices: [\"1:7\"]\n" << own_paths();
 
     Subprocess agent({GPUGUARD_BINARY, "run", "--config", config.string(), "--print-events"});
     ASSERT_TRUE(agent.wait_for_agent_ready(20s)) << agent.stderr_text();
@@ -104,7 +104,7 @@ TEST_F(AgentRunTest, prints_json_line_for_registered_node_and_detaches_on_sigter
     EXPECT_EQ(event["type"], "gpu_open");
     EXPECT_EQ(event["process"]["comm"], "gg-cli-opener");
     EXPECT_EQ(event["process"]["ppid"], getpid());
-    EXPECT_EQ(event["gpu_open"]["device"], "1:3");
+    EXPECT_EQ(event["gpu_open"]["device"], "1:7");
     EXPECT_EQ(event["gpu_open"]["path"], path);
     EXPECT_EQ(event["gpu_open"]["syscall"], "openat");
     EXPECT_EQ(event["gpu_open"]["flags"], "O_RDWR");
@@ -303,9 +303,9 @@ TEST_F(AgentRunTest, event_types_choose_what_is_printed) {
     EXPECT_NE(bad.stderr_text.find("unknown event type 'bogus'"), std::string::npos)
         << bad.stderr_text;
     // Every event type can be chosen: the agent-made ones too.
-    const auto all_types = run_command(
-        {GPUGUARD_BINARY, "run", "--event-types",
-         "kill_now,exe_scan,net_payload,stratum,process_snapshot,process_io,bogus"});
+    const auto all_types =
+        run_command({GPUGUARD_BINARY, "run", "--event-types",
+                     "kill_now,exe_scan,net_payload,stratum,process_snapshot,process_io,bogus"});
     EXPECT_NE(all_types.stderr_text.find("unknown event type 'bogus' (gpu_open,"),
               std::string::npos)
         << all_types.stderr_text;

@@ -1,5 +1,5 @@
 // Kernel enforcement on cgroups the test creates: cgroup/dev denies the fake
-// GPU node (1:3), cgroup/connect4/6 refuses blocked addresses (inside a
+// GPU node (1:7), cgroup/connect4/6 refuses blocked addresses (inside a
 // network namespace pair the test creates), cgroup-scoped kills, and the LSM
 // path where the kernel runs BPF LSM (vmtests; refused on the build host).
 #include <chrono>
@@ -57,11 +57,11 @@ class CgroupEnforceTest : public ::testing::Test {
         GG_REQUIRE_PRIVILEGED();
         ASSERT_EQ(cgroup_.error(), "");
         node_ = (dir_ / "gpu0").string();
-        ASSERT_EQ(mknod(node_.c_str(), S_IFCHR | 0666, makedev(1, 3)), 0);
+        ASSERT_EQ(mknod(node_.c_str(), S_IFCHR | 0666, makedev(1, 7)), 0);
         auto opened = KernelEnforcer::open(KernelEnforcerOptions{});
         ASSERT_TRUE(opened.ok()) << opened.error().message;
         kernel_ = std::move(*opened);
-        ASSERT_TRUE(kernel_->set_denied_devices({GpuDeviceNumber{1, 3, "test"}}).ok());
+        ASSERT_TRUE(kernel_->set_denied_devices({GpuDeviceNumber{1, 7, "test"}}).ok());
     }
 
     TempDir dir_{"gg-cgroup"};
@@ -173,12 +173,12 @@ TEST(LsmEnforce, file_open_denies_gpu_opens_where_bpf_lsm_runs) {
     if (!lsm) GTEST_SKIP() << "BPF LSM is not available on this kernel (vmtests cover it)";
     TempDir dir("gg-lsm");
     const std::string node = (dir / "gpu0").string();
-    ASSERT_EQ(mknod(node.c_str(), S_IFCHR | 0666, makedev(1, 3)), 0);
+    ASSERT_EQ(mknod(node.c_str(), S_IFCHR | 0666, makedev(1, 7)), 0);
     KernelEnforcerOptions options;
     options.load_lsm = true;
     auto kernel = KernelEnforcer::open(options);
     ASSERT_TRUE(kernel.ok()) << kernel.error().message;
-    ASSERT_TRUE((*kernel)->set_denied_devices({GpuDeviceNumber{1, 3, "test"}}).ok());
+    ASSERT_TRUE((*kernel)->set_denied_devices({GpuDeviceNumber{1, 7, "test"}}).ok());
     auto prober = make_prober(node);
     EXPECT_EQ(prober.ask('o'), 0);
     ASSERT_TRUE((*kernel)->deny_process(static_cast<uint32_t>(prober.pid())).ok());

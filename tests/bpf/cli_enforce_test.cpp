@@ -101,7 +101,7 @@ TEST(CliEnforce, free_kills_every_holder_of_the_device_and_no_one_else) {
     GG_REQUIRE_PRIVILEGED();
     TempDir dir("gg-free");
     const auto node = dir / "gpu0";
-    ASSERT_EQ(mknod(node.c_str(), S_IFCHR | 0600, makedev(1, 3)), 0);
+    ASSERT_EQ(mknod(node.c_str(), S_IFCHR | 0600, makedev(1, 7)), 0);
     std::ofstream(dir / "plain") << "not a device";
     Target stubborn(true), polite(false), bystander(false);
     const auto proc = dir / "proc";
@@ -111,17 +111,17 @@ TEST(CliEnforce, free_kills_every_holder_of_the_device_and_no_one_else) {
                                         proc / target->pid_text() / "fd" / "5");
     }
     const auto config = dir / "gpuguard.yaml";
-    std::ofstream(config) << "sensor:\n  extra_gpu_devices: [\"1:3\"]\n"
+    std::ofstream(config) << "sensor:\n  extra_gpu_devices: [\"1:7\"]\n"
                           << "backends:\n  proc_root: " << proc.string() << "\n";
 
-    // Without the configuration 1:3 is no GPU's number: refused.
-    const auto refused = run_command({GPUGUARD_BINARY, "free", "--device", "1:3"}, 30s);
+    // Without the configuration 1:7 is no GPU's number: refused.
+    const auto refused = run_command({GPUGUARD_BINARY, "free", "--device", "1:7"}, 30s);
     EXPECT_EQ(refused.exit_code, 2) << describe(refused);
     EXPECT_NE(refused.stderr_text.find("not a GPU device number"), std::string::npos)
         << describe(refused);
 
     const auto started = Clock::now();
-    const auto freed = run_command({GPUGUARD_BINARY, "free", "--device", "1:3", "--timeout", "0.3",
+    const auto freed = run_command({GPUGUARD_BINARY, "free", "--device", "1:7", "--timeout", "0.3",
                                     "--config", config.string()},
                                    30s);
     const auto took = Clock::now() - started;

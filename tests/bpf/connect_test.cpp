@@ -91,9 +91,9 @@ class ConnectTracingTest : public ::testing::Test {
         GG_REQUIRE_PRIVILEGED();
         ASSERT_TRUE(v4_.ok() && v6_.ok());
         node_ = (dir_ / "gpu0").string();
-        ASSERT_EQ(mknod(node_.c_str(), S_IFCHR | 0666, makedev(1, 3)), 0);
+        ASSERT_EQ(mknod(node_.c_str(), S_IFCHR | 0666, makedev(1, 7)), 0);
         SensorOptions options;
-        options.config.extra_gpu_devices = {GpuDeviceNumber{1, 3, "test"}};
+        options.config.extra_gpu_devices = {GpuDeviceNumber{1, 7, "test"}};
         options.config.connect_loopback = true;  // the tests' traffic is loopback only
         options.config.watched_ports = {};
         const auto error = harness_.open(options);
@@ -245,12 +245,12 @@ TEST(ConnectLoopbackFilter, loopback_is_excluded_unless_configured) {
     GG_REQUIRE_PRIVILEGED();
     gpuguard::testing::TempDir dir("gg-connect");
     const std::string node = (dir / "gpu0").string();
-    ASSERT_EQ(mknod(node.c_str(), S_IFCHR | 0666, makedev(1, 3)), 0);
+    ASSERT_EQ(mknod(node.c_str(), S_IFCHR | 0666, makedev(1, 7)), 0);
     Listener v4(AF_INET);
     ASSERT_TRUE(v4.ok());
     gpuguard::testing::SensorHarness harness;
     SensorOptions options;
-    options.config.extra_gpu_devices = {GpuDeviceNumber{1, 3, "test"}};
+    options.config.extra_gpu_devices = {GpuDeviceNumber{1, 7, "test"}};
     options.config.watched_ports = {v4.port()};  // watched, but loopback still excluded
     const auto error = harness.open(options);
     ASSERT_FALSE(error) << *error;

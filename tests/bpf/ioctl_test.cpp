@@ -20,7 +20,7 @@ namespace {
 
 using gpuguard::testing::run_in_child;
 
-// Requests as the drivers define them (ENOTTY on 1:3 is fine: the syscall is traced).
+// Requests as the drivers define them (ENOTTY on 1:7 is fine: the syscall is traced).
 const uint32_t kNvRmControl = _IOC(_IOC_READ | _IOC_WRITE, 'F', 0x2A, 32);  // nv_escape.h
 const uint32_t kAmdgpuCs = _IOWR('d', 0x40 + 0x04, 24);                     // amdgpu_drm.h
 const uint32_t kUvmInitialize = 0x30000001;                                 // uvm_linux_ioctl.h
@@ -30,9 +30,9 @@ class IoctlTracingTest : public ::testing::Test {
     void SetUp() override {
         GG_REQUIRE_PRIVILEGED();
         node_ = (dir_ / "gpu0").string();
-        ASSERT_EQ(mknod(node_.c_str(), S_IFCHR | 0666, makedev(1, 3)), 0);
+        ASSERT_EQ(mknod(node_.c_str(), S_IFCHR | 0666, makedev(1, 7)), 0);
         SensorOptions options;
-        options.config.extra_gpu_devices = {GpuDeviceNumber{1, 3, "test"}};
+        options.config.extra_gpu_devices = {GpuDeviceNumber{1, 7, "test"}};
         const auto error = harness_.open(options);
         ASSERT_FALSE(error) << *error;
     }
@@ -68,7 +68,7 @@ TEST_F(IoctlTracingTest, aggregates_count_every_request_exactly) {
     ASSERT_EQ(firsts.size(), 1u) << "only the first GPU ioctl is a record";
     EXPECT_EQ(firsts[0].second.cmd, kNvRmControl);
     EXPECT_EQ(firsts[0].second.major, 1u);
-    EXPECT_EQ(firsts[0].second.minor, 3u);
+    EXPECT_EQ(firsts[0].second.minor, 7u);
     EXPECT_EQ(firsts[0].first.task.comm, "gg-ioctl");
 
     const auto counts = aggregates_of(child);
@@ -78,7 +78,7 @@ TEST_F(IoctlTracingTest, aggregates_count_every_request_exactly) {
     EXPECT_EQ(counts.at(kUvmInitialize).count, 1u);
     for (const auto& [cmd, entry] : counts) {
         EXPECT_EQ(entry.major, 1u);
-        EXPECT_EQ(entry.minor, 3u);
+        EXPECT_EQ(entry.minor, 7u);
         EXPECT_LE(entry.first_ns, entry.last_ns);
         EXPECT_GT(entry.first_ns, 0u);
     }

@@ -1,6 +1,6 @@
 // kill_now: the kernel SIGKILLs known-bad executables (by inode) and names
 // at exec and at their first GPU open, and says so with a kill_now event.
-// The "miners" are copies of sleep and sh the test makes; the GPU is a 1:3
+// The "miners" are copies of sleep and sh the test makes; the GPU is a 1:7
 // node made with mknod.
 #include <chrono>
 #include <filesystem>
@@ -33,9 +33,9 @@ class KillNowTest : public ::testing::Test {
     void SetUp() override {
         GG_REQUIRE_PRIVILEGED();
         node_ = (dir_ / "gpu0").string();
-        ASSERT_EQ(mknod(node_.c_str(), S_IFCHR | 0666, makedev(1, 3)), 0);
+        ASSERT_EQ(mknod(node_.c_str(), S_IFCHR | 0666, makedev(1, 7)), 0);
         SensorOptions options;
-        options.config.extra_gpu_devices = {GpuDeviceNumber{1, 3, "test"}};
+        options.config.extra_gpu_devices = {GpuDeviceNumber{1, 7, "test"}};
         const auto error = harness_.open(options);
         ASSERT_FALSE(error) << *error;
     }
@@ -148,7 +148,7 @@ TEST_F(KillNowTest, a_running_process_registered_by_inode_dies_at_its_first_gpu_
     ASSERT_EQ(kills.size(), 1u);
     EXPECT_EQ(kills[0].second.trigger, "gpu_open");
     EXPECT_EQ(kills[0].second.major, 1u);
-    EXPECT_EQ(kills[0].second.minor, 3u);
+    EXPECT_EQ(kills[0].second.minor, 7u);
     EXPECT_EQ(kills[0].second.rule_id, 11u);
     // It was not killed at exec (registered later): exactly one kill record.
 }

@@ -1,7 +1,7 @@
 // GPU device opens seen by the real BPF programs on the running kernel.
-// The "GPU" is a character node made with mknod whose number (1:3, which
-// opens like /dev/null) the test registers; every expected event comes from
-// a child the test forked, identified by pid and comm.
+// The "GPU" is a character node made with mknod whose number (1:7, /dev/full's:
+// nothing else on the host opens it, and it is never read) the test registers; every expected event
+// comes from a child the test forked, identified by pid and comm.
 #include <chrono>
 #include <thread>
 #include <vector>
@@ -35,9 +35,9 @@ class OpenTracingTest : public ::testing::Test {
     void SetUp() override {
         GG_REQUIRE_PRIVILEGED();
         node_ = dir_ / "gpu0";
-        ASSERT_EQ(mknod(node_.c_str(), S_IFCHR | 0666, makedev(1, 3)), 0) << strerror(errno);
+        ASSERT_EQ(mknod(node_.c_str(), S_IFCHR | 0666, makedev(1, 7)), 0) << strerror(errno);
         ASSERT_EQ(symlink(node_.c_str(), (dir_ / "gpu-link").c_str()), 0);
-        open_sensor({GpuDeviceNumber{1, 3, "test"}});
+        open_sensor({GpuDeviceNumber{1, 7, "test"}});
     }
 
     void open_sensor(const std::vector<GpuDeviceNumber>& devices, uint32_t ignore_tgid = 0) {
@@ -111,7 +111,7 @@ TEST_F(OpenTracingTest, reports_open_by_absolute_path) {
     });
     const auto opens = opens_of(child, 1);
     ASSERT_EQ(opens.size(), 1u);
-    expect_device(opens[0], 1, 3);
+    expect_device(opens[0], 1, 7);
     EXPECT_EQ(opens[0].path, path);
     EXPECT_EQ(opens[0].dirfd, AT_FDCWD);
     EXPECT_EQ(opens[0].syscall, OpenSyscall::kOpenat);
@@ -126,7 +126,7 @@ TEST_F(OpenTracingTest, reports_open_through_symlink) {
         run_in_child(kChildComm, [&] { return open(link.c_str(), O_RDWR) >= 0 ? 0 : 1; });
     const auto opens = opens_of(child, 1);
     ASSERT_EQ(opens.size(), 1u);
-    expect_device(opens[0], 1, 3);
+    expect_device(opens[0], 1, 7);
     EXPECT_EQ(opens[0].path, link);
     EXPECT_EQ(opens[0].open_flags & O_ACCMODE, static_cast<uint64_t>(O_RDWR));
 }
@@ -141,7 +141,7 @@ TEST_F(OpenTracingTest, reports_open_relative_to_dirfd) {
     });
     const auto opens = opens_of(child, 1);
     ASSERT_EQ(opens.size(), 1u);
-    expect_device(opens[0], 1, 3);
+    expect_device(opens[0], 1, 7);
     EXPECT_EQ(opens[0].path, "gpu0");
     EXPECT_EQ(opens[0].dirfd, kDirfd);
     EXPECT_EQ(opens[0].open_flags & O_ACCMODE, static_cast<uint64_t>(O_WRONLY));
@@ -157,7 +157,7 @@ TEST_F(OpenTracingTest, reports_openat2) {
     });
     const auto opens = opens_of(child, 1);
     ASSERT_EQ(opens.size(), 1u);
-    expect_device(opens[0], 1, 3);
+    expect_device(opens[0], 1, 7);
     EXPECT_EQ(opens[0].syscall, OpenSyscall::kOpenat2);
     EXPECT_EQ(opens[0].path, path);
     EXPECT_EQ(opens[0].open_flags, static_cast<uint64_t>(O_RDWR | O_CLOEXEC));
@@ -172,11 +172,11 @@ TEST_F(OpenTracingTest, reports_legacy_open_and_creat) {
     });
     const auto opens = opens_of(child, 2);
     ASSERT_EQ(opens.size(), 2u);
-    expect_device(opens[0], 1, 3);
+    expect_device(opens[0], 1, 7);
     EXPECT_EQ(opens[0].syscall, OpenSyscall::kOpen);
     EXPECT_EQ(opens[0].dirfd, AT_FDCWD);
     EXPECT_EQ(opens[0].path, path);
-    expect_device(opens[1], 1, 3);
+    expect_device(opens[1], 1, 7);
     EXPECT_EQ(opens[1].syscall, OpenSyscall::kCreat);
     EXPECT_EQ(opens[1].open_flags, static_cast<uint64_t>(O_CREAT | O_WRONLY | O_TRUNC));
 }
@@ -239,7 +239,7 @@ TEST_F(OpenTracingTest, whole_major_registration_matches_every_minor) {
 }
 
 TEST_F(OpenTracingTest, removed_device_is_no_longer_reported) {
-    ASSERT_TRUE(sensor_->remove_gpu_device(GpuDeviceNumber{1, 3, "test"}).ok());
+    ASSERT_TRUE(sensor_->remove_gpu_device(GpuDeviceNumber{1, 7, "test"}).ok());
     const std::string path = node_.string();
     const pid_t child =
         run_in_child(kChildComm, [&] { return open(path.c_str(), O_RDONLY) >= 0 ? 0 : 1; });
@@ -299,7 +299,7 @@ TEST_F(OpenTracingTest, burst_of_non_gpu_opens_emits_nothing) {
 TEST_F(OpenTracingTest, the_ignored_process_opens_unseen_and_unmarked) {
     sensor_.reset();
     events_.clear();
-    open_sensor({GpuDeviceNumber{1, 3, "test"}}, static_cast<uint32_t>(getpid()));
+    open_sensor({GpuDeviceNumber{1, 7, "test"}}, static_cast<uint32_t>(getpid()));
     const int fd = open(node_.c_str(), O_RDWR | O_CLOEXEC);
     ASSERT_GE(fd, 0) << strerror(errno);
     int exit_code = -1;
@@ -317,7 +317,7 @@ TEST_F(OpenTracingTest, the_ignored_process_opens_unseen_and_unmarked) {
         run_in_child(kChildComm, [&] { return open(path.c_str(), O_RDONLY) >= 0 ? 0 : 1; });
     const auto opens = opens_of(opener, 1);  // polls until the child's open is in
     ASSERT_EQ(opens.size(), 1u);
-    expect_device(opens[0], 1, 3);
+    expect_device(opens[0], 1, 7);
     for (const auto& event : events_) {
         const bool gpu_event = std::holds_alternative<GpuOpen>(event.data) ||
                                std::holds_alternative<GpuIoctl>(event.data);

@@ -377,9 +377,9 @@ class PayloadTracingTest : public ::testing::TestWithParam<bool> {
             GTEST_SKIP() << "no socket-layer tracepoints: " << socket_layer.detail;
         }
         node_ = (dir_ / "gpu0").string();
-        ASSERT_EQ(mknod(node_.c_str(), S_IFCHR | 0666, makedev(1, 3)), 0);
+        ASSERT_EQ(mknod(node_.c_str(), S_IFCHR | 0666, makedev(1, 7)), 0);
         SensorOptions options;
-        options.config.extra_gpu_devices = {GpuDeviceNumber{1, 3, "test"}};
+        options.config.extra_gpu_devices = {GpuDeviceNumber{1, 7, "test"}};
         options.config.connect_loopback = true;  // the tests' traffic is loopback only
         options.config.watched_ports = {};
         options.config.payload_syscall_hooks = GetParam();
@@ -835,11 +835,11 @@ TEST(StratumAgentTest, live_agent_detects_the_session_and_ps_and_metrics_show_it
     using namespace std::chrono_literals;
     gpuguard::testing::TempDir dir("gg-stratum-agent");
     const std::string node = (dir / "gpu0").string();
-    ASSERT_EQ(mknod(node.c_str(), S_IFCHR | 0666, makedev(1, 3)), 0);
+    ASSERT_EQ(mknod(node.c_str(), S_IFCHR | 0666, makedev(1, 7)), 0);
     const auto socket_path = dir / "control.sock";
     const uint16_t metrics_port = free_loopback_port();
     const auto config = dir / "gpuguard.yaml";
-    std::ofstream(config) << "sensor:\n  extra_gpu_devices: [\"1:3\"]\n  connect_loopback: true\n"
+    std::ofstream(config) << "sensor:\n  extra_gpu_devices: [\"1:7\"]\n  connect_loopback: true\n"
                           << "control:\n  socket: " << socket_path.string() << "\n"
                           << "metrics:\n  enabled: true\n  listen: 127.0.0.1\n  port: "
                           << metrics_port << "\n"

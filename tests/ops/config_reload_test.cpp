@@ -22,7 +22,7 @@ Config load(const std::string& yaml) {
 }
 
 TEST(ConfigReload, identical_configs_have_no_changes) {
-    const auto config = load("sensor:\n  extra_gpu_devices: [\"1:3\"]\n");
+    const auto config = load("sensor:\n  extra_gpu_devices: [\"1:7\"]\n");
     EXPECT_TRUE(diff_config(config, config).empty());
     EXPECT_TRUE(
         diff_config(load(""), load(std::string(gpuguard::agent::default_config_yaml()))).empty())

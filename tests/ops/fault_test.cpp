@@ -37,35 +37,6 @@ using gpuguard::testing::ChildReaper;
 using gpuguard::testing::Subprocess;
 using gpuguard::testing::TempDir;
 
-// Forks a child named `comm` that opens the fake GPU node and stays.
-pid_t start_gpu_child(const std::string& comm, const std::string& node) {
-    const pid_t pid = fork();
-    if (pid == 0) {
-        prctl(PR_SET_NAME, comm.c_str());
-        if (open(node.c_str(), O_RDWR) < 0) _exit(1);
-        for (int i = 0; i < 60; ++i) sleep(1);
-        _exit(0);
-    }
-    return pid;
-}
-
-// dir/miner-rules.yaml with one local rule naming `comm`: a process of that
-// name holding the GPU raises GG-CORR-0001.
-void write_miner_rule(const std::filesystem::path& dir, const std::string& comm) {
-    std::string rule = R"(rules:
-  - id: local-COMM
-    name: Test miner on the fake GPU
-    severity: critical
-    confidence: 0.9
-    process_name: ["COMM"]
-    tests:
-      match: ["COMM"]
-      no_match: ["gg-benign"]
-)";
-    for (size_t at; (at = rule.find("COMM")) != std::string::npos;) rule.replace(at, 4, comm);
-    std::ofstream(dir / "miner-rules.yaml") << rule;
-}
-
 // Reads the agent's --json lines until GG-CORR-0001 names `miner` (10 s at
 // most), calling `between_reads` before each read. How long after `since`
 // it came, or nullopt.
@@ -105,7 +76,7 @@ TEST(AgentFaults, lost_gpu_dead_collector_and_vanishing_processes_do_not_stop_de
     std::ofstream(step_file) << "0\n";
     script["step_file"] = step_file.string();
     std::ofstream(dir / "nvml.json") << script.dump();
-    write_miner_rule(dir.path(), "gg-fault-miner");
+    gpuguard::testing::write_miner_rule(dir.path(), "gg-fault-miner");
     const auto config = dir / "gpuguard.yaml";
     std::ofstream(config) << gpuguard::testing::scratch_agent_config(
         dir.path(), "1:7",
@@ -132,7 +103,7 @@ TEST(AgentFaults, lost_gpu_dead_collector_and_vanishing_processes_do_not_stop_de
     }
 
     // The GPU is lost by now and the collector is dead: a miner is still caught.
-    const pid_t miner = start_gpu_child("gg-fault-miner", node.string());
+    const pid_t miner = gpuguard::testing::start_gpu_holder("gg-fault-miner", node.string());
     ASSERT_GT(miner, 0);
     ChildReaper reaper(miner);
     EXPECT_TRUE(wait_for_miner_detection(agent, miner, std::chrono::steady_clock::now()))
@@ -217,7 +188,7 @@ TEST(AgentFaults, exec_and_fork_storm_keeps_memory_bounded_counts_drops_and_stil
     TempDir dir("gg-storm");
     const auto node = dir / "gpu0";
     ASSERT_EQ(mknod(node.c_str(), S_IFCHR | 0666, makedev(1, 7)), 0);
-    write_miner_rule(dir.path(), "gg-storm-miner");
+    gpuguard::testing::write_miner_rule(dir.path(), "gg-storm-miner");
     const auto config = dir / "gpuguard.yaml";
     std::ofstream(config) << gpuguard::testing::scratch_agent_config(dir.path(), "1:7");
     Subprocess agent({GPUGUARD_BINARY, "run", "--config", config.string(), "--json"});
@@ -263,7 +234,7 @@ TEST(AgentFaults, exec_and_fork_storm_keeps_memory_bounded_counts_drops_and_stil
     sample_until(storm_start + std::chrono::seconds(kSeconds / 2));
     // In the middle of the storm: a miner opens the GPU and is caught.
     const auto miner_started = std::chrono::steady_clock::now();
-    const pid_t miner = start_gpu_child("gg-storm-miner", node.string());
+    const pid_t miner = gpuguard::testing::start_gpu_holder("gg-storm-miner", node.string());
     ASSERT_GT(miner, 0);
     ChildReaper reaper(miner);
     const auto detected_after_ms = wait_for_miner_detection(

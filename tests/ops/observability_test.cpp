@@ -66,21 +66,6 @@ void collect_dashboard_expressions(const nlohmann::json& node, std::vector<std::
     }
 }
 
-uint16_t free_loopback_port() {
-    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof address;
-    uint16_t port = 0;
-    if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
-        getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
-        port = ntohs(address.sin_port);
-    }
-    close(fd);
-    return port;
-}
-
 // Family names from "# TYPE <name> <type>" lines.
 std::set<std::string> exported_families(const std::string& exposition) {
     std::set<std::string> names;
@@ -159,7 +144,7 @@ class ObservedAgentTest : public ::testing::Test {
       match: ["gg-dash-miner"]
       no_match: ["gg-dash"]
 )";
-        port_ = free_loopback_port();
+        port_ = gpuguard::testing::free_loopback_port();
         ASSERT_NE(port_, 0);
         const auto config = dir_ / "gpuguard.yaml";
         std::ofstream(config) << gpuguard::testing::scratch_agent_config(

@@ -5,8 +5,10 @@
 #include <stdexcept>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -108,6 +110,47 @@ void replace_file(const std::filesystem::path& path, const std::string& text) {
         if (!out) throw std::runtime_error("cannot write " + temporary);
     }
     std::filesystem::rename(temporary, path);
+}
+
+uint16_t free_loopback_port() {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof address;
+    uint16_t port = 0;
+    if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
+        getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
+        port = ntohs(address.sin_port);
+    }
+    close(fd);
+    return port;
+}
+
+pid_t start_gpu_holder(const std::string& comm, const std::string& node) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_NAME, comm.c_str());
+        if (open(node.c_str(), O_RDWR) < 0) _exit(1);
+        for (int i = 0; i < 60; ++i) sleep(1);
+        _exit(0);
+    }
+    return pid;
+}
+
+void write_miner_rule(const std::filesystem::path& dir, const std::string& comm) {
+    std::string rule = R"(rules:
+  - id: local-COMM
+    name: Test miner on the fake GPU
+    severity: critical
+    confidence: 0.9
+    process_name: ["COMM"]
+    tests:
+      match: ["COMM"]
+      no_match: ["gg-benign"]
+)";
+    for (size_t at; (at = rule.find("COMM")) != std::string::npos;) rule.replace(at, 4, comm);
+    std::ofstream(dir / "miner-rules.yaml") << rule;
 }
 
 }  // namespace gpuguard::testing

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <sys/types.h>
+
 namespace gpuguard::testing {
 
 // The [Service] and [Unit] directives of a unit file, in file order per key
@@ -66,6 +68,18 @@ class RefusedPort {
     int fd_ = -1;
     uint16_t port_ = 0;
 };
+
+// A loopback TCP port nothing listens on now (bound once, then released):
+// for an agent's metrics server. 0 when none could be had.
+uint16_t free_loopback_port();
+
+// Forks a child named `comm` that opens the fake GPU `node` and stays (a
+// minute at most); the caller kills and reaps it.
+pid_t start_gpu_holder(const std::string& comm, const std::string& node);
+
+// dir/miner-rules.yaml with one local rule naming `comm`: a process of that
+// name holding the GPU raises GG-CORR-0001.
+void write_miner_rule(const std::filesystem::path& dir, const std::string& comm);
 
 // Writes `text` to `path` atomically (a temporary file renamed over it), as
 // editors and configuration managers do.
