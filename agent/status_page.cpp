@@ -119,10 +119,15 @@ function render(data) {
     d => (d.metrics || {}).temperature_gpu_celsius === undefined ? '' : d.metrics.temperature_gpu_celsius + ' \u00b0C',
     d => (d.metrics || {}).power_draw_watts === undefined ? '' : d.metrics.power_draw_watts.toFixed(0) + ' W'],
     'no GPU telemetry');
-  const detected = {};
+  // Each process's verdict is its most severe detection (syslog level:
+  // lower is worse), the first listed of equals.
+  const detected = {}, level = {};
   for (const d of activity.detections) {
     const pid = (d.process || {}).pid;
-    if (pid !== undefined && !detected[pid]) detected[pid] = d.rule.id + ' ' + (d.rule.name || '');
+    const severity = (d.event || {}).severity ?? 8;
+    if (pid === undefined || (pid in level && level[pid] <= severity)) continue;
+    level[pid] = severity;
+    detected[pid] = d.rule.id + ' ' + (d.rule.name || '');
   }
   fill('processes', processes, [
     p => p.pid, p => p.user,

@@ -57,7 +57,9 @@ bool is(std::string_view method, std::string_view family, std::string_view name)
 // The value of "key": "..." in text that is not valid JSON (a capture cut
 // at 512 bytes), or nullopt.
 std::optional<std::string> string_field(std::string_view text, std::string_view key) {
-    const std::string quoted = "\"" + std::string(key) + "\"";
+    std::string quoted(1, '"');  // not `"\"" + std::string(...)`: GCC 12 -O3 -Wrestrict
+    quoted.append(key);
+    quoted += '"';
     size_t pos = text.find(quoted);
     while (pos != std::string_view::npos) {
         size_t cursor = pos + quoted.size();

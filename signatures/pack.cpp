@@ -24,7 +24,12 @@ class PackReader {
         const YAML::Mark mark = node.Mark();
         std::string where = source_;
         if (mark.line >= 0) {
-            where += ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
+            // Appended piece by piece: `":" + std::string&&` trips GCC 12's
+            // -Wrestrict false positive at -O3 (as in matcher.cpp).
+            where += ':';
+            where += std::to_string(mark.line + 1);
+            where += ':';
+            where += std::to_string(mark.column + 1);
         }
         errors_.push_back(where + ": " + message);
     }

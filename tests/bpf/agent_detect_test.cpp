@@ -33,6 +33,7 @@
 #include "tests/support/agent_config.h"
 #include "tests/support/child_process.h"
 #include "tests/support/fake_nvml_script.h"
+#include "tests/support/json_at.h"
 #include "tests/support/netns.h"
 #include "tests/support/privileged.h"
 #include "tests/support/run_command.h"
@@ -43,6 +44,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using gpuguard::testing::ChildReaper;
+using gpuguard::testing::json_at;
 using gpuguard::testing::NetnsScope;
 using gpuguard::testing::RequestChild;
 using gpuguard::testing::Subprocess;
@@ -955,8 +957,9 @@ TEST_F(AgentDetectTest, correlation_file_changes_apply_live_and_broken_ones_rais
     EXPECT_TRUE(wait_for_detection(agent, third.pid, "SITE-RELOAD-B", 5s)) << agent.stderr_text();
     for (const auto& line : seen_) {
         const auto record = nlohmann::json::parse(line);
-        if (record["process"]["pid"] == third.pid) {
-            EXPECT_NE(record["rule"]["id"], "SITE-RELOAD-A") << "the replaced rule still fires";
+        if (json_at(record, "/process/pid") == third.pid) {
+            EXPECT_NE(json_at(record, "/rule/id"), "SITE-RELOAD-A")
+                << "the replaced rule still fires";
         }
     }
     EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();

@@ -26,6 +26,7 @@
 #include "tests/ops/service_support.h"
 #include "tests/support/child_process.h"
 #include "tests/support/fake_nvml_script.h"
+#include "tests/support/json_at.h"
 #include "tests/support/privileged.h"
 #include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
@@ -34,6 +35,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using gpuguard::testing::ChildReaper;
+using gpuguard::testing::json_at;
 using gpuguard::testing::Subprocess;
 using gpuguard::testing::TempDir;
 
@@ -49,7 +51,8 @@ std::optional<double> wait_for_miner_detection(Subprocess& agent, pid_t miner,
         auto line = agent.read_stdout_line(100ms);
         if (!line) continue;
         const auto record = nlohmann::json::parse(*line);
-        if (record["process"]["pid"] == miner && record["rule"]["id"] == "GG-CORR-0001") {
+        if (json_at(record, "/process/pid") == miner &&
+            json_at(record, "/rule/id") == "GG-CORR-0001") {
             return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
                                                              since)
                 .count();

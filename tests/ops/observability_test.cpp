@@ -27,6 +27,7 @@
 #include "tests/ops/service_support.h"
 #include "tests/support/child_process.h"
 #include "tests/support/fake_nvml_script.h"
+#include "tests/support/json_at.h"
 #include "tests/support/privileged.h"
 #include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
@@ -34,6 +35,7 @@
 namespace {
 
 using namespace std::chrono_literals;
+using gpuguard::testing::json_at;
 using gpuguard::testing::Subprocess;
 using gpuguard::testing::TempDir;
 
@@ -114,9 +116,11 @@ class ObservedAgentTest : public ::testing::Test {
         ASSERT_EQ(mknod(node_.c_str(), S_IFCHR | 0666, makedev(1, 7)), 0);
         int ready[2];
         ASSERT_EQ(pipe(ready), 0);
+        const pid_t test = getpid();
         holder_ = fork();
         ASSERT_GE(holder_, 0);
         if (holder_ == 0) {
+            gpuguard::testing::end_with_parent(test, SIGKILL);
             const int fd = open(node_.c_str(), O_RDWR);
             char byte = fd >= 0 ? 'y' : 'n';
             (void)!write(ready[1], &byte, 1);
@@ -165,6 +169,7 @@ class ObservedAgentTest : public ::testing::Test {
         miner_ = fork();
         ASSERT_GE(miner_, 0);
         if (miner_ == 0) {
+            gpuguard::testing::end_with_parent(test, SIGKILL);
             prctl(PR_SET_NAME, "gg-dash-miner");
             if (open(node.c_str(), O_RDWR) < 0) _exit(1);
             pause();
@@ -178,9 +183,9 @@ class ObservedAgentTest : public ::testing::Test {
             auto line = agent_->read_stdout_line(200ms);
             if (!line) continue;
             const auto record = nlohmann::json::parse(*line);
-            if (record["process"]["pid"] != miner_) continue;
-            detected |= record["gpuguard"]["record"] == "detection";
-            acted |= record["gpuguard"]["record"] == "enforcement";
+            if (json_at(record, "/process/pid") != miner_) continue;
+            detected |= json_at(record, "/gpuguard/record") == "detection";
+            acted |= json_at(record, "/gpuguard/record") == "enforcement";
         }
         ASSERT_TRUE(detected && acted) << agent_->stderr_text();
     }
@@ -306,15 +311,23 @@ TEST_F(ObservedAgentTest, status_page_shows_live_gpu_processes_detections_and_ac
     EXPECT_TRUE(pids.contains(holder_));
     EXPECT_TRUE(pids.contains(miner_));
     // The detection with its evidence, and the action it asked for.
-    const auto& detections = status["agent"]["activity"]["detections"];
-    ASSERT_FALSE(detections.empty());
-    EXPECT_EQ(detections[0]["process"]["pid"], miner_);
-    EXPECT_EQ(detections[0]["gpuguard"]["detection"]["signature_ids"][0], "local-dash-miner");
-    const auto& actions = status["agent"]["activity"]["actions"];
-    ASSERT_FALSE(actions.empty());
-    EXPECT_EQ(actions[0]["event"]["action"], "kill");
-    EXPECT_EQ(actions[0]["gpuguard"]["enforcement"]["outcome"], "dry_run");
-    EXPECT_EQ(actions[0]["process"]["pid"], miner_);
+    // (Other rules may name the test's processes too: a checkout under /tmp
+    // makes them "GPU used from a temporary location" as well.)
+    const auto of_miner = [&](const nlohmann::json& records, const std::string& rule) {
+        for (const auto& record : records) {
+            if (json_at(record, "/process/pid") == miner_ && json_at(record, "/rule/id") == rule) {
+                return record;
+            }
+        }
+        return nlohmann::json();
+    };
+    const auto detection = of_miner(status["agent"]["activity"]["detections"], "GG-CORR-0001");
+    ASSERT_FALSE(detection.is_null()) << status["agent"]["activity"].dump();
+    EXPECT_EQ(json_at(detection, "/gpuguard/detection/signature_ids/0"), "local-dash-miner");
+    const auto action = of_miner(status["agent"]["activity"]["actions"], "GG-CORR-0001");
+    ASSERT_FALSE(action.is_null()) << status["agent"]["activity"].dump();
+    EXPECT_EQ(json_at(action, "/event/action"), "kill");
+    EXPECT_EQ(json_at(action, "/gpuguard/enforcement/outcome"), "dry_run");
     EXPECT_TRUE(status["agent"]["activity"]["blocked"].is_array());
     EXPECT_EQ(status["agent"]["status"]["version"], GPUGUARD_VERSION);
 }

@@ -8,12 +8,14 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "tests/support/agent_config.h"
+#include "tests/support/child_process.h"
 
 namespace gpuguard::testing {
 
@@ -128,8 +130,10 @@ uint16_t free_loopback_port() {
 }
 
 pid_t start_gpu_holder(const std::string& comm, const std::string& node) {
+    const pid_t test = getpid();
     const pid_t pid = fork();
     if (pid == 0) {
+        end_with_parent(test, SIGKILL);
         prctl(PR_SET_NAME, comm.c_str());
         if (open(node.c_str(), O_RDWR) < 0) _exit(1);
         for (int i = 0; i < 60; ++i) sleep(1);

@@ -83,8 +83,10 @@ pid_t start_agent(const std::vector<std::string>& args, int out_fd, int err_fd) 
     std::vector<char*> argv;
     for (const auto& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
     argv.push_back(nullptr);
+    const pid_t parent = getpid();
     const pid_t pid = fork();
     if (pid == 0) {
+        gpuguard::testing::end_with_parent(parent, SIGTERM);
         dup2(out_fd, STDOUT_FILENO);
         dup2(err_fd, STDERR_FILENO);
         execv(argv[0], argv.data());

@@ -14,6 +14,11 @@
 
 namespace gpuguard::testing {
 
+void end_with_parent(pid_t parent, int signo) {
+    prctl(PR_SET_PDEATHSIG, signo, 0, 0, 0);
+    if (getppid() != parent) _exit(125);
+}
+
 pid_t run_in_child(const std::string& comm, const std::function<int()>& body, int* exit_code) {
     const pid_t child = fork();
     if (child < 0) throw std::runtime_error("fork failed");

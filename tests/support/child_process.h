@@ -19,6 +19,12 @@ namespace gpuguard::testing {
 pid_t run_in_child(const std::string& comm, const std::function<int()>& body,
                    int* exit_code = nullptr);
 
+// For a forked child, first thing: `signo` comes when the test process
+// dies (a crash, CTest's timeout), so nothing the test started outlives it
+// holding CTest's output pipes open or a fake GPU. `parent` is the test's
+// getpid() taken before fork(); the child _exit()s if it is already gone.
+void end_with_parent(pid_t parent, int signo);
+
 // Kills (SIGKILL) and reaps a child the test started, when the scope ends.
 class ChildReaper {
   public:

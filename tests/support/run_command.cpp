@@ -11,18 +11,25 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tests/support/child_process.h"
+
 namespace gpuguard::testing {
 namespace {
 
 pid_t spawn(const std::vector<std::string>& argv, int run_as_uid, int* out_fd, int* err_fd) {
     int out[2], err[2];
     if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
+    const pid_t parent = getpid();
     const pid_t pid = fork();
     if (pid < 0) throw std::runtime_error("fork");
     if (pid == 0) {
         dup2(out[1], STDOUT_FILENO);
         dup2(err[1], STDERR_FILENO);
         if (run_as_uid >= 0 && (setgid(run_as_uid) != 0 || setuid(run_as_uid) != 0)) _exit(126);
+        // A test killed by CTest's timeout takes its agents with it (SIGTERM:
+        // they detach their programs), instead of leaving them loaded for
+        // the next tests. Set after setuid, which would clear it.
+        end_with_parent(parent, SIGTERM);
         std::vector<char*> args;
         for (const auto& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
         args.push_back(nullptr);
