@@ -37,7 +37,7 @@ struct LineWriter::Shared {
     std::condition_variable changed;
     std::deque<std::string> queue;
     size_t queued_bytes = 0;
-    size_t in_flight = 0;  // lines taken from the queue, being written
+    size_t in_flight = 0;  // lines taken from the queue, not yet written whole
     bool stopping = false;
     bool finished = false;   // run() has returned
     bool abandoned = false;  // close() gave up on a write that does not return
@@ -68,8 +68,9 @@ void LineWriter::close() {
     shared.changed.notify_all();
     // The writer gives up by itself at the deadline (plus a line's end)
     // unless a write() does not return; then it is left behind, with what
-    // it was writing and what waits counted as lost.
-    const bool ended = shared.changed.wait_until(lock, shared.stop_deadline + drain / 2,
+    // it has not written and what waits counted as lost. (Twice the drain
+    // time: a writer that is only slow, a sanitizer build, still finishes.)
+    const bool ended = shared.changed.wait_until(lock, shared.stop_deadline + drain,
                                                  [&] { return shared.finished; });
     if (!ended) {
         shared.abandoned = true;
@@ -77,7 +78,7 @@ void LineWriter::close() {
         shared.queue.clear();
         shared.queued_bytes = 0;
         logger("output")->warn("a write to stdout has not returned for {} ms: left behind",
-                               (drain + drain / 2).count());
+                               (2 * drain).count());
     }
     const uint64_t dropped_lines = shared.dropped;
     lock.unlock();
@@ -150,11 +151,10 @@ void LineWriter::Shared::run() {
             queued_bytes = 0;
             in_flight = lines.size();
         }
-        const size_t whole = write_lines(lines);
+        const size_t whole = write_lines(lines);  // counted in `written` as they went
         {
             std::lock_guard lock(mutex);
-            if (abandoned) return;  // close() counted these already
-            written += whole;
+            if (abandoned) return;  // close() counted the rest already
             if (whole < lines.size()) {
                 dropped += lines.size() - whole;
                 note_drops();
@@ -180,6 +180,7 @@ bool LineWriter::Shared::wait_writable(bool mid_line) {
         }
         if (polled < 0 && errno != EINTR) return false;
         std::lock_guard lock(mutex);
+        if (abandoned) return false;
         // At shutdown, lines not yet begun wait until the deadline; a line
         // begun gets a quarter of the drain time again to end.
         const auto grace = mid_line ? options.drain_timeout / 4 : std::chrono::milliseconds(0);
@@ -214,6 +215,7 @@ size_t LineWriter::Shared::write_lines(const std::deque<std::string>& lines) {
             }
             return line;  // EPIPE and the like: the rest is lost
         }
+        const size_t before = line;
         for (size_t left = static_cast<size_t>(wrote); left > 0;) {
             const size_t rest = lines[line].size() - offset;
             if (left < rest) {
@@ -224,6 +226,12 @@ size_t LineWriter::Shared::write_lines(const std::deque<std::string>& lines) {
             ++line;
             offset = 0;
         }
+        // Counted as they go out, so that a close() that gives up on a later
+        // write counts as lost only what was not written.
+        std::lock_guard lock(mutex);
+        if (abandoned) return line;
+        written += line - before;
+        in_flight -= line - before;
     }
     return line;
 }

@@ -47,7 +47,7 @@ class LineWriter {
     bool flush(std::chrono::milliseconds timeout);
     // Writes what is queued for up to drain_timeout, drops (counts) the
     // rest, and stops; later lines are dropped. Returns within about
-    // 1.5 x drain_timeout whatever the fd does. The counts are final after it.
+    // 2 x drain_timeout whatever the fd does. The counts are final after it.
     void close();
 
     LineWriterStats stats() const;
