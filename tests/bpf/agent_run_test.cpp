@@ -315,17 +315,10 @@ TEST_F(AgentRunTest, event_types_choose_what_is_printed) {
 // always reads both pipes, which is what these tests must not do), printing
 // every event.
 pid_t start_printing_agent(const std::filesystem::path& config, int out_fd, int err_fd) {
-    const pid_t parent = getpid();
-    const pid_t agent = fork();
-    if (agent == 0) {
-        gpuguard::testing::end_with_parent(parent, SIGTERM);
-        dup2(out_fd, STDOUT_FILENO);
-        dup2(err_fd, STDERR_FILENO);
-        execl(GPUGUARD_BINARY, GPUGUARD_BINARY, "run", "--config", config.c_str(), "--print-events",
-              "--event-types", "all", static_cast<char*>(nullptr));
-        _exit(127);
-    }
-    return agent;
+    return gpuguard::testing::spawn_with_output(
+        {GPUGUARD_BINARY, "run", "--config", config.string(), "--print-events", "--event-types",
+         "all"},
+        out_fd, err_fd);
 }
 
 // waitpid() within `timeout`; past it the process is killed and nullopt

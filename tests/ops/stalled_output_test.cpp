@@ -78,23 +78,6 @@ pid_t start_flooder(const std::string& comm, const std::string& node, int opens)
     return pid;
 }
 
-// `gpuguard run` with stdout on `out_fd` and stderr on `err_fd`.
-pid_t start_agent(const std::vector<std::string>& args, int out_fd, int err_fd) {
-    std::vector<char*> argv;
-    for (const auto& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
-    argv.push_back(nullptr);
-    const pid_t parent = getpid();
-    const pid_t pid = fork();
-    if (pid == 0) {
-        gpuguard::testing::end_with_parent(parent, SIGTERM);
-        dup2(out_fd, STDOUT_FILENO);
-        dup2(err_fd, STDERR_FILENO);
-        execv(argv[0], argv.data());
-        _exit(127);
-    }
-    return pid;
-}
-
 // The agent, a child of the test: SIGKILLed and reaped when the test ends
 // unless reap_within() reaped it (then its pid is never signalled again).
 struct AgentChild {
@@ -159,7 +142,8 @@ TEST_P(StalledOutput, unread_stdout_costs_counted_lines_never_status_shutdown_or
                                      "--print-events"};
     const std::string extra = GetParam();
     if (!extra.empty()) args.push_back(extra);
-    AgentChild agent{start_agent(args, out[1], err)};  // never outlives the test
+    AgentChild agent{
+        gpuguard::testing::spawn_with_output(args, out[1], err)};  // never outlives the test
     ASSERT_GT(agent.pid, 0);
     close(out[1]);
     close(err);

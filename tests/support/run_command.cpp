@@ -49,6 +49,22 @@ int decode_status(int status) {
 
 }  // namespace
 
+pid_t spawn_with_output(const std::vector<std::string>& argv, int out_fd, int err_fd) {
+    std::vector<char*> args;
+    for (const auto& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+    args.push_back(nullptr);
+    const pid_t parent = getpid();
+    const pid_t pid = fork();
+    if (pid == 0) {
+        end_with_parent(parent, SIGTERM);
+        dup2(out_fd, STDOUT_FILENO);
+        dup2(err_fd, STDERR_FILENO);
+        execv(args[0], args.data());
+        _exit(127);
+    }
+    return pid;
+}
+
 CommandResult run_command(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
                           int run_as_uid) {
     Subprocess process(argv, run_as_uid);

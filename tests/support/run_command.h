@@ -25,6 +25,11 @@ CommandResult run_command(const std::vector<std::string>& argv,
                           std::chrono::milliseconds timeout = std::chrono::seconds(60),
                           int run_as_uid = -1);
 
+// Starts `argv` with stdout on `out_fd` and stderr on `err_fd`, for tests of
+// output that nobody reads (Subprocess always reads both). The child gets
+// SIGTERM if the test process dies; the caller reaps it. Its pid, or -1.
+pid_t spawn_with_output(const std::vector<std::string>& argv, int out_fd, int err_fd);
+
 // A started command whose output is read line by line while it runs. A
 // thread reads both pipes from the start, whatever the test is doing: a
 // child that writes more than a pipe holds (an agent printing detections
