@@ -43,10 +43,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/enforcer.h"
-#include "agent/process_handle.h"
-#include "agent/sensor.h"
 #include "gpuguard/common/logging.h"
+#include "gpuguard/enforce/enforcer.h"
+#include "gpuguard/sensor/sensor.h"
+#include "gpuguard/state/process_handle.h"
 
 namespace {
 

@@ -25,9 +25,9 @@
 
 #include <unistd.h>
 
-#include "agent/event_json.h"
-#include "agent/journal.h"
 #include "gpuguard/common/logging.h"
+#include "gpuguard/events/event_json.h"
+#include "gpuguard/journal/journal.h"
 
 namespace {
 

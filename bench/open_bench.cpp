@@ -25,8 +25,8 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "agent/sensor.h"
 #include "gpuguard/common/logging.h"
+#include "gpuguard/sensor/sensor.h"
 
 namespace {
 

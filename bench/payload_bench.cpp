@@ -21,8 +21,8 @@
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
-#include "agent/sensor.h"
 #include "gpuguard/common/logging.h"
+#include "gpuguard/sensor/sensor.h"
 
 namespace {
 

@@ -44,10 +44,10 @@
 #include <simdjson.h>
 #include <unistd.h>
 
-#include "agent/event_json.h"
-#include "agent/journal.h"
-#include "agent/replay.h"
 #include "gpuguard/common/logging.h"
+#include "gpuguard/detect/replay.h"
+#include "gpuguard/events/event_json.h"
+#include "gpuguard/journal/journal.h"
 #include "gpuguard/rules/correlation.h"
 #include "gpuguard/siem/siem.h"
 

@@ -48,8 +48,8 @@
 #include <termios.h>
 #include <unistd.h>
 
-#include "agent/sensor.h"
 #include "gpuguard/common/logging.h"
+#include "gpuguard/sensor/sensor.h"
 
 namespace {
 

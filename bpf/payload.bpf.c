@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * Socket payload sampling for network intelligence (agent/net_intel.h):
+ * Socket payload sampling for network intelligence (gpuguard/netintel/net_intel.h):
  * Stratum on the wire and DNS answers.
  *
  * Hooks, two variants chosen by the loader (fentry and kprobes are not

@@ -3,6 +3,7 @@
 // a value is escaped or replaced, and invalid UTF-8 becomes U+FFFD.
 #include <fmt/format.h>
 
+#include "gpuguard/common/text.h"
 #include "gpuguard/siem/siem.h"
 #include "siem/format_util.h"
 
@@ -96,15 +97,6 @@ void add_custom(Attributes& attributes, const std::string& slot, const char* lab
     if (value.empty()) return;
     attributes.emplace_back(slot + "Label", label);
     attributes.emplace_back(slot, std::move(value));
-}
-
-std::string join(const std::vector<std::string>& items, const char* separator) {
-    std::string out;
-    for (const auto& item : items) {
-        if (!out.empty()) out += separator;
-        out += item;
-    }
-    return out;
 }
 
 std::string gpu_list(const std::vector<DetectionGpu>& gpus) {

@@ -1,12 +1,12 @@
 // ActivityLog's last hour (gpuguard status) on a virtual clock, and the
 // rule-pack version that status and journal headers carry.
-#include "agent/activity_log.h"
+#include "gpuguard/daemon/activity_log.h"
 
 #include <regex>
 
 #include <gtest/gtest.h>
 
-#include "agent/rule_pack_version.h"
+#include "gpuguard/detect/rule_pack_version.h"
 #include "gpuguard/rules/correlation.h"
 #include "gpuguard/rules/rules.h"
 

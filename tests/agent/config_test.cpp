@@ -1,4 +1,4 @@
-#include "agent/config.h"
+#include "gpuguard/daemon/config.h"
 
 #include <fstream>
 

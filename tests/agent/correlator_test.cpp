@@ -1,7 +1,7 @@
 // Correlator semantics on small hand-made event sequences: windows and
 // updates, pid reuse, allowlists, hot reload, actions from miner-rules.yaml,
 // telemetry anomalies, and what a Detection carries.
-#include "agent/correlator.h"
+#include "gpuguard/detect/correlator.h"
 
 #include <filesystem>
 #include <fstream>
@@ -346,11 +346,12 @@ TEST_F(QuietIoTest, SamplesWithoutAReadingArePassedOverWhileMostHaveOne) {
         return ProcessIo{4096, 200 * m, m};
     };
     uint64_t first_minute = 0;
-    const auto gaps = pegged_for_12_minutes(
-        {{400, "quiet"}}, shares, first_minute, [](uint32_t, uint64_t m) -> std::optional<double> {
-            if (m % 5 == 2) return std::nullopt;  // minutes 2 and 7
-            return 99.0;
-        });
+    const auto gaps = pegged_for_12_minutes({{400, "quiet"}}, shares, first_minute,
+                                            [](uint32_t, uint64_t m) -> std::optional<double> {
+                                                if (m % 5 == 2)
+                                                    return std::nullopt;  // minutes 2 and 7
+                                                return 99.0;
+                                            });
     ASSERT_EQ(rule_ids(gaps), std::vector<std::string>{"GG-CORR-0009"});
     EXPECT_EQ(first_minute, 10u);
     const auto compute =

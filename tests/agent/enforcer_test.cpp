@@ -2,7 +2,7 @@
 // forced kills through a pidfd, recycled pids, pause/resume, and every
 // safety refusal. No BPF, no network: the nftables and kernel paths are in
 // tests/bpf.
-#include "agent/enforcer.h"
+#include "gpuguard/enforce/enforcer.h"
 
 #include <chrono>
 #include <csignal>
@@ -16,7 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "agent/process_handle.h"
+#include "gpuguard/state/process_handle.h"
 #include "tests/support/temp_dir.h"
 
 namespace gpuguard::agent {

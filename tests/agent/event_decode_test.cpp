@@ -5,9 +5,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "agent/event.h"
-#include "agent/event_json.h"
 #include "events.h"
+#include "gpuguard/events/event.h"
+#include "gpuguard/events/event_json.h"
 
 namespace gpuguard::agent {
 namespace {

@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "agent/event_json.h"
+#include "gpuguard/events/event_json.h"
 
 namespace gpuguard::agent {
 namespace {

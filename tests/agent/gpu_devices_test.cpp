@@ -1,4 +1,4 @@
-#include "agent/gpu_devices.h"
+#include "gpuguard/events/gpu_devices.h"
 
 #include <fstream>
 

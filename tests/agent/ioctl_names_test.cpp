@@ -1,4 +1,4 @@
-#include "agent/ioctl_names.h"
+#include "gpuguard/state/ioctl_names.h"
 
 #include <gtest/gtest.h>
 #include <linux/ioctl.h>

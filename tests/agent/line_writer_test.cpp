@@ -1,7 +1,7 @@
 // LineWriter: what `gpuguard run` prints goes out whole and in order, and a
 // reader that stops reading costs counted drops, never a blocked caller or
 // a shutdown that hangs.
-#include "agent/line_writer.h"
+#include "gpuguard/daemon/line_writer.h"
 
 #include <chrono>
 #include <memory>

@@ -1,6 +1,6 @@
 // /metrics: exact text format, `promtool check metrics`, and a real
 // Prometheus server scraping the endpoint on loopback.
-#include "agent/metrics_server.h"
+#include "gpuguard/daemon/metrics_server.h"
 
 #include <fstream>
 #include <thread>

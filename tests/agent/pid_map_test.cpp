@@ -1,6 +1,6 @@
 // PidMap against std::unordered_map: the same operations give the same
 // contents, through growth and through erases that shift colliding runs.
-#include "agent/pid_map.h"
+#include "gpuguard/state/pid_map.h"
 
 #include <algorithm>
 #include <map>

@@ -2,7 +2,7 @@
 // synthetic telemetry readings: lower priorities paused over the threshold,
 // hysteresis, the cap and its cool-down, resume when the load drops or the
 // higher-priority process exits, protection, dry run and hot reload.
-#include "agent/priority_guard.h"
+#include "gpuguard/enforce/priority_guard.h"
 
 #include <gtest/gtest.h>
 

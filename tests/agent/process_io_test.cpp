@@ -1,14 +1,14 @@
 // ProcessIoSampler and the /proc/PID/io parser on a fake proc tree: which
 // readings become process_io events (new processes, moved counters), and
 // what a missing or malformed file gives.
-#include "agent/process_io.h"
+#include "gpuguard/state/process_io.h"
 
 #include <fstream>
 #include <map>
 
 #include <gtest/gtest.h>
 
-#include "agent/proc_parse.h"
+#include "gpuguard/state/proc_parse.h"
 #include "tests/support/temp_dir.h"
 
 namespace gpuguard::agent {

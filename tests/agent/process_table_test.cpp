@@ -1,4 +1,4 @@
-#include "agent/process_table.h"
+#include "gpuguard/state/process_table.h"
 
 #include <fstream>
 #include <random>
@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include "agent/sensor.h"
+#include "gpuguard/sensor/sensor.h"
 #include "tests/support/temp_dir.h"
 
 namespace gpuguard::agent {

@@ -13,7 +13,7 @@
 
 #include <gtest/gtest.h>
 
-#include "agent/replay.h"
+#include "gpuguard/detect/replay.h"
 #include "gpuguard/rules/correlation.h"
 #include "gpuguard/siem/siem.h"
 

@@ -27,8 +27,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "agent/bpf_pins.h"
-#include "agent/sensor_probe.h"
+#include "gpuguard/sensor/bpf_pins.h"
+#include "gpuguard/sensor/sensor_probe.h"
 #include "gpuguard/signatures/signatures.h"
 #include "tests/support/agent_config.h"
 #include "tests/support/child_process.h"

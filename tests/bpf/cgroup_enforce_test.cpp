@@ -13,10 +13,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "agent/enforcer.h"
-#include "agent/process_handle.h"
-#include "agent/sensor_enforce.h"
-#include "agent/sensor_probe.h"
+#include "gpuguard/daemon/kernel_enforcement.h"
+#include "gpuguard/enforce/enforcer.h"
+#include "gpuguard/sensor/sensor_enforce.h"
+#include "gpuguard/sensor/sensor_probe.h"
+#include "gpuguard/state/process_handle.h"
 #include "tests/support/child_process.h"
 #include "tests/support/netns.h"
 #include "tests/support/privileged.h"
@@ -90,7 +91,8 @@ TEST_F(CgroupEnforceTest, the_enforcer_denies_gpus_to_a_detections_cgroup) {
     auto prober = make_prober(node_);
     ASSERT_TRUE(cgroup_.add(prober.pid()));
     EnforcerDependencies deps;
-    deps.gpu_denier = kernel_.get();
+    KernelGpuDenier denier(*kernel_);
+    deps.gpu_denier = &denier;
     Enforcer enforcer(EnforcementConfig{}, deps);
     Detection detection;
     detection.action = "deny_gpu";

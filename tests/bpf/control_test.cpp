@@ -8,7 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "agent/control_socket.h"
+#include "gpuguard/daemon/control_socket.h"
 #include "tests/support/privileged.h"
 #include "tests/support/temp_dir.h"
 

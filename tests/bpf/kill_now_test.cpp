@@ -14,9 +14,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "agent/enforcer.h"
-#include "agent/process_handle.h"
-#include "agent/sensor_enforce.h"
+#include "gpuguard/daemon/kernel_enforcement.h"
+#include "gpuguard/enforce/enforcer.h"
+#include "gpuguard/sensor/sensor_enforce.h"
+#include "gpuguard/state/process_handle.h"
 #include "tests/support/privileged.h"
 #include "tests/support/sensor_harness.h"
 #include "tests/support/temp_dir.h"

@@ -14,8 +14,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "agent/enforcer.h"
-#include "agent/nft_blocker.h"
+#include "gpuguard/enforce/enforcer.h"
+#include "gpuguard/enforce/nft_blocker.h"
 #include "tests/support/netns.h"
 #include "tests/support/privileged.h"
 #include "tests/support/run_command.h"

@@ -16,7 +16,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "agent/sensor.h"
+#include "gpuguard/sensor/sensor.h"
 #include "tests/support/child_process.h"
 #include "tests/support/privileged.h"
 #include "tests/support/temp_dir.h"

@@ -25,11 +25,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/correlator.h"
-#include "agent/net_intel.h"
-#include "agent/process_io.h"
-#include "agent/sensor_probe.h"
+#include "gpuguard/detect/correlator.h"
+#include "gpuguard/netintel/net_intel.h"
 #include "gpuguard/rules/correlation.h"
+#include "gpuguard/sensor/sensor_probe.h"
+#include "gpuguard/state/process_io.h"
 #include "tests/support/child_process.h"
 #include "tests/support/privileged.h"
 #include "tests/support/run_command.h"

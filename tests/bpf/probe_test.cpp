@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "agent/sensor_probe.h"
+#include "gpuguard/sensor/sensor_probe.h"
 #include "tests/support/privileged.h"
 #include "tests/support/run_command.h"
 #include "tests/support/sensor_harness.h"

@@ -5,7 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "agent/sensor.h"
+#include "gpuguard/sensor/sensor.h"
 #include "tests/support/privileged.h"
 #include "tests/support/temp_dir.h"
 

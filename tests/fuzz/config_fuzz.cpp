@@ -1,4 +1,4 @@
-// libFuzzer target for the agent config file (agent/config.h): any text
+// libFuzzer target for the agent config file (gpuguard/daemon/config.h): any text
 // must load or fail with kParse/kInvalidArgument naming the source, never
 // crash or throw; a config that loads must survive config_to_yaml: the YAML
 // it writes loads again and writes the same text. Seeds in corpus/config are
@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "agent/config.h"
+#include "gpuguard/daemon/config.h"
 
 namespace agent = gpuguard::agent;
 

@@ -1,4 +1,4 @@
-// libFuzzer target for the DNS answer parser (agent/dns.h): any bytes, as a
+// libFuzzer target for the DNS answer parser (gpuguard/netintel/dns.h): any bytes, as a
 // UDP payload or as DNS over TCP, must parse or fail without a crash, a hang
 // or an over-read; what parses must respect the parser's bounds. Seeds in
 // corpus/dns are real answers (plain, compressed, CNAME chains, truncated).
@@ -8,7 +8,7 @@
 #include <memory>
 #include <span>
 
-#include "agent/dns.h"
+#include "gpuguard/netintel/dns.h"
 
 namespace dns = gpuguard::agent::dns;
 

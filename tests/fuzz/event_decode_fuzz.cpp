@@ -1,4 +1,4 @@
-// libFuzzer target for ring-buffer record decoding (agent/event.h
+// libFuzzer target for ring-buffer record decoding (gpuguard/events/event.h
 // decode_record): any bytes as one record must decode or fail with kParse,
 // never read past the record, and what decodes must survive the JSON round
 // trip (event_round_trip.h). Seeds in corpus/event_decode are records of
@@ -9,7 +9,7 @@
 #include <memory>
 #include <span>
 
-#include "agent/event.h"
+#include "gpuguard/events/event.h"
 #include "tests/fuzz/event_round_trip.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

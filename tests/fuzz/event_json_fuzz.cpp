@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "agent/event_json.h"
+#include "gpuguard/events/event_json.h"
 #include "tests/fuzz/event_round_trip.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "agent/event_json.h"
+#include "gpuguard/events/event_json.h"
 
 namespace gpuguard::fuzz {
 

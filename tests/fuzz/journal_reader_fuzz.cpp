@@ -10,8 +10,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "agent/event_json.h"
-#include "agent/journal.h"
+#include "gpuguard/events/event_json.h"
+#include "gpuguard/journal/journal.h"
 
 namespace journal = gpuguard::agent::journal;
 

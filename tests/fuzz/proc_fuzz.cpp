@@ -12,8 +12,8 @@
 #include <string>
 #include <string_view>
 
-#include "agent/event.h"
-#include "agent/proc_parse.h"
+#include "gpuguard/events/event.h"
+#include "gpuguard/state/proc_parse.h"
 
 namespace agent = gpuguard::agent;
 

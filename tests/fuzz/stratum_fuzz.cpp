@@ -1,4 +1,4 @@
-// libFuzzer target for Stratum recognition (agent/stratum.h): a session fed
+// libFuzzer target for Stratum recognition (gpuguard/netintel/stratum.h): a session fed
 // fuzzer-chosen client and server messages (JSON-RPC lines, cut captures,
 // binary) must never crash, and what it reports must stay sane: counters
 // consistent, rates finite and non-negative, the login redacted, at most a
@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-#include "agent/stratum.h"
+#include "gpuguard/netintel/stratum.h"
 
 namespace agent = gpuguard::agent;
 namespace stratum = gpuguard::agent::stratum;

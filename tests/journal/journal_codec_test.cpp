@@ -1,13 +1,13 @@
 // The binary encoding: every event type round-trips, frames and headers
 // reject damage.
-#include "agent/journal_codec.h"
+#include "gpuguard/journal/journal_codec.h"
 
 #include <cstring>
 
 #include <gtest/gtest.h>
 
-#include "agent/crc32c.h"
-#include "agent/event_json.h"
+#include "crc32c.h"
+#include "gpuguard/events/event_json.h"
 #include "tests/journal/journal_fixtures.h"
 
 namespace gpuguard::agent::journal {

@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "agent/event_json.h"
+#include "gpuguard/events/event_json.h"
 
 namespace gpuguard::testing {
 
@@ -67,7 +67,8 @@ std::vector<Event> every_event_type(uint64_t ts_ns, uint32_t pid) {
                 {"GG-XMRIG-0011"},
                 ""});
     add(ExeScan{"/memfd:x (deleted)", "", 0, {}, {}, "larger than 67108864 bytes: not scanned"});
-    // Network intelligence (agent/net_intel.h): a named connect, a payload sample, a session.
+    // Network intelligence (gpuguard/netintel/net_intel.h): a named connect, a payload sample, a
+    // session.
     Connect named{10, 0, 4, "203.0.113.5", 443, true, false, false, false, false};
     named.domain = "pool.supportxmr.com";
     add(named);

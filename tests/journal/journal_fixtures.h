@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "agent/event.h"
-#include "agent/journal.h"
+#include "gpuguard/events/event.h"
+#include "gpuguard/journal/journal.h"
 
 namespace gpuguard::testing {
 

@@ -5,7 +5,7 @@
 //       --gtest_filter='JournalFuzzCorpus.DISABLED_write_fuzz_seeds'
 #include <gtest/gtest.h>
 
-#include "agent/journal.h"
+#include "gpuguard/journal/journal.h"
 #include "tests/journal/journal_fixtures.h"
 #include "tests/support/temp_dir.h"
 

@@ -4,8 +4,8 @@
 
 #include <gtest/gtest.h>
 
-#include "agent/event_json.h"
-#include "agent/journal.h"
+#include "gpuguard/events/event_json.h"
+#include "gpuguard/journal/journal.h"
 #include "tests/journal/journal_fixtures.h"
 #include "tests/support/temp_dir.h"
 

@@ -10,8 +10,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "agent/event_json.h"
-#include "agent/journal.h"
+#include "gpuguard/events/event_json.h"
+#include "gpuguard/journal/journal.h"
 #include "tests/journal/journal_fixtures.h"
 #include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"

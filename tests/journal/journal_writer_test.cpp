@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
 
-#include "agent/event_json.h"
-#include "agent/journal.h"
+#include "gpuguard/events/event_json.h"
+#include "gpuguard/journal/journal.h"
 #include "tests/journal/journal_fixtures.h"
 #include "tests/support/temp_dir.h"
 

@@ -1,6 +1,6 @@
 // DNS answer parsing (RFC 1035) on well-formed, compressed, truncated and
 // hostile messages, and the IP -> name cache's TTL and bound.
-#include "agent/dns.h"
+#include "gpuguard/netintel/dns.h"
 
 #include <filesystem>
 #include <fstream>

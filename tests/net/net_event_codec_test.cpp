@@ -1,13 +1,13 @@
 // The payload record (bpf/payload.h) -> NetPayload, and the JSON form of
 // NetPayload and Stratum.
-#include "agent/net_event_codec.h"
+#include "gpuguard/events/net_event_codec.h"
 
 #include <cstring>
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 
-#include "agent/event_json.h"
+#include "gpuguard/events/event_json.h"
 #include "payload.h"
 
 namespace gpuguard::agent {

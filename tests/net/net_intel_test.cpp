@@ -2,14 +2,14 @@
 // payload samples become Stratum events, and the built-in correlation rules
 // (GG-CORR-0002 pool domain, GG-CORR-0003 stratum) fire on them -- live and,
 // from the derived events' JSON form, in replay.
-#include "agent/net_intel.h"
+#include "gpuguard/netintel/net_intel.h"
 
 #include <algorithm>
 
 #include <gtest/gtest.h>
 
-#include "agent/correlator.h"
-#include "agent/event_json.h"
+#include "gpuguard/detect/correlator.h"
+#include "gpuguard/events/event_json.h"
 #include "gpuguard/rules/correlation.h"
 #include "gpuguard/siem/siem.h"
 

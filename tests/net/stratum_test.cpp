@@ -1,6 +1,6 @@
 // Stratum recognition per dialect, share accounting and the hash-rate
 // estimate, and what must not be taken for mining.
-#include "agent/stratum.h"
+#include "gpuguard/netintel/stratum.h"
 
 #include <gtest/gtest.h>
 

@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "agent/config.h"
+#include "gpuguard/daemon/config.h"
 
 namespace {
 

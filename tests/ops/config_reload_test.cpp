@@ -1,6 +1,6 @@
 // Which keys a reload changes and which of them apply live; the file watch
 // that triggers a reload without SIGHUP.
-#include "agent/config_reload.h"
+#include "gpuguard/daemon/config_reload.h"
 
 #include <fstream>
 

@@ -198,7 +198,7 @@ TEST_F(PackageTest, installs_into_a_scratch_root_and_purge_removes_everything) {
     EXPECT_EQ(file_text(root / "lib/systemd/system/gpuguard.service"),
               file_text(kSourceDir / "packaging/gpuguard.service"));
     EXPECT_EQ(file_text(root / "etc/gpuguard/gpuguard.yaml"),
-              file_text(kSourceDir / "agent/default_config.yaml"));
+              file_text(kSourceDir / "agent/daemon/default_config.yaml"));
     EXPECT_TRUE(fs::is_directory(root / "etc/gpuguard/rules.d"));
     EXPECT_TRUE(fs::exists(root / "usr/share/man/man8/gpuguard.8.gz"));
     const auto man = run_command({"/bin/sh", "-c",

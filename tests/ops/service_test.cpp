@@ -17,7 +17,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "agent/config.h"
+#include "gpuguard/daemon/config.h"
 #include "tests/ops/service_support.h"
 #include "tests/support/child_process.h"
 #include "tests/support/privileged.h"

@@ -17,7 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "agent/process_handle.h"
+#include "gpuguard/state/process_handle.h"
 #include "tests/support/run_command.h"
 
 namespace gpuguard::testing {
@@ -199,7 +199,7 @@ std::string without_gpuguard_table(const std::string& ruleset) {
 }
 
 TestCgroup::TestCgroup(const std::string& name_prefix) {
-    const std::string root = agent::find_cgroup2_mount();
+    const std::string root = gpuguard::find_cgroup2_mount();
     if (root.empty()) {
         error_ = "no cgroup v2 mount in /proc/mounts";
         return;

@@ -8,7 +8,7 @@
 #include <variant>
 #include <vector>
 
-#include "agent/sensor.h"
+#include "gpuguard/sensor/sensor.h"
 
 namespace gpuguard::testing {
 

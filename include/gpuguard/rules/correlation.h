@@ -1,4 +1,4 @@
-// Correlation rules: the data the correlator (agent/correlator.h) judges a
+// Correlation rules: the data the correlator (gpuguard/detect/correlator.h) judges a
 // process by. Each rule names conditions over one process's evidence —
 // signature matches by field, whether it holds a GPU, where its executable
 // lives, whether its name disguises it, GPU telemetry over a window, who runs

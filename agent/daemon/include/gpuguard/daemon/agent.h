@@ -1,0 +1,69 @@
+// Agent: the running daemon. Owns the sensor, the GPU device set, the
+// process table, the rules (hot-reloaded) and the correlator, and drives
+// them from one loop: kernel events and telemetry samples -> process table
+// -> correlator -> detections; periodic ioctl aggregates, evictions and
+// drop warnings.
+#pragma once
+
+#include <csignal>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "gpuguard/daemon/config.h"
+#include "gpuguard/daemon/line_writer.h"
+#include "gpuguard/common/detection.h"
+#include "gpuguard/common/result.h"
+
+namespace gpuguard::agent {
+
+struct AgentOptions {
+    Config config;
+    // Receives each event as one JSON line (no newline); empty = not printed.
+    std::function<void(const std::string&)> event_sink;
+    // Event types given to event_sink ("gpu_open", "exec", ...); empty = all.
+    std::set<std::string> event_types;
+    // Receives each detection (new or updated) as the correlator raises it,
+    // on the agent's loop thread; empty = not given out.
+    std::function<void(const Detection&)> detection_sink;
+    // Receives each enforcement outcome (taken, withheld, failed, dry run),
+    // on the enforcer's thread; empty = not given out.
+    std::function<void(const EnforcementOutcome&)> outcome_sink;
+    // Called by run() on its own thread after every wait (at least every
+    // 100 ms), without the agent's lock: the service watchdog ping and the
+    // configuration reload (agent/cli_run.cpp) happen here; empty = none.
+    std::function<void()> on_loop;
+    // What prints event_sink's and detection_sink's lines on stdout, for the
+    // written and dropped counts in `status` and /metrics; null = nothing printed.
+    std::shared_ptr<const LineWriter> stdout_writer;
+    std::string proc_root = "/proc";
+    std::string sys_root = "/sys";
+};
+
+class Agent {
+  public:
+    // Loads the sensor, registers GPU devices (/proc/devices and config),
+    // bootstraps the process table from /proc and opens the control socket.
+    static Result<std::unique_ptr<Agent>> start(AgentOptions options);
+
+    ~Agent();
+    Agent(const Agent&) = delete;
+    Agent& operator=(const Agent&) = delete;
+
+    // Runs until *stop becomes non-zero. Fails only when the sensor fails.
+    Status run(const volatile std::sig_atomic_t* stop);
+
+    // The control socket's answers ("status", "ps"), as JSON documents.
+    std::string status_json() const;
+    std::string ps_json() const;
+
+  private:
+    struct Impl;
+    explicit Agent(std::unique_ptr<Impl> impl);
+    static std::string status_json_of(const Impl& impl);
+    static std::string ps_json_of(const Impl& impl);
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gpuguard::agent

@@ -1,0 +1,120 @@
+// The agent's configuration: one YAML document (docs/configuration.md) with
+// an embedded default. Loading validates everything and reports the first
+// problem as "<file>:<line>:<column>: <key>: <what is wrong>".
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gpuguard/events/gpu_devices.h"
+#include "gpuguard/common/result.h"
+#include "gpuguard/enforce/enforcer.h"
+#include "gpuguard/journal/journal.h"
+#include "gpuguard/sensor/sensor.h"
+#include "gpuguard/siem/siem.h"
+
+namespace gpuguard::agent {
+
+struct LogConfig {
+    std::string level = "info";
+};
+
+// GPU telemetry (docs/backends.md).
+struct BackendsConfig {
+    uint32_t interval_ms = 1000;      // sampling period, 100 .. 3600000
+    bool nvidia = true;               // NVML, when libnvidia-ml.so.1 loads
+    bool amd = true;                  // amdgpu sysfs, KFD, fdinfo
+    bool intel = true;                // i915 / xe sysfs, fdinfo
+    bool drm_fdinfo = true;           // any other drm-usage-stats driver (asahi, msm, panfrost)
+    std::string nvml_library;         // "" = libnvidia-ml.so.1 from the loader path
+    std::string sysfs_root = "/sys";  // tests point these at fixture trees
+    std::string proc_root = "/proc";
+};
+
+// The Prometheus /metrics endpoint. Unauthenticated, so loopback only.
+struct MetricsConfig {
+    bool enabled = false;
+    std::string listen = "127.0.0.1";  // 127.0.0.0/8 or ::1
+    uint16_t port = 9842;
+    bool status_page = false;  // read-only HTML status page at /status (needs enabled)
+};
+
+struct ControlConfig {
+    std::string socket = "/run/gpuguard/control.sock";  // "" = no control socket
+};
+
+struct ProcessTableConfig {
+    uint32_t max_entries = 32768;
+    uint32_t exit_grace_s = 30;
+    uint32_t ioctl_interval_ms = 1000;  // how often the kernel's ioctl aggregates are read
+};
+
+// The forensic journal (docs/journal.md).
+struct JournalConfig {
+    bool enabled = true;
+    std::string dir = "/var/lib/gpuguard/journal";
+    uint32_t segment_max_mb = 64;        // rotate at this size
+    uint32_t segment_max_age_s = 3600;   // ... or age; 0 = size only
+    uint32_t retention_max_mb = 1024;    // all segments together; 0 = unbounded
+    uint32_t retention_max_age_h = 168;  // delete older segments/incidents; 0 = never
+    uint32_t fsync_interval_ms = 1000;   // 0 = after every write
+    std::string compression = "none";    // none, zstd
+    uint32_t lookback_s = 60;            // events kept in memory for incident bundles
+    uint32_t incident_after_s = 60;      // events added to a bundle after its detection
+    uint32_t lookback_max_mb = 64;       // memory bound of the look-back window
+    uint32_t queue_events = 65536;       // writer queue; a full queue drops (and counts)
+};
+
+// Detection rules: miner-rules.yaml (+ rules.d) and correlation rule files
+// (docs/rules.md).
+struct RulesConfig {
+    std::string main_file = "/etc/gpuguard/miner-rules.yaml";
+    std::string drop_in_dir = "/etc/gpuguard/rules.d";
+    std::vector<std::string> correlation_files;  // applied over the built-in correlation rules
+    // YARA scan of a process's executable when the correlator asks (first GPU
+    // use, first signature hit); results are exe_scan events.
+    bool yara_scan = true;
+    uint64_t yara_max_file_mb = 64;  // larger executables are reported, not scanned
+};
+
+struct Config {
+    LogConfig log;
+    RulesConfig rules;
+    // Alert outputs (docs/outputs.md): each sink gets every detection and
+    // enforcement outcome at or above its min_severity.
+    std::vector<siem::SinkConfig> outputs;
+    SensorConfig sensor;
+    ControlConfig control;
+    ProcessTableConfig process_table;
+    BackendsConfig backends;
+    MetricsConfig metrics;
+    EnforcementConfig enforcement;
+    JournalConfig journal;
+};
+
+// The YAML text compiled into the binary (agent/daemon/default_config.yaml).
+std::string_view default_config_yaml();
+
+// Parses and validates YAML text; `source` names it in error messages.
+// Fails with kParse (syntax) or kInvalidArgument (unknown key, bad value).
+Result<Config> load_config_text(std::string_view yaml, const std::string& source);
+
+// Reads and loads a file. Fails with kIo if it cannot be read.
+Result<Config> load_config_file(const std::filesystem::path& path);
+
+// The effective configuration as YAML (for `gpuguard config show`). Secrets
+// are never printed: a sink's token and the values of credential-like HTTP
+// headers show as "<redacted>".
+std::string config_to_yaml(const Config& config);
+
+// "Name: value" with the value replaced by "<redacted>" when the name looks
+// like a credential (Authorization, *token*, *key*, *secret*, ...).
+std::string redacted_header(const std::string& header);
+
+// The journal's options from the `journal:` section (sizes in MB here, bytes there).
+journal::JournalOptions journal_options(const JournalConfig& config);
+
+}  // namespace gpuguard::agent

@@ -1,0 +1,217 @@
+// Correlator: joins, per process, the sensor's events, GPU telemetry and
+// signature matches into Detections, judged by the correlation rules
+// (include/gpuguard/rules/correlation.h). The same code runs live and in
+// `gpuguard replay`: time is the events' own ts_ns (a virtual clock), never
+// the wall clock, so the same input gives the same detections.
+//
+// The caller applies each event to the ProcessTable first, then hands it to
+// observe(). One detection per (process, rule) per the rule's window; new
+// evidence within the window updates it (Detection::update counts up) rather
+// than raising another.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "gpuguard/events/event.h"
+#include "gpuguard/state/pid_map.h"
+#include "gpuguard/state/process_table.h"
+#include "gpuguard/common/detection.h"
+#include "gpuguard/common/result.h"
+#include "gpuguard/rules/correlation.h"
+#include "gpuguard/rules/rules.h"
+
+namespace gpuguard::agent {
+
+struct CorrelatorOptions {
+    size_t max_evidence = 32;             // per detection; the oldest are kept
+    size_t max_telemetry_samples = 1024;  // per process
+    bool dry_run = false;                 // copied into every Detection
+    // Collect ScanRequests (take_scan_requests()). Live only: in replay the
+    // journal's exe_scan events carry the verdicts.
+    bool request_scans = false;
+};
+
+// The correlator wants a YARA scan of a process's executable: at its first
+// GPU use or its first signature hit, once per executable image. The answer
+// comes back as an ExeScan event.
+struct ScanRequest {
+    uint32_t pid = 0;
+    uint64_t ts_ns = 0;
+    std::string exe;     // as the process table knows it
+    std::string reason;  // "gpu_open", "signature" or "known_bad" (known_bad.sha256 is set)
+};
+
+struct CorrelatorStats {
+    uint64_t events = 0;
+    uint64_t evaluations = 0;  // rule passes over a process
+    uint64_t detections = 0;   // new detections
+    uint64_t updates = 0;      // updates of open detections
+    uint64_t allowlisted = 0;  // detections withheld because the process is allowlisted
+};
+
+class Correlator {
+  public:
+    // Fails when the rule set's scanner cannot be made (Hyperscan scratch).
+    static Result<std::unique_ptr<Correlator>> create(
+        std::vector<rules::CorrelationRule> rules, std::shared_ptr<const rules::RuleSet> rule_set,
+        const ProcessTable& table, CorrelatorOptions options = {});
+
+    // Judges `event` (already applied to the table) and appends new or
+    // updated detections to `out`.
+    void observe(const Event& event, std::vector<Detection>& out);
+    // The same without copying them: each points at the detection as it was
+    // reported, valid until the next observe(), set_rule_set() or
+    // set_rules() (most reports are read once and dropped: a copy of every
+    // one cost replay as much as judging them).
+    void observe(const Event& event, std::vector<const Detection*>& out);
+
+    // Hot reload: later events are judged by the new rules; open detections
+    // stay open.
+    Status set_rule_set(std::shared_ptr<const rules::RuleSet> rule_set);
+    void set_rules(std::vector<rules::CorrelationRule> rules);
+
+    // Added to ts_ns for Detection::time_unix_ns (0: leave it 0). Live: the
+    // monotonic-to-realtime offset; replay: from the events' "time".
+    void set_realtime_offset(int64_t offset_ns) { realtime_offset_ns_ = offset_ns; }
+
+    // Scan requests since the last call (empty unless options.request_scans).
+    std::vector<ScanRequest> take_scan_requests() { return std::exchange(scan_requests_, {}); }
+
+    const CorrelatorStats& stats() const { return stats_; }
+    const std::vector<rules::CorrelationRule>& rules() const { return rules_; }
+
+  private:
+    // Signature conditions of rules_[i] (i < 64) a signature id meets in a
+    // field: bit i of `matches` is known once bit i of `judged` is set. One
+    // per (field, id), shared by every hit of it: a host sees the same few
+    // again and again. set_rules() resets them, set_rule_set() drops them.
+    struct Verdict {
+        uint64_t judged = 0;
+        uint64_t matches = 0;
+    };
+    struct Hit {
+        rules::EvidenceField field;
+        std::string id;
+        double confidence = 0;
+        std::string action;  // the signature's action in miner-rules.yaml
+        uint64_t ts_ns = 0;
+        std::string detail;          // the matched value
+        Verdict* verdict = nullptr;  // in verdicts_
+    };
+    struct UsageSample {
+        uint64_t ts_ns = 0;
+        std::optional<uint64_t> memory_bytes;
+        std::optional<double> compute_percent;
+    };
+    // A process_io reading: cumulative counters, recorded when one moved.
+    struct IoSample {
+        uint64_t ts_ns = 0;
+        ProcessIo counters;
+    };
+    struct ProcessState {
+        bool matched = false;      // process and command line matched for the current image
+        std::string matched_comm;  // the name they were matched with (prctl can change it)
+        bool held_gpu = false;
+        bool dirty = true;        // evidence changed since the last evaluation
+        bool scan_asked = false;  // a YARA scan of the current image was requested or came
+        std::string sha256;       // of the executable, from its exe_scan
+        uint64_t scanned_ns = 0;  // when that exe_scan came
+        std::vector<Hit> hits;
+        std::vector<std::string> disguise_ids;  // process signatures on the exe, none on comm
+        std::vector<UsageSample> usage;         // newest last, bounded
+        std::vector<uint64_t> connect_ts;       // newest last, bounded
+        std::vector<IoSample> io;               // newest last, bounded
+        std::optional<DetectionPeer> peer;      // last connect with port/domain evidence
+        std::optional<double> hash_rate;        // fastest estimate of its mining sessions, H/s
+        uint64_t hash_rate_ns = 0;              // when it was reported
+        uint64_t first_gpu_ns = 0;
+    };
+    struct Open {
+        Detection detection;
+        uint64_t window_end_ns = 0;
+    };
+    struct GpuTelemetry {
+        uint32_t index = 0;
+        std::string vendor;
+        std::optional<double> utilization_percent;
+        std::vector<ProcessGpuUsage> processes;  // one per pid, the last reading wins
+    };
+
+    Correlator(std::vector<rules::CorrelationRule> rules,
+               std::shared_ptr<const rules::RuleSet> rule_set, rules::RuleScanner scanner,
+               const ProcessTable& table, CorrelatorOptions options);
+
+    ProcessState& state(uint32_t pid);
+    // Signature ids matching `text` in `field`, remembered per rule set: the
+    // host runs the same executables and command lines over and over.
+    const std::vector<std::string_view>& match_cached(signatures::Field field,
+                                                      const std::string& text);
+    const std::vector<std::string_view>& match_port_cached(uint16_t port);
+    // RuleSet::find through an index built once per rule set.
+    const rules::EffectiveSignature* signature(std::string_view id) const;
+    void reset_rule_set_caches();
+    void match_image(ProcessState& state, const ProcessInfo& info, uint64_t ts_ns);
+    void add_hits(ProcessState& state, rules::EvidenceField field,
+                  const std::vector<std::string_view>& ids, uint64_t ts_ns,
+                  const std::string& detail);
+    void evaluate(uint32_t pid, uint64_t ts_ns, std::vector<const Detection*>& out);
+    // Appends `detection` to `out`; one reported twice by the same observe()
+    // is kept as it was the first time (a copy in reported_twice_).
+    void report(const Detection& detection, std::vector<const Detection*>& out);
+    // rules_[index].signature->matches(hit), remembered in the hit.
+    bool signature_matches(size_t index, const Hit& hit) const;
+    // `allowlisted` caches the allowlist verdict over one evaluation.
+    void raise(const rules::CorrelationRule& rule, const ProcessInfo& info,
+               const ProcessState& state, const std::vector<const Hit*>& hits,
+               std::vector<Evidence>& extra, uint64_t ts_ns, std::vector<const Detection*>& out,
+               std::optional<bool>& allowlisted);
+    // Whether raising again would add evidence to an open `detection`.
+    bool adds_evidence(const Detection& detection, const std::vector<const Hit*>& hits,
+                       const std::vector<Evidence>& extra) const;
+    // What every report of a detection carries fresh: signature ids (merged),
+    // last seen, wall time, the process, its GPUs and peer as known now.
+    void refresh(Detection& detection, const ProcessInfo& info, const ProcessState& state,
+                 const std::vector<const Hit*>& hits, uint64_t ts_ns) const;
+    static bool time_dependent(const std::vector<rules::CorrelationRule>& rules);
+    std::vector<DetectionGpu> gpus_of(const ProcessInfo& info) const;
+    bool over_process_limit(uint32_t pid, const ProcessInfo& info, uint32_t limit,
+                            std::string& detail) const;
+    bool memory_growth(const rules::MemoryGrowthCondition& condition, const ProcessState& state,
+                       uint64_t ts_ns, std::string& detail) const;
+    bool sustained(const rules::SustainedUtilizationCondition& condition, const ProcessState& state,
+                   uint64_t ts_ns, std::string& detail) const;
+    static bool quiet_io(const rules::QuietIoCondition& condition, const ProcessState& state,
+                         uint64_t ts_ns, std::string& detail);
+
+    std::vector<rules::CorrelationRule> rules_;
+    std::shared_ptr<const rules::RuleSet> rule_set_;
+    rules::RuleScanner scanner_;
+    const ProcessTable& table_;
+    CorrelatorOptions options_;
+    bool has_time_rules_ = false;  // some rule looks at telemetry over time
+    int64_t realtime_offset_ns_ = 0;
+    PidMap<ProcessState> states_;
+    std::map<std::pair<uint32_t, std::string>, Open> open_;
+    std::map<std::string, GpuTelemetry, std::less<>> gpu_by_device_;  // "195:0" -> latest reading
+    std::unordered_map<std::string_view, const rules::EffectiveSignature*> signatures_;
+    std::unordered_map<std::string, std::vector<std::string_view>>
+        match_cache_[std::size(signatures::kAllFields)];
+    std::unordered_map<uint16_t, std::vector<std::string_view>> port_cache_;
+    // Keyed by the rule set's own id strings (the map goes with the rule set).
+    std::map<std::pair<rules::EvidenceField, std::string_view>, Verdict> verdicts_;
+    std::vector<ScanRequest> scan_requests_;
+    std::deque<Detection> reported_twice_;  // see report(); emptied by each observe()
+    CorrelatorStats stats_;
+};
+
+}  // namespace gpuguard::agent

@@ -1,0 +1,67 @@
+// ExeScanWorker: YARA scans of process executables, off the event loop. The
+// correlator's ScanRequests go in; each answer is an ExeScan event handed to
+// `deliver` on the worker thread (the agent journals and judges it like any
+// other event). A scan reads /proc/PID/exe; a pidfd taken at submit time
+// makes sure the verdict is about the process that was asked for, never one
+// that got its pid later.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "gpuguard/events/event.h"
+#include "gpuguard/state/process_handle.h"
+#include "gpuguard/signatures/signatures.h"
+
+namespace gpuguard::agent {
+
+struct ExeScanStats {
+    uint64_t requested = 0;
+    uint64_t scanned = 0;  // verdicts delivered (from cache or not)
+    uint64_t matched = 0;  // of which at least one YARA rule hit
+    uint64_t failed = 0;   // delivered with an error (unreadable, too large)
+    uint64_t dropped = 0;  // queue full, or the process exited before its verdict
+};
+
+class ExeScanWorker {
+  public:
+    using Deliver = std::function<void(Event)>;
+
+    ExeScanWorker(signatures::YaraScanner scanner, Deliver deliver, std::string proc_root = "/proc",
+                  size_t max_queue = 256);
+    ~ExeScanWorker();  // stops and joins; queued requests are dropped
+    ExeScanWorker(const ExeScanWorker&) = delete;
+    ExeScanWorker& operator=(const ExeScanWorker&) = delete;
+
+    // Queues a scan of `task.pid`'s executable. False (and counted) when the
+    // queue is full or the process is already gone.
+    bool submit(const TaskInfo& task);
+
+    ExeScanStats stats() const;
+
+  private:
+    struct Request {
+        TaskInfo task;
+        ProcessHandle process;
+    };
+    void loop();
+    Event scan(const Request& request);
+
+    signatures::YaraScanner scanner_;
+    Deliver deliver_;
+    std::string proc_root_;
+    size_t max_queue_;
+    mutable std::mutex mutex_;
+    std::condition_variable wake_;
+    std::deque<Request> queue_;
+    bool stopping_ = false;
+    ExeScanStats stats_;
+    std::thread thread_;  // last: starts after everything it uses
+};
+
+}  // namespace gpuguard::agent

@@ -1,0 +1,120 @@
+#include "gpuguard/detect/pipeline.h"
+
+#include <algorithm>
+#include <type_traits>
+#include <utility>
+
+namespace gpuguard::agent {
+namespace {
+
+// A GPU open or ioctl of a process the table does not know as a GPU holder yet.
+bool becomes_gpu_holder(const ProcessTable& table, const Event& event) {
+    const auto* open = std::get_if<GpuOpen>(&event.data);
+    if (!(open && open->succeeded()) && !std::holds_alternative<GpuIoctl>(event.data)) {
+        return false;
+    }
+    const ProcessInfo* info = table.find(event.task.pid);
+    return !info || info->exited || !info->holds_gpu();
+}
+
+bool same_stratum(const Event& a, const Event& b) {
+    const auto* left = std::get_if<Stratum>(&a.data);
+    const auto* right = std::get_if<Stratum>(&b.data);
+    return left && right && a.ts_ns == b.ts_ns && a.task.pid == b.task.pid && *left == *right;
+}
+
+}  // namespace
+
+Pipeline::Pipeline(PipelineStages stages, PipelineHooks hooks)
+    : stages_(stages), hooks_(std::move(hooks)) {}
+
+void Pipeline::set_realtime_offset(int64_t offset_ns) {
+    realtime_offset_ns_ = offset_ns;
+    if (stages_.correlator) stages_.correlator->set_realtime_offset(offset_ns);
+}
+
+void Pipeline::feed(const Event& event) { feed_event(event); }
+void Pipeline::feed(Event&& event) { feed_event(std::move(event)); }
+
+template <typename AnEvent>
+void Pipeline::feed_event(AnEvent&& event) {
+    if (!stages_.net_intel ||
+        !(std::holds_alternative<NetPayload>(event.data) ||
+          std::holds_alternative<Connect>(event.data) || std::holds_alternative<Exit>(event.data) ||
+          std::holds_alternative<Stratum>(event.data))) {
+        recently_derived_.clear();
+        pass(std::forward<AnEvent>(event), /*judge=*/true);
+        return;
+    }
+    Event annotated = event;
+    if (!annotate(annotated)) return;
+    pass(std::move(annotated), /*judge=*/true);
+    for (const auto& stratum : derived_) pass(stratum, /*judge=*/true);
+}
+
+void Pipeline::learn(const Event& event) {
+    Event annotated = event;
+    if (stages_.net_intel && !annotate(annotated)) return;
+    if (!stages_.net_intel) recently_derived_.clear();
+    pass(std::move(annotated), /*judge=*/false);
+    for (const auto& stratum : derived_) pass(stratum, /*judge=*/false);
+}
+
+void Pipeline::judge_only(const Event& event) { judge(event); }
+
+bool Pipeline::annotate(Event& event) {
+    derived_.clear();
+    if (std::holds_alternative<Stratum>(event.data)) {
+        // A recorded stream carries the stratum events live derived right
+        // after the payload they came from; this pipeline derived them again.
+        const auto match = std::find_if(recently_derived_.begin(), recently_derived_.end(),
+                                        [&](const Event& e) { return same_stratum(e, event); });
+        if (match != recently_derived_.end()) {
+            recently_derived_.erase(match);
+            ++stats_.rederived;
+            return false;
+        }
+        return true;  // hand-made, or from a payload this stream does not carry
+    }
+    recently_derived_.clear();
+    stages_.net_intel->process(event, derived_);
+    stats_.derived += derived_.size();
+    recently_derived_ = derived_;
+    return true;
+}
+
+// `event` const, or an rvalue the table may take an exec's strings from
+// (the correlator reads the table's copy, not the event's).
+template <typename AnEvent>
+void Pipeline::pass(AnEvent&& event, bool judge_it) {
+    ProcessTable& table = *stages_.table;
+    if (stages_.snapshot_new_gpu_holders && becomes_gpu_holder(table, event)) {
+        pass(snapshot_event(table.enriched(event.task), event.ts_ns), judge_it);
+    }
+    ++stats_.events;
+    if (stages_.journal) stages_.journal->append(event, realtime_offset_ns_);  // never blocks
+    if constexpr (std::is_same_v<AnEvent&&, Event&&>) {
+        const bool read_after = hooks_.on_applied || hooks_.on_judged;
+        if (read_after) {
+            table.apply(static_cast<const Event&>(event));
+        } else {
+            table.apply(std::move(event));  // the correlator reads the table's copy
+        }
+    } else {
+        table.apply(event);
+    }
+    if (!judge_it) return;
+    if (hooks_.on_applied) hooks_.on_applied(event);
+    judge(event);
+    if (hooks_.on_judged) hooks_.on_judged(event);
+}
+
+void Pipeline::judge(const Event& event) {
+    if (!stages_.correlator) return;
+    raised_.clear();
+    stages_.correlator->observe(event, raised_);
+    if (!hooks_.emit) return;
+    for (const Detection* detection : raised_) hooks_.emit(*detection);
+}
+
+}  // namespace gpuguard::agent

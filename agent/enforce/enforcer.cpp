@@ -1,0 +1,682 @@
+#include "gpuguard/enforce/enforcer.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <openssl/evp.h>
+#include <pwd.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gpuguard/state/process_handle.h"
+#include "gpuguard/common/logging.h"
+
+namespace gpuguard::agent {
+namespace {
+
+using std::chrono::milliseconds;
+
+uint64_t clock_ns(clockid_t clock) {
+    timespec now{};
+    clock_gettime(clock, &now);
+    return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000ull +
+           static_cast<uint64_t>(now.tv_nsec);
+}
+
+std::string seconds_text(milliseconds duration) {
+    if (duration.count() % 1000 == 0) return std::to_string(duration.count() / 1000) + " s";
+    return std::to_string(duration.count()) + " ms";
+}
+
+bool is_unsafe_address(const std::string& ip) {
+    in_addr v4{};
+    in6_addr v6{};
+    if (inet_pton(AF_INET, ip.c_str(), &v4) == 1) {
+        const uint32_t host = ntohl(v4.s_addr);
+        return (host >> 24) == 127 || host == 0 || host == 0xffffffffu;
+    }
+    if (inet_pton(AF_INET6, ip.c_str(), &v6) == 1) {
+        return IN6_IS_ADDR_LOOPBACK(&v6) || IN6_IS_ADDR_UNSPECIFIED(&v6);
+    }
+    return false;
+}
+
+// Pids whose process group is `pgrp`, from one /proc sweep.
+std::vector<uint32_t> process_group_members(int32_t pgrp, const std::string& proc_root) {
+    std::vector<uint32_t> pids;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(proc_root, ec)) {
+        const std::string name = entry.path().filename().string();
+        if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
+        const auto pid = static_cast<uint32_t>(std::strtoul(name.c_str(), nullptr, 10));
+        auto stat = read_proc_stat(pid, proc_root);
+        if (stat && stat->pgrp == pgrp) pids.push_back(pid);
+    }
+    return pids;
+}
+
+}  // namespace
+
+std::optional<KillScope> parse_kill_scope(const std::string& text) {
+    if (text == "process") return KillScope::kProcess;
+    if (text == "process_group") return KillScope::kProcessGroup;
+    if (text == "cgroup") return KillScope::kCgroup;
+    return std::nullopt;
+}
+
+Enforcer::Enforcer(EnforcementConfig config, EnforcerDependencies dependencies)
+    : config_(std::move(config)), deps_(std::move(dependencies)) {
+    if (!deps_.monotonic_ns) deps_.monotonic_ns = [] { return clock_ns(CLOCK_MONOTONIC); };
+    if (!deps_.unix_ns)
+        deps_.unix_ns = [] { return static_cast<int64_t>(clock_ns(CLOCK_REALTIME)); };
+    if (deps_.self_pid == 0) deps_.self_pid = static_cast<uint32_t>(getpid());
+    if (deps_.cgroup2_root.empty()) deps_.cgroup2_root = find_cgroup2_mount();
+    default_scope_ = parse_kill_scope(config_.kill_scope).value_or(KillScope::kProcess);
+    if (deps_.host_name.empty()) {
+        char host[256] = {};
+        gethostname(host, sizeof(host) - 1);
+        deps_.host_name = host[0] ? host : "localhost";
+    }
+    // Host, pid and start time in ns: agents on cloned hosts, or restarted
+    // within the same second, never hand out the same id.
+    id_prefix_ = "enf-" + deps_.host_name + "-" + std::to_string(deps_.self_pid) + "-" +
+                 std::to_string(deps_.unix_ns());
+    // The agent and every ancestor up to (not including) pid 1, which is protected anyway.
+    for (uint32_t pid = deps_.self_pid; pid > 1 && protected_chain_.size() < 64;) {
+        auto stat = read_proc_stat(pid, deps_.proc_root);
+        if (!stat) break;
+        protected_chain_[pid] = stat->start_time_ns;
+        pid = stat->ppid;
+    }
+    for (const auto& user : config_.allowlist.users) {
+        char* end = nullptr;
+        const unsigned long uid = std::strtoul(user.c_str(), &end, 10);
+        if (!user.empty() && end && *end == '\0') {
+            allowed_uids_.insert(static_cast<uint32_t>(uid));
+        } else if (const passwd* entry = getpwnam(user.c_str())) {
+            allowed_uids_.insert(entry->pw_uid);
+        } else {
+            logger("enforcer")
+                ->warn("enforcement.allowlist.users: no user '{}' on this host", user);
+        }
+    }
+}
+
+EnforcementOutcome Enforcer::begin(const std::string& action, const DetectionProcess& target,
+                                   const Detection& why) const {
+    EnforcementOutcome outcome;
+    outcome.detection_id = why.id;
+    outcome.rule_id = why.rule_id;
+    outcome.action = action;
+    outcome.severity = why.rule_id.empty() ? Severity::kNotice : why.severity;
+    outcome.process = target;
+    if (outcome.process.comm.empty() && target.pid != 0) {
+        if (auto stat = read_proc_stat(target.pid, deps_.proc_root)) {
+            outcome.process.comm = stat->comm;
+        }
+    }
+    return outcome;
+}
+
+EnforcementOutcome Enforcer::finish(EnforcementOutcome outcome, const Detection& why) {
+    outcome.id = id_prefix_ + "-" + std::to_string(++sequence_);
+    outcome.ts_ns = deps_.monotonic_ns();
+    outcome.time_unix_ns = deps_.unix_ns();
+    if (outcome.outcome == "success" && why.last_seen_ns != 0 &&
+        why.last_seen_ns <= outcome.ts_ns) {
+        outcome.latency_ns = outcome.ts_ns - why.last_seen_ns;
+    }
+    const auto log = logger("enforcer");
+    const auto level = outcome.outcome == "failure"    ? spdlog::level::err
+                       : outcome.outcome == "withheld" ? spdlog::level::warn
+                                                       : spdlog::level::info;
+    log->log(level, "{} pid {} ({}): {}: {}", outcome.action, outcome.process.pid,
+             outcome.process.comm, outcome.outcome, outcome.reason);
+    if (deps_.on_outcome) deps_.on_outcome(outcome);
+    return outcome;
+}
+
+std::string Enforcer::take_rate_token() {
+    if (config_.max_actions_per_minute == 0) return "";
+    const uint64_t now = deps_.monotonic_ns();
+    constexpr uint64_t kMinute = 60'000'000'000ull;
+    while (!recent_actions_ns_.empty() && now - recent_actions_ns_.front() >= kMinute) {
+        recent_actions_ns_.pop_front();
+    }
+    if (recent_actions_ns_.size() >= config_.max_actions_per_minute) {
+        return "rate limit: " + std::to_string(config_.max_actions_per_minute) +
+               " actions per minute reached (enforcement.max_actions_per_minute)";
+    }
+    recent_actions_ns_.push_back(now);
+    return "";
+}
+
+std::string Enforcer::allowlist_reason(uint32_t uid, const std::string& exe,
+                                       const std::string& cgroup) const {
+    if (allowed_uids_.contains(uid)) return "allowlisted user (uid " + std::to_string(uid) + ")";
+    for (const auto& glob : config_.allowlist.executables) {
+        if (!exe.empty() && fnmatch(glob.c_str(), exe.c_str(), FNM_PATHNAME) == 0) {
+            return "allowlisted executable " + exe + " (" + glob + ")";
+        }
+    }
+    for (const auto& glob : config_.allowlist.cgroups) {
+        if (!cgroup.empty() && fnmatch(glob.c_str(), cgroup.c_str(), 0) == 0) {
+            return "allowlisted cgroup " + cgroup + " (" + glob + ")";
+        }
+    }
+    return "";
+}
+
+std::string Enforcer::protected_reason(uint32_t pid) const {
+    if (pid == 0) return "pid 0 is not a process";
+    if (pid == 1) return "pid 1 (init) is never acted on";
+    auto facts = read_proc_facts(pid, deps_.proc_root);
+    if (!facts) return "";  // gone: nothing to protect; the caller finds out
+    if (facts->stat.kernel_thread() || (facts->empty_cmdline && facts->stat.ppid == 2)) {
+        return "kernel thread " + facts->stat.comm + " is never acted on";
+    }
+    if (pid == deps_.self_pid) return "the agent itself is never acted on";
+    if (const auto it = protected_chain_.find(pid);
+        it != protected_chain_.end() && it->second == facts->stat.start_time_ns) {
+        return "an ancestor of the agent is never acted on";
+    }
+    return allowlist_reason(facts->uid, facts->executable, facts->cgroup_path);
+}
+
+std::string Enforcer::cgroup_dir(const std::string& cgroup_path) const {
+    if (deps_.cgroup2_root.empty() || cgroup_path.empty()) return "";
+    return deps_.cgroup2_root + (cgroup_path.front() == '/' ? "" : "/") + cgroup_path;
+}
+
+std::optional<EnforcementOutcome> Enforcer::enforce(const Detection& detection) {
+    const std::string& action = detection.action;
+    if (action.empty() || action == "alert" || action == "none") return std::nullopt;
+    const bool saved_dry_run = config_.dry_run;
+    if (detection.dry_run) config_.dry_run = true;
+    std::optional<EnforcementOutcome> outcome;
+    if (action == "kill") {
+        outcome = kill(detection.process, KillOptions{}, detection);
+    } else if (action == "kill_now") {
+        outcome = kill_now(detection.process, detection);
+    } else if (action == "pause") {
+        outcome = pause(detection.process, detection);
+    } else if (action == "resume") {
+        outcome = resume(detection.process, detection);
+    } else if (action == "block_ip") {
+        outcome = block_ip(detection.peer.value_or(DetectionPeer{}), detection.process, detection);
+    } else if (action == "deny_gpu") {
+        outcome = deny_gpu(detection.process, detection);
+    } else {
+        auto failed = begin(action, detection.process, detection);
+        failed.outcome = "failure";
+        failed.reason = "unknown action '" + action + "'";
+        outcome = finish(std::move(failed), detection);
+    }
+    config_.dry_run = saved_dry_run;
+    return outcome;
+}
+
+EnforcementOutcome Enforcer::kill(const DetectionProcess& target, const KillOptions& options,
+                                  const Detection& why) {
+    auto outcome = begin("kill", target, why);
+    const milliseconds grace = options.grace.value_or(milliseconds(config_.grace_period_ms));
+    const KillScope scope = options.scope.value_or(default_scope_);
+    const auto withhold = [&](std::string reason) {
+        outcome.outcome = "withheld";
+        outcome.reason = std::move(reason);
+        return finish(std::move(outcome), why);
+    };
+    const auto failed = [&](std::string reason) {
+        outcome.outcome = "failure";
+        outcome.reason = std::move(reason);
+        return finish(std::move(outcome), why);
+    };
+
+    if (const auto reason = protected_reason(target.pid); !reason.empty()) return withhold(reason);
+    auto handle = ProcessHandle::open(target.pid, target.start_time_ns, deps_.proc_root);
+    if (!handle) {
+        // A recycled pid is a safety refusal, not an error: the named process is gone.
+        if (handle.error().code == ErrorCode::kInvalidArgument) {
+            return withhold(handle.error().message + ": not signalled");
+        }
+        return failed(handle.error().message);
+    }
+    if (outcome.process.comm.empty()) outcome.process.comm = handle->stat().comm;
+    if (outcome.process.start_time_ns == 0) {
+        outcome.process.start_time_ns = handle->stat().start_time_ns;
+    }
+
+    std::vector<uint32_t> group;
+    std::string group_dir;
+    if (scope == KillScope::kProcessGroup) {
+        const int32_t pgrp = handle->stat().pgrp;
+        auto self = read_proc_stat(deps_.self_pid, deps_.proc_root);
+        if (pgrp <= 1 || (self && self->pgrp == pgrp)) {
+            return withhold("process group " + std::to_string(pgrp) + " holds the agent or init");
+        }
+        group = process_group_members(pgrp, deps_.proc_root);
+    } else if (scope == KillScope::kCgroup) {
+        auto facts = read_proc_facts(target.pid, deps_.proc_root);
+        const std::string path = facts ? facts->cgroup_path : target.cgroup_path;
+        if (path.empty() || path == "/") {
+            return withhold("the root cgroup is never acted on as a whole");
+        }
+        group_dir = cgroup_dir(path);
+        if (group_dir.empty()) return failed("no cgroup v2 mount: cannot take cgroup " + path);
+        auto members = read_cgroup_procs(group_dir);
+        if (!members) return failed(members.error().message);
+        group = std::move(*members);
+    }
+    for (uint32_t member : group) {
+        if (member == target.pid) continue;
+        if (const auto reason = protected_reason(member); !reason.empty()) {
+            return withhold("group member " + std::to_string(member) + ": " + reason);
+        }
+    }
+
+    if (config_.dry_run) {
+        outcome.outcome = "dry_run";
+        outcome.reason =
+            options.force ? "would SIGKILL" : "would SIGTERM, SIGKILL after " + seconds_text(grace);
+        if (!group.empty()) outcome.reason += " (" + std::to_string(group.size()) + " processes)";
+        return finish(std::move(outcome), why);
+    }
+    if (options.count_toward_rate_limit) {
+        if (const auto reason = take_rate_token(); !reason.empty()) return withhold(reason);
+    }
+    if (!group.empty()) {
+        return kill_group(std::move(outcome), group, group_dir, options, grace, why);
+    }
+
+    if (!options.force) {
+        if (auto sent = handle->signal(SIGTERM); !sent) {
+            if (sent.error().code == ErrorCode::kNotFound) {
+                outcome.outcome = "success";
+                outcome.reason = "already exited";
+                return finish(std::move(outcome), why);
+            }
+            return failed(sent.error().message);
+        }
+        if (handle->wait_exit(grace)) {
+            outcome.outcome = "success";
+            outcome.reason = "exited on SIGTERM";
+            return finish(std::move(outcome), why);
+        }
+    }
+    if (auto sent = handle->signal(SIGKILL); !sent && sent.error().code != ErrorCode::kNotFound) {
+        return failed(sent.error().message);
+    }
+    if (!handle->wait_exit(options.confirm)) {
+        return failed("still alive " + seconds_text(options.confirm) +
+                      " after SIGKILL (uninterruptible sleep?)");
+    }
+    outcome.outcome = "success";
+    outcome.reason = options.force ? "SIGKILL" : "SIGKILL after " + seconds_text(grace);
+    return finish(std::move(outcome), why);
+}
+
+EnforcementOutcome Enforcer::kill_group(EnforcementOutcome outcome,
+                                        const std::vector<uint32_t>& pids,
+                                        const std::string& group_dir, const KillOptions& options,
+                                        milliseconds grace, const Detection& why) {
+    std::vector<ProcessHandle> handles;
+    for (uint32_t pid : pids) {
+        auto handle = ProcessHandle::open(pid, 0, deps_.proc_root);
+        if (handle) handles.push_back(std::move(*handle));
+    }
+    const auto all_exited = [&](milliseconds timeout) {
+        const auto deadline = std::chrono::steady_clock::now() + timeout;
+        for (const auto& handle : handles) {
+            const auto left = std::chrono::duration_cast<milliseconds>(
+                deadline - std::chrono::steady_clock::now());
+            if (!handle.wait_exit(std::max(left, milliseconds(0)))) return false;
+        }
+        return true;
+    };
+    const std::string what = std::to_string(handles.size()) + " processes of " +
+                             (group_dir.empty() ? "the process group" : "cgroup " + group_dir);
+    if (!options.force) {
+        for (const auto& handle : handles) (void)handle.signal(SIGTERM);
+        if (all_exited(grace)) {
+            outcome.outcome = "success";
+            outcome.reason = what + " exited on SIGTERM";
+            return finish(std::move(outcome), why);
+        }
+    }
+    bool used_cgroup_kill = false;
+    if (!group_dir.empty()) {
+        // cgroup.kill (5.14+) also catches processes forked since the listing.
+        std::ofstream kill_file(group_dir + "/cgroup.kill");
+        if (kill_file) {
+            kill_file << "1";
+            kill_file.flush();
+            used_cgroup_kill = kill_file.good();
+        }
+    }
+    if (!used_cgroup_kill) {
+        for (const auto& handle : handles) (void)handle.signal(SIGKILL);
+    }
+    if (!all_exited(options.confirm)) {
+        outcome.outcome = "failure";
+        outcome.reason = what + ": some still alive after SIGKILL";
+        return finish(std::move(outcome), why);
+    }
+    outcome.outcome = "success";
+    outcome.reason = what + ": " + (used_cgroup_kill ? "cgroup.kill" : "SIGKILL") +
+                     (options.force ? "" : " after " + seconds_text(grace));
+    return finish(std::move(outcome), why);
+}
+
+EnforcementOutcome Enforcer::kill_now(const DetectionProcess& target, const Detection& why) {
+    auto outcome = begin("kill_now", target, why);
+    if (const auto reason = protected_reason(target.pid); !reason.empty()) {
+        outcome.outcome = "withheld";
+        outcome.reason = reason;
+        return finish(std::move(outcome), why);
+    }
+    auto handle = ProcessHandle::open(target.pid, target.start_time_ns, deps_.proc_root);
+    if (!handle) {
+        outcome.outcome =
+            handle.error().code == ErrorCode::kInvalidArgument ? "withheld" : "failure";
+        outcome.reason = handle.error().message;
+        return finish(std::move(outcome), why);
+    }
+    // /proc/PID/exe resolves to the very inode that runs, even when deleted or replaced.
+    auto file = file_identity(deps_.proc_root + "/" + std::to_string(target.pid) + "/exe");
+    if (config_.dry_run) {
+        outcome.outcome = "dry_run";
+        outcome.reason = "would register the executable for the in-kernel kill and SIGKILL";
+        return finish(std::move(outcome), why);
+    }
+    if (const auto reason = take_rate_token(); !reason.empty()) {
+        outcome.outcome = "withheld";
+        outcome.reason = reason;
+        return finish(std::move(outcome), why);
+    }
+    std::string registered;
+    if (deps_.known_bad && file) {
+        const uint32_t tag = next_rule_tag_++;
+        {
+            Detection registration;
+            registration.id = why.id;
+            registration.rule_id = why.rule_id;
+            registration.severity = why.severity;
+            std::lock_guard lock(kill_now_mutex_);
+            kill_now_registrations_[tag] = std::move(registration);
+        }
+        if (auto added = deps_.known_bad->add_known_bad_file(*file, tag); added) {
+            registered = "executable " + std::to_string(file->dev) + ":" +
+                         std::to_string(file->ino) + " registered for the in-kernel kill; ";
+        } else {
+            registered = "registering the executable failed (" + added.error().message + "); ";
+        }
+    }
+    if (auto sent = handle->signal(SIGKILL); !sent && sent.error().code != ErrorCode::kNotFound) {
+        outcome.outcome = "failure";
+        outcome.reason = registered + sent.error().message;
+        return finish(std::move(outcome), why);
+    }
+    const bool dead = handle->wait_exit(milliseconds(5000));
+    outcome.outcome = dead ? "success" : "failure";
+    outcome.reason = registered + (dead ? "SIGKILL" : "still alive 5 s after SIGKILL");
+    return finish(std::move(outcome), why);
+}
+
+EnforcementOutcome Enforcer::kernel_kill(const DetectionProcess& target, uint32_t tag,
+                                         int32_t signal_result, const std::string& how,
+                                         const std::string& rule_id) {
+    Detection why;
+    {
+        std::lock_guard lock(kill_now_mutex_);
+        if (const auto found = kill_now_registrations_.find(tag);
+            found != kill_now_registrations_.end()) {
+            why = found->second;
+        }
+    }
+    if (why.rule_id.empty()) {
+        why.rule_id = rule_id;
+        why.severity = Severity::kCritical;
+    }
+    EnforcementOutcome outcome;
+    outcome.detection_id = why.id;
+    outcome.rule_id = why.rule_id;
+    outcome.action = "kill_now";
+    outcome.severity = why.rule_id.empty() ? Severity::kNotice : why.severity;
+    outcome.process = target;
+    outcome.outcome = signal_result == 0 ? "success" : "failure";
+    outcome.reason = signal_result == 0
+                         ? how
+                         : how + ": bpf_send_signal failed: " + std::strerror(-signal_result);
+    return finish(std::move(outcome), why);
+}
+
+EnforcementOutcome Enforcer::signal_stop(const std::string& action, int signo,
+                                         const DetectionProcess& target, const Detection& why) {
+    auto outcome = begin(action, target, why);
+    const auto done = [&](const char* result, std::string reason) {
+        outcome.outcome = result;
+        outcome.reason = std::move(reason);
+        return finish(std::move(outcome), why);
+    };
+    if (const auto reason = protected_reason(target.pid); !reason.empty()) {
+        return done("withheld", reason);
+    }
+    auto handle = ProcessHandle::open(target.pid, target.start_time_ns, deps_.proc_root);
+    if (!handle) {
+        return done(handle.error().code == ErrorCode::kInvalidArgument ? "withheld" : "failure",
+                    handle.error().message);
+    }
+    const char* name = signo == SIGSTOP ? "SIGSTOP" : "SIGCONT";
+    if (config_.dry_run) return done("dry_run", std::string("would send ") + name);
+    // Resuming undoes an action: it is never rate limited.
+    if (signo == SIGSTOP) {
+        if (const auto reason = take_rate_token(); !reason.empty()) return done("withheld", reason);
+    }
+    if (auto sent = handle->signal(signo); !sent) return done("failure", sent.error().message);
+    // Confirm through /proc: stopped is 'T', resumed anything else.
+    for (int i = 0; i < 100; ++i) {
+        auto stat = read_proc_stat(target.pid, deps_.proc_root);
+        if (!stat) return done("failure", "process exited");
+        const bool stopped = stat->state == 'T';
+        if (stopped == (signo == SIGSTOP)) return done("success", name);
+        usleep(2000);
+    }
+    return done("failure", std::string(name) + " sent but the state did not change");
+}
+
+EnforcementOutcome Enforcer::pause(const DetectionProcess& target, const Detection& why) {
+    return signal_stop("pause", SIGSTOP, target, why);
+}
+
+EnforcementOutcome Enforcer::resume(const DetectionProcess& target, const Detection& why) {
+    return signal_stop("resume", SIGCONT, target, why);
+}
+
+EnforcementOutcome Enforcer::block_ip(const DetectionPeer& peer, const DetectionProcess& process,
+                                      const Detection& why) {
+    auto outcome = begin("block_ip", process, why);
+    outcome.peer = peer;
+    const auto done = [&](const char* result, std::string reason) {
+        outcome.outcome = result;
+        outcome.reason = std::move(reason);
+        return finish(std::move(outcome), why);
+    };
+    in6_addr parsed{};
+    if (peer.ip.empty() || (inet_pton(AF_INET, peer.ip.c_str(), &parsed) != 1 &&
+                            inet_pton(AF_INET6, peer.ip.c_str(), &parsed) != 1)) {
+        return done("failure", "no IP address to block ('" + peer.ip + "')");
+    }
+    if (is_unsafe_address(peer.ip)) {
+        return done("withheld", peer.ip + " is a loopback/unspecified/broadcast address");
+    }
+    if (process.pid != 0) {
+        if (auto facts = read_proc_facts(process.pid, deps_.proc_root); facts) {
+            if (auto reason = allowlist_reason(facts->uid, facts->executable, facts->cgroup_path);
+                !reason.empty()) {
+                return done("withheld", reason);
+            }
+        }
+    }
+    const std::string via = deps_.blocker ? deps_.blocker->name() : "no blocker";
+    if (config_.dry_run) return done("dry_run", "would block " + peer.ip + " (" + via + ")");
+    if (!deps_.blocker) return done("failure", "no address blocker configured");
+    if (const auto reason = take_rate_token(); !reason.empty()) return done("withheld", reason);
+    const auto ttl = std::chrono::seconds(config_.block_ttl_s);
+    if (auto blocked = deps_.blocker->block(peer.ip, ttl); !blocked) {
+        return done("failure", blocked.error().message);
+    }
+    return done("success", "blocked " + peer.ip + " via " + via +
+                               (ttl.count() ? " for " + std::to_string(ttl.count()) + " s" : ""));
+}
+
+EnforcementOutcome Enforcer::deny_gpu(const DetectionProcess& target, const Detection& why) {
+    auto outcome = begin("deny_gpu", target, why);
+    const auto done = [&](const char* result, std::string reason) {
+        outcome.outcome = result;
+        outcome.reason = std::move(reason);
+        return finish(std::move(outcome), why);
+    };
+    if (const auto reason = protected_reason(target.pid); !reason.empty()) {
+        return done("withheld", reason);
+    }
+    auto facts = read_proc_facts(target.pid, deps_.proc_root);
+    const std::string path = facts ? facts->cgroup_path : target.cgroup_path;
+    if (path.empty() || path == "/") {
+        return done("withheld",
+                    "the process is in the root cgroup: denying it would deny the host");
+    }
+    if (auto self = read_proc_facts(deps_.self_pid, deps_.proc_root);
+        self && self->cgroup_path == path) {
+        return done("withheld", "cgroup " + path + " holds the agent");
+    }
+    if (auto init = read_proc_facts(1, deps_.proc_root); init && init->cgroup_path == path) {
+        return done("withheld", "cgroup " + path + " holds pid 1");
+    }
+    outcome.process.cgroup_path = path;
+    const std::string via = deps_.gpu_denier ? deps_.gpu_denier->name() : "no denier";
+    if (config_.dry_run) return done("dry_run", "would deny GPUs to cgroup " + path);
+    if (!deps_.gpu_denier) return done("failure", "no GPU denier (cgroup/dev) available");
+    if (const auto reason = take_rate_token(); !reason.empty()) return done("withheld", reason);
+    if (auto denied = deps_.gpu_denier->deny_cgroup(path); !denied) {
+        return done("failure", denied.error().message);
+    }
+    std::string reason = "GPU devices denied to cgroup " + path + " via " + via;
+    // Where the denier can (BPF LSM), the process itself too: it stays
+    // denied if it moves to another cgroup.
+    if (auto process = deps_.gpu_denier->deny_process(target.pid); process) {
+        reason += "; pid " + std::to_string(target.pid) + " denied in the LSM";
+    } else if (process.error().code != ErrorCode::kUnsupported) {
+        reason += "; per-process deny failed: " + process.error().message;
+    }
+    return done("success", reason);
+}
+
+EnforcerWorker::EnforcerWorker(Enforcer& enforcer)
+    : enforcer_(enforcer), thread_([this] { run(); }) {}
+
+EnforcerWorker::~EnforcerWorker() {
+    {
+        std::lock_guard lock(mutex_);
+        stopping_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+}
+
+void EnforcerWorker::submit(Detection detection) {
+    {
+        std::lock_guard lock(mutex_);
+        queue_.push_back(std::move(detection));
+    }
+    wake_.notify_one();
+}
+
+void EnforcerWorker::drain() {
+    std::unique_lock lock(mutex_);
+    idle_.wait(lock, [this] { return queue_.empty() && !busy_; });
+}
+
+void EnforcerWorker::run() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+        wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) return;  // stopping, and the queue is done
+        Detection detection = std::move(queue_.front());
+        queue_.pop_front();
+        busy_ = true;
+        lock.unlock();
+        (void)enforcer_.enforce(detection);
+        lock.lock();
+        busy_ = false;
+        if (queue_.empty()) idle_.notify_all();
+    }
+}
+
+Result<FileIdentity> file_identity(const std::string& path) {
+    struct stat st {};
+    if (stat(path.c_str(), &st) != 0) {
+        const int err = errno;
+        return fail(err == ENOENT ? ErrorCode::kNotFound : ErrorCode::kIo,
+                    "stat " + path + ": " + std::strerror(err), err);
+    }
+    // The kernel's s_dev: MAJOR << 20 | MINOR (user space packs them differently).
+    const uint64_t dev = (static_cast<uint64_t>(major(st.st_dev)) << 20) | minor(st.st_dev);
+    return FileIdentity{dev, static_cast<uint64_t>(st.st_ino)};
+}
+
+Result<std::string> sha256_file(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        const int err = errno;
+        return fail(ErrorCode::kIo, "open " + path + ": " + std::strerror(err), err);
+    }
+    std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> context(EVP_MD_CTX_new(),
+                                                                    &EVP_MD_CTX_free);
+    EVP_DigestInit_ex(context.get(), EVP_sha256(), nullptr);
+    char buffer[1 << 16];
+    for (;;) {
+        const ssize_t n = read(fd, buffer, sizeof(buffer));
+        if (n == 0) break;
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            const int err = errno;
+            close(fd);
+            return fail(ErrorCode::kIo, "read " + path + ": " + std::strerror(err), err);
+        }
+        EVP_DigestUpdate(context.get(), buffer, static_cast<size_t>(n));
+    }
+    close(fd);
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int length = 0;
+    EVP_DigestFinal_ex(context.get(), digest, &length);
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string out;
+    for (unsigned i = 0; i < length; ++i) {
+        out += kHex[digest[i] >> 4];
+        out += kHex[digest[i] & 15];
+    }
+    return out;
+}
+
+std::vector<std::pair<std::string, FileIdentity>> resolve_sha256(
+    const std::set<std::string>& hashes, const std::vector<std::string>& candidates) {
+    std::vector<std::pair<std::string, FileIdentity>> found;
+    for (const auto& path : candidates) {
+        auto identity = file_identity(path);
+        if (!identity) continue;
+        auto hash = sha256_file(path);
+        if (hash && hashes.contains(*hash)) found.emplace_back(path, *identity);
+    }
+    return found;
+}
+
+}  // namespace gpuguard::agent

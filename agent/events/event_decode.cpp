@@ -1,0 +1,297 @@
+// Ring-buffer record -> Event. The only place that reads bpf/events.h structs.
+#include <cstring>
+#include <utility>
+
+#include <arpa/inet.h>
+
+#include "gpuguard/events/event.h"
+#include "gpuguard/events/net_event_codec.h"
+#include "events.h"
+
+namespace gpuguard::agent {
+namespace {
+
+std::string bounded_string(const char* chars, size_t capacity) {
+    return std::string(chars, strnlen(chars, capacity));
+}
+
+TaskInfo decode_task(const gg_task_info& raw) {
+    TaskInfo task;
+    task.pid = raw.tgid;
+    task.tid = raw.pid;
+    task.ppid = raw.ppid;
+    task.uid = raw.uid;
+    task.gid = raw.gid;
+    task.cgroup_id = raw.cgroup_id;
+    task.comm = bounded_string(raw.comm, sizeof(raw.comm));
+    return task;
+}
+
+// Copies a fixed-size record out of the ring buffer (which gives no alignment
+// guarantee for our structs) after checking its length.
+template <typename Raw>
+Status copy_record(std::span<const std::byte> record, const char* name, Raw& raw) {
+    if (record.size() < sizeof(raw)) {
+        return fail(ErrorCode::kParse, std::string(name) +
+                                           " record too short: " + std::to_string(record.size()) +
+                                           " bytes, expected " + std::to_string(sizeof(raw)));
+    }
+    std::memcpy(&raw, record.data(), sizeof(raw));
+    return {};
+}
+
+template <typename Raw>
+Event event_base(const Raw& raw) {
+    Event event;
+    event.ts_ns = raw.hdr.ts_ns;
+    event.task = decode_task(raw.task);
+    return event;
+}
+
+Result<Event> decode_gpu_ioctl(std::span<const std::byte> record) {
+    gg_gpu_ioctl_event raw;
+    if (auto copied = copy_record(record, "gpu_ioctl", raw); !copied)
+        return Unexpected{copied.error()};
+    Event event = event_base(raw);
+    event.data = GpuIoctl{raw.major, raw.minor, raw.fd, raw.cmd, raw.arg};
+    return event;
+}
+
+Result<Event> decode_connect(std::span<const std::byte> record) {
+    gg_connect_event raw;
+    if (auto copied = copy_record(record, "connect", raw); !copied)
+        return Unexpected{copied.error()};
+    Event event = event_base(raw);
+    Connect connect;
+    connect.fd = raw.fd;
+    connect.result = raw.ret;
+    connect.port = raw.port;
+    connect.gpu_holder = raw.flags & GG_CONNECT_GPU_HOLDER;
+    connect.watched_port = raw.flags & GG_CONNECT_WATCHED_PORT;
+    connect.all = raw.flags & GG_CONNECT_ALL;
+    connect.v4_mapped = raw.flags & GG_CONNECT_V4_MAPPED;
+    connect.loopback = raw.flags & GG_CONNECT_LOOPBACK;
+    char text[INET6_ADDRSTRLEN] = {};
+    if (raw.family == AF_INET) {
+        inet_ntop(AF_INET, raw.addr, text, sizeof(text));
+        connect.ip_version = 4;
+    } else if (raw.family == AF_INET6 && connect.v4_mapped) {
+        inet_ntop(AF_INET, raw.addr + 12, text, sizeof(text));
+        connect.ip_version = 4;
+    } else if (raw.family == AF_INET6) {
+        inet_ntop(AF_INET6, raw.addr, text, sizeof(text));
+        connect.ip_version = 6;
+    } else {
+        return fail(ErrorCode::kParse, "connect record with family " + std::to_string(raw.family));
+    }
+    connect.address = text;
+    event.data = std::move(connect);
+    return event;
+}
+
+Result<Event> decode_exec(std::span<const std::byte> record) {
+    // Variable length: the fixed part, then argv_len bytes of argv.
+    if (record.size() < GG_EXEC_FIXED_SIZE) {
+        return fail(ErrorCode::kParse, "exec record too short: " + std::to_string(record.size()) +
+                                           " bytes, expected at least " +
+                                           std::to_string(GG_EXEC_FIXED_SIZE));
+    }
+    gg_exec_event raw;
+    std::memcpy(&raw, record.data(), std::min(record.size(), sizeof(raw)));
+    if (raw.argv_len > GG_ARGV_MAX || GG_EXEC_FIXED_SIZE + raw.argv_len > record.size()) {
+        return fail(ErrorCode::kParse,
+                    "exec record argv_len " + std::to_string(raw.argv_len) + " exceeds the record");
+    }
+    Event event = event_base(raw);
+    Exec exec;
+    exec.filename = bounded_string(raw.filename, std::min<size_t>(raw.filename_len, GG_PATH_LEN));
+    exec.argv = split_nul_separated(std::string_view(raw.argv, raw.argv_len));
+    exec.argv_truncated = raw.flags & GG_EXEC_ARGV_TRUNCATED;
+    exec.filename_truncated = raw.flags & GG_EXEC_FILENAME_TRUNCATED;
+    exec.old_tid = raw.old_pid;
+    event.data = std::move(exec);
+    return event;
+}
+
+Result<Event> decode_fork(std::span<const std::byte> record) {
+    gg_fork_event raw;
+    if (auto copied = copy_record(record, "fork", raw); !copied) return Unexpected{copied.error()};
+    Event event = event_base(raw);
+    event.data = Fork{raw.child_pid, (raw.flags & GG_PROC_INHERITED) != 0};
+    return event;
+}
+
+Result<Event> decode_exit(std::span<const std::byte> record) {
+    gg_exit_event raw;
+    if (auto copied = copy_record(record, "exit", raw); !copied) return Unexpected{copied.error()};
+    Event event = event_base(raw);
+    event.data = Exit{raw.exit_status, (raw.flags & GG_PROC_HELD_GPU) != 0};
+    return event;
+}
+
+Result<Event> decode_gpu_open(std::span<const std::byte> record) {
+    gg_gpu_open_event raw;
+    if (auto copied = copy_record(record, "gpu_open", raw); !copied)
+        return Unexpected{copied.error()};
+    Event event = event_base(raw);
+    GpuOpen open;
+    open.major = raw.major;
+    open.minor = raw.minor;
+    open.result = raw.ret;
+    open.dirfd = raw.dirfd;
+    open.open_flags = raw.open_flags;
+    switch (raw.syscall) {
+        case GG_SYS_OPENAT:
+            open.syscall = OpenSyscall::kOpenat;
+            break;
+        case GG_SYS_OPENAT2:
+            open.syscall = OpenSyscall::kOpenat2;
+            break;
+        case GG_SYS_OPEN:
+            open.syscall = OpenSyscall::kOpen;
+            break;
+        case GG_SYS_CREAT:
+            open.syscall = OpenSyscall::kCreat;
+            break;
+        default:
+            return fail(ErrorCode::kParse,
+                        "gpu_open record with unknown syscall " + std::to_string(raw.syscall));
+    }
+    open.path_truncated = (raw.flags & GG_OPEN_PATH_TRUNCATED) != 0;
+    open.path = bounded_string(raw.path, std::min<size_t>(raw.path_len, sizeof(raw.path)));
+    event.data = std::move(open);
+    return event;
+}
+
+Result<Event> decode_kill_now(std::span<const std::byte> record) {
+    gg_kill_now_event raw;
+    if (auto copied = copy_record(record, "kill_now", raw); !copied) {
+        return Unexpected{copied.error()};
+    }
+    Event event = event_base(raw);
+    KillNow kill;
+    switch (raw.trigger) {
+        case GG_KILL_AT_EXEC:
+            kill.trigger = "exec";
+            break;
+        case GG_KILL_AT_GPU_OPEN:
+            kill.trigger = "gpu_open";
+            break;
+        case GG_KILL_AT_GPU_IOCTL:
+            kill.trigger = "gpu_ioctl";
+            break;
+        default:
+            return fail(ErrorCode::kParse,
+                        "kill_now record with unknown trigger " + std::to_string(raw.trigger));
+    }
+    kill.match = raw.match == GG_KILL_MATCH_NAME ? "name" : "file";
+    kill.dev = raw.dev;
+    kill.ino = raw.ino;
+    kill.rule_id = raw.rule_id;
+    kill.signal_result = raw.signal_ret;
+    kill.major = raw.major;
+    kill.minor = raw.minor;
+    event.data = std::move(kill);
+    return event;
+}
+
+}  // namespace
+
+std::vector<std::string> split_nul_separated(std::string_view bytes) {
+    std::vector<std::string> parts;
+    size_t start = 0;
+    for (size_t i = 0; i < bytes.size(); ++i) {
+        if (bytes[i] == '\0') {
+            parts.emplace_back(bytes.substr(start, i - start));
+            start = i + 1;
+        }
+    }
+    if (start < bytes.size()) parts.emplace_back(bytes.substr(start));
+    return parts;
+}
+
+const char* to_string(OpenSyscall syscall) {
+    switch (syscall) {
+        case OpenSyscall::kOpenat:
+            return "openat";
+        case OpenSyscall::kOpenat2:
+            return "openat2";
+        case OpenSyscall::kOpen:
+            return "open";
+        case OpenSyscall::kCreat:
+            return "creat";
+    }
+    return "unknown";
+}
+
+const char* event_type_name(const Event& event) {
+    struct Visitor {
+        const char* operator()(const GpuOpen&) const { return "gpu_open"; }
+        const char* operator()(const GpuIoctl&) const { return "gpu_ioctl"; }
+        const char* operator()(const Connect&) const { return "connect"; }
+        const char* operator()(const Exec&) const { return "exec"; }
+        const char* operator()(const Fork&) const { return "fork"; }
+        const char* operator()(const Exit&) const { return "exit"; }
+        const char* operator()(const Telemetry&) const { return "telemetry"; }
+        const char* operator()(const ProcessSnapshot&) const { return "process_snapshot"; }
+        const char* operator()(const KillNow&) const { return "kill_now"; }
+        const char* operator()(const ExeScan&) const { return "exe_scan"; }
+        const char* operator()(const NetPayload&) const { return "net_payload"; }
+        const char* operator()(const Stratum&) const { return "stratum"; }
+        const char* operator()(const ProcessIo&) const { return "process_io"; }
+    };
+    return std::visit(Visitor{}, event.data);
+}
+
+const std::vector<std::string>& event_type_names() {
+    static const std::vector<std::string> names = [] {
+        std::vector<std::string> out;
+        [&out]<size_t... index>(std::index_sequence<index...>) {
+            (out.emplace_back(event_type_name(Event{0, {}, EventData(std::in_place_index<index>)})),
+             ...);
+        }
+        (std::make_index_sequence<std::variant_size_v<EventData>>{});
+        return out;
+    }();
+    return names;
+}
+
+Result<Event> decode_record(std::span<const std::byte> record) {
+    gg_event_header header;
+    if (record.size() < sizeof(header)) {
+        return fail(ErrorCode::kParse,
+                    "record too short for a header: " + std::to_string(record.size()) + " bytes");
+    }
+    std::memcpy(&header, record.data(), sizeof(header));
+    if (header.abi_major != GG_ABI_MAJOR) {
+        return fail(ErrorCode::kParse, "record ABI major " + std::to_string(header.abi_major) +
+                                           " != " + std::to_string(GG_ABI_MAJOR));
+    }
+    if (header.size > record.size()) {
+        return fail(ErrorCode::kParse, "record claims " + std::to_string(header.size) +
+                                           " bytes but holds " + std::to_string(record.size()));
+    }
+    const auto body = record.first(header.size);
+    switch (header.type) {
+        case GG_EVENT_GPU_OPEN:
+            return decode_gpu_open(body);
+        case GG_EVENT_GPU_IOCTL:
+            return decode_gpu_ioctl(body);
+        case GG_EVENT_CONNECT:
+            return decode_connect(body);
+        case GG_EVENT_EXEC:
+            return decode_exec(body);
+        case GG_EVENT_FORK:
+            return decode_fork(body);
+        case GG_EVENT_EXIT:
+            return decode_exit(body);
+        case GG_EVENT_KILL_NOW:
+            return decode_kill_now(body);
+        case GG_EVENT_NET_PAYLOAD:
+            return decode_net_payload_record(body);
+        default:
+            return fail(ErrorCode::kParse, "unknown record type " + std::to_string(header.type));
+    }
+}
+
+}  // namespace gpuguard::agent

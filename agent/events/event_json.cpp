@@ -1,0 +1,286 @@
+#include "gpuguard/events/event_json.h"
+
+#include <cstring>
+
+#include <fcntl.h>
+#include <nlohmann/json.hpp>
+#include <time.h>
+
+#include "gpuguard/events/net_event_codec.h"
+
+namespace gpuguard::agent {
+
+std::string errno_name(int32_t result) {
+    // In 64 bits: INT32_MIN, which no kernel returns but a damaged or forged
+    // record can hold, negates without overflow.
+    const int64_t err = -static_cast<int64_t>(result);
+    const char* name = err <= INT32_MAX ? strerrorname_np(static_cast<int>(err)) : nullptr;
+    return name ? name : std::to_string(err);
+}
+namespace {
+
+using json = nlohmann::ordered_json;
+
+json task_json(const TaskInfo& task) {
+    return json{
+        {"pid", task.pid}, {"tid", task.tid},   {"ppid", task.ppid},          {"uid", task.uid},
+        {"gid", task.gid}, {"comm", task.comm}, {"cgroup_id", task.cgroup_id}};
+}
+
+json gpu_open_json(const GpuOpen& open) {
+    json out{{"syscall", to_string(open.syscall)},
+             {"path", open.path},
+             {"path_truncated", open.path_truncated},
+             {"dirfd", open.dirfd},
+             {"flags", open_flags_to_string(open.open_flags)},
+             {"open_flags", open.open_flags}};
+    if (open.succeeded()) {
+        out["device"] = std::to_string(open.major) + ":" + std::to_string(open.minor);
+        out["major"] = open.major;
+        out["minor"] = open.minor;
+        out["fd"] = open.result;
+        out["error"] = nullptr;
+    } else {
+        out["device"] = nullptr;
+        out["errno"] = -static_cast<int64_t>(open.result);
+        out["error"] = errno_name(open.result);
+    }
+    return out;
+}
+
+std::string hex(uint64_t value) {
+    char text[24];
+    snprintf(text, sizeof(text), "0x%llx", static_cast<unsigned long long>(value));
+    return text;
+}
+
+std::string hex8(uint32_t value) {
+    char text[16];
+    snprintf(text, sizeof(text), "0x%08x", value);
+    return text;
+}
+
+json errno_fields(json out, int32_t result) {
+    if (result >= 0) {
+        out["error"] = nullptr;
+        return out;
+    }
+    out["errno"] = -static_cast<int64_t>(result);
+    out["error"] = errno_name(result);
+    return out;
+}
+
+json gpu_ioctl_json(const GpuIoctl& ioctl) {
+    // _IOC layout (asm-generic/ioctl.h): nr 8 bits, type 8, size 14, dir 2.
+    return json{{"device", std::to_string(ioctl.major) + ":" + std::to_string(ioctl.minor)},
+                {"major", ioctl.major},
+                {"minor", ioctl.minor},
+                {"fd", ioctl.fd},
+                {"cmd", hex8(ioctl.cmd)},
+                {"ioc_type", hex((ioctl.cmd >> 8) & 0xff)},
+                {"ioc_nr", hex(ioctl.cmd & 0xff)},
+                {"ioc_size", (ioctl.cmd >> 16) & 0x3fff},
+                {"arg", hex(ioctl.arg)}};
+}
+
+json connect_json(const Connect& connect) {
+    json reasons = json::array();
+    if (connect.gpu_holder) reasons.push_back("gpu_holder");
+    if (connect.watched_port) reasons.push_back("watched_port");
+    if (connect.all) reasons.push_back("connect_all");
+    json out{
+        {"fd", connect.fd},     {"ip_version", connect.ip_version}, {"address", connect.address},
+        {"port", connect.port}, {"v4_mapped", connect.v4_mapped},   {"loopback", connect.loopback},
+        {"reasons", reasons},   {"result", connect.result}};
+    if (!connect.domain.empty()) out["domain"] = connect.domain;
+    return errno_fields(std::move(out), connect.result);
+}
+
+json exec_json(const Exec& exec) {
+    return json{{"filename", exec.filename},
+                {"filename_truncated", exec.filename_truncated},
+                {"argv", exec.argv},
+                {"argv_truncated", exec.argv_truncated},
+                {"old_tid", exec.old_tid}};
+}
+
+json exit_json(const Exit& exit) {
+    json out{{"status", exit.status}, {"held_gpu", exit.held_gpu}};
+    if (exit.signal() != 0) {
+        out["exit_code"] = nullptr;
+        out["signal"] = exit.signal();
+        const char* name = sigabbrev_np(exit.signal());
+        out["signal_name"] = name ? std::string("SIG") + name : std::to_string(exit.signal());
+    } else {
+        out["exit_code"] = exit.exit_code();
+        out["signal"] = nullptr;
+    }
+    return out;
+}
+
+template <typename T>
+json optional_json(const std::optional<T>& value) {
+    return value ? json(*value) : json(nullptr);
+}
+
+json telemetry_json(const Telemetry& telemetry) {
+    json processes = json::array();
+    for (const auto& usage : telemetry.processes) {
+        processes.push_back(json{{"pid", usage.pid},
+                                 {"memory_bytes", optional_json(usage.memory_bytes)},
+                                 {"compute_percent", optional_json(usage.compute_percent)}});
+    }
+    return json{{"gpu_index", telemetry.gpu_index},
+                {"vendor", telemetry.vendor},
+                {"model", telemetry.model},
+                {"devices", telemetry.devices},
+                {"utilization_percent", optional_json(telemetry.utilization_percent)},
+                {"memory_used_bytes", optional_json(telemetry.memory_used_bytes)},
+                {"memory_total_bytes", optional_json(telemetry.memory_total_bytes)},
+                {"processes", processes}};
+}
+
+json snapshot_json(const ProcessSnapshot& snapshot) {
+    json gpus = json::array();
+    for (const auto& gpu : snapshot.gpus) {
+        gpus.push_back(json{{"device", std::to_string(gpu.major) + ":" + std::to_string(gpu.minor)},
+                            {"major", gpu.major},
+                            {"minor", gpu.minor},
+                            {"fd", gpu.fd}});
+    }
+    return json{{"exe", snapshot.exe},
+                {"argv", snapshot.argv},
+                {"user", snapshot.user},
+                {"cgroup_path", snapshot.cgroup_path},
+                {"container_id", snapshot.container_id},
+                {"container_runtime", snapshot.container_runtime},
+                {"gpus", gpus}};
+}
+
+}  // namespace
+
+std::string format_rfc3339(int64_t unix_ns) {
+    int64_t seconds = unix_ns / 1'000'000'000;
+    int64_t nanos = unix_ns % 1'000'000'000;
+    if (nanos < 0) {
+        nanos += 1'000'000'000;
+        seconds -= 1;
+    }
+    const time_t as_time = static_cast<time_t>(seconds);
+    struct tm utc {};
+    gmtime_r(&as_time, &utc);
+    char date[32];
+    strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%S", &utc);
+    char full[48];
+    snprintf(full, sizeof(full), "%s.%09ldZ", date, static_cast<long>(nanos));
+    return full;
+}
+
+int64_t monotonic_to_realtime_offset_ns() {
+    timespec mono{}, real{};
+    clock_gettime(CLOCK_MONOTONIC, &mono);
+    clock_gettime(CLOCK_REALTIME, &real);
+    return (static_cast<int64_t>(real.tv_sec) - mono.tv_sec) * 1'000'000'000 +
+           (real.tv_nsec - mono.tv_nsec);
+}
+
+std::string open_flags_to_string(uint64_t flags) {
+    std::string out;
+    switch (flags & O_ACCMODE) {
+        case O_RDONLY:
+            out = "O_RDONLY";
+            break;
+        case O_WRONLY:
+            out = "O_WRONLY";
+            break;
+        case O_RDWR:
+            out = "O_RDWR";
+            break;
+        default:
+            out = "O_ACCMODE";
+    }
+    uint64_t rest = flags & ~static_cast<uint64_t>(O_ACCMODE);
+    static constexpr struct {
+        uint64_t bit;
+        const char* name;
+    } kNames[] = {
+        // Multi-bit flags first: O_SYNC includes O_DSYNC, O_TMPFILE includes O_DIRECTORY.
+        {O_SYNC, "O_SYNC"},       {O_TMPFILE, "O_TMPFILE"},     {O_CREAT, "O_CREAT"},
+        {O_EXCL, "O_EXCL"},       {O_NOCTTY, "O_NOCTTY"},       {O_TRUNC, "O_TRUNC"},
+        {O_APPEND, "O_APPEND"},   {O_NONBLOCK, "O_NONBLOCK"},   {O_DSYNC, "O_DSYNC"},
+        {O_DIRECT, "O_DIRECT"},   {O_DIRECTORY, "O_DIRECTORY"}, {O_NOFOLLOW, "O_NOFOLLOW"},
+        {O_NOATIME, "O_NOATIME"}, {O_CLOEXEC, "O_CLOEXEC"},     {O_PATH, "O_PATH"}};
+    for (const auto& [bit, name] : kNames) {
+        if ((rest & bit) == bit) {
+            out += '|';
+            out += name;
+            rest &= ~bit;
+        }
+    }
+    if (rest != 0) {
+        char hex[24];
+        snprintf(hex, sizeof(hex), "|0x%llx", static_cast<unsigned long long>(rest));
+        out += hex;
+    }
+    return out;
+}
+
+std::string event_to_json(const Event& event, int64_t realtime_offset_ns) {
+    json out{{"v", 1},
+             {"type", event_type_name(event)},
+             {"ts_ns", event.ts_ns},
+             {"time", format_rfc3339(static_cast<int64_t>(event.ts_ns) + realtime_offset_ns)},
+             {"process", task_json(event.task)}};
+    struct Visitor {
+        json& out;
+        void operator()(const GpuOpen& open) const { out["gpu_open"] = gpu_open_json(open); }
+        void operator()(const GpuIoctl& ioctl) const { out["gpu_ioctl"] = gpu_ioctl_json(ioctl); }
+        void operator()(const Connect& connect) const { out["connect"] = connect_json(connect); }
+        void operator()(const Exec& exec) const { out["exec"] = exec_json(exec); }
+        void operator()(const Fork& fork) const {
+            out["fork"] =
+                json{{"child_pid", fork.child_pid}, {"inherited_gpu", fork.inherited_gpu}};
+        }
+        void operator()(const Exit& exit) const { out["exit"] = exit_json(exit); }
+        void operator()(const Telemetry& telemetry) const {
+            out["telemetry"] = telemetry_json(telemetry);
+        }
+        void operator()(const ProcessSnapshot& snapshot) const {
+            out["process_snapshot"] = snapshot_json(snapshot);
+        }
+        void operator()(const KillNow& kill) const {
+            json body{{"trigger", kill.trigger}, {"match", kill.match},
+                      {"dev", kill.dev},         {"ino", kill.ino},
+                      {"rule_id", kill.rule_id}, {"signal_result", kill.signal_result}};
+            if (kill.major || kill.minor) {
+                body["device"] = std::to_string(kill.major) + ":" + std::to_string(kill.minor);
+            }
+            out["kill_now"] = std::move(body);
+        }
+        void operator()(const ExeScan& scan) const {
+            json body{{"path", scan.path},
+                      {"sha256", scan.sha256},
+                      {"size", scan.size},
+                      {"rules", scan.rules},
+                      {"signature_ids", scan.signature_ids}};
+            if (!scan.error.empty()) body["error"] = scan.error;
+            out["exe_scan"] = std::move(body);
+        }
+        void operator()(const NetPayload& payload) const {
+            out["net_payload"] = net_payload_to_json(payload);
+        }
+        void operator()(const Stratum& stratum) const { out["stratum"] = stratum_to_json(stratum); }
+        void operator()(const ProcessIo& io) const {
+            json body = json::object();
+            if (io.file_write_bytes) body["file_write_bytes"] = *io.file_write_bytes;
+            if (io.net_send_bytes) body["net_send_bytes"] = *io.net_send_bytes;
+            if (io.net_sends) body["net_sends"] = *io.net_sends;
+            out["process_io"] = std::move(body);
+        }
+    };
+    std::visit(Visitor{out}, event.data);
+    // Replace invalid UTF-8 (paths and comm are bytes) instead of throwing.
+    return out.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace gpuguard::agent

@@ -1,0 +1,479 @@
+#include "gpuguard/netintel/stratum.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+
+#include <nlohmann/json.hpp>
+
+namespace gpuguard::agent::stratum {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr size_t kMaxPending = 256;
+constexpr size_t kMaxMessageChars = 512;
+constexpr uint32_t kNoiseClientAct = 64;   // Stratum v2: initiator's first handshake message
+constexpr uint32_t kNoiseServerAct = 170;  // responder's answer
+constexpr std::string_view kNoiseHandshakeLine = "noise_handshake client_act=64 server_act=170";
+
+// The method names of each dialect that no ordinary JSON-RPC API uses,
+// kept as family + name: the agent's own executable must not carry the
+// whole names, which YARA rule GG_Stratum_Client_Executable looks for in
+// miners (tests/rules/cli_test.cpp scans the agent with its own rules).
+constexpr std::string_view kMining = "mining.";
+constexpr std::string_view kEth = "eth_";
+
+struct MethodProtocol {
+    std::string_view family;
+    std::string_view name;
+    Protocol protocol;
+};
+constexpr MethodProtocol kMethods[] = {
+    {kMining, "subscribe", Protocol::kStratum1},
+    {kMining, "authorize", Protocol::kStratum1},
+    {kMining, "submit", Protocol::kStratum1},
+    {kMining, "notify", Protocol::kStratum1},
+    {kMining, "set_difficulty", Protocol::kStratum1},
+    {kMining, "set_extranonce", Protocol::kStratum1},
+    {kMining, "extranonce.subscribe", Protocol::kStratum1},
+    {kMining, "configure", Protocol::kStratum1},
+    {kMining, "suggest_difficulty", Protocol::kStratum1},
+    {kMining, "set_target", Protocol::kEthereumStratum},
+    {kMining, "hello", Protocol::kEthereumStratum},
+    {kMining, "hashrate", Protocol::kEthereumStratum},
+    {kEth, "submitLogin", Protocol::kEthProxy},
+    {kEth, "submitWork", Protocol::kEthProxy},
+    {kEth, "submitHashrate", Protocol::kEthProxy},
+};
+
+// method == family + name.
+bool is(std::string_view method, std::string_view family, std::string_view name) {
+    return method.size() == family.size() + name.size() && method.starts_with(family) &&
+           method.ends_with(name);
+}
+
+// The value of "key": "..." in text that is not valid JSON (a capture cut
+// at 512 bytes), or nullopt.
+std::optional<std::string> string_field(std::string_view text, std::string_view key) {
+    std::string quoted(1, '"');  // not `"\"" + std::string(...)`: GCC 12 -O3 -Wrestrict
+    quoted.append(key);
+    quoted += '"';
+    size_t pos = text.find(quoted);
+    while (pos != std::string_view::npos) {
+        size_t cursor = pos + quoted.size();
+        while (cursor < text.size() && (text[cursor] == ' ' || text[cursor] == '\t')) ++cursor;
+        if (cursor < text.size() && text[cursor] == ':') {
+            ++cursor;
+            while (cursor < text.size() && (text[cursor] == ' ' || text[cursor] == '\t')) ++cursor;
+            if (cursor < text.size() && text[cursor] == '"') {
+                const size_t end = text.find('"', cursor + 1);
+                if (end == std::string_view::npos) return std::nullopt;
+                return std::string(text.substr(cursor + 1, end - cursor - 1));
+            }
+        }
+        pos = text.find(quoted, pos + 1);
+    }
+    return std::nullopt;
+}
+
+std::string id_text(const json& message) {
+    const auto id = message.find("id");
+    if (id == message.end() || id->is_null()) return "";
+    return id->is_string() ? id->get<std::string>() : id->dump();
+}
+
+// "0x1dcd6500" or a number: a rate or value the miner reports.
+std::optional<double> number_or_hex(const json& value) {
+    if (value.is_number()) return value.get<double>();
+    if (!value.is_string()) return std::nullopt;
+    std::string text = value.get<std::string>();
+    if (text.starts_with("0x") || text.starts_with("0X")) {
+        text.erase(0, 2);
+        // EthereumStratum/2.0.0 sends rates as 32-byte hex: leading zeros do not count.
+        const size_t digits = text.find_first_not_of('0');
+        text.erase(0, std::min(digits, text.size() > 0 ? text.size() - 1 : 0));
+        if (text.empty() || text.size() > 16 ||
+            text.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos) {
+            return std::nullopt;
+        }
+        return static_cast<double>(std::stoull(text, nullptr, 16));
+    }
+    char* end = nullptr;
+    const double parsed = std::strtod(text.c_str(), &end);
+    if (end == text.c_str() || *end != '\0') return std::nullopt;
+    return parsed;
+}
+
+const json* param_at(const json& message, size_t index) {
+    const auto params = message.find("params");
+    if (params == message.end() || !params->is_array() || params->size() <= index) return nullptr;
+    return &(*params)[index];
+}
+
+const json* param(const json& message, const char* key) {
+    const auto params = message.find("params");
+    if (params == message.end() || !params->is_object()) return nullptr;
+    const auto found = params->find(key);
+    return found == params->end() ? nullptr : &*found;
+}
+
+int hex_digit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+}  // namespace
+
+const char* to_string(Protocol protocol) {
+    switch (protocol) {
+        case Protocol::kUnknown:
+            return "";
+        case Protocol::kStratum1:
+            return "stratum1";
+        case Protocol::kEthereumStratum:
+            return "ethereumstratum";
+        case Protocol::kEthProxy:
+            return "ethproxy";
+        case Protocol::kCryptoNote:
+            return "cryptonote";
+        case Protocol::kStratum2:
+            return "stratum2";
+    }
+    return "";
+}
+
+std::optional<double> hashes_from_difficulty(double difficulty) {
+    if (!(difficulty > 0) || !std::isfinite(difficulty)) return std::nullopt;
+    return difficulty * 4294967296.0;
+}
+
+std::optional<double> hashes_from_target256(std::string_view hex) {
+    if (hex.starts_with("0x") || hex.starts_with("0X")) hex.remove_prefix(2);
+    if (hex.empty() || hex.size() > 64) return std::nullopt;
+    long double target = 0;
+    for (char c : hex) {
+        const int digit = hex_digit(c);
+        if (digit < 0) return std::nullopt;
+        target = target * 16 + digit;
+    }
+    // Fewer than 64 digits: the most significant ones (NiceHash sends "0000ffff").
+    target *= std::pow(16.0L, static_cast<long double>(64 - hex.size()));
+    if (target <= 0) return std::nullopt;
+    return static_cast<double>(std::pow(2.0L, 256.0L) / target);
+}
+
+std::optional<double> hashes_from_cryptonote_target(std::string_view hex) {
+    if (hex.size() != 8 && hex.size() != 16) return std::nullopt;
+    uint64_t target = 0;
+    // Little-endian bytes: the first pair is the least significant.
+    for (size_t byte = 0; byte < hex.size() / 2; ++byte) {
+        const int high = hex_digit(hex[2 * byte]);
+        const int low = hex_digit(hex[2 * byte + 1]);
+        if (high < 0 || low < 0) return std::nullopt;
+        target |= static_cast<uint64_t>(high << 4 | low) << (8 * byte);
+    }
+    if (target == 0) return std::nullopt;
+    const double full = hex.size() == 8 ? 4294967295.0 : 18446744073709551615.0;
+    return std::floor(full / static_cast<double>(target));
+}
+
+std::string redact_login(std::string_view login) {
+    const size_t cut = login.find_first_of("./+");
+    const std::string_view wallet = login.substr(0, cut);
+    const std::string_view rest = cut == std::string_view::npos ? "" : login.substr(cut);
+    if (wallet.size() <= 16) return std::string(login);
+    return std::string(wallet.substr(0, 8)) + "\u2026" + std::string(rest);
+}
+
+namespace {
+
+// A login or worker string whose wallet part redact_login() would cut.
+bool wallet_like(std::string_view value) {
+    const std::string_view wallet = value.substr(0, value.find_first_of("./+"));
+    if (wallet.size() <= 16) return false;
+    return std::all_of(wallet.begin(), wallet.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == ':';
+    });
+}
+
+}  // namespace
+
+std::string redact_wallets(std::string_view line) {
+    std::string out;
+    out.reserve(line.size());
+    size_t at = 0;
+    while (at < line.size()) {
+        if (line[at] != '"') {
+            out += line[at++];
+            continue;
+        }
+        // A string literal, to its closing quote or the end of a cut line.
+        size_t end = at + 1;
+        while (end < line.size() && line[end] != '"') end += line[end] == '\\' ? 2 : 1;
+        end = std::min(end, line.size());
+        const std::string_view value = line.substr(at + 1, end - at - 1);
+        out += '"';
+        out += wallet_like(value) ? redact_login(value) : std::string(value);
+        if (end < line.size()) out += '"';
+        at = end + 1;
+    }
+    return out;
+}
+
+Update Session::feed(NetPayload::Direction direction, std::string_view bytes, uint32_t seq,
+                     uint32_t length, uint64_t ts_ns) {
+    Update update;
+    const bool outbound = direction == NetPayload::Direction::kOut;
+    if (seq == 0 && !bytes.empty()) {
+        (outbound ? first_out_size_ : first_in_size_) = length;
+        if (outbound) first_out_binary_ = bytes.front() != '{';
+    }
+    if (!bytes.empty() && bytes.front() == '{') {
+        size_t start = 0;
+        while (start < bytes.size()) {
+            size_t end = bytes.find('\n', start);
+            if (end == std::string_view::npos) end = bytes.size();
+            const std::string_view text = bytes.substr(start, end - start);
+            if (!text.empty() && text.front() == '{') line(direction, text, ts_ns, update);
+            start = end + 1;
+        }
+    }
+    // Stratum v2 opens with a Noise NX handshake of fixed sizes; nothing else
+    // sends exactly 64 bytes of binary and gets exactly 170 back. The
+    // connection must go on past the handshake (SetupConnection follows at
+    // once): a probe that closes after the answer is not a session.
+    if (seq > 0) after_handshake_ = true;
+    if (protocol_ == Protocol::kUnknown && first_out_binary_ &&
+        first_out_size_ == kNoiseClientAct && first_in_size_ == kNoiseServerAct &&
+        after_handshake_) {
+        set_protocol(Protocol::kStratum2, update);
+        // The handshake bytes are random: what payload signatures match is
+        // this line, which no JSON-RPC line can be (GG-STRATUM-0023).
+        method_seen("noise_handshake", kNoiseHandshakeLine, update);
+    }
+    return update;
+}
+
+void Session::set_protocol(Protocol protocol, Update& update) {
+    if (protocol_ == protocol) return;
+    // The more specific dialect wins over plain Stratum v1 (EthereumStratum
+    // uses mining.subscribe/notify too).
+    if (protocol_ == Protocol::kUnknown) update.recognised = true;
+    if (protocol_ == Protocol::kUnknown || protocol_ == Protocol::kStratum1) protocol_ = protocol;
+}
+
+void Session::method_seen(const std::string& method, std::string_view text, Update& update) {
+    if (std::find(methods_.begin(), methods_.end(), method) != methods_.end()) return;
+    methods_.push_back(method);
+    if (!text.empty()) messages_.emplace_back(text.substr(0, kMaxMessageChars));
+    update.new_method = true;
+}
+
+void Session::set_share_hashes(std::optional<double> hashes, Update& update) {
+    if (!hashes) return;
+    share_hashes_ = *hashes;
+    ++difficulty_updates_;
+    update.difficulty = true;
+}
+
+void Session::share_submitted(const std::string& id, uint64_t ts_ns, Update& update) {
+    ++submitted_;
+    if (first_share_ns_ == 0) {
+        first_share_ns_ = ts_ns;
+    } else {
+        hashes_after_first_ += share_hashes_;
+    }
+    last_share_ns_ = ts_ns;
+    if (!id.empty() && pending_.size() < kMaxPending) pending_.insert(id);
+    update.share = true;
+}
+
+void Session::share_answered(const std::string& id, bool accepted, Update& update) {
+    if (pending_.erase(id) == 0) return;
+    ++(accepted ? accepted_ : rejected_);
+    update.share = true;
+}
+
+void Session::line(NetPayload::Direction direction, std::string_view text, uint64_t ts_ns,
+                   Update& update) {
+    const bool outbound = direction == NetPayload::Direction::kOut;
+    const json message = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (message.is_discarded() || !message.is_object()) {
+        // Cut at 512 bytes: the method name and a job's target are near the start.
+        const auto method = string_field(text, "method");
+        if (!method) return;
+        for (const auto& known : kMethods) {
+            if (is(*method, known.family, known.name)) {
+                set_protocol(known.protocol, update);
+                method_seen(*method, text, update);
+            }
+        }
+        if (*method == "job" && protocol_ == Protocol::kCryptoNote) {
+            if (auto target = string_field(text, "target")) {
+                set_share_hashes(hashes_from_cryptonote_target(*target), update);
+            }
+        }
+        return;
+    }
+    const auto method_it = message.find("method");
+    const std::string method =
+        method_it != message.end() && method_it->is_string() ? method_it->get<std::string>() : "";
+    const std::string id = id_text(message);
+
+    if (method.empty()) {
+        // A response: to a submit, to a CryptoNote login (with the first job),
+        // or an ETHPROXY work package.
+        const auto result = message.find("result");
+        const auto error = message.find("error");
+        const bool failed = error != message.end() && !error->is_null();
+        if (outbound || !recognised()) return;
+        if (pending_.contains(id)) {
+            bool ok = !failed;
+            if (result != message.end() && result->is_boolean()) ok = ok && result->get<bool>();
+            if (result != message.end() && result->is_object()) {
+                const auto status = result->find("status");
+                if (status != result->end() && status->is_string()) ok = ok && *status == "OK";
+            }
+            share_answered(id, ok, update);
+            return;
+        }
+        if (result == message.end()) return;
+        if (protocol_ == Protocol::kCryptoNote && result->is_object()) {
+            const auto job = result->find("job");
+            if (job != result->end() && job->is_object() && job->contains("target") &&
+                (*job)["target"].is_string()) {
+                set_share_hashes(hashes_from_cryptonote_target((*job)["target"].get<std::string>()),
+                                 update);
+            }
+        } else if (protocol_ == Protocol::kEthProxy && result->is_array() && result->size() >= 3 &&
+                   (*result)[2].is_string()) {
+            const auto hashes = hashes_from_target256((*result)[2].get<std::string>());
+            if (hashes && *hashes != share_hashes_) set_share_hashes(hashes, update);
+        }
+        return;
+    }
+
+    for (const auto& known : kMethods) {
+        if (is(method, known.family, known.name)) {
+            set_protocol(known.protocol, update);
+            method_seen(method, text, update);
+        }
+    }
+    // Parameter shapes of the CryptoNote (XMRig) dialect, whose method names
+    // are common words: login{login}, submit{job_id, nonce}, job{blob|seed_hash, target}.
+    if (method == "login" && outbound && param(message, "login")) {
+        set_protocol(Protocol::kCryptoNote, update);
+        method_seen(method, text, update);
+        if (const json* login = param(message, "login"); login->is_string()) {
+            login_ = redact_login(login->get<std::string>());
+        }
+        if (const json* agent = param(message, "agent"); agent && agent->is_string()) {
+            agent_ = agent->get<std::string>();
+        }
+        login_id_ = id;
+        return;
+    }
+    if (method == "submit" && outbound && param(message, "job_id") && param(message, "nonce")) {
+        set_protocol(Protocol::kCryptoNote, update);
+        method_seen(method, text, update);
+        share_submitted(id, ts_ns, update);
+        return;
+    }
+    if (method == "job" && !outbound && (param(message, "blob") || param(message, "seed_hash"))) {
+        set_protocol(Protocol::kCryptoNote, update);
+        method_seen(method, text, update);
+        if (const json* target = param(message, "target"); target && target->is_string()) {
+            set_share_hashes(hashes_from_cryptonote_target(target->get<std::string>()), update);
+        }
+        return;
+    }
+    if (method == "keepalived" && outbound && protocol_ == Protocol::kCryptoNote) {
+        method_seen(method, text, update);
+        return;
+    }
+    if (is(method, kEth, "getWork") && outbound && protocol_ == Protocol::kEthProxy) {
+        method_seen(method, text, update);
+        return;
+    }
+    if (!recognised()) return;
+
+    if (outbound) {
+        if (is(method, kMining, "subscribe")) {
+            const json* agent = param_at(message, 0);
+            if (agent && agent->is_string()) agent_ = agent->get<std::string>();
+            const json* version = param_at(message, 1);
+            if (version && version->is_string() &&
+                version->get<std::string>().starts_with("EthereumStratum/")) {
+                set_protocol(Protocol::kEthereumStratum, update);
+            }
+        } else if (is(method, kMining, "hello")) {
+            if (const json* agent = param(message, "agent"); agent && agent->is_string()) {
+                agent_ = agent->get<std::string>();
+            }
+        } else if (is(method, kMining, "authorize") || is(method, kEth, "submitLogin")) {
+            const json* login = param_at(message, 0);
+            if (login && login->is_string()) login_ = redact_login(login->get<std::string>());
+            if (is(method, kEth, "submitLogin")) {
+                const auto worker = message.find("worker");
+                if (worker != message.end() && worker->is_string() && !login_.empty()) {
+                    login_ += "." + worker->get<std::string>();
+                }
+            }
+        } else if (is(method, kMining, "submit") || is(method, kEth, "submitWork")) {
+            share_submitted(id, ts_ns, update);
+        } else if (is(method, kEth, "submitHashrate") || is(method, kMining, "hashrate")) {
+            if (const json* rate = param_at(message, 0)) {
+                if (auto value = number_or_hex(*rate)) {
+                    reported_rate_ = *value;
+                    update.reported_rate = true;
+                }
+            }
+        }
+        return;
+    }
+    if (is(method, kMining, "set_difficulty")) {
+        if (const json* difficulty = param_at(message, 0); difficulty && difficulty->is_number()) {
+            set_share_hashes(hashes_from_difficulty(difficulty->get<double>()), update);
+        }
+    } else if (is(method, kMining, "set")) {
+        // EthereumStratum/2.0.0: {"target":"0x0112e0be..."}, leading zeros left out.
+        if (const json* target = param(message, "target"); target && target->is_string()) {
+            std::string hex = target->get<std::string>();
+            if (hex.starts_with("0x") || hex.starts_with("0X")) hex.erase(0, 2);
+            if (!hex.empty() && hex.size() < 64) hex.insert(0, 64 - hex.size(), '0');
+            set_share_hashes(hashes_from_target256(hex), update);
+        }
+    } else if (is(method, kMining, "set_target")) {
+        if (const json* target = param_at(message, 0); target && target->is_string()) {
+            set_share_hashes(hashes_from_target256(target->get<std::string>()), update);
+        }
+    }
+}
+
+std::optional<double> Session::hash_rate() const {
+    if (submitted_ < 2 || last_share_ns_ <= first_share_ns_) return std::nullopt;
+    return hashes_after_first_ / (static_cast<double>(last_share_ns_ - first_share_ns_) / 1e9);
+}
+
+Stratum Session::describe() const {
+    Stratum out;
+    out.protocol = to_string(protocol_);
+    out.login = login_;
+    out.agent = agent_;
+    out.methods = methods_;
+    out.messages = messages_;
+    out.shares_submitted = submitted_;
+    out.shares_accepted = accepted_;
+    out.shares_rejected = rejected_;
+    out.share_hashes = share_hashes_;
+    out.difficulty_updates = difficulty_updates_;
+    out.hash_rate = hash_rate();
+    out.reported_hash_rate = reported_rate_;
+    return out;
+}
+
+}  // namespace gpuguard::agent::stratum

@@ -1,0 +1,148 @@
+// Sensor: owns the BPF skeleton, its links and the ring buffer, and turns
+// records into Events. With the probe, the pins and the kernel enforcer of this
+// room, the only libbpf user;
+// nothing of libbpf leaks through this header.
+//
+// Lifecycle: open() = check BTF and privileges -> open skeleton -> set
+// rodata and ring size -> probe optional hooks (autoload off) -> load ->
+// attach. Destroying the Sensor detaches and unloads everything.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpuguard/events/event.h"
+#include "gpuguard/events/gpu_devices.h"
+#include "gpuguard/common/result.h"
+
+namespace gpuguard::agent {
+
+// Kernel-side and delivery counters. Kernel counters are summed over CPUs.
+struct SensorStats {
+    struct PerType {
+        std::string type;      // "gpu_open"
+        uint64_t emitted = 0;  // records the kernel submitted
+        uint64_t dropped = 0;  // ring buffer full: reserve failed
+    };
+    std::vector<PerType> kernel;
+    uint64_t delivered = 0;      // records decoded and handed to the handler
+    uint64_t decode_errors = 0;  // records that failed to decode (counted, skipped)
+
+    uint64_t total_dropped() const;
+};
+
+// The sensor's part of the agent config (docs/configuration.md).
+struct SensorConfig {
+    std::string btf_path;  // empty: /sys/kernel/btf/vmlinux
+    uint32_t ring_buffer_kb = 4096;
+    bool report_failed_opens = true;
+    bool mount_tracefs = true;
+    std::vector<GpuDeviceNumber> extra_gpu_devices;
+    bool connect_all = false;       // report every INET connect
+    bool connect_loopback = false;  // include loopback destinations
+    // Destination ports reported from any process (stratum ports pools commonly use).
+    std::vector<uint16_t> watched_ports = {3333, 3334, 4444, 5555, 7777, 14433, 14444, 45700};
+    uint32_t argv_max_bytes = 1024;  // argv bytes copied per exec (max 4095)
+    // Socket payload sampling (docs/network.md): Stratum and DNS observation.
+    bool payload_capture = true;         // attach the payload programs
+    bool payload_all = false;            // sample every process, not only watched ones
+    bool payload_dns = true;             // DNS answers of any process
+    uint32_t payload_messages = 4;       // messages sampled per connection and direction (1-64)
+    bool payload_syscall_hooks = false;  // use the syscall tracepoints even where sock_* exist
+};
+
+class PinDirectory;
+
+struct SensorOptions {
+    SensorConfig config;
+    // Where kill_now's maps and hooks are pinned to outlive the agent
+    // (gpuguard/sensor/bpf_pins.h); null = they end with it.
+    std::shared_ptr<PinDirectory> pins;
+    std::string tracefs_dir = "/sys/kernel/tracing";
+    // A process whose GPU opens the kernel neither reports nor marks as a
+    // GPU holder: the agent's own pid (NVML's opens of /dev/nvidia*, made
+    // on every telemetry sample). 0 = none; tests open nodes themselves.
+    uint32_t ignore_tgid = 0;
+    std::string kernel_btf_path = "/sys/kernel/btf/vmlinux";  // tests point it elsewhere
+};
+
+class Sensor {
+  public:
+    using EventHandler = std::function<void(const Event&)>;
+
+    // Loads and attaches the programs. `handler` is called from poll() for
+    // every decoded event. Failures, one line each, saying what to do:
+    //   kNotFound    kernel BTF or the configured BTF file is missing
+    //   kParse       the configured BTF file is not BTF
+    //   kPermission  not root / lacking CAP_BPF+CAP_PERFMON
+    //   kUnsupported ABI mismatch, tracefs unavailable, load refused
+    static Result<Sensor> open(const SensorOptions& options, EventHandler handler);
+
+    Sensor(Sensor&&) noexcept;
+    Sensor& operator=(Sensor&&) noexcept;
+    Sensor(const Sensor&) = delete;
+    Sensor& operator=(const Sensor&) = delete;
+    ~Sensor();
+
+    // Registers a device number (or a whole major) as a GPU in the kernel map.
+    Status add_gpu_device(const GpuDeviceNumber& device);
+    Status remove_gpu_device(const GpuDeviceNumber& device);
+
+    // Waits up to `timeout` for records and handles all that are ready.
+    // Returns the number handled; EINTR counts as 0, not as an error.
+    Result<int> poll(std::chrono::milliseconds timeout);
+
+    // Waits up to `timeout` until records are ready, without consuming them
+    // (so a caller can wait unlocked and poll(0) under its lock).
+    Status wait(std::chrono::milliseconds timeout);
+
+    // Replaces the set of destination ports whose connects are reported from any process.
+    Status set_watched_ports(const std::vector<uint16_t>& ports);
+
+    // Marks a process found holding a GPU fd by the /proc bootstrap, so its
+    // ioctls and connects are traced although its open happened earlier.
+    Status mark_gpu_process(uint32_t pid);
+
+    // Snapshot of the in-kernel ioctl aggregates of every GPU process.
+    Result<std::vector<IoctlAggregate>> read_ioctl_stats() const;
+
+    // Its sends on INET sockets; nullopt when the process is not a GPU
+    // process in the kernel map or the payload programs are off.
+    std::optional<NetSends> net_sends(uint32_t pid) const;
+
+    // Drops the kernel state of an exited process (its ioctl aggregates).
+    Status forget_process(uint32_t pid);
+
+    // kill_now: executables (by inode, s_dev in kernel encoding) and task
+    // names the kernel SIGKILLs at exec, at a GPU open and at the first GPU
+    // ioctl. `rule_id` is echoed in the kill_now event. kIo when the map is
+    // full (GG_MAX_KNOWN_BAD); removing an absent entry is not an error.
+    Status add_known_bad_file(uint64_t dev, uint64_t ino, uint32_t rule_id);
+    Status remove_known_bad_file(uint64_t dev, uint64_t ino);
+    Status add_known_bad_name(const std::string& comm, uint32_t rule_id);
+    Status remove_known_bad_name(const std::string& comm);
+    // The names in the map with their rule tags: with pinning, also those an
+    // earlier agent registered.
+    std::vector<std::pair<std::string, uint32_t>> known_bad_names() const;
+
+    SensorStats stats() const;
+
+    // Kernel ids of the loaded programs (bpftool prog show id N).
+    std::vector<uint32_t> program_ids() const;
+
+    // Names of hooks that were attached ("syscalls/sys_exit_openat", ...).
+    std::vector<std::string> attached_hooks() const;
+
+  private:
+    struct Impl;
+    explicit Sensor(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gpuguard::agent

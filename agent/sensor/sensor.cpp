@@ -1,0 +1,530 @@
+#include "gpuguard/sensor/sensor.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <span>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <sys/epoll.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "gpuguard/sensor/bpf_pins.h"
+#include "gpuguard/sensor/sensor_probe.h"
+#include "gpuguard/sensor/sensor_support.h"
+#include "events.h"
+#include "gpuguard/common/logging.h"
+#include "gpuguard_bpf.skel.h"
+
+namespace gpuguard::agent {
+namespace {
+
+struct SkeletonDeleter {
+    void operator()(gpuguard_bpf* skeleton) const { gpuguard_bpf__destroy(skeleton); }
+};
+using SkeletonPtr = std::unique_ptr<gpuguard_bpf, SkeletonDeleter>;
+
+struct RingBufferDeleter {
+    void operator()(ring_buffer* ring) const { ring_buffer__free(ring); }
+};
+using RingBufferPtr = std::unique_ptr<ring_buffer, RingBufferDeleter>;
+
+struct LinkDeleter {
+    void operator()(bpf_link* link) const { bpf_link__destroy(link); }
+};
+using LinkPtr = std::unique_ptr<bpf_link, LinkDeleter>;
+
+const char* record_type_name(uint32_t type) {
+    switch (type) {
+        case GG_EVENT_GPU_OPEN:
+            return "gpu_open";
+        case GG_EVENT_GPU_IOCTL:
+            return "gpu_ioctl";
+        case GG_EVENT_CONNECT:
+            return "connect";
+        case GG_EVENT_EXEC:
+            return "exec";
+        case GG_EVENT_FORK:
+            return "fork";
+        case GG_EVENT_EXIT:
+            return "exit";
+        case GG_EVENT_KILL_NOW:
+            return "kill_now";
+        case GG_EVENT_NET_PAYLOAD:
+            return "net_payload";
+        default:
+            return "unknown";
+    }
+}
+
+gg_gpu_dev_key device_key(const GpuDeviceNumber& device) {
+    return gg_gpu_dev_key{device.major, device.minor ? *device.minor : GG_GPU_DEV_ANY_MINOR};
+}
+
+// Every key of a hash map, snapshotted first so callers may delete while using them.
+template <typename Key>
+std::vector<Key> map_keys(const bpf_map* map) {
+    std::vector<Key> keys;
+    Key next{};
+    const void* previous = nullptr;
+    while (bpf_map__get_next_key(map, previous, &next, sizeof(next)) == 0) {
+        keys.push_back(next);
+        previous = &keys.back();
+    }
+    return keys;
+}
+
+// A program and the tracepoint it needs, for per-hook probing before load.
+struct TracepointProgram {
+    bpf_program* program;
+    const char* category;  // tracefs events/<category>/<name>; "raw" for raw tracepoints
+    const char* name;
+    bool required;
+    // Outlives the agent when pinning is on: kill_now's checks (exec, GPU
+    // open, first GPU ioctl) and the lifecycle hooks that keep their maps
+    // clean. Connects and payloads are only seen, so they end with the agent.
+    bool pinned = false;
+};
+
+// Keeps kill_now_armed in step with the known-bad maps, so the hot paths
+// skip their lookups while a map is empty.
+void update_kill_now_armed(gpuguard_bpf* skel) {
+    uint32_t armed = 0;
+    if (!map_keys<gg_file_key>(skel->maps.known_bad_files).empty()) armed |= GG_KILL_ARMED_FILES;
+    if (!map_keys<gg_name_key>(skel->maps.known_bad_names).empty()) armed |= GG_KILL_ARMED_NAMES;
+    skel->bss->kill_now_armed = armed;
+}
+
+}  // namespace
+
+uint64_t SensorStats::total_dropped() const {
+    uint64_t total = 0;
+    for (const auto& type : kernel) total += type.dropped;
+    return total;
+}
+
+struct Sensor::Impl {
+    // Destroyed bottom-up: consumer, then links (detach), then the skeleton (unload).
+    SkeletonPtr skeleton;
+    std::vector<LinkPtr> links;
+    RingBufferPtr ring;
+    EventHandler handler;
+    uint64_t delivered = 0;
+    uint64_t decode_errors = 0;
+    std::vector<std::string> hooks;
+    bool payload_attached = false;  // the payload programs count GPU processes' sends
+
+    static int on_record(void* context, void* data, size_t size) {
+        auto* self = static_cast<Impl*>(context);
+        auto event = decode_record(std::span(static_cast<const std::byte*>(data), size));
+        if (!event) {
+            // Counted and reported in stats; a bad record never stops the stream.
+            ++self->decode_errors;
+            logger("sensor")->warn("dropping undecodable record ({} bytes): {}", size,
+                                   event.error().message);
+            return 0;
+        }
+        ++self->delivered;
+        if (self->handler) self->handler(event.value());
+        return 0;
+    }
+};
+
+Sensor::Sensor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Sensor::Sensor(Sensor&&) noexcept = default;
+Sensor& Sensor::operator=(Sensor&&) noexcept = default;
+Sensor::~Sensor() = default;
+
+Result<Sensor> Sensor::open(const SensorOptions& options, EventHandler handler) {
+    const auto log = logger("sensor");
+    install_libbpf_logger();
+    const SensorConfig& config = options.config;
+
+    if (auto privileges = check_privileges(); !privileges) return Unexpected{privileges.error()};
+    if (auto btf = check_btf(config.btf_path, options.kernel_btf_path); !btf) {
+        return Unexpected{btf.error()};
+    }
+    if (auto tracefs = ensure_tracefs(options.tracefs_dir, config.mount_tracefs); !tracefs) {
+        return Unexpected{tracefs.error()};
+    }
+
+    auto impl = std::make_unique<Impl>();
+    impl->handler = std::move(handler);
+
+    LIBBPF_OPTS(bpf_object_open_opts, open_opts);
+    if (!config.btf_path.empty()) {
+        open_opts.btf_custom_path = config.btf_path.c_str();
+    } else if (options.kernel_btf_path != kKernelBtfPath) {
+        open_opts.btf_custom_path = options.kernel_btf_path.c_str();
+    }
+    impl->skeleton.reset(gpuguard_bpf__open_opts(&open_opts));
+    if (!impl->skeleton) return Unexpected{libbpf_error("opening BPF object gpuguard_bpf", -errno)};
+    gpuguard_bpf* skel = impl->skeleton.get();
+
+    if (skel->rodata->gg_abi_major != GG_ABI_MAJOR) {
+        return fail(ErrorCode::kUnsupported,
+                    "BPF object ABI " + std::to_string(skel->rodata->gg_abi_major) +
+                        " does not match the agent's " + std::to_string(GG_ABI_MAJOR) +
+                        ": rebuild gpuguard");
+    }
+    log->debug("BPF object ABI {}.{}; report_failed_opens={}", skel->rodata->gg_abi_major,
+               skel->rodata->gg_abi_minor, config.report_failed_opens);
+    skel->rodata->cfg_report_failed_opens = config.report_failed_opens ? 1 : 0;
+    skel->rodata->cfg_connect_all = config.connect_all ? 1 : 0;
+    skel->rodata->cfg_connect_loopback = config.connect_loopback ? 1 : 0;
+    skel->rodata->cfg_argv_max = config.argv_max_bytes;
+    skel->rodata->cfg_ignore_tgid = options.ignore_tgid;
+    skel->rodata->cfg_payload_all = config.payload_all ? 1 : 0;
+    skel->rodata->cfg_payload_dns = config.payload_dns ? 1 : 0;
+    skel->rodata->cfg_payload_msgs = config.payload_messages;
+
+    const uint32_t ring_bytes = config.ring_buffer_kb * 1024;
+    const long page_bytes = sysconf(_SC_PAGESIZE);
+    if (page_bytes > 0 && ring_bytes < static_cast<uint64_t>(page_bytes)) {
+        return fail(ErrorCode::kInvalidArgument,
+                    "sensor.ring_buffer_kb " + std::to_string(config.ring_buffer_kb) +
+                        " is smaller than this machine's page size (" +
+                        std::to_string(page_bytes / 1024) + " KiB): raise it");
+    }
+    if (int err = bpf_map__set_max_entries(skel->maps.events, ring_bytes); err) {
+        return Unexpected{libbpf_error("sizing ring buffer to " + std::to_string(ring_bytes), err)};
+    }
+
+    // Hooks missing on this kernel or ABI (openat2 came in 5.6; arm64 has no
+    // open/creat) are skipped, not fatal.
+    const TracepointProgram programs[] = {
+        {skel->progs.gg_exit_openat, "syscalls", "sys_exit_openat", true, true},
+        {skel->progs.gg_exit_openat2, "syscalls", "sys_exit_openat2", false, true},
+        {skel->progs.gg_exit_open, "syscalls", "sys_exit_open", false, true},
+        {skel->progs.gg_exit_creat, "syscalls", "sys_exit_creat", false, true},
+        {skel->progs.gg_enter_ioctl, "syscalls", "sys_enter_ioctl", true, true},
+        {skel->progs.gg_exit_connect, "syscalls", "sys_exit_connect", true},
+        {skel->progs.gg_sched_exec, "sched", "sched_process_exec", true, true},
+        {skel->progs.gg_sched_fork, "raw", "sched_process_fork", true, true},
+        {skel->progs.gg_sched_exit, "sched", "sched_process_exit", true, true},
+        // Payload sampling (docs/network.md): one of two variants, or none.
+        {skel->progs.gg_sock_send, "tp_btf", "sock_send_length", false},
+        {skel->progs.gg_sock_recv, "tp_btf", "sock_recv_length", false},
+        {skel->progs.gg_enter_write, "syscalls", "sys_enter_write", false},
+        {skel->progs.gg_enter_sendto, "syscalls", "sys_enter_sendto", false},
+        {skel->progs.gg_enter_sendmsg, "syscalls", "sys_enter_sendmsg", false},
+        {skel->progs.gg_exit_read, "syscalls", "sys_exit_read", false},
+        {skel->progs.gg_exit_recvfrom, "syscalls", "sys_exit_recvfrom", false},
+        {skel->progs.gg_exit_recvmsg, "syscalls", "sys_exit_recvmsg", false},
+    };
+    // The payload programs' preferred variant (bpf/payload.bpf.c): the socket
+    // layer's sock_send_length/sock_recv_length tracepoints (6.3+), which only
+    // socket I/O reaches; the syscall tracepoints make every write and read of
+    // every process pay ~90 ns on 6.18. Decided by the probe `gpuguard probe`
+    // reports: the tracepoints must exist, load and attach here.
+    bool payload_btf = false;
+    if (config.payload_capture && !config.payload_syscall_hooks) {
+        const FeatureStatus socket_layer =
+            probe_socket_layer(open_opts.btf_custom_path ? open_opts.btf_custom_path : "");
+        payload_btf = socket_layer.available;
+        log->debug("probe sock_send_length: {} ({})",
+                   socket_layer.available ? "available" : "unavailable", socket_layer.detail);
+    }
+    skel->rodata->cfg_nr_write = SYS_write;
+    skel->rodata->cfg_nr_sendto = SYS_sendto;
+    skel->rodata->cfg_nr_sendmsg = SYS_sendmsg;
+    skel->rodata->cfg_nr_read = SYS_read;
+    skel->rodata->cfg_nr_recvfrom = SYS_recvfrom;
+    skel->rodata->cfg_nr_recvmsg = SYS_recvmsg;
+    for (bpf_program* program : {skel->progs.gg_sock_send, skel->progs.gg_sock_recv}) {
+        bpf_program__set_autoload(program, payload_btf);
+    }
+    for (bpf_program* program :
+         {skel->progs.gg_enter_write, skel->progs.gg_enter_sendto, skel->progs.gg_enter_sendmsg,
+          skel->progs.gg_exit_read, skel->progs.gg_exit_recvfrom, skel->progs.gg_exit_recvmsg}) {
+        if (!config.payload_capture || payload_btf) bpf_program__set_autoload(program, false);
+    }
+    impl->payload_attached = config.payload_capture;
+    log->debug("payload sampling: {}", !config.payload_capture ? "off (sensor.payload_capture)"
+                                       : payload_btf ? "tp_btf/sock_send_length, sock_recv_length"
+                                                     : "syscall tracepoints");
+    const std::filesystem::path tracefs = options.tracefs_dir;
+    for (const auto& tp : programs) {
+        if (std::string_view(tp.category) == "raw" || std::string_view(tp.category) == "tp_btf") {
+            continue;  // no tracefs entry needed
+        }
+        if (!bpf_program__autoload(tp.program)) continue;  // turned off above
+        std::error_code ec;
+        const bool present =
+            std::filesystem::exists(tracefs / "events" / tp.category / tp.name, ec) ||
+            std::filesystem::exists(
+                std::filesystem::path("/sys/kernel/debug/tracing/events") / tp.category / tp.name,
+                ec);
+        if (present) continue;
+        if (tp.required) {
+            const bool syscall = std::string_view(tp.category) == "syscalls";
+            return fail(ErrorCode::kUnsupported,
+                        std::string("tracepoint ") + tp.category + "/" + tp.name +
+                            " is missing: the kernel needs " +
+                            (syscall ? "CONFIG_FTRACE_SYSCALLS" : "CONFIG_TRACEPOINTS"));
+        }
+        log->info("tracepoint {}/{} not on this kernel: skipped", tp.category, tp.name);
+        bpf_program__set_autoload(tp.program, false);
+    }
+
+    PinDirectory* pins = options.pins.get();
+    if (pins) {
+        // kill_now's targets outlive the agent: an earlier agent's are reused.
+        pins->pin_map_on_load(skel->maps.known_bad_files);
+        pins->pin_map_on_load(skel->maps.known_bad_names);
+    }
+    if (int err = gpuguard_bpf__load(skel); err) {
+        return Unexpected{libbpf_error("loading BPF programs", err)};
+    }
+    update_kill_now_armed(skel);  // reused maps may hold targets already
+    for (const auto& tp : programs) {
+        if (!bpf_program__autoload(tp.program)) continue;
+        bpf_link* link = bpf_program__attach(tp.program);
+        if (!link) {
+            return Unexpected{libbpf_error(
+                std::string("attaching to tracepoint ") + tp.category + "/" + tp.name, -errno)};
+        }
+        impl->links.emplace_back(link);
+        impl->hooks.push_back(std::string(tp.category) + "/" + tp.name);
+        if (!pins || !tp.pinned) continue;
+        // Ours is attached; an earlier agent's, still running, goes now.
+        const std::string name = std::string("sensor-") + bpf_program__name(tp.program);
+        LinkPtr earlier(pins->open_link(name));
+        if (auto pinned = pins->pin_link(link, name); !pinned) {
+            log->warn("{}: this hook ends with the agent", pinned.error().message);
+            continue;
+        }
+        if (earlier) ++pins->report().links_replaced;
+    }
+
+    impl->ring.reset(
+        ring_buffer__new(bpf_map__fd(skel->maps.events), &Impl::on_record, impl.get(), nullptr));
+    if (!impl->ring) return Unexpected{libbpf_error("creating ring buffer consumer", -errno)};
+
+    log->info("sensor attached: {} hook(s), ring buffer {} KiB", impl->hooks.size(),
+              config.ring_buffer_kb);
+    Sensor sensor(std::move(impl));
+    for (const auto& device : config.extra_gpu_devices) {
+        if (auto added = sensor.add_gpu_device(device); !added) return Unexpected{added.error()};
+    }
+    if (auto ports = sensor.set_watched_ports(config.watched_ports); !ports) {
+        return Unexpected{ports.error()};
+    }
+    return sensor;
+}
+
+Status Sensor::add_gpu_device(const GpuDeviceNumber& device) {
+    const gg_gpu_dev_key key = device_key(device);
+    const gg_gpu_dev_val value{0, 0};
+    if (int err = bpf_map__update_elem(impl_->skeleton->maps.gpu_devices, &key, sizeof(key), &value,
+                                       sizeof(value), BPF_ANY);
+        err) {
+        return Unexpected{libbpf_error("registering GPU device " + device.to_string(), err)};
+    }
+    logger("sensor")->debug("GPU device {} ({}) registered", device.to_string(), device.driver);
+    return {};
+}
+
+Status Sensor::remove_gpu_device(const GpuDeviceNumber& device) {
+    const gg_gpu_dev_key key = device_key(device);
+    if (int err = bpf_map__delete_elem(impl_->skeleton->maps.gpu_devices, &key, sizeof(key), 0);
+        err) {
+        return Unexpected{libbpf_error("removing GPU device " + device.to_string(), err)};
+    }
+    return {};
+}
+
+Status Sensor::wait(std::chrono::milliseconds timeout) {
+    epoll_event ready{};
+    const int n = epoll_wait(ring_buffer__epoll_fd(impl_->ring.get()), &ready, 1,
+                             static_cast<int>(timeout.count()));
+    if (n < 0 && errno != EINTR) return Unexpected{libbpf_error("waiting on ring buffer", -errno)};
+    return {};
+}
+
+Status Sensor::set_watched_ports(const std::vector<uint16_t>& ports) {
+    bpf_map* map = impl_->skeleton->maps.watched_ports;
+    // Replace the whole set: delete what is not wanted any more, add the rest.
+    for (uint16_t port : map_keys<uint16_t>(map)) {
+        if (std::find(ports.begin(), ports.end(), port) == ports.end()) {
+            bpf_map__delete_elem(map, &port, sizeof(port), 0);
+        }
+    }
+    const uint8_t on = 1;
+    for (uint16_t port : ports) {
+        if (int err = bpf_map__update_elem(map, &port, sizeof(port), &on, sizeof(on), BPF_ANY);
+            err) {
+            return Unexpected{libbpf_error("watching port " + std::to_string(port), err)};
+        }
+    }
+    return {};
+}
+
+Status Sensor::mark_gpu_process(uint32_t pid) {
+    const gg_gpu_proc proc{0, GG_PROC_BOOTSTRAP, 0, 0, 0};
+    int err = bpf_map__update_elem(impl_->skeleton->maps.gpu_tgids, &pid, sizeof(pid), &proc,
+                                   sizeof(proc), BPF_NOEXIST);
+    if (err && err != -EEXIST) {
+        return Unexpected{
+            libbpf_error("marking pid " + std::to_string(pid) + " as a GPU process", err)};
+    }
+    // Its socket payloads are sampled too (payload.bpf.c), as for a GPU open seen live.
+    const uint8_t on = 1;
+    err = bpf_map__update_elem(impl_->skeleton->maps.net_watch_tgids, &pid, sizeof(pid), &on,
+                               sizeof(on), BPF_ANY);
+    if (err) {
+        return Unexpected{
+            libbpf_error("marking pid " + std::to_string(pid) + " for payload sampling", err)};
+    }
+    return {};
+}
+
+Result<std::vector<IoctlAggregate>> Sensor::read_ioctl_stats() const {
+    bpf_map* map = impl_->skeleton->maps.ioctl_stats;
+    std::vector<IoctlAggregate> out;
+    for (const auto& key : map_keys<gg_ioctl_key>(map)) {
+        gg_ioctl_stats stats{};
+        // An entry deleted between listing and lookup is simply skipped.
+        if (bpf_map__lookup_elem(map, &key, sizeof(key), &stats, sizeof(stats), 0) == 0) {
+            out.push_back(IoctlAggregate{key.tgid, key.dev >> 20, key.dev & ((1u << 20) - 1),
+                                         key.cmd, stats.count, stats.first_ns, stats.last_ns});
+        }
+    }
+    return out;
+}
+
+std::optional<NetSends> Sensor::net_sends(uint32_t pid) const {
+    if (!impl_->payload_attached) return std::nullopt;
+    gg_gpu_proc proc{};
+    if (bpf_map__lookup_elem(impl_->skeleton->maps.gpu_tgids, &pid, sizeof(pid), &proc,
+                             sizeof(proc), 0) != 0) {
+        return std::nullopt;
+    }
+    return NetSends{proc.net_send_bytes, proc.net_sends};
+}
+
+Status Sensor::forget_process(uint32_t pid) {
+    bpf_map* map = impl_->skeleton->maps.ioctl_stats;
+    for (const auto& key : map_keys<gg_ioctl_key>(map)) {
+        if (key.tgid == pid) bpf_map__delete_elem(map, &key, sizeof(key), 0);
+    }
+    bpf_map__delete_elem(impl_->skeleton->maps.gpu_tgids, &pid, sizeof(pid), 0);
+    return {};
+}
+
+namespace {
+
+gg_name_key name_key(const std::string& comm) {
+    gg_name_key key{};
+    std::memcpy(key.comm, comm.data(), std::min(comm.size(), sizeof(key.comm) - 1));
+    return key;
+}
+
+}  // namespace
+
+Status Sensor::add_known_bad_file(uint64_t dev, uint64_t ino, uint32_t rule_id) {
+    const gg_file_key key{dev, ino};
+    const gg_known_bad value{rule_id, 0};
+    gpuguard_bpf* skel = impl_->skeleton.get();
+    if (int err = bpf_map__update_elem(skel->maps.known_bad_files, &key, sizeof(key), &value,
+                                       sizeof(value), BPF_ANY);
+        err) {
+        return Unexpected{libbpf_error(
+            "registering known-bad file " + std::to_string(dev) + ":" + std::to_string(ino), err)};
+    }
+    update_kill_now_armed(skel);
+    return {};
+}
+
+Status Sensor::remove_known_bad_file(uint64_t dev, uint64_t ino) {
+    const gg_file_key key{dev, ino};
+    gpuguard_bpf* skel = impl_->skeleton.get();
+    bpf_map__delete_elem(skel->maps.known_bad_files, &key, sizeof(key), 0);
+    update_kill_now_armed(skel);
+    return {};
+}
+
+Status Sensor::add_known_bad_name(const std::string& comm, uint32_t rule_id) {
+    if (comm.empty() || comm.size() >= GG_COMM_LEN) {
+        return fail(ErrorCode::kInvalidArgument,
+                    "known-bad name '" + comm + "' must be 1-15 bytes (the kernel's comm)");
+    }
+    const gg_name_key key = name_key(comm);
+    const gg_known_bad value{rule_id, 0};
+    gpuguard_bpf* skel = impl_->skeleton.get();
+    if (int err = bpf_map__update_elem(skel->maps.known_bad_names, &key, sizeof(key), &value,
+                                       sizeof(value), BPF_ANY);
+        err) {
+        return Unexpected{libbpf_error("registering known-bad name " + comm, err)};
+    }
+    update_kill_now_armed(skel);
+    return {};
+}
+
+Status Sensor::remove_known_bad_name(const std::string& comm) {
+    const gg_name_key key = name_key(comm);
+    gpuguard_bpf* skel = impl_->skeleton.get();
+    bpf_map__delete_elem(skel->maps.known_bad_names, &key, sizeof(key), 0);
+    update_kill_now_armed(skel);
+    return {};
+}
+
+std::vector<std::pair<std::string, uint32_t>> Sensor::known_bad_names() const {
+    std::vector<std::pair<std::string, uint32_t>> names;
+    const bpf_map* map = impl_->skeleton->maps.known_bad_names;
+    for (const auto& key : map_keys<gg_name_key>(map)) {
+        gg_known_bad value{};
+        if (bpf_map__lookup_elem(map, &key, sizeof(key), &value, sizeof(value), 0) != 0) continue;
+        names.emplace_back(std::string(key.comm, strnlen(key.comm, sizeof(key.comm))),
+                           value.rule_id);
+    }
+    return names;
+}
+
+Result<int> Sensor::poll(std::chrono::milliseconds timeout) {
+    const int handled = ring_buffer__poll(impl_->ring.get(), static_cast<int>(timeout.count()));
+    if (handled == -EINTR) return 0;
+    if (handled < 0) return Unexpected{libbpf_error("polling ring buffer", handled)};
+    return handled;
+}
+
+SensorStats Sensor::stats() const {
+    SensorStats stats;
+    stats.delivered = impl_->delivered;
+    stats.decode_errors = impl_->decode_errors;
+    const int cpus = libbpf_num_possible_cpus();
+    if (cpus <= 0) return stats;
+    std::vector<gg_counters> per_cpu(static_cast<size_t>(cpus));
+    for (uint32_t type = 1; type < GG_EVENT_TYPE_MAX; ++type) {
+        SensorStats::PerType counts{record_type_name(type)};
+        if (bpf_map__lookup_elem(impl_->skeleton->maps.counters, &type, sizeof(type),
+                                 per_cpu.data(), per_cpu.size() * sizeof(gg_counters), 0) == 0) {
+            for (const auto& cpu : per_cpu) {
+                counts.emitted += cpu.emitted;
+                counts.dropped += cpu.dropped;
+            }
+        }
+        stats.kernel.push_back(counts);
+    }
+    return stats;
+}
+
+std::vector<uint32_t> Sensor::program_ids() const {
+    std::vector<uint32_t> ids;
+    bpf_program* program = nullptr;
+    bpf_object__for_each_program(program, impl_->skeleton->obj) {
+        const int fd = bpf_program__fd(program);
+        if (fd < 0) continue;
+        bpf_prog_info info{};
+        uint32_t length = sizeof(info);
+        if (bpf_obj_get_info_by_fd(fd, &info, &length) == 0) ids.push_back(info.id);
+    }
+    return ids;
+}
+
+std::vector<std::string> Sensor::attached_hooks() const { return impl_->hooks; }
+
+}  // namespace gpuguard::agent

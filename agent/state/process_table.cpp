@@ -1,0 +1,522 @@
+#include "gpuguard/state/process_table.h"
+
+#include <algorithm>
+#include <charconv>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <utility>
+
+#include <grp.h>
+#include <pwd.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+
+namespace gpuguard::agent {
+namespace {
+
+// What the kernel says about a task, which is newer than anything /proc gave.
+void take_identity(ProcessInfo& info, const TaskInfo& task) {
+    info.pid = task.pid;
+    info.ppid = task.ppid;
+    info.uid = task.uid;
+    info.gid = task.gid;
+    info.comm = task.comm;
+    info.cgroup_id = task.cgroup_id;
+}
+
+std::optional<std::string> read_file(const std::filesystem::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return std::nullopt;
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
+void add_gpu(ProcessInfo& info, const GpuHandle& handle) {
+    for (auto& existing : info.gpus) {
+        if (existing.major == handle.major && existing.minor == handle.minor &&
+            (existing.fd == handle.fd || existing.fd < 0 || handle.fd < 0)) {
+            if (existing.fd < 0) existing.fd = handle.fd;
+            return;
+        }
+    }
+    info.gpus.push_back(handle);
+}
+
+}  // namespace
+
+TaskInfo task_of(const ProcessInfo& info) {
+    return TaskInfo{info.pid, info.pid, info.ppid, info.uid, info.gid, info.cgroup_id, info.comm};
+}
+
+uint64_t ProcessInfo::ioctl_total() const {
+    uint64_t total = 0;
+    for (const auto& counter : ioctls) total += counter.count;
+    return total;
+}
+
+ProcessTable::ProcessTable(ProcessTableOptions options, IsGpuDevice is_gpu)
+    : options_(std::move(options)),
+      is_gpu_(std::move(is_gpu)),
+      container_names_(options_.runtime_root) {
+    // Slots for the bound up front (up to 2 MiB of them): growing re-slots
+    // every entry.
+    processes_.reserve(std::min<size_t>(options_.max_entries, 1 << 16));
+}
+
+Result<BootstrapReport> ProcessTable::bootstrap() {
+    BootstrapReport report;
+    std::error_code ec;
+    std::filesystem::directory_iterator entries(options_.proc_root, ec);
+    if (ec) {
+        return fail(ErrorCode::kIo,
+                    "cannot list " + options_.proc_root.string() + ": " + ec.message(), ec.value());
+    }
+    for (const auto& dirent : entries) {
+        const auto pid = parse_decimal_u32(dirent.path().filename().string());
+        if (!pid) continue;
+        ProcessInfo info;
+        info.pid = *pid;
+        load_from_proc(info);
+        if (info.comm.empty() && info.cmdline.empty()) {
+            ++report.unreadable;  // exited while we looked, or a kernel we cannot read
+            continue;
+        }
+        // Each fd once: stat() follows the /proc symlink to the opened inode.
+        std::filesystem::directory_iterator fds(dirent.path() / "fd", ec);
+        if (!ec && info.pid != options_.ignore_pid) {
+            for (const auto& fd_entry : fds) {
+                const auto fd = parse_decimal_u32(fd_entry.path().filename().string());
+                struct stat st {};
+                if (!fd || stat(fd_entry.path().c_str(), &st) != 0 || !S_ISCHR(st.st_mode))
+                    continue;
+                const uint32_t major_number = major(st.st_rdev), minor_number = minor(st.st_rdev);
+                if (is_gpu_(major_number, minor_number)) {
+                    add_gpu(info, GpuHandle{major_number, minor_number, static_cast<int32_t>(*fd),
+                                            0, false});
+                }
+            }
+        }
+        ec.clear();
+        if (info.holds_gpu()) {
+            enrich_from_proc(info);
+            ++report.gpu_processes;
+        }
+        processes_[info.pid] = std::move(info);
+        ++report.processes;
+    }
+    rebuild_candidates();
+    enforce_bound();
+    return report;
+}
+
+void ProcessTable::load_from_proc(ProcessInfo& info) {
+    if (!options_.read_host) return;
+    const auto dir = options_.proc_root / std::to_string(info.pid);
+    if (const auto status = read_file(dir / "status")) {
+        info.comm = proc_status_name(*status);
+        info.ppid = proc_status_field(*status, "PPid").value_or(info.ppid);
+        info.uid = proc_status_field(*status, "Uid").value_or(info.uid);
+        info.gid = proc_status_field(*status, "Gid").value_or(info.gid);
+    }
+    if (const auto cmdline = read_file(dir / "cmdline"))
+        info.cmdline = split_nul_separated(*cmdline);
+}
+
+void ProcessTable::enrich_from_proc(ProcessInfo& info) {
+    if (!options_.read_host) return;
+    const auto dir = options_.proc_root / std::to_string(info.pid);
+    std::error_code ec;
+    // The exec event's filename wins when it is absolute: /proc is read later
+    // than the event happened and may already show a newer image.
+    if (info.exe.empty() || info.exe.front() != '/') {
+        const auto exe = std::filesystem::read_symlink(dir / "exe", ec);
+        if (!ec) info.exe = exe.string();
+    }
+    if (const auto cgroup = read_file(dir / "cgroup")) {
+        info.cgroup_path = cgroup_path_from_proc(*cgroup);
+        info.container = container_from_cgroup(info.cgroup_path);
+    }
+    info.container_name =
+        info.container ? container_names_.name_of(info.container->runtime, info.container->id) : "";
+    info.user = user_name(info.uid);
+    info.group = group_name(info.gid);
+}
+
+std::string ProcessTable::group_name(uint32_t gid) {
+    if (const auto found = group_names_.find(gid); found != group_names_.end()) {
+        return found->second;
+    }
+    std::string name;
+    group entry{};
+    group* result = nullptr;
+    std::vector<char> buffer(16384);
+    if (getgrgid_r(gid, &entry, buffer.data(), buffer.size(), &result) == 0 && result) {
+        name = result->gr_name;
+    }
+    group_names_[gid] = name;
+    return name;
+}
+
+std::string ProcessTable::user_name(uint32_t uid) {
+    if (const auto found = user_names_.find(uid); found != user_names_.end()) return found->second;
+    std::string name;
+    passwd entry{};
+    passwd* result = nullptr;
+    std::vector<char> buffer(4096);
+    if (getpwuid_r(uid, &entry, buffer.data(), buffer.size(), &result) == 0 && result) {
+        name = result->pw_name;
+    }
+    user_names_[uid] = name;
+    return name;
+}
+
+ProcessInfo& ProcessTable::entry(uint32_t pid) {
+    const auto [entry, created] = processes_.try_emplace(pid);
+    if (!created) return *entry;
+    ProcessInfo& info = *entry;
+    info.pid = pid;
+    load_from_proc(info);  // a process we have not seen exec (started before us, or evicted)
+    note_idle(pid);
+    return info;
+}
+
+void ProcessTable::apply(const Event& event) {
+    const TaskInfo& task = event.task;
+    struct Visitor {
+        ProcessTable& table;
+        const Event& event;
+        const TaskInfo& task;
+
+        ProcessInfo& identified() {
+            ProcessInfo& info = table.entry(task.pid);
+            take_identity(info, task);
+            return info;
+        }
+
+        void operator()(const GpuOpen& open) {
+            if (!open.succeeded()) return;
+            ProcessInfo& info = identified();
+            const bool first = !info.holds_gpu();
+            add_gpu(info, GpuHandle{open.major, open.minor, open.result, event.ts_ns, false});
+            if (first) table.enrich_from_proc(info);
+        }
+        void operator()(const GpuIoctl& ioctl) {
+            ProcessInfo& info = identified();
+            const bool first = !info.holds_gpu();
+            add_gpu(info, GpuHandle{ioctl.major, ioctl.minor, ioctl.fd, event.ts_ns, false});
+            if (first) table.enrich_from_proc(info);
+        }
+        void operator()(const Connect& connect) {
+            ProcessInfo& info = identified();
+            info.connects.push_back(
+                ConnectRecord{event.ts_ns, connect.address, connect.port, connect.result});
+            if (info.connects.size() > table.options_.max_connects) {
+                info.connects.erase(
+                    info.connects.begin(),
+                    info.connects.end() - static_cast<std::ptrdiff_t>(table.options_.max_connects));
+            }
+        }
+        void operator()(const Exec& exec) {
+            table.apply_exec(task, exec.filename, exec.argv, exec.argv_truncated);
+        }
+        void operator()(const Fork& fork) {
+            ProcessInfo child;
+            if (const ProcessInfo* parent = table.processes_.find(task.pid)) {
+                child = *parent;  // same image, same user, same cgroup
+                child.connects.clear();
+                child.ioctls.clear();
+                child.exited = false;
+                child.exit_code.reset();
+                child.exit_signal.reset();
+                for (auto& gpu : child.gpus) gpu.inherited = true;
+                if (!fork.inherited_gpu) child.gpus.clear();
+            } else {
+                child.comm = task.comm;
+                child.uid = task.uid;
+                child.gid = task.gid;
+                child.cgroup_id = task.cgroup_id;
+            }
+            child.pid = fork.child_pid;
+            child.ppid = task.pid;
+            table.processes_[fork.child_pid] = std::move(child);
+            table.note_idle(fork.child_pid);
+        }
+        void operator()(const Exit& exit) {
+            ProcessInfo* found = table.processes_.find(task.pid);
+            if (!found) return;  // never knew it: nothing to keep
+            ProcessInfo& info = *found;
+            info.exited = true;
+            info.exit_ns = event.ts_ns;
+            table.exited_candidates_.push(info.exit_ns, task.pid);
+            if (exit.signal() != 0) {
+                info.exit_signal = exit.signal();
+            } else {
+                info.exit_code = exit.exit_code();
+            }
+        }
+        void operator()(const Telemetry&) {}   // per-GPU data: the correlator keeps it
+        void operator()(const KillNow&) {}     // the exit event that follows updates the entry
+        void operator()(const ExeScan&) {}     // a verdict: the correlator keeps it
+        void operator()(const NetPayload&) {}  // raw samples: gpuguard/netintel/net_intel.h reads them
+        void operator()(const ProcessIo&) {}   // write counters: the correlator keeps them
+        void operator()(const Stratum&) {      // a mining session: the correlator judges it
+            ProcessInfo& info = identified();
+            if (info.exe.empty()) table.enrich_from_proc(info);
+        }
+        void operator()(const ProcessSnapshot& snapshot) {
+            ProcessInfo& info = table.processes_[task.pid];
+            take_identity(info, task);
+            info.exe = snapshot.exe;
+            info.cmdline = snapshot.argv;
+            info.user = snapshot.user;
+            info.cgroup_path = snapshot.cgroup_path;
+            info.container.reset();
+            if (!snapshot.container_id.empty()) {
+                info.container = ContainerInfo{snapshot.container_runtime, snapshot.container_id};
+            }
+            info.container_name =
+                info.container && table.options_.read_host
+                    ? table.container_names_.name_of(info.container->runtime, info.container->id)
+                    : "";
+            info.gpus.clear();
+            for (const auto& gpu : snapshot.gpus) {
+                info.gpus.push_back(GpuHandle{gpu.major, gpu.minor, gpu.fd, 0, false});
+            }
+            info.exited = false;
+            table.note_idle(task.pid);
+        }
+    };
+    Visitor visitor{*this, event, task};
+    std::visit(visitor, event.data);
+    enforce_bound();
+}
+
+void ProcessTable::apply(Event&& event) {
+    if (auto* exec = std::get_if<Exec>(&event.data)) {
+        apply_exec(event.task, std::move(exec->filename), std::move(exec->argv),
+                   exec->argv_truncated);
+        enforce_bound();
+        return;
+    }
+    apply(std::as_const(event));
+}
+
+void ProcessTable::apply_exec(const TaskInfo& task, std::string filename,
+                              std::vector<std::string> argv, bool argv_truncated) {
+    // Everything is in the event: no /proc read for the host's every exec.
+    ProcessInfo& info = processes_[task.pid];
+    if (info.exited) info = ProcessInfo{};  // a reused pid: nothing carries over
+    take_identity(info, task);
+    info.exe = std::move(filename);
+    info.cmdline = std::move(argv);
+    info.cmdline_truncated = argv_truncated;
+    info.exited = false;
+    note_idle(task.pid);
+    if (info.holds_gpu()) enrich_from_proc(info);  // a GPU fd survived exec
+}
+
+void ProcessTable::apply_ioctl_stats(const std::vector<IoctlAggregate>& stats, uint64_t now_ns) {
+    const double seconds = last_ioctl_read_ns_ && now_ns > last_ioctl_read_ns_
+                               ? static_cast<double>(now_ns - last_ioctl_read_ns_) / 1e9
+                               : 0.0;
+    for (const auto& aggregate : stats) {
+        ProcessInfo* found = processes_.find(aggregate.pid);
+        if (!found) continue;  // evicted or never seen open: the kernel will forget it
+        ProcessInfo& info = *found;
+        auto counter = std::find_if(info.ioctls.begin(), info.ioctls.end(), [&](const auto& c) {
+            return c.major == aggregate.major && c.minor == aggregate.minor &&
+                   c.cmd == aggregate.cmd;
+        });
+        if (counter == info.ioctls.end()) {
+            info.ioctls.push_back(IoctlCounter{aggregate.major, aggregate.minor, aggregate.cmd});
+            counter = info.ioctls.end() - 1;
+        }
+        const uint64_t delta =
+            aggregate.count >= counter->count ? aggregate.count - counter->count : 0;
+        counter->rate_per_s = seconds > 0 ? static_cast<double>(delta) / seconds : 0.0;
+        counter->count = aggregate.count;
+        counter->first_ns = aggregate.first_ns;
+        counter->last_ns = aggregate.last_ns;
+    }
+    last_ioctl_read_ns_ = now_ns;
+}
+
+std::vector<uint32_t> ProcessTable::evict(uint64_t now_ns) {
+    std::vector<uint32_t> gpu_pids;
+    const uint64_t grace_ns =
+        static_cast<uint64_t>(std::chrono::nanoseconds(options_.exit_grace).count());
+    auto& exited = exited_candidates_;
+    while (!exited.empty() && now_ns >= exited.front().first + grace_ns) {
+        const auto [exit_ns, pid] = exited.front();
+        exited.pop();
+        const ProcessInfo* found = processes_.find(pid);
+        if (!found || !found->exited || found->exit_ns != exit_ns) {
+            continue;  // gone, running again, or exited again later
+        }
+        if (found->holds_gpu()) gpu_pids.push_back(pid);
+        processes_.erase(pid);
+    }
+    enforce_bound();
+    return gpu_pids;
+}
+
+void ProcessTable::note_idle(uint32_t pid) {
+    idle_candidates_.push_back(pid);
+    std::push_heap(idle_candidates_.begin(), idle_candidates_.end(), std::greater<>{});
+}
+
+void ExitQueue::push(uint64_t exit_ns, uint32_t pid) {
+    if (in_order_.empty() || exit_ns >= in_order_.back().first) {
+        in_order_.emplace_back(exit_ns, pid);
+        return;
+    }
+    late_.emplace_back(exit_ns, pid);
+    std::push_heap(late_.begin(), late_.end(), std::greater<>{});
+}
+
+void ExitQueue::pop() {
+    if (from_late()) {
+        std::pop_heap(late_.begin(), late_.end(), std::greater<>{});
+        late_.pop_back();
+    } else {
+        in_order_.pop_front();
+    }
+}
+
+void ProcessTable::rebuild_candidates() {
+    exited_candidates_.clear();
+    idle_candidates_.clear();
+    std::vector<ExitQueue::Entry> exited;
+    for (const auto& [pid, info] : processes_) {
+        if (info.exited) {
+            exited.emplace_back(info.exit_ns, pid);
+        } else if (!info.holds_gpu()) {
+            idle_candidates_.push_back(pid);
+        }
+    }
+    std::sort(exited.begin(), exited.end());
+    for (const auto& [exit_ns, pid] : exited) exited_candidates_.push(exit_ns, pid);
+    std::make_heap(idle_candidates_.begin(), idle_candidates_.end(), std::greater<>{});
+}
+
+void ProcessTable::enforce_bound() {
+    // Stale candidates pile up while the table stays below its bound.
+    if (exited_candidates_.size() + idle_candidates_.size() > 4 * processes_.size() + 4096) {
+        rebuild_candidates();
+    }
+    if (processes_.size() <= options_.max_entries) return;
+    // Down to the bound, one victim per new entry once it is reached: the
+    // heaps make each pick cheap, and the memory one frees is what the next
+    // new entry takes (cutting to 90 % at once freed thousands of entries
+    // for the allocator to sort through).
+    const size_t target = options_.max_entries;
+    // Victims in order: exited first (oldest exit), then live processes that
+    // hold no GPU (lowest pid first as a stand-in for age). GPU holders stay.
+    size_t excess = processes_.size() - target;
+    auto& exited = exited_candidates_;
+    while (excess > 0 && !exited.empty()) {
+        const auto [exit_ns, pid] = exited.front();
+        exited.pop();
+        const ProcessInfo* found = processes_.find(pid);
+        if (!found || !found->exited || found->exit_ns != exit_ns) continue;
+        processes_.erase(pid);
+        --excess;
+    }
+    auto& idle = idle_candidates_;
+    while (excess > 0 && !idle.empty()) {
+        std::pop_heap(idle.begin(), idle.end(), std::greater<>{});
+        const uint32_t pid = idle.back();
+        idle.pop_back();
+        const ProcessInfo* found = processes_.find(pid);
+        if (!found || found->exited || found->holds_gpu()) {
+            continue;  // its next change into an idle entry pushes it again
+        }
+        processes_.erase(pid);
+        ++evicted_live_;
+        --excess;
+    }
+}
+
+std::optional<ProcessInfo> ProcessTable::get(uint32_t pid) const {
+    const ProcessInfo* found = processes_.find(pid);
+    if (!found) return std::nullopt;
+    return *found;
+}
+
+ProcessInfo ProcessTable::enriched(const TaskInfo& task) {
+    ProcessInfo info;
+    if (const ProcessInfo* found = processes_.find(task.pid); found && !found->exited) {
+        info = *found;
+    } else {
+        info.pid = task.pid;
+        load_from_proc(info);
+    }
+    take_identity(info, task);
+    enrich_from_proc(info);
+    return info;
+}
+
+const ProcessInfo* ProcessTable::find(uint32_t pid) const { return processes_.find(pid); }
+
+std::vector<ProcessInfo> ProcessTable::processes_where(
+    const std::function<bool(const ProcessInfo&)>& keep) const {
+    std::vector<ProcessInfo> out;
+    for (const auto& [pid, info] : processes_) {
+        if (keep(info)) out.push_back(info);
+    }
+    std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.pid < b.pid; });
+    return out;
+}
+
+std::vector<ProcessInfo> ProcessTable::gpu_processes() const {
+    return processes_where([](const ProcessInfo& info) { return info.holds_gpu(); });
+}
+
+std::vector<ProcessInfo> ProcessTable::live_processes() const {
+    return processes_where([](const ProcessInfo& info) { return !info.exited; });
+}
+
+Event snapshot_event(const ProcessInfo& info, uint64_t ts_ns) {
+    Event event;
+    event.ts_ns = ts_ns;
+    event.task = task_of(info);
+    ProcessSnapshot snapshot;
+    snapshot.exe = info.exe;
+    snapshot.argv = info.cmdline;
+    snapshot.user = info.user;
+    snapshot.cgroup_path = info.cgroup_path;
+    if (info.container) {
+        snapshot.container_id = info.container->id;
+        snapshot.container_runtime = info.container->runtime;
+    }
+    for (const auto& gpu : info.gpus) {
+        snapshot.gpus.push_back(SnapshotGpu{gpu.major, gpu.minor, gpu.fd});
+    }
+    event.data = std::move(snapshot);
+    return event;
+}
+
+DetectionProcess describe_process(const ProcessInfo& info) {
+    DetectionProcess process;
+    process.pid = info.pid;
+    process.ppid = info.ppid;
+    process.uid = info.uid;
+    process.gid = info.gid;
+    process.comm = info.comm;
+    process.executable = info.exe;
+    process.argv = info.cmdline;
+    process.command_line = join(info.cmdline, " ");
+    process.user = info.user;
+    process.cgroup_path = info.cgroup_path;
+    if (info.container) {
+        process.container_id = info.container->id;
+        process.container_runtime = info.container->runtime;
+    }
+    return process;
+}
+
+}  // namespace gpuguard::agent
