@@ -1,5 +1,4 @@
 #include "gpuguard/daemon/agent.h"
-#include "gpuguard/daemon/kernel_enforcement.h"
 
 #include <chrono>
 #include <deque>
@@ -12,35 +11,36 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gpuguard/backends/backends.h"
+#include "gpuguard/common/logging.h"
 #include "gpuguard/daemon/activity_log.h"
-#include "gpuguard/sensor/bpf_pins.h"
 #include "gpuguard/daemon/control_socket.h"
-#include "gpuguard/detect/correlator.h"
-#include "gpuguard/detect/pipeline.h"
-#include "gpuguard/enforce/enforcer.h"
-#include "gpuguard/events/event_json.h"
-#include "gpuguard/detect/exe_scanner.h"
-#include "gpuguard/events/gpu_devices.h"
-#include "gpuguard/state/ioctl_names.h"
-#include "gpuguard/journal/journal.h"
+#include "gpuguard/daemon/kernel_enforcement.h"
 #include "gpuguard/daemon/metrics_server.h"
-#include "gpuguard/events/net_event_codec.h"
-#include "gpuguard/netintel/net_intel.h"
+#include "gpuguard/daemon/telemetry.h"
+#include "gpuguard/detect/correlator.h"
+#include "gpuguard/detect/exe_scanner.h"
+#include "gpuguard/detect/pipeline.h"
+#include "gpuguard/detect/rule_pack_version.h"
+#include "gpuguard/enforce/enforcer.h"
 #include "gpuguard/enforce/nft_blocker.h"
 #include "gpuguard/enforce/priority_guard.h"
-#include "gpuguard/state/process_handle.h"
-#include "gpuguard/state/process_io.h"
-#include "gpuguard/state/process_table.h"
-#include "gpuguard/detect/rule_pack_version.h"
+#include "gpuguard/events/event_json.h"
+#include "gpuguard/events/gpu_devices.h"
+#include "gpuguard/events/net_event_codec.h"
+#include "gpuguard/journal/journal.h"
+#include "gpuguard/netintel/net_intel.h"
+#include "gpuguard/rules/correlation.h"
+#include "gpuguard/rules/rules.h"
+#include "gpuguard/sensor/bpf_pins.h"
 #include "gpuguard/sensor/sensor.h"
 #include "gpuguard/sensor/sensor_enforce.h"
 #include "gpuguard/sensor/sensor_probe.h"
-#include "gpuguard/daemon/telemetry.h"
-#include "gpuguard/backends/backends.h"
-#include "gpuguard/common/logging.h"
-#include "gpuguard/rules/correlation.h"
-#include "gpuguard/rules/rules.h"
 #include "gpuguard/siem/siem.h"
+#include "gpuguard/state/ioctl_names.h"
+#include "gpuguard/state/process_handle.h"
+#include "gpuguard/state/process_io.h"
+#include "gpuguard/state/process_table.h"
 #include "gpuguard/version.h"
 
 namespace gpuguard::agent {
@@ -125,7 +125,7 @@ struct Agent::Impl {
     std::unique_ptr<journal::JournalWriter> journal;  // null when journal.enabled is false
     std::unique_ptr<NftBlocker> nft;  // reconciled at start only where its table exists
     std::unique_ptr<KernelEnforcer> kernel_enforcer;       // null where cgroup programs fail
-    std::unique_ptr<KernelGpuDenier> gpu_denier;          // deny_gpu through kernel_enforcer
+    std::unique_ptr<KernelGpuDenier> gpu_denier;           // deny_gpu through kernel_enforcer
     std::unique_ptr<CgroupConnectBlocker> connect_filter;  // block_ip's cgroup/connect fallback
     std::unique_ptr<SensorKnownBad> known_bad;
     std::unique_ptr<Enforcer> enforcer;
@@ -133,7 +133,7 @@ struct Agent::Impl {
     std::unique_ptr<Correlator> correlator;
     std::unique_ptr<PriorityGuard> priority_guard;             // guard mode's GPU priorities
     std::unique_ptr<rules::GuardPolicyWatcher> guard_watcher;  // rules.correlation_files
-    NetIntel net_intel;  // names connects from DNS answers, derives Stratum events
+    NetIntel net_intel;                  // names connects from DNS answers, derives Stratum events
     std::unique_ptr<Pipeline> pipeline;  // built last in start(), before the first event
     std::unique_ptr<ExeScanWorker> exe_scans;           // null when rules.yara_scan is off
     std::map<std::string, std::string> kill_now_names;  // in the kernel map: comm -> signature id

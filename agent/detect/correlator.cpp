@@ -7,8 +7,8 @@
 
 #include <fnmatch.h>
 
-#include "gpuguard/netintel/stratum.h"
 #include "gpuguard/common/logging.h"
+#include "gpuguard/netintel/stratum.h"
 
 namespace gpuguard::agent {
 namespace {

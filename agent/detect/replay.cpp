@@ -64,8 +64,8 @@ void Replay::feed_event(AnEvent&& event, std::optional<int64_t> time_unix_ns, co
         window_needs_snapshot_ = true;
         return;
     }
-    pipeline_->set_realtime_offset(
-        time_unix_ns ? *time_unix_ns - static_cast<int64_t>(event.ts_ns) : 0);
+    pipeline_->set_realtime_offset(time_unix_ns ? *time_unix_ns - static_cast<int64_t>(event.ts_ns)
+                                                : 0);
     if (window_needs_snapshot_) {
         // The window opens as a journal segment does: with a snapshot of the
         // processes known so far, judged like exec events.

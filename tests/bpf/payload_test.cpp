@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <regex>
+#include <sstream>
 #include <thread>
 
 #include <arpa/inet.h>
@@ -975,6 +977,127 @@ INSTANTIATE_TEST_SUITE_P(Hooks, PayloadTracingTest, ::testing::Values(false, tru
                          [](const ::testing::TestParamInfo<bool>& info) {
                              return info.param ? "syscall_tracepoints" : "socket_tracepoints";
                          });
+
+// One pipeline (gpuguard/detect/pipeline.h): the live agent's detections of
+// a real Stratum session come back byte for byte (wall-clock fields set
+// aside) from `gpuguard replay` of (1) the events it printed with
+// --print-events --event-types all, (2) the same stream without the stratum
+// events it derived, so that replay must derive them from the raw payload
+// samples itself, and (3) its journal.
+TEST(StratumAgentTest, replay_of_the_raw_events_and_of_the_journal_gives_the_live_detections) {
+    GG_REQUIRE_PRIVILEGED();
+    using namespace std::chrono_literals;
+    gpuguard::testing::TempDir dir("gg-one-pipeline");
+    const std::string node = (dir / "gpu0").string();
+    ASSERT_EQ(mknod(node.c_str(), S_IFCHR | 0666, makedev(1, 7)), 0);
+    const auto journal_dir = dir / "journal";
+    const auto config = dir / "gpuguard.yaml";
+    std::ofstream(config) << "sensor:\n  extra_gpu_devices: [\"1:7\"]\n  connect_loopback: true\n"
+                          << "journal:\n  enabled: true\n  dir: " << journal_dir.string() << "\n"
+                          << "  fsync_interval_ms: 50\n";
+    gpuguard::testing::Subprocess agent({GPUGUARD_BINARY, "run", "--config", config.string(),
+                                         "--json", "--print-events", "--event-types", "all"});
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
+
+    const Dialect dialect = dialects().front();
+    TestServer pool("127.0.0.1", dialect.pool);
+    ASSERT_TRUE(pool.ok());
+    const uint16_t port = pool.port();
+    std::vector<std::string> lines;
+    for (const auto& line : dialect.login) lines.push_back(line + "\n");
+    for (int i = 0; i < 4; ++i) lines.push_back(dialect.submit(i) + "\n");
+    const pid_t miner = fork();
+    ASSERT_GE(miner, 0);
+    if (miner == 0) {
+        prctl(PR_SET_NAME, "gg-raw-miner");
+        const int gpu = open(node.c_str(), O_RDWR);
+        const int fd = gpu < 0 ? -1 : connect_v4("127.0.0.1", port);
+        if (fd < 0) _exit(2);
+        for (size_t i = 0; i < lines.size(); ++i) {
+            if (!write_all(fd, lines[i]) || !read_lines(fd, 1)) _exit(3);
+            if (i + 1 == dialect.login.size()) {
+                sleep_ns(20'000'000);
+                drain_input(fd);
+            }
+        }
+        _exit(0);
+    }
+    gpuguard::testing::ChildReaper reaper(miner);
+
+    // Everything the agent prints until the session was judged and the miner is gone.
+    std::vector<std::string> printed;
+    bool judged = false;
+    const auto deadline = std::chrono::steady_clock::now() + 15s;
+    while (!judged && std::chrono::steady_clock::now() < deadline) {
+        const auto line = agent.read_stdout_line(200ms);
+        if (!line) continue;
+        printed.push_back(*line);
+        const auto parsed = nlohmann::json::parse(*line, nullptr, false);
+        judged = parsed.is_object() && parsed.contains("rule") &&
+                 parsed["rule"]["id"] == "GG-CORR-0003" && parsed["process"]["pid"] == miner;
+    }
+    ASSERT_TRUE(judged) << agent.stderr_text();
+    int status = 0;
+    ASSERT_EQ(waitpid(miner, &status, 0), miner);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    std::this_thread::sleep_for(500ms);  // the exit and anything it raises
+    while (auto line = agent.read_stdout_line(200ms)) printed.push_back(*line);
+    ASSERT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+
+    auto without_clock = [](const std::string& line) {
+        static const std::regex wall_clock(R"re("(@timestamp|created)":"[^"]*")re");
+        return std::regex_replace(line, wall_clock, "\"$1\":\"<wall clock>\"");
+    };
+    auto of_miner = [&](const std::string& text) {
+        std::vector<std::string> out;
+        std::istringstream in(text);
+        for (std::string line; std::getline(in, line);) {
+            const auto parsed = nlohmann::json::parse(line, nullptr, false);
+            if (parsed.is_object() && parsed.contains("rule") && parsed["process"]["pid"] == miner)
+                out.push_back(without_clock(line));
+        }
+        return out;
+    };
+    std::string live_text;
+    std::ofstream all_events(dir / "events.jsonl");
+    std::ofstream raw_events(dir / "raw.jsonl");
+    size_t stratum_lines = 0, payload_lines = 0;
+    for (const auto& line : printed) {
+        const auto parsed = nlohmann::json::parse(line, nullptr, false);
+        ASSERT_TRUE(parsed.is_object()) << line;
+        if (parsed.contains("rule")) {
+            live_text += line + "\n";
+            continue;
+        }
+        all_events << line << "\n";
+        if (parsed["type"] == "stratum") {
+            ++stratum_lines;
+            continue;
+        }
+        if (parsed["type"] == "net_payload" && parsed["process"]["pid"] == miner) ++payload_lines;
+        raw_events << line << "\n";
+    }
+    all_events.close();
+    raw_events.close();
+    const auto live = of_miner(live_text);
+    ASSERT_FALSE(live.empty());
+    ASSERT_GT(stratum_lines, 0u) << "the agent derived no stratum event";
+    ASSERT_GT(payload_lines, 0u) << "no payload sample of the miner was printed";
+
+    for (const auto& source : {dir / "events.jsonl", dir / "raw.jsonl", journal_dir}) {
+        const auto replayed = gpuguard::testing::run_command(
+            {GPUGUARD_BINARY, "replay", "--stats", source.string()}, 60s);
+        ASSERT_EQ(replayed.exit_code, 0) << source << ": " << replayed.stderr_text;
+        EXPECT_EQ(of_miner(replayed.stdout_text), live) << source << "\n" << replayed.stderr_text;
+        if (source == dir / "raw.jsonl") {
+            EXPECT_NE(replayed.stderr_text.find(" stratum events derived from payloads"),
+                      std::string::npos)
+                << replayed.stderr_text;
+            EXPECT_EQ(replayed.stderr_text.find(" 0 stratum events derived"), std::string::npos)
+                << "replay of raw events derived nothing: " << replayed.stderr_text;
+        }
+    }
+}
 
 }  // namespace
 }  // namespace gpuguard::agent

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "gpuguard/detect/correlator.h"
+#include "gpuguard/detect/pipeline.h"
 #include "gpuguard/events/event_json.h"
 #include "gpuguard/rules/correlation.h"
 #include "gpuguard/siem/siem.h"
@@ -63,24 +64,30 @@ class NetIntelTest : public ::testing::Test {
         auto created = Correlator::create(*parsed, std::move(set), *table_);
         ASSERT_TRUE(created) << created.error().message;
         correlator_ = std::move(*created);
+        pipeline_ = make_pipeline(intel_);
     }
 
-    // The agent's path: NetIntel, then table and correlator for the event
-    // and every event it derived. Returns the detections.
+    // The agent's pipeline over this fixture's table and correlator, with
+    // `intel` as its network intelligence; every event it judged goes to
+    // journal_ as JSON, every detection to out_.
+    std::unique_ptr<Pipeline> make_pipeline(NetIntel& intel) {
+        PipelineHooks hooks;
+        hooks.emit = [this](const Detection& detection) { out_.push_back(detection); };
+        hooks.on_judged = [this](const Event& event) {
+            journal_.push_back(event_to_json(event, 0));
+        };
+        return std::make_unique<Pipeline>(
+            PipelineStages{table_.get(), &intel, nullptr, correlator_.get(), false},
+            std::move(hooks));
+    }
+
+    // One event through the pipeline (NetIntel, table, correlator, for the
+    // event and every event it derived). Returns the detections.
     std::vector<Detection> feed(uint64_t ts, EventData data, uint32_t pid = kPid) {
-        Event event{ts, TaskInfo{pid, pid, 1, 1000, 1000, 1, "python3"}, std::move(data)};
-        std::vector<Event> derived;
-        intel_.process(event, derived);
-        std::vector<Detection> out;
-        judge(event, out);
-        for (const auto& extra : derived) judge(extra, out);
-        return out;
-    }
-
-    void judge(const Event& event, std::vector<Detection>& out) {
-        journal_.push_back(event_to_json(event, 0));
-        table_->apply(event);
-        correlator_->observe(event, out);
+        out_.clear();
+        pipeline_->feed(
+            Event{ts, TaskInfo{pid, pid, 1, 1000, 1000, 1, "python3"}, std::move(data)});
+        return std::move(out_);
     }
 
     std::vector<Detection> payload(uint64_t ts, NetPayload::Direction direction, std::string data,
@@ -122,6 +129,8 @@ class NetIntelTest : public ::testing::Test {
     NetIntel intel_{NetIntelOptions{0, 64, 16, 128}};
     std::unique_ptr<ProcessTable> table_;
     std::unique_ptr<Correlator> correlator_;
+    std::unique_ptr<Pipeline> pipeline_;
+    std::vector<Detection> out_;
     std::vector<std::string> journal_;  // JSON Lines of every event judged
 };
 
@@ -370,19 +379,62 @@ TEST_F(NetIntelTest, replaying_the_journaled_events_reproduces_the_detections) {
     ASSERT_FALSE(live.empty());
     EXPECT_EQ(stratum_events().at(0).pool_domain, "pool.supportxmr.com");
 
-    // Replay: a fresh table and correlator, the journaled JSON, no NetIntel.
+    // Replay: a fresh table, correlator and NetIntel, the journaled JSON
+    // (payloads and the stratum events live derived from them) through the
+    // same pipeline. The stratum events are derived again and the recorded
+    // copies dropped, so nothing is judged twice.
     const auto lines = journal_;
     make(rule_set());
+    NetIntel fresh{NetIntelOptions{0, 64, 16, 128}};
+    auto replay = make_pipeline(fresh);
     std::vector<std::string> replayed;
+    size_t recorded_stratum = 0;
     for (const auto& line : lines) {
         auto parsed = event_from_json(line, "journal");
         ASSERT_TRUE(parsed) << parsed.error().message;
-        table_->apply(parsed->event);
-        std::vector<Detection> out;
-        correlator_->observe(parsed->event, out);
-        for (const auto& d : out) replayed.push_back(d.rule_id + "/" + std::to_string(d.update));
+        if (std::holds_alternative<Stratum>(parsed->event.data)) ++recorded_stratum;
+        out_.clear();
+        replay->feed(parsed->event);
+        for (const auto& d : out_) replayed.push_back(d.rule_id + "/" + std::to_string(d.update));
     }
     EXPECT_EQ(replayed, live);
+    ASSERT_GT(recorded_stratum, 0u);
+    EXPECT_EQ(replay->stats().derived, recorded_stratum);
+    EXPECT_EQ(replay->stats().rederived, recorded_stratum);
+
+    // Without the derived events (a stream of raw kernel events only) the
+    // pipeline derives them itself: the same detections.
+    make(rule_set());
+    NetIntel again{NetIntelOptions{0, 64, 16, 128}};
+    auto raw = make_pipeline(again);
+    std::vector<std::string> from_raw;
+    for (const auto& line : lines) {
+        auto parsed = event_from_json(line, "journal");
+        ASSERT_TRUE(parsed);
+        if (std::holds_alternative<Stratum>(parsed->event.data)) continue;
+        out_.clear();
+        raw->feed(parsed->event);
+        for (const auto& d : out_) from_raw.push_back(d.rule_id + "/" + std::to_string(d.update));
+    }
+    EXPECT_EQ(from_raw, live);
+    EXPECT_EQ(raw->stats().rederived, 0u);
+}
+
+// A recorded stratum event no payload of the stream derives again (a
+// hand-made file) is judged as it is.
+TEST_F(NetIntelTest, a_stratum_event_without_its_payload_is_judged_as_recorded) {
+    hold_gpu(1 * kSecond);
+    Stratum session;
+    session.flow = kFlow;
+    session.protocol = "stratum1";
+    session.pool_address = "198.51.100.20";
+    session.pool_port = 3333;
+    session.methods = {"mining.subscribe"};
+    session.messages = {R"({"id":1,"method":"mining.subscribe","params":["x/1"]})"};
+    const auto detections = feed(2 * kSecond, session);
+    EXPECT_TRUE(find(detections, "GG-CORR-0003"));
+    EXPECT_EQ(pipeline_->stats().rederived, 0u);
+    EXPECT_EQ(stratum_events().size(), 1u);
 }
 
 TEST_F(NetIntelTest, exit_forgets_the_process_sessions) {

@@ -22,13 +22,13 @@
 #include <utility>
 #include <vector>
 
-#include "gpuguard/events/event.h"
-#include "gpuguard/state/pid_map.h"
-#include "gpuguard/state/process_table.h"
 #include "gpuguard/common/detection.h"
 #include "gpuguard/common/result.h"
+#include "gpuguard/events/event.h"
 #include "gpuguard/rules/correlation.h"
 #include "gpuguard/rules/rules.h"
+#include "gpuguard/state/pid_map.h"
+#include "gpuguard/state/process_table.h"
 
 namespace gpuguard::agent {
 

@@ -15,8 +15,8 @@
 #include <thread>
 
 #include "gpuguard/events/event.h"
-#include "gpuguard/state/process_handle.h"
 #include "gpuguard/signatures/signatures.h"
+#include "gpuguard/state/process_handle.h"
 
 namespace gpuguard::agent {
 

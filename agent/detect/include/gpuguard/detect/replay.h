@@ -14,14 +14,14 @@
 #include <string_view>
 #include <vector>
 
+#include "gpuguard/common/detection.h"
+#include "gpuguard/common/result.h"
 #include "gpuguard/detect/correlator.h"
 #include "gpuguard/detect/pipeline.h"
 #include "gpuguard/events/event.h"
 #include "gpuguard/events/event_json.h"
 #include "gpuguard/netintel/net_intel.h"
 #include "gpuguard/state/process_table.h"
-#include "gpuguard/common/detection.h"
-#include "gpuguard/common/result.h"
 
 namespace gpuguard::agent {
 
@@ -33,10 +33,10 @@ struct ReplayOptions {
 };
 
 struct ReplayStats {
-    uint64_t lines = 0;     // read, comments and blank lines included
-    uint64_t events = 0;    // fed to the correlator
-    uint64_t filtered = 0;  // outside --since/--until
-    uint64_t derived = 0;   // stratum events derived from payload samples
+    uint64_t lines = 0;      // read, comments and blank lines included
+    uint64_t events = 0;     // fed to the correlator
+    uint64_t filtered = 0;   // outside --since/--until
+    uint64_t derived = 0;    // stratum events derived from payload samples
     uint64_t rederived = 0;  // recorded stratum events that were derived again (not judged twice)
 };
 
