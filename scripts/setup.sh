@@ -113,8 +113,9 @@ sanitize="${build}-sanitize"
 background_dir="$build/setup-background"
 rm -rf "$background_dir"
 mkdir -p "$background_dir"
-sanitize_targets=(gpuguard siem_emit gpuguard_agent_tests gpuguard_correlator_tests
-    gpuguard_backends_tests gpuguard_journal_tests gpuguard_net_tests gpuguard_rules_tests
+sanitize_targets=(gpuguard siem_emit gpuguard_common_tests gpuguard_events_tests
+    gpuguard_state_tests gpuguard_enforce_tests gpuguard_detect_tests gpuguard_daemon_tests
+    gpuguard_backends_tests gpuguard_journal_tests gpuguard_netintel_tests gpuguard_rules_tests
     gpuguard_signatures_tests gpuguard_siem_tests gpuguard_siem_peer_tests
     gpuguard_ops_tests gpuguard_bpf_tests)
 release_build() {

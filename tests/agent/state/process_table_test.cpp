@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include "gpuguard/sensor/sensor.h"
 #include "tests/support/temp_dir.h"
 
 namespace gpuguard::agent {

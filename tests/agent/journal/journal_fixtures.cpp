@@ -1,4 +1,4 @@
-#include "tests/journal/journal_fixtures.h"
+#include "tests/agent/journal/journal_fixtures.h"
 
 #include <fstream>
 #include <iterator>

@@ -8,7 +8,7 @@
 
 #include "crc32c.h"
 #include "gpuguard/events/event_json.h"
-#include "tests/journal/journal_fixtures.h"
+#include "tests/agent/journal/journal_fixtures.h"
 
 namespace gpuguard::agent::journal {
 namespace {

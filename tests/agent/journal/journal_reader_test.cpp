@@ -6,7 +6,7 @@
 
 #include "gpuguard/events/event_json.h"
 #include "gpuguard/journal/journal.h"
-#include "tests/journal/journal_fixtures.h"
+#include "tests/agent/journal/journal_fixtures.h"
 #include "tests/support/temp_dir.h"
 
 namespace gpuguard::agent::journal {
