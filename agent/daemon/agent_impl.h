@@ -1,0 +1,169 @@
+// The agent's state: every part Agent::start() puts together, and what
+// they do for each other. Private to the daemon room; shared by agent.cpp
+// (start, run), agent_actions.cpp (what events and detections set off) and
+// agent_report.cpp (status, ps and metrics).
+#pragma once
+
+#include <chrono>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <time.h>
+
+#include "gpuguard/backends/backends.h"
+#include "gpuguard/common/logging.h"
+#include "gpuguard/daemon/activity_log.h"
+#include "gpuguard/daemon/agent.h"
+#include "gpuguard/daemon/control_socket.h"
+#include "gpuguard/daemon/kernel_enforcement.h"
+#include "gpuguard/daemon/metrics_server.h"
+#include "gpuguard/daemon/telemetry.h"
+#include "gpuguard/detect/correlator.h"
+#include "gpuguard/detect/exe_scanner.h"
+#include "gpuguard/detect/pipeline.h"
+#include "gpuguard/detect/rule_pack_version.h"
+#include "gpuguard/enforce/enforcer.h"
+#include "gpuguard/enforce/nft_blocker.h"
+#include "gpuguard/enforce/priority_guard.h"
+#include "gpuguard/events/event_json.h"
+#include "gpuguard/events/gpu_devices.h"
+#include "gpuguard/events/net_event_codec.h"
+#include "gpuguard/journal/journal.h"
+#include "gpuguard/netintel/net_intel.h"
+#include "gpuguard/rules/correlation.h"
+#include "gpuguard/rules/rules.h"
+#include "gpuguard/sensor/bpf_pins.h"
+#include "gpuguard/sensor/sensor.h"
+#include "gpuguard/sensor/sensor_enforce.h"
+#include "gpuguard/sensor/sensor_probe.h"
+#include "gpuguard/siem/siem.h"
+#include "gpuguard/state/ioctl_names.h"
+#include "gpuguard/state/process_handle.h"
+#include "gpuguard/state/process_io.h"
+#include "gpuguard/state/process_table.h"
+#include "gpuguard/version.h"
+
+namespace gpuguard::agent {
+
+using json = nlohmann::ordered_json;
+
+inline uint64_t monotonic_ns() {
+    timespec now{};
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000ull +
+           static_cast<uint64_t>(now.tv_nsec);
+}
+
+// The rule tag a kill_now name carries in the kernel map (and in KillNow
+// events): FNV-1a of the signature id, with the top bit set so it never
+// collides with the enforcer's small sequential tags.
+constexpr uint32_t kRuleTagBit = 0x80000000u;
+inline uint32_t kill_now_tag(std::string_view signature_id) {
+    uint32_t hash = 2166136261u;
+    for (unsigned char c : signature_id) hash = (hash ^ c) * 16777619u;
+    return hash | kRuleTagBit;
+}
+
+struct Agent::Impl {
+    AgentOptions options;
+    std::vector<GpuDeviceNumber> devices;                    // registered in the kernel map
+    mutable std::map<std::string, std::string> drm_drivers;  // "226:128" -> "amdgpu"
+    std::shared_ptr<PinDirectory> pins;  // null: in-kernel enforcement ends with the agent
+    std::optional<Sensor> sensor;
+    std::unique_ptr<ProcessTable> table;
+    std::unique_ptr<backends::TelemetrySampler> sampler;
+    std::unique_ptr<MetricsServer> metrics;
+    std::optional<ControlServer> control;
+    std::unique_ptr<rules::RuleSetWatcher> rules_watcher;
+    std::unique_ptr<siem::AlertRouter> router;        // null without outputs
+    std::unique_ptr<journal::JournalWriter> journal;  // null when journal.enabled is false
+    std::unique_ptr<NftBlocker> nft;  // reconciled at start only where its table exists
+    std::unique_ptr<KernelEnforcer> kernel_enforcer;       // null where cgroup programs fail
+    std::unique_ptr<KernelGpuDenier> gpu_denier;           // deny_gpu through kernel_enforcer
+    std::unique_ptr<CgroupConnectBlocker> connect_filter;  // block_ip's cgroup/connect fallback
+    std::unique_ptr<SensorKnownBad> known_bad;
+    std::unique_ptr<Enforcer> enforcer;
+    std::unique_ptr<EnforcerWorker> enforcer_worker;  // kills wait out grace periods there
+    std::unique_ptr<Correlator> correlator;
+    std::unique_ptr<PriorityGuard> priority_guard;             // guard mode's GPU priorities
+    std::unique_ptr<rules::GuardPolicyWatcher> guard_watcher;  // rules.correlation_files
+    NetIntel net_intel;                  // names connects from DNS answers, derives Stratum events
+    std::unique_ptr<Pipeline> pipeline;  // built last in start(), before the first event
+    std::unique_ptr<ExeScanWorker> exe_scans;           // null when rules.yara_scan is off
+    std::map<std::string, std::string> kill_now_names;  // in the kernel map: comm -> signature id
+    uint64_t telemetry_sequence = 0;
+    std::unique_ptr<ProcessIoSampler> process_io;  // GPU processes' writes, per sample
+    uint64_t detections_total = 0;
+    uint64_t rule_reloads_rejected = 0;
+    std::unique_ptr<ActivityLog> activity;  // recent detections/actions: status page, metrics
+    std::deque<std::pair<uint64_t, uint64_t>> delivered_samples;  // (monotonic ns, delivered), 60 s
+    mutable std::mutex mutex;  // guards table, correlator and sensor reads from other threads
+    int64_t realtime_offset_ns = 0;
+    uint64_t started_ns = 0;
+    BootstrapReport bootstrap;
+
+    bool is_gpu(uint32_t major, uint32_t minor) const;
+
+    // Starting, step by step (agent.cpp): each fills its members or fails.
+    Status open_outputs();
+    Status open_sensor();
+    Status load_rules();
+    Status open_enforcement();
+    void find_gpus();
+    void bootstrap_processes();
+    void open_journal();
+    Status start_servers();
+
+    // What events and detections set off (agent_actions.cpp).
+    // Every event, from the sensor or the agent's own samplers, takes the
+    // one pipeline replay takes too (gpuguard/detect/pipeline.h).
+    void on_event(const Event& event) { pipeline->feed(event); }
+    void emit(const Detection& detection);
+    // block_ip goes to nftables, or to the cgroup/connect filter when
+    // enforcement.connect_fallback_cgroup names a cgroup or nftables does
+    // not answer (then on the root cgroup: every connect of the host, as the
+    // output chain would). An existing table inet gpuguard is reconciled
+    // (repaired, its elements kept); a host that never blocked gets none.
+    AddressBlocker* address_blocker(const EnforcementConfig& config);
+    // A kill_now the kernel carried out, told afterwards: an outcome like the
+    // enforcer's own (outputs, journal), naming the rule that registered the
+    // name (the agent's tags) or the file (the enforcer's).
+    void report_kernel_kill(const Event& event, const KillNow& kill);
+    void on_outcome(const EnforcementOutcome& outcome);
+    // Guard mode's pause/resume decisions go to the enforcer (its safety
+    // rules and dry run apply there); a pause is also reported as a
+    // detection, a resume through its outcome.
+    void act_on_priorities(const std::vector<PriorityAction>& actions);
+    // A rule file change the watcher rejected: an alert about the agent
+    // itself, so the SOC sees that its rules did not change.
+    void raise_rules_rejected(const Error& error);
+    // The kernel's kill_now name map follows the rules: literal process names
+    // of kill_now signatures are killed at exec, before they run a single
+    // instruction of their own. Names this agent did not register (the
+    // enforcer's) are left alone; its own name and pid 1's are never added.
+    void sync_kill_now_names(const rules::RuleSet& rule_set);
+    // The correlator's YARA scan requests, for processes still alive.
+    void submit_scans();
+    // The pipeline's stages are this agent's; its hooks are what only the
+    // live agent does: in-kernel kill reports, YARA scans, the priority
+    // guard, --print-events.
+    void build_pipeline();
+
+    // What the agent shows: status page, ps, metrics (agent_report.cpp).
+    // Driver of a device number, for naming its ioctls: the /proc/devices
+    // name, refined for DRM nodes by the sysfs driver link (amdgpu, i915, xe).
+    std::string driver_of(uint32_t major, uint32_t minor) const;
+    json process_json(const ProcessInfo& info, const backends::Snapshot& telemetry) const;
+    // (pid, fd, device) of every GPU fd the table knows, for per-process telemetry.
+    std::vector<backends::ProcessFd> gpu_fds() const;
+    std::vector<AgentMetric> agent_metrics() const;
+};
+
+}  // namespace gpuguard::agent
