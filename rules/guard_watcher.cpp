@@ -65,9 +65,12 @@ struct GuardPolicyWatcher::Impl {
             return;
         }
         reloads.fetch_add(1);
-        logger("rules")->info("guard policies reloaded: {} correlation rule(s), priorities {}",
-                              loaded->rules.size(), loaded->priority ? "on" : "off");
+        const size_t rule_count = loaded->rules.size();
+        const bool priorities = static_cast<bool>(loaded->priority);
+        // Told once they are in force: a reader of the log may act on it.
         if (callbacks.on_reload) callbacks.on_reload(std::move(loaded).value());
+        logger("rules")->info("guard policies reloaded: {} correlation rule(s), priorities {}",
+                              rule_count, priorities ? "on" : "off");
     }
 
     void run() {

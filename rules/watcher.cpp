@@ -95,10 +95,11 @@ struct RuleSetWatcher::Impl {
             current = fresh;
         }
         reloads.fetch_add(1);
+        // Told once they are in force: a reader of the log may act on it.
+        if (callbacks.on_reload) callbacks.on_reload(fresh);
         logger("rules")->info(
             "rules reloaded: {} signatures active from the built-in pack and {} file(s)",
             fresh->effective().size(), fresh->files().size());
-        if (callbacks.on_reload) callbacks.on_reload(fresh);
     }
 
     void run() {

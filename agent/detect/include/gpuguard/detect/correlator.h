@@ -165,6 +165,15 @@ class Correlator {
                   const std::vector<std::string_view>& ids, uint64_t ts_ns,
                   const std::string& detail);
     void evaluate(uint32_t pid, uint64_t ts_ns, std::vector<const Detection*>& out);
+    // What one rule's judgement of a process gathers (reused across rules).
+    struct RuleInputs {
+        std::vector<rules::ExeLocation> locations;  // of the executable, read once
+        bool locations_known = false;
+        std::vector<const Hit*> hits;
+        std::vector<Evidence> extra;
+    };
+    bool rule_holds(const rules::CorrelationRule& rule, uint32_t pid, const ProcessInfo& info,
+                    const ProcessState& state, uint64_t ts_ns, RuleInputs& in);
     // Appends `detection` to `out`; one reported twice by the same observe()
     // is kept as it was the first time (a copy in reported_twice_).
     void report(const Detection& detection, std::vector<const Detection*>& out);

@@ -1,0 +1,190 @@
+// Detections from rules that hold: raising one (allowlist, dry run,
+// action), refreshing it with new evidence, and the GPUs it names.
+#include "correlator_support.h"
+
+namespace gpuguard::agent {
+
+std::vector<DetectionGpu> Correlator::gpus_of(const ProcessInfo& info) const {
+    std::vector<DetectionGpu> gpus;
+    for (const auto& handle : info.gpus) {
+        const bool seen = std::any_of(gpus.begin(), gpus.end(), [&](const DetectionGpu& known) {
+            return known.major == handle.major && known.minor == handle.minor;
+        });
+        if (seen) continue;
+        DetectionGpu gpu;
+        gpu.major = handle.major;
+        gpu.minor = handle.minor;
+        char device[24];  // "major:minor", the key of gpu_by_device_
+        char* end = std::to_chars(device, device + 10, handle.major).ptr;
+        *end++ = ':';
+        end = std::to_chars(end, device + sizeof(device), handle.minor).ptr;
+        const auto found = gpu_by_device_.find(std::string_view(device, end - device));
+        if (found != gpu_by_device_.end()) {
+            const GpuTelemetry& reading = found->second;
+            gpu.index = static_cast<int>(reading.index);
+            gpu.vendor = reading.vendor;
+            gpu.utilization_percent = reading.utilization_percent;
+            const auto usage =
+                std::find_if(reading.processes.begin(), reading.processes.end(),
+                             [&](const ProcessGpuUsage& known) { return known.pid == info.pid; });
+            if (usage != reading.processes.end()) {
+                gpu.memory_used_bytes = usage->memory_bytes;
+                gpu.process_utilization_percent = usage->compute_percent;
+            }
+        }
+        gpus.push_back(std::move(gpu));
+    }
+    return gpus;
+}
+
+void Correlator::refresh(Detection& detection, const ProcessInfo& info, const ProcessState& state,
+                         const std::vector<const Hit*>& hits, uint64_t ts_ns) const {
+    for (const Hit* hit : hits) detection.signature_ids.push_back(hit->id);
+    std::sort(detection.signature_ids.begin(), detection.signature_ids.end());
+    detection.signature_ids.erase(
+        std::unique(detection.signature_ids.begin(), detection.signature_ids.end()),
+        detection.signature_ids.end());
+    detection.last_seen_ns = ts_ns;
+    detection.time_unix_ns =
+        realtime_offset_ns_ ? static_cast<int64_t>(ts_ns) + realtime_offset_ns_ : 0;
+    detection.process = describe_process(info);
+    detection.gpus = gpus_of(info);
+    if (state.peer) detection.peer = state.peer;
+}
+
+bool Correlator::adds_evidence(const Detection& detection, const std::vector<const Hit*>& hits,
+                               const std::vector<Evidence>& extra) const {
+    // The test raise() applies to each item; an item it would take is one
+    // that no evidence of the open detection already covers.
+    if (detection.evidence.size() >= options_.max_evidence) return false;
+    const auto known = [&](std::string_view kind, std::string_view signature_id,
+                           std::string_view field, std::string_view detail) {
+        const bool by_value = kind == "signature" || kind == "yara";
+        return std::any_of(detection.evidence.begin(), detection.evidence.end(),
+                           [&](const Evidence& seen) {
+                               return seen.kind == kind && seen.signature_id == signature_id &&
+                                      seen.field == field && (!by_value || seen.detail == detail);
+                           });
+    };
+    for (const Hit* hit : hits) {
+        if (!known(hit->field == EvidenceField::kYara ? "yara" : "signature", hit->id,
+                   rules::to_string(hit->field), hit->detail)) {
+            return true;
+        }
+    }
+    return std::any_of(extra.begin(), extra.end(), [&](const Evidence& item) {
+        return !known(item.kind, item.signature_id, item.field, item.detail);
+    });
+}
+
+void Correlator::raise(const CorrelationRule& rule, const ProcessInfo& info,
+                       const ProcessState& state, const std::vector<const Hit*>& hits,
+                       std::vector<Evidence>& extra, uint64_t ts_ns,
+                       std::vector<const Detection*>& out, std::optional<bool>& allowlisted) {
+    double confidence = rule.base_confidence;
+    std::string action = rule.action == "from_signatures" ? "alert" : rule.action;
+    for (const Hit* hit : hits) {
+        confidence = rule.combine == rules::Combine::kMax
+                         ? std::max(confidence, hit->confidence)
+                         : 1.0 - (1.0 - confidence) * (1.0 - hit->confidence);
+        if (rule.action == "from_signatures" && action_rank(hit->action) > action_rank(action)) {
+            action = hit->action;
+        }
+    }
+    confidence = std::round(std::min(confidence, 1.0) * 1000) / 1000;  // stable in JSON
+    if (confidence < rule.min_confidence) return;
+
+    if (!allowlisted) {
+        // The sha256 is known once the executable's exe_scan came back.
+        rules::ProcessIdentity identity{
+            info.user,    static_cast<int64_t>(info.uid),           info.exe,
+            state.sha256, info.container ? info.container->id : "", ""};
+        allowlisted = rule_set_->allowlisted(identity);
+    }
+    if (*allowlisted) {
+        ++stats_.allowlisted;
+        return;
+    }
+    const auto key = std::make_pair(info.pid, rule.id);
+    auto found = open_.find(key);
+    const bool open = found != open_.end() && ts_ns < found->second.window_end_ns;
+    // Most reports of an open detection bring nothing new: say so before
+    // building its evidence.
+    if (open && !adds_evidence(found->second.detection, hits, extra)) return;
+
+    std::vector<Evidence> evidence;
+    evidence.reserve(hits.size() + extra.size());
+    for (const Hit* hit : hits) {
+        const char* event_type = hit->field == EvidenceField::kPort      ? "connect"
+                                 : hit->field == EvidenceField::kDomain  ? "connect"
+                                 : hit->field == EvidenceField::kPayload ? "stratum"
+                                 : hit->field == EvidenceField::kProcess ? "exec"
+                                 : hit->field == EvidenceField::kCmdline ? "exec"
+                                 : hit->field == EvidenceField::kYara    ? "exe_scan"
+                                                                         : "";
+        evidence.push_back(
+            Evidence{hit->ts_ns, hit->field == EvidenceField::kYara ? "yara" : "signature",
+                     event_type, hit->id, rules::to_string(hit->field), hit->detail});
+    }
+    for (auto& item : extra) evidence.push_back(std::move(item));
+    // Oldest first, equal times in the order above: an insertion sort, which
+    // for a detection's few items costs less than stable_sort's buffer.
+    for (size_t i = 1; i < evidence.size(); ++i) {
+        for (size_t j = i; j > 0 && evidence[j].ts_ns < evidence[j - 1].ts_ns; --j) {
+            std::swap(evidence[j], evidence[j - 1]);
+        }
+    }
+
+    if (open) {
+        // Within the window: update when something new arrived.
+        Detection& detection = found->second.detection;
+        bool changed = false;
+        for (auto& item : evidence) {
+            // Signature evidence is new when its value is; an event or a
+            // telemetry condition once per field (its numbers change every sample).
+            const bool by_value = item.kind == "signature" || item.kind == "yara";
+            const bool known = std::any_of(
+                detection.evidence.begin(), detection.evidence.end(), [&](const Evidence& seen) {
+                    return seen.kind == item.kind && seen.signature_id == item.signature_id &&
+                           seen.field == item.field && (!by_value || seen.detail == item.detail);
+                });
+            if (known || detection.evidence.size() >= options_.max_evidence) continue;
+            detection.evidence.push_back(std::move(item));
+            changed = true;
+        }
+        if (!changed) return;
+        detection.confidence = std::max(detection.confidence, confidence);
+        if (action_rank(action) > action_rank(detection.action)) detection.action = action;
+        refresh(detection, info, state, hits, ts_ns);
+        ++detection.update;
+        ++stats_.updates;
+        report(detection, out);
+        return;
+    }
+
+    // Built where it stays open (a window that ended is replaced).
+    ++stats_.detections;
+    Open& stored = found != open_.end() ? found->second : open_.try_emplace(key).first->second;
+    stored.window_end_ns = ts_ns + static_cast<uint64_t>(rule.window.count()) * 1'000'000'000ull;
+    Detection& detection = stored.detection;
+    detection = Detection{};
+    detection.first_seen_ns = evidence.empty() ? ts_ns : std::min(ts_ns, evidence.front().ts_ns);
+    detection.id = detection_id(rule.id, info.pid, ts_ns);
+    detection.rule_id = rule.id;
+    detection.rule_name = rule.name;
+    detection.ruleset = "gpuguard-correlation";
+    detection.description = rule.description;
+    detection.severity = rule.severity;
+    detection.confidence = confidence;
+    detection.mitre_technique_id = rule.mitre_id;
+    detection.mitre_technique_name = rule.mitre_name;
+    detection.mitre_tactic = rule.mitre_tactic;
+    refresh(detection, info, state, hits, ts_ns);
+    if (evidence.size() > options_.max_evidence) evidence.resize(options_.max_evidence);
+    detection.evidence = std::move(evidence);
+    detection.action = std::move(action);
+    detection.dry_run = options_.dry_run || rule.dry_run;
+    report(detection, out);
+}
+
+}  // namespace gpuguard::agent
