@@ -13,20 +13,16 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "gpuguard/common/yaml_where.h"
+
 namespace gpuguard::rules {
 
 class Diagnostics {
   public:
     explicit Diagnostics(std::string file) : file_(std::move(file)) {}
 
-    std::string where(const YAML::Node& node) const {
-        const YAML::Mark mark = node.Mark();
-        if (mark.line < 0) return file_;
-        return file_ + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
-    }
-    std::string line_of(const YAML::Node& node) const {
-        return file_ + ":" + std::to_string(node.Mark().line + 1);
-    }
+    std::string where(const YAML::Node& node) const { return yaml_where(file_, node); }
+    std::string line_of(const YAML::Node& node) const { return yaml_line(file_, node); }
     void error(const YAML::Node& node, const std::string& message) {
         const YAML::Mark mark = node.Mark();
         errors_.push_back({mark.line, mark.column, where(node) + ": " + message});

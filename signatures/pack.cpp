@@ -10,6 +10,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "gpuguard/common/yaml_where.h"
 #include "gpuguard/signatures/signatures.h"
 #include "signatures/embedded_pack.h"
 
@@ -21,23 +22,11 @@ class PackReader {
     explicit PackReader(std::string source) : source_(std::move(source)) {}
 
     void error(const YAML::Node& node, const std::string& message) {
-        const YAML::Mark mark = node.Mark();
-        std::string where = source_;
-        if (mark.line >= 0) {
-            // Appended piece by piece: `":" + std::string&&` trips GCC 12's
-            // -Wrestrict false positive at -O3 (as in matcher.cpp).
-            where += ':';
-            where += std::to_string(mark.line + 1);
-            where += ':';
-            where += std::to_string(mark.column + 1);
-        }
-        errors_.push_back(where + ": " + message);
+        errors_.push_back(yaml_where(source_, node) + ": " + message);
     }
 
     const std::vector<std::string>& errors() const { return errors_; }
-    std::string location(const YAML::Node& node) const {
-        return source_ + ":" + std::to_string(node.Mark().line + 1);
-    }
+    std::string location(const YAML::Node& node) const { return yaml_line(source_, node); }
 
     bool check_keys(const YAML::Node& map, const std::string& what,
                     const std::set<std::string>& allowed) {

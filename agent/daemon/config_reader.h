@@ -17,6 +17,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "gpuguard/common/yaml_where.h"
 #include "gpuguard/daemon/config.h"
 
 namespace gpuguard::agent {
@@ -71,12 +72,8 @@ class ConfigReader {
 
     [[noreturn]] void fail_at(const YAML::Node& node, const std::string& key,
                               const std::string& what) const {
-        const YAML::Mark mark = node.Mark();
-        std::string where = source_;
-        if (mark.line >= 0) {
-            where += ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
-        }
-        throw ConfigError{ErrorCode::kInvalidArgument, where + ": " + key + ": " + what};
+        throw ConfigError{ErrorCode::kInvalidArgument,
+                          yaml_where(source_, node) + ": " + key + ": " + what};
     }
 
     // Rejects keys of `map` not in `allowed`; `prefix` is the map's own key path.
