@@ -10,13 +10,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <sstream>
 
 #include <date/tz.h>
-#include <fnmatch.h>
 
+#include "gpuguard/common/read_file.h"
+#include "rules/glob.h"
 #include "rules/yaml_diagnostics.h"
 
 namespace gpuguard::rules {
@@ -37,17 +37,6 @@ constexpr std::pair<ExeLocation, const char*> kLocationNames[] = {
 
 const char* const kActions[] = {"alert",    "kill",  "kill_now",       "block_ip",
                                 "deny_gpu", "pause", "from_signatures"};
-
-bool glob_matches(const std::string& pattern, std::string_view text) {
-    // fnmatch wants a C string: short ones (signature ids, names) on the stack.
-    char small[128];
-    if (text.size() < sizeof(small)) {
-        std::memcpy(small, text.data(), text.size());
-        small[text.size()] = '\0';
-        return fnmatch(pattern.c_str(), small, 0) == 0;
-    }
-    return fnmatch(pattern.c_str(), std::string(text).c_str(), 0) == 0;
-}
 
 bool time_zone_known(const std::string& name) {
     try {
@@ -654,15 +643,13 @@ class RuleReader {
     std::string source_;
 };
 
-Result<std::string> read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-        return fail(errno == EACCES ? ErrorCode::kPermission : ErrorCode::kNotFound,
-                    path + ": cannot open: " + std::strerror(errno), errno);
-    }
-    std::ostringstream text;
-    text << in.rdbuf();
-    return text.str();
+// The rule file's text; its error says "PATH: cannot open: STRERROR".
+Result<std::string> read_rule_file(const std::string& path) {
+    auto text = read_file(path);
+    if (text) return text;
+    const int err = text.error().sys_errno;
+    return fail(err == EACCES ? ErrorCode::kPermission : ErrorCode::kNotFound,
+                path + ": cannot open: " + std::strerror(err), err);
 }
 
 // `read` (a RuleReader call) over the YAML text: its result, or every
@@ -693,7 +680,7 @@ template <typename Parse, typename Take>
 std::string for_each_file(const std::vector<std::string>& files, Parse parse, Take take) {
     std::string problems;
     for (const auto& path : files) {
-        auto text = read_file(path);
+        auto text = read_rule_file(path);
         if (!text) {
             problems += (problems.empty() ? "" : "\n") + text.error().message;
             continue;

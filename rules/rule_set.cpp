@@ -15,6 +15,7 @@
 
 #include "gpuguard/common/logging.h"
 #include "gpuguard/rules/rules.h"
+#include "rules/glob.h"
 #include "rules/yaml_diagnostics.h"
 
 namespace gpuguard::rules {
@@ -414,10 +415,6 @@ void read_root(Diagnostics& diag, const YAML::Node& root, ParsedFile& parsed) {
     }
     if (const auto section = root["signatures"]) read_signatures_section(diag, section, parsed);
     if (const auto section = root["allowlist"]) read_allowlist(diag, section, parsed.allowlist);
-}
-
-bool glob_matches(const std::string& pattern, const std::string& text, int flags) {
-    return fnmatch(pattern.c_str(), text.c_str(), flags) == 0;
 }
 
 }  // namespace

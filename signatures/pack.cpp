@@ -3,13 +3,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include <yaml-cpp/yaml.h>
 
+#include "gpuguard/common/read_file.h"
 #include "gpuguard/common/yaml_where.h"
 #include "gpuguard/signatures/signatures.h"
 #include "signatures/embedded_pack.h"
@@ -263,18 +262,6 @@ void read_signature(PackReader& reader, const YAML::Node& node, Pack& pack) {
     pack.signatures.push_back(std::move(signature));
 }
 
-Result<std::string> read_file(const std::filesystem::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-        const int err = errno;
-        return fail(ErrorCode::kIo, "cannot read " + path.string() + ": " + std::strerror(err),
-                    err);
-    }
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-}
-
 // Rejects duplicate ids and YARA rule names no source defines.
 Status check_pack(const Pack& pack) {
     std::vector<std::string> errors;
@@ -370,7 +357,9 @@ Result<Pack> load_pack_directory(const std::filesystem::path& directory) {
         std::sort(files.begin(), files.end());
         for (const auto& path : files) {
             auto text = read_file(path);
-            if (!text) return Unexpected{text.error()};
+            if (!text) {  // "cannot read PATH: ...", always kIo as a pack error
+                return fail(ErrorCode::kIo, text.error().message, text.error().sys_errno);
+            }
             if (std::string_view(extension) == ".yar") {
                 pack.yara_sources.push_back({path.filename().string(), std::move(text).value()});
                 continue;

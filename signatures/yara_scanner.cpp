@@ -11,12 +11,12 @@
 #include <tuple>
 
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <yara.h>
 
 #include "gpuguard/common/logging.h"
+#include "gpuguard/common/unique_fd.h"
 #include "gpuguard/signatures/signatures.h"
 
 namespace gpuguard::signatures {
@@ -48,20 +48,6 @@ struct FileKey {
 struct Verdict {
     std::string sha256;
     std::vector<std::string> rules;
-};
-
-class FileDescriptor {
-  public:
-    explicit FileDescriptor(int fd) : fd_(fd) {}
-    ~FileDescriptor() {
-        if (fd_ >= 0) close(fd_);
-    }
-    FileDescriptor(const FileDescriptor&) = delete;
-    FileDescriptor& operator=(const FileDescriptor&) = delete;
-    int get() const { return fd_; }
-
-  private:
-    int fd_;
 };
 
 ErrorCode code_for_errno(int err) {
@@ -181,19 +167,6 @@ struct YaraScanner::Impl {
     }
 };
 
-std::string sha256_hex(std::string_view bytes) {
-    unsigned char digest[EVP_MAX_MD_SIZE];
-    unsigned int length = 0;
-    EVP_Digest(bytes.data(), bytes.size(), digest, &length, EVP_sha256(), nullptr);
-    static constexpr char kHex[] = "0123456789abcdef";
-    std::string out;
-    for (unsigned i = 0; i < length; ++i) {
-        out += kHex[digest[i] >> 4];
-        out += kHex[digest[i] & 15];
-    }
-    return out;
-}
-
 Result<YaraScanner> YaraScanner::compile(const Pack& pack, YaraOptions options) {
     auto impl = std::make_shared<Impl>();
     impl->options = options;
@@ -254,7 +227,7 @@ Result<YaraScanner> YaraScanner::compile(const Pack& pack, YaraOptions options) 
 
 Result<YaraReport> YaraScanner::scan_pid(pid_t pid, const std::filesystem::path& proc_root) {
     const std::string path = (proc_root / std::to_string(pid) / "exe").string();
-    const FileDescriptor fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    const UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (fd.get() < 0) {
         const int err = errno;
         return fail(code_for_errno(err), "open " + path + ": " + std::strerror(err), err);
@@ -263,7 +236,7 @@ Result<YaraReport> YaraScanner::scan_pid(pid_t pid, const std::filesystem::path&
 }
 
 Result<YaraReport> YaraScanner::scan_file(const std::filesystem::path& path) {
-    const FileDescriptor fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    const UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (fd.get() < 0) {
         const int err = errno;
         return fail(code_for_errno(err), "open " + path.string() + ": " + std::strerror(err), err);

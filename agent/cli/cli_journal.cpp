@@ -13,11 +13,12 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
+#include "gpuguard/common/clock.h"
+#include "gpuguard/common/logging.h"
+#include "gpuguard/common/printable.h"
 #include "gpuguard/events/event.h"
 #include "gpuguard/events/event_json.h"
 #include "gpuguard/journal/journal.h"
-#include "gpuguard/common/logging.h"
-#include "gpuguard/common/printable.h"
 
 namespace gpuguard::agent::cli {
 namespace {
@@ -46,12 +47,6 @@ bool known_type(const std::string& name) {
     return records.contains(name) || std::find(events.begin(), events.end(), name) != events.end();
 }
 
-int64_t now_unix_ns() {
-    timespec now{};
-    clock_gettime(CLOCK_REALTIME, &now);
-    return static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
-}
-
 // The reader for the command's paths and filters; prints the error and
 // sets `exit_code` on failure.
 std::optional<jr::JournalReader> open_reader(const Context& context, const JournalCommand& command,
@@ -65,7 +60,7 @@ std::optional<jr::JournalReader> open_reader(const Context& context, const Journ
         }
         paths.push_back(config->journal.dir);
     }
-    const int64_t now = now_unix_ns();
+    const int64_t now = unix_now_ns();
     for (const auto& [text, target] : {std::pair<const std::string*, std::optional<int64_t>*>{
                                            &command.since, &options.since_unix_ns},
                                        {&command.until, &options.until_unix_ns}}) {

@@ -6,9 +6,10 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "gpuguard/common/clock.h"
+#include "gpuguard/detect/replay.h"
 #include "gpuguard/events/event_json.h"
 #include "gpuguard/journal/journal.h"
-#include "gpuguard/detect/replay.h"
 #include "gpuguard/rules/correlation.h"
 #include "gpuguard/siem/siem.h"
 #include "gpuguard/version.h"
@@ -33,9 +34,7 @@ std::optional<int64_t> parse_time(const std::string& text) {
     if (auto absolute = parse_rfc3339(text)) return absolute;
     if (text.starts_with("-")) {
         if (auto ago = rules::parse_duration(text.substr(1))) {
-            timespec now{};
-            clock_gettime(CLOCK_REALTIME, &now);
-            return (static_cast<int64_t>(now.tv_sec) - ago->count()) * 1'000'000'000 + now.tv_nsec;
+            return unix_now_ns() - static_cast<int64_t>(ago->count()) * 1'000'000'000;
         }
     }
     return std::nullopt;

@@ -2,16 +2,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gpuguard/common/clock.h"
 #include "gpuguard/siem/siem.h"
 
 namespace gpuguard::agent {
 namespace {
-
-int64_t unix_now_ns() {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(
-               std::chrono::system_clock::now().time_since_epoch())
-        .count();
-}
 
 void push_bounded(std::deque<std::string>& list, std::string entry, size_t keep) {
     list.push_front(std::move(entry));

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "gpuguard/backends/backends.h"
+#include "gpuguard/common/clock.h"
 #include "gpuguard/common/logging.h"
 #include "gpuguard/daemon/activity_log.h"
 #include "gpuguard/daemon/agent.h"
@@ -53,13 +54,6 @@
 namespace gpuguard::agent {
 
 using json = nlohmann::ordered_json;
-
-inline uint64_t monotonic_ns() {
-    timespec now{};
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000ull +
-           static_cast<uint64_t>(now.tv_nsec);
-}
 
 // The rule tag a kill_now name carries in the kernel map (and in KillNow
 // events): FNV-1a of the signature id, with the top bit set so it never

@@ -13,35 +13,12 @@
 #include <unistd.h>
 
 #include "gpuguard/common/logging.h"
+#include "gpuguard/common/unique_fd.h"
 
 namespace gpuguard::agent {
 namespace {
 
 constexpr size_t kMaxRequestBytes = 4096;
-
-// Owns one file descriptor.
-class Fd {
-  public:
-    Fd() = default;
-    explicit Fd(int fd) : fd_(fd) {}
-    Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-    Fd& operator=(Fd&& other) noexcept {
-        if (this != &other) {
-            reset();
-            fd_ = std::exchange(other.fd_, -1);
-        }
-        return *this;
-    }
-    ~Fd() { reset(); }
-    int get() const { return fd_; }
-    void reset() {
-        if (fd_ >= 0) close(fd_);
-        fd_ = -1;
-    }
-
-  private:
-    int fd_ = -1;
-};
 
 Result<sockaddr_un> socket_address(const std::filesystem::path& path) {
     sockaddr_un address{};
@@ -64,8 +41,8 @@ bool wait_for(int fd, short events, std::chrono::milliseconds timeout) {
 struct ControlServer::Impl {
     std::filesystem::path path;
     Handler handler;
-    Fd listener;
-    Fd wakeup;  // eventfd: written by the destructor to stop the thread
+    UniqueFd listener;
+    UniqueFd wakeup;  // eventfd: written by the destructor to stop the thread
     std::thread thread;
 
     void serve() {
@@ -82,7 +59,7 @@ struct ControlServer::Impl {
     }
 
     void answer_one() {
-        Fd client(accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+        UniqueFd client(accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
         if (client.get() < 0) return;
         ucred peer{};
         socklen_t length = sizeof(peer);
@@ -159,8 +136,8 @@ Result<ControlServer> ControlServer::start(const std::filesystem::path& path, Ha
     auto impl = std::make_unique<Impl>();
     impl->path = path;
     impl->handler = std::move(handler);
-    impl->listener = Fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    impl->wakeup = Fd(eventfd(0, EFD_CLOEXEC));
+    impl->listener = UniqueFd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    impl->wakeup = UniqueFd(eventfd(0, EFD_CLOEXEC));
     if (impl->listener.get() < 0 || impl->wakeup.get() < 0) {
         return fail(ErrorCode::kIo, std::string("control socket: ") + std::strerror(errno), errno);
     }
@@ -185,7 +162,7 @@ Result<std::string> control_request(const std::filesystem::path& path, const std
                                     std::chrono::milliseconds timeout) {
     auto address = socket_address(path);
     if (!address) return Unexpected{address.error()};
-    Fd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (connect(fd.get(), reinterpret_cast<const sockaddr*>(&address.value()),
                 sizeof(sockaddr_un)) != 0) {
         const int err = errno;

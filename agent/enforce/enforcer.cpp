@@ -10,27 +10,20 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <fnmatch.h>
-#include <openssl/evp.h>
 #include <pwd.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "gpuguard/state/process_handle.h"
+#include "gpuguard/common/clock.h"
 #include "gpuguard/common/logging.h"
+#include "gpuguard/state/process_handle.h"
 
 namespace gpuguard::agent {
 namespace {
 
 using std::chrono::milliseconds;
-
-uint64_t clock_ns(clockid_t clock) {
-    timespec now{};
-    clock_gettime(clock, &now);
-    return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000ull +
-           static_cast<uint64_t>(now.tv_nsec);
-}
 
 std::string seconds_text(milliseconds duration) {
     if (duration.count() % 1000 == 0) return std::to_string(duration.count() / 1000) + " s";
@@ -75,9 +68,8 @@ std::optional<KillScope> parse_kill_scope(const std::string& text) {
 
 Enforcer::Enforcer(EnforcementConfig config, EnforcerDependencies dependencies)
     : config_(std::move(config)), deps_(std::move(dependencies)) {
-    if (!deps_.monotonic_ns) deps_.monotonic_ns = [] { return clock_ns(CLOCK_MONOTONIC); };
-    if (!deps_.unix_ns)
-        deps_.unix_ns = [] { return static_cast<int64_t>(clock_ns(CLOCK_REALTIME)); };
+    if (!deps_.monotonic_ns) deps_.monotonic_ns = &gpuguard::monotonic_ns;
+    if (!deps_.unix_ns) deps_.unix_ns = &gpuguard::unix_now_ns;
     if (deps_.self_pid == 0) deps_.self_pid = static_cast<uint32_t>(getpid());
     if (deps_.cgroup2_root.empty()) deps_.cgroup2_root = find_cgroup2_mount();
     default_scope_ = parse_kill_scope(config_.kill_scope).value_or(KillScope::kProcess);
@@ -631,40 +623,6 @@ Result<FileIdentity> file_identity(const std::string& path) {
     // The kernel's s_dev: MAJOR << 20 | MINOR (user space packs them differently).
     const uint64_t dev = (static_cast<uint64_t>(major(st.st_dev)) << 20) | minor(st.st_dev);
     return FileIdentity{dev, static_cast<uint64_t>(st.st_ino)};
-}
-
-Result<std::string> sha256_file(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        const int err = errno;
-        return fail(ErrorCode::kIo, "open " + path + ": " + std::strerror(err), err);
-    }
-    std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> context(EVP_MD_CTX_new(),
-                                                                    &EVP_MD_CTX_free);
-    EVP_DigestInit_ex(context.get(), EVP_sha256(), nullptr);
-    char buffer[1 << 16];
-    for (;;) {
-        const ssize_t n = read(fd, buffer, sizeof(buffer));
-        if (n == 0) break;
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            const int err = errno;
-            close(fd);
-            return fail(ErrorCode::kIo, "read " + path + ": " + std::strerror(err), err);
-        }
-        EVP_DigestUpdate(context.get(), buffer, static_cast<size_t>(n));
-    }
-    close(fd);
-    unsigned char digest[EVP_MAX_MD_SIZE];
-    unsigned int length = 0;
-    EVP_DigestFinal_ex(context.get(), digest, &length);
-    static constexpr char kHex[] = "0123456789abcdef";
-    std::string out;
-    for (unsigned i = 0; i < length; ++i) {
-        out += kHex[digest[i] >> 4];
-        out += kHex[digest[i] & 15];
-    }
-    return out;
 }
 
 std::vector<std::pair<std::string, FileIdentity>> resolve_sha256(

@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "gpuguard/common/read_file.h"
 #include "gpuguard/events/event_json.h"
 #include "gpuguard/journal/journal.h"
 
@@ -22,32 +23,6 @@ namespace fs = std::filesystem;
 struct ZstdDctxDeleter {
     void operator()(ZSTD_DCtx* context) const { ZSTD_freeDCtx(context); }
 };
-
-// Reads a whole file; false with errno on failure.
-bool read_file(const fs::path& path, std::string& data, int& error) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        error = errno;
-        return false;
-    }
-    struct stat st {};
-    if (::fstat(fd, &st) == 0 && st.st_size > 0) data.reserve(static_cast<size_t>(st.st_size));
-    data.clear();
-    char buffer[1 << 16];
-    for (;;) {
-        const ssize_t n = ::read(fd, buffer, sizeof buffer);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            error = errno;
-            ::close(fd);
-            return false;
-        }
-        if (n == 0) break;
-        data.append(buffer, static_cast<size_t>(n));
-    }
-    ::close(fd);
-    return true;
-}
 
 // Offset of the next whole valid frame at or after `from`, or npos.
 size_t find_next_frame(std::string_view data, size_t from) {
@@ -163,14 +138,15 @@ bool JournalReader::load_segment() {
         const fs::path& path = s.files[s.next_file++];
         SegmentInfo info;
         info.path = path;
-        int error = 0;
-        if (!read_file(path, s.data, error)) {
+        auto data = read_file(path);
+        if (!data) {
             segments_.push_back(std::move(info));
             s.segment = segments_.size() - 1;
-            problem(JournalProblem::Kind::kUnreadable, 0, 0, std::strerror(error));
+            problem(JournalProblem::Kind::kUnreadable, 0, 0, std::strerror(data.error().sys_errno));
             s.previous_rotated = false;
             continue;
         }
+        s.data = std::move(data).value();
         info.size = s.data.size();
         size_t header_size = 0;
         auto header = decode_header(s.data, header_size, s.error);

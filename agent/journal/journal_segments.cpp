@@ -5,11 +5,11 @@
 namespace gpuguard::agent::journal {
 
 uint64_t JournalWriter::Writer::mono_now() const {
-    return options.monotonic_clock ? options.monotonic_clock() : monotonic_now();
+    return options.monotonic_clock ? options.monotonic_clock() : monotonic_ns();
 }
 
 int64_t JournalWriter::Writer::real_now() const {
-    return options.realtime_clock ? options.realtime_clock() : realtime_now();
+    return options.realtime_clock ? options.realtime_clock() : unix_now_ns();
 }
 
 Event& JournalWriter::Writer::process_entry(const TaskInfo& task, bool& created) {

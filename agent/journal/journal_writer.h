@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "gpuguard/common/clock.h"
 #include "gpuguard/common/logging.h"
 #include "gpuguard/events/event_json.h"
 #include "gpuguard/journal/journal.h"
@@ -38,18 +39,6 @@ constexpr size_t kRingChunkBytes = 256 << 10;
 constexpr size_t kWriteChunkBytes = 1 << 20;
 constexpr auto kRetentionInterval = std::chrono::seconds(60);
 constexpr size_t kSegmentEndReserve = 48;  // its frame, a varint and the reason
-
-inline uint64_t monotonic_now() {
-    timespec now{};
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(now.tv_nsec);
-}
-
-inline int64_t realtime_now() {
-    timespec now{};
-    clock_gettime(CLOCK_REALTIME, &now);
-    return static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
-}
 
 inline std::string segment_file_name(uint64_t sequence) {
     char name[40];

@@ -12,12 +12,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gpuguard/sensor/bpf_pins.h"
-#include "gpuguard/common/cgroup.h"
-#include "gpuguard/common/ip_address.h"
-#include "gpuguard/sensor/sensor_support.h"
 #include "events.h"
+#include "gpuguard/common/cgroup.h"
+#include "gpuguard/common/clock.h"
+#include "gpuguard/common/ip_address.h"
 #include "gpuguard/common/logging.h"
+#include "gpuguard/sensor/bpf_pins.h"
+#include "gpuguard/sensor/sensor_support.h"
 #include "gpuguard_enforce_bpf.skel.h"
 
 namespace gpuguard::agent {
@@ -51,12 +52,6 @@ Result<gg_addr_key> address_key(const std::string& ip) {
         inet_pton(AF_INET6, canonical->first.c_str(), key.addr);
     }
     return key;
-}
-
-uint64_t monotonic_ns() {
-    timespec now{};
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000ull + now.tv_nsec;
 }
 
 }  // namespace

@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
-#include <fstream>
 #include <functional>
-#include <sstream>
 #include <utility>
 
 #include <grp.h>
@@ -13,6 +11,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "gpuguard/common/read_file.h"
 
 namespace gpuguard::agent {
 namespace {
@@ -25,14 +24,6 @@ void take_identity(ProcessInfo& info, const TaskInfo& task) {
     info.gid = task.gid;
     info.comm = task.comm;
     info.cgroup_id = task.cgroup_id;
-}
-
-std::optional<std::string> read_file(const std::filesystem::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return std::nullopt;
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
 }
 
 void add_gpu(ProcessInfo& info, const GpuHandle& handle) {
@@ -116,14 +107,13 @@ Result<BootstrapReport> ProcessTable::bootstrap() {
 void ProcessTable::load_from_proc(ProcessInfo& info) {
     if (!options_.read_host) return;
     const auto dir = options_.proc_root / std::to_string(info.pid);
-    if (const auto status = read_file(dir / "status")) {
+    if (auto status = read_file(dir / "status")) {
         info.comm = proc_status_name(*status);
         info.ppid = proc_status_field(*status, "PPid").value_or(info.ppid);
         info.uid = proc_status_field(*status, "Uid").value_or(info.uid);
         info.gid = proc_status_field(*status, "Gid").value_or(info.gid);
     }
-    if (const auto cmdline = read_file(dir / "cmdline"))
-        info.cmdline = split_nul_separated(*cmdline);
+    if (auto cmdline = read_file(dir / "cmdline")) info.cmdline = split_nul_separated(*cmdline);
 }
 
 void ProcessTable::enrich_from_proc(ProcessInfo& info) {
@@ -136,7 +126,7 @@ void ProcessTable::enrich_from_proc(ProcessInfo& info) {
         const auto exe = std::filesystem::read_symlink(dir / "exe", ec);
         if (!ec) info.exe = exe.string();
     }
-    if (const auto cgroup = read_file(dir / "cgroup")) {
+    if (auto cgroup = read_file(dir / "cgroup")) {
         info.cgroup_path = cgroup_path_from_proc(*cgroup);
         info.container = container_from_cgroup(info.cgroup_path);
     }
@@ -258,12 +248,13 @@ void ProcessTable::apply(const Event& event) {
                 info.exit_code = exit.exit_code();
             }
         }
-        void operator()(const Telemetry&) {}   // per-GPU data: the correlator keeps it
-        void operator()(const KillNow&) {}     // the exit event that follows updates the entry
-        void operator()(const ExeScan&) {}     // a verdict: the correlator keeps it
-        void operator()(const NetPayload&) {}  // raw samples: gpuguard/netintel/net_intel.h reads them
-        void operator()(const ProcessIo&) {}   // write counters: the correlator keeps them
-        void operator()(const Stratum&) {      // a mining session: the correlator judges it
+        void operator()(const Telemetry&) {}  // per-GPU data: the correlator keeps it
+        void operator()(const KillNow&) {}    // the exit event that follows updates the entry
+        void operator()(const ExeScan&) {}    // a verdict: the correlator keeps it
+        void operator()(const NetPayload&) {
+        }  // raw samples: gpuguard/netintel/net_intel.h reads them
+        void operator()(const ProcessIo&) {}  // write counters: the correlator keeps them
+        void operator()(const Stratum&) {     // a mining session: the correlator judges it
             ProcessInfo& info = identified();
             if (info.exe.empty()) table.enrich_from_proc(info);
         }

@@ -20,6 +20,7 @@
 
 #include "gpuguard/common/result.h"
 #include "gpuguard/common/severity.h"
+#include "gpuguard/common/sha256.h"
 
 namespace gpuguard::signatures {
 
@@ -198,7 +199,7 @@ class YaraScanner {
     std::shared_ptr<Impl> impl_;
 };
 
-// Lowercase hex sha256 of `bytes` (OpenSSL).
-std::string sha256_hex(std::string_view bytes);
+// Lowercase hex sha256 of `bytes`: the one in common, named here too.
+using gpuguard::sha256_hex;
 
 }  // namespace gpuguard::signatures

@@ -35,6 +35,7 @@
 
 #include "gpuguard/common/detection.h"
 #include "gpuguard/common/result.h"
+#include "gpuguard/common/sha256.h"
 
 namespace gpuguard::agent {
 
@@ -227,8 +228,9 @@ class EnforcerWorker {
 // (dev, ino) of a file in the kernel's encoding (s_dev = major << 20 | minor).
 Result<FileIdentity> file_identity(const std::string& path);
 
-// Lowercase hex sha256 of a file's contents, streamed. kIo when unreadable.
-Result<std::string> sha256_file(const std::string& path);
+// Lowercase hex sha256 of a file's contents, streamed. kIo when unreadable:
+// the one in common, named here too.
+using gpuguard::sha256_file;
 
 // The files among `candidates` whose sha256 is in `hashes` (lowercase hex),
 // with their identities: how sha256 registrations become kill_now inode keys.

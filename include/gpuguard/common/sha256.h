@@ -1,0 +1,20 @@
+// SHA-256 digests as lowercase hex (OpenSSL underneath; its headers stay in
+// common/sha256.cpp).
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#include "gpuguard/common/result.h"
+
+namespace gpuguard {
+
+// Lowercase hex sha256 of `bytes`.
+std::string sha256_hex(std::string_view bytes);
+
+// Lowercase hex sha256 of a file's contents, streamed. kIo when it cannot be
+// opened ("open PATH: STRERROR") or read ("read PATH: STRERROR"), sys_errno set.
+Result<std::string> sha256_file(const std::filesystem::path& path);
+
+}  // namespace gpuguard
