@@ -1,0 +1,344 @@
+// A correlation rule's `when:` conditions read from YAML, one function per
+// condition kind (RuleReader, rules/correlation_reader.h), with every problem
+// reported as "file:line:col: message".
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+
+#include <date/tz.h>
+
+#include "gpuguard/rules/correlation.h"
+#include "rules/correlation_reader.h"
+
+namespace gpuguard::rules {
+namespace {
+
+bool time_zone_known(const std::string& name) {
+    try {
+        return date::locate_zone(name) != nullptr;
+    } catch (const std::exception&) {
+        return false;
+    }
+}
+
+}  // namespace
+
+// "HH:MM" -> minutes after midnight ("24:00" allowed as an end).
+std::optional<int> RuleReader::clock_minutes(const YAML::Node& node, const std::string& path) {
+    auto text = diag_.scalar(node, path);
+    if (!text) return std::nullopt;
+    int hours = -1, minutes = -1;
+    char extra = 0;
+    if (std::sscanf(text->c_str(), "%d:%d%c", &hours, &minutes, &extra) != 2 || hours < 0 ||
+        minutes < 0 || minutes > 59 || hours * 60 + minutes > 24 * 60) {
+        diag_.error(node, path + ": must be a time like 09:00 or 18:30, got '" + *text + "'");
+        return std::nullopt;
+    }
+    return hours * 60 + minutes;
+}
+
+TimeWindowCondition RuleReader::read_time_window(const YAML::Node& node, const std::string& where) {
+    TimeWindowCondition window;
+    if (!diag_.check_keys(node, where, {"days", "from", "to", "time_zone"})) return window;
+    static constexpr const char* kDays[] = {"sun", "mon", "tue", "wed", "thu", "fri", "sat"};
+    if (node["days"]) {
+        for (auto& [text, item] : diag_.scalar_list(node["days"], where + ".days")) {
+            std::string lower;
+            for (char c : text) lower += static_cast<char>(std::tolower(c));
+            const auto found = std::find_if(std::begin(kDays), std::end(kDays),
+                                            [&](const char* day) { return lower == day; });
+            if (found == std::end(kDays)) {
+                diag_.error(item, where + ".days: unknown day '" + text +
+                                      "' (mon, tue, wed, thu, fri, sat, sun)");
+            } else {
+                window.days.push_back(static_cast<int>(found - std::begin(kDays)));
+            }
+        }
+    }
+    if (node["from"]) window.from_minute = clock_minutes(node["from"], where + ".from").value_or(0);
+    if (node["to"]) window.to_minute = clock_minutes(node["to"], where + ".to").value_or(24 * 60);
+    if (auto zone = string(node, "time_zone", where, false)) {
+        window.time_zone = *zone;
+        if (!time_zone_known(*zone)) {
+            diag_.error(node["time_zone"], where + ".time_zone: unknown time zone '" + *zone +
+                                               "' (an IANA name such as Europe/Berlin)");
+        }
+    }
+    return window;
+}
+
+// A size like 20GB, 512MiB or 0 under `key` of `node` into `bytes`, when present.
+void RuleReader::size(const YAML::Node& node, const char* key, const std::string& where,
+                      uint64_t& bytes) {
+    if (!node[key]) return;
+    const std::string field = where + "." + key;
+    auto text = diag_.scalar(node[key], field);
+    auto parsed = text ? parse_bytes(*text) : std::nullopt;
+    if (text && !parsed) {
+        diag_.error(node[key], field + ": must be a size like 20GB or 512MiB, got '" + *text + "'");
+    }
+    if (parsed) bytes = *parsed;
+}
+
+int RuleReader::read_conditions(const YAML::Node& when, const std::string& path,
+                                CorrelationRule& rule) {
+    if (!diag_.check_keys(
+            when, path,
+            {"gpu_held", "signature", "exe_location", "disguised", "known_bad_executable",
+             "memory_growth", "sustained_utilization", "scope", "gpu_memory_above",
+             "gpu_index_not_in", "gpu_vendor_not_in", "time_window", "max_gpu_processes",
+             "hash_rate_above_threshold", "quiet_io"})) {
+        return -1;  // reported already
+    }
+    int conditions = 0;
+    if (when["gpu_held"]) {
+        rule.gpu_held = boolean(when["gpu_held"], path + ".gpu_held");
+        ++conditions;
+    }
+    if (const YAML::Node node = when["signature"]) {
+        rule.signature = read_signature(node, path + ".signature");
+        ++conditions;
+    }
+    if (const YAML::Node node = when["exe_location"]) {
+        read_exe_location(node, path + ".exe_location", rule.exe_location);
+        ++conditions;
+    }
+    if (const YAML::Node node = when["disguised"]) {
+        rule.disguised = boolean(node, path + ".disguised").value_or(false);
+        ++conditions;
+    }
+    if (const YAML::Node node = when["known_bad_executable"]) {
+        rule.known_bad_executable = boolean(node, path + ".known_bad_executable").value_or(false);
+        ++conditions;
+    }
+    if (const YAML::Node node = when["hash_rate_above_threshold"]) {
+        rule.hash_rate_above_threshold =
+            boolean(node, path + ".hash_rate_above_threshold").value_or(false);
+        ++conditions;
+    }
+    if (const YAML::Node node = when["memory_growth"]) {
+        rule.memory_growth = read_memory_growth(node, path + ".memory_growth");
+        ++conditions;
+    }
+    if (const YAML::Node node = when["sustained_utilization"]) {
+        rule.sustained_utilization =
+            read_sustained_utilization(node, path + ".sustained_utilization");
+        ++conditions;
+    }
+    if (const YAML::Node node = when["quiet_io"]) {
+        rule.quiet_io = read_quiet_io(node, path + ".quiet_io");
+        ++conditions;
+    }
+    if (const YAML::Node node = when["gpu_memory_above"]) {
+        rule.gpu_memory_above = read_gpu_memory_above(node, path + ".gpu_memory_above");
+        ++conditions;
+    }
+    if (const YAML::Node node = when["gpu_index_not_in"]) {
+        read_gpu_index_not_in(node, path + ".gpu_index_not_in", rule.gpu_index_not_in);
+        ++conditions;
+    }
+    if (const YAML::Node node = when["gpu_vendor_not_in"]) {
+        for (auto& [text, item] : diag_.scalar_list(node, path + ".gpu_vendor_not_in")) {
+            rule.gpu_vendor_not_in.push_back(text);
+        }
+        ++conditions;
+    }
+    if (const YAML::Node node = when["time_window"]) {
+        rule.time_window = read_time_window(node, path + ".time_window");
+        ++conditions;
+    }
+    if (const YAML::Node node = when["max_gpu_processes"]) {
+        if (auto value = number(node, path + ".max_gpu_processes", 1, 1e6)) {
+            if (*value != std::floor(*value)) {
+                diag_.error(node, path + ".max_gpu_processes: must be a whole number");
+            }
+            rule.max_gpu_processes = static_cast<uint32_t>(*value);
+        }
+        ++conditions;
+    }
+    if (const YAML::Node node = when["scope"]) {
+        rule.scope = read_scope(node, path + ".scope");
+        // A scope narrows other conditions; it is not evidence by itself.
+    }
+    return conditions;
+}
+
+void RuleReader::read_exe_location(const YAML::Node& node, const std::string& where,
+                                   std::vector<ExeLocation>& locations) {
+    for (auto& [text, item] : diag_.scalar_list(node, where)) {
+        auto found =
+            std::find_if(std::begin(kLocationNames), std::end(kLocationNames),
+                         [&text = text](const auto& entry) { return text == entry.second; });
+        if (found == std::end(kLocationNames)) {
+            diag_.error(item, where + ": unknown location '" + text +
+                                  "' (tmp, var_tmp, dev_shm, deleted, memfd)");
+        } else {
+            locations.push_back(found->first);
+        }
+    }
+}
+
+MemoryGrowthCondition RuleReader::read_memory_growth(const YAML::Node& node,
+                                                     const std::string& where) {
+    MemoryGrowthCondition condition;
+    if (diag_.check_keys(node, where, {"bytes", "within", "max_utilization_percent"})) {
+        size(node, "bytes", where, condition.bytes);
+        if (node["within"]) {
+            if (auto value = duration(node["within"], where + ".within")) {
+                condition.within = *value;
+            }
+        }
+        if (node["max_utilization_percent"]) {
+            if (auto value = number(node["max_utilization_percent"],
+                                    where + ".max_utilization_percent", 0, 100)) {
+                condition.max_utilization_percent = *value;
+            }
+        }
+    }
+    return condition;
+}
+
+SustainedUtilizationCondition RuleReader::read_sustained_utilization(const YAML::Node& node,
+                                                                     const std::string& where) {
+    SustainedUtilizationCondition condition;
+    if (diag_.check_keys(node, where, {"above_percent", "for", "max_connects", "min_connects"})) {
+        if (node["above_percent"]) {
+            if (auto value = number(node["above_percent"], where + ".above_percent", 0, 100)) {
+                condition.above_percent = *value;
+            }
+        }
+        if (node["for"]) {
+            if (auto value = duration(node["for"], where + ".for")) {
+                condition.duration = *value;
+            }
+        }
+        if (node["max_connects"]) {
+            if (auto value = number(node["max_connects"], where + ".max_connects", 0, 1e6)) {
+                condition.max_connects = static_cast<uint32_t>(*value);
+            }
+        }
+        if (node["min_connects"]) {
+            if (auto value = number(node["min_connects"], where + ".min_connects", 0, 1e6)) {
+                condition.min_connects = static_cast<uint32_t>(*value);
+            }
+        }
+    }
+    return condition;
+}
+
+QuietIoCondition RuleReader::read_quiet_io(const YAML::Node& node, const std::string& where) {
+    QuietIoCondition condition;
+    if (diag_.check_keys(node, where,
+                         {"for", "max_file_write_bytes", "max_net_send_bytes", "max_bytes_per_send",
+                          "max_send_gap"})) {
+        if (node["for"]) {
+            if (auto value = duration(node["for"], where + ".for")) {
+                condition.duration = *value;
+            }
+        }
+        size(node, "max_file_write_bytes", where, condition.max_file_write_bytes);
+        size(node, "max_net_send_bytes", where, condition.max_net_send_bytes);
+        size(node, "max_bytes_per_send", where, condition.max_bytes_per_send);
+        if (node["max_send_gap"]) {
+            if (auto value = duration(node["max_send_gap"], where + ".max_send_gap")) {
+                condition.max_send_gap = *value;
+            }
+        }
+    }
+    return condition;
+}
+
+std::optional<uint64_t> RuleReader::read_gpu_memory_above(const YAML::Node& node,
+                                                          const std::string& where) {
+    auto text = diag_.scalar(node, where);
+    auto bytes = text ? parse_bytes(*text) : std::nullopt;
+    if (text && !bytes) {
+        diag_.error(node, where + ": must be a size like 40GiB, got '" + *text + "'");
+    }
+    return bytes;
+}
+
+void RuleReader::read_gpu_index_not_in(const YAML::Node& node, const std::string& where,
+                                       std::vector<uint32_t>& indexes) {
+    for (auto& [text, item] : diag_.scalar_list(node, where)) {
+        auto index = parse_number(text);
+        if (!index || *index < 0 || *index != std::floor(*index)) {
+            diag_.error(item, where + ": not a GPU index: '" + text + "'");
+        } else {
+            indexes.push_back(static_cast<uint32_t>(*index));
+        }
+    }
+}
+
+ScopeCondition RuleReader::read_scope(const YAML::Node& node, const std::string& where) {
+    ScopeCondition scope;
+    if (!diag_.check_keys(
+            node, where,
+            {"users", "not_users", "groups", "not_groups", "containers", "container_ids",
+             "not_container_ids", "container_names", "not_container_names"})) {
+        return scope;
+    }
+    if (node["users"]) scope.users = globs(node["users"], where + ".users");
+    if (node["not_users"]) {
+        scope.not_users = globs(node["not_users"], where + ".not_users");
+    }
+    if (node["groups"]) scope.groups = globs(node["groups"], where + ".groups");
+    if (node["not_groups"]) {
+        scope.not_groups = globs(node["not_groups"], where + ".not_groups");
+    }
+    if (node["container_ids"]) {
+        scope.container_ids = globs(node["container_ids"], where + ".container_ids");
+    }
+    if (node["container_names"]) {
+        scope.container_names = globs(node["container_names"], where + ".container_names");
+    }
+    if (node["not_container_names"]) {
+        scope.not_container_names =
+            globs(node["not_container_names"], where + ".not_container_names");
+    }
+    if (node["not_container_ids"]) {
+        scope.not_container_ids = globs(node["not_container_ids"], where + ".not_container_ids");
+    }
+    if (auto text = string(node, "containers", where, false)) {
+        if (*text == "any") {
+            scope.containers = ContainerScope::kAny;
+        } else if (*text == "host") {
+            scope.containers = ContainerScope::kHost;
+        } else if (*text == "container") {
+            scope.containers = ContainerScope::kContainer;
+        } else {
+            diag_.error(node["containers"],
+                        where + ".containers: must be any, host or container, got '" + *text + "'");
+        }
+    }
+    return scope;
+}
+
+SignatureCondition RuleReader::read_signature(const YAML::Node& node, const std::string& path) {
+    SignatureCondition condition;
+    if (!diag_.check_keys(node, path, {"fields", "ids", "exclude", "min_confidence"})) {
+        return condition;
+    }
+    if (node["fields"]) {
+        for (auto& [text, item] : diag_.scalar_list(node["fields"], path + ".fields")) {
+            if (auto field = parse_evidence_field(text)) {
+                condition.fields.push_back(*field);
+            } else {
+                diag_.error(item, path + ".fields: unknown field '" + text +
+                                      "' (process, cmdline, config, domain, payload, port, "
+                                      "yara)");
+            }
+        }
+    }
+    if (node["ids"]) condition.ids = globs(node["ids"], path + ".ids");
+    if (node["exclude"]) condition.exclude = globs(node["exclude"], path + ".exclude");
+    if (node["min_confidence"]) {
+        if (auto value = number(node["min_confidence"], path + ".min_confidence", 0, 1)) {
+            condition.min_confidence = *value;
+        }
+    }
+    return condition;
+}
+
+}  // namespace gpuguard::rules
