@@ -1,0 +1,238 @@
+// The fixture the live-agent tests share (agent_detect_test.cpp,
+// agent_journal_test.cpp, agent_enforce_test.cpp, agent_guard_test.cpp): a
+// scratch configuration with a registered fake GPU node, and waiting for the
+// agent's detections and outputs; with the loopback pool and child helpers
+// they all use.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <nlohmann/json.hpp>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/support/agent_config.h"
+#include "tests/support/privileged.h"
+#include "tests/support/run_command.h"
+#include "tests/support/temp_dir.h"
+
+namespace gpuguard::testing {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+// A listening loopback socket on a port miners use (the pack's GG-PORT-0001).
+struct LoopbackPool {
+    int fd = -1;
+    uint16_t port = 0;
+    explicit LoopbackPool(uint32_t address = INADDR_LOOPBACK) {
+        for (uint16_t candidate : {3333, 3334, 3335, 3336, 4444, 5555, 7777, 9999}) {
+            fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+            sockaddr_in addr{};
+            addr.sin_family = AF_INET;
+            addr.sin_port = htons(candidate);
+            addr.sin_addr.s_addr = htonl(address);
+            const int one = 1;
+            setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+            if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+                listen(fd, 4) == 0) {
+                port = candidate;
+                return;
+            }
+            close(fd);
+            fd = -1;
+        }
+    }
+    ~LoopbackPool() {
+        if (fd >= 0) close(fd);
+    }
+};
+
+// A child the test started, waited for with a deadline; killed and reaped at
+// scope end only if it is still ours (never a pid we already reaped).
+struct OwnChild {
+    pid_t pid = -1;
+    bool reaped = false;
+    int status = 0;
+    explicit OwnChild(pid_t started) : pid(started) {}
+    ~OwnChild() {
+        if (pid <= 0 || reaped) return;
+        kill(pid, SIGKILL);
+        waitpid(pid, nullptr, 0);
+    }
+    // True when it ended within `timeout` (status then holds its wait status).
+    bool wait_exit(std::chrono::milliseconds timeout) {
+        const auto deadline = Clock::now() + timeout;
+        while (!reaped) {
+            if (waitpid(pid, &status, WNOHANG) == pid) {
+                reaped = true;
+                break;
+            }
+            if (Clock::now() >= deadline) return false;
+            std::this_thread::sleep_for(2ms);
+        }
+        return true;
+    }
+    bool killed_by_sigkill() const {
+        return reaped && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+    }
+};
+
+// A copy of /bin/sleep at `path` with `tail` appended: still runs, and its
+// bytes (hash, strings) are the test's to choose.
+inline void copy_sleep(const std::filesystem::path& path, const std::string& tail) {
+    std::filesystem::copy_file("/bin/sleep", path);
+    std::ofstream(path, std::ios::app | std::ios::binary) << tail;
+    std::filesystem::permissions(path, std::filesystem::perms::owner_all |
+                                           std::filesystem::perms::group_exec |
+                                           std::filesystem::perms::others_exec);
+}
+
+inline std::string file_bytes(const std::filesystem::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+class AgentDetectTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        GG_REQUIRE_PRIVILEGED();
+        node_ = dir_ / "gpu0";
+        ASSERT_EQ(mknod(node_.c_str(), S_IFCHR | 0666, makedev(1, 7)), 0);
+        rules_dir_ = dir_ / "rules.d";  // made by scratch_paths_config()
+        config_ = dir_ / "gpuguard.yaml";
+        std::ofstream(config_) << "sensor:\n  extra_gpu_devices: [\"1:7\"]\n"
+                               << "  connect_loopback: true\n"
+                               << "control:\n  socket: \"\"\n"
+                               // Last: tests append their own keys under rules:.
+                               << gpuguard::testing::scratch_paths_config(dir_.path());
+    }
+
+    // As scratch_paths_config() writes it, so a test can swap it.
+    static std::string journal_section(const std::filesystem::path& journal_dir,
+                                       const std::string& more = "") {
+        return "journal:\n  dir: " + journal_dir.string() + "\n" + more;
+    }
+
+    void replace_in_config(const std::string& from, const std::string& to) {
+        std::string text = file_bytes(config_);
+        const auto at = text.find(from);
+        ASSERT_NE(at, std::string::npos) << from;
+        text.replace(at, from.size(), to);
+        std::ofstream(config_) << text;
+    }
+
+    // Gives the agent a control socket in the test's directory (SetUp has none).
+    void use_control_socket() {
+        replace_in_config("socket: \"\"", "socket: " + (dir_ / "control.sock").string());
+    }
+
+    // The next detection line for `pid` and `rule` within `timeout`.
+    std::optional<nlohmann::json> wait_for_detection(Subprocess& agent, pid_t pid,
+                                                     const std::string& rule,
+                                                     std::chrono::milliseconds timeout) {
+        const auto deadline = Clock::now() + timeout;
+        while (Clock::now() < deadline) {
+            auto line = agent.read_stdout_line(20ms);
+            if (!line) continue;
+            seen_.push_back(*line);
+            auto detection = nlohmann::json::parse(*line);
+            if (detection["rule"]["id"] == rule && detection["process"]["pid"] == pid) {
+                return detection;
+            }
+        }
+        return std::nullopt;
+    }
+
+    // Forks a child that names itself `comm`, opens the fake GPU node (the fd
+    // survives exec) and, when argv is given, execs it.
+    pid_t start_child(const std::string& comm, std::vector<std::string> argv) {
+        const std::string node = node_.string();
+        std::vector<char*> args;
+        for (auto& arg : argv) args.push_back(arg.data());
+        args.push_back(nullptr);
+        const pid_t pid = fork();
+        if (pid == 0) {
+            prctl(PR_SET_NAME, comm.c_str());
+            if (open(node.c_str(), O_RDWR) < 0) _exit(1);
+            if (args.size() > 1) execv(args[0], args.data());
+            pause();
+            _exit(0);
+        }
+        return pid;
+    }
+
+    // Adds a file output at `path` (ECS JSON lines) to the configuration.
+    void add_file_output(const std::filesystem::path& path) {
+        std::ofstream(config_, std::ios::app)
+            << "outputs:\n  - name: file\n    type: file\n    address: " << path.string() << "\n";
+    }
+
+    // The first record of the file output at `path` that `wanted` accepts,
+    // within `timeout`.
+    std::optional<nlohmann::json> wait_for_output(
+        const std::filesystem::path& path, const std::function<bool(const nlohmann::json&)>& wanted,
+        std::chrono::milliseconds timeout) {
+        const auto deadline = Clock::now() + timeout;
+        do {
+            std::ifstream in(path);
+            for (std::string line; std::getline(in, line);) {
+                auto record = nlohmann::json::parse(line, nullptr, false);
+                if (!record.is_discarded() && wanted(record)) return record;
+            }
+            std::this_thread::sleep_for(20ms);
+        } while (Clock::now() < deadline);
+        return std::nullopt;
+    }
+
+    // The enforcement outcome record of `action` for `pid` in the file output.
+    std::optional<nlohmann::json> wait_for_outcome(const std::filesystem::path& path, pid_t pid,
+                                                   const std::string& action) {
+        return wait_for_output(
+            path,
+            [&](const nlohmann::json& record) {
+                return record["gpuguard"]["record"] == "enforcement" &&
+                       record["process"]["pid"] == pid && record["event"]["action"] == action;
+            },
+            5s);
+    }
+
+    // Waits for `rule`'s detection of `pid` asking for `action`, then for the
+    // successful outcome of that action in the file output at `alerts`;
+    // returns the outcome's reason ("" after a failed expectation).
+    std::string enforced_reason(Subprocess& agent, pid_t pid, const std::string& rule,
+                                const std::string& action, const std::filesystem::path& alerts) {
+        auto detection = wait_for_detection(agent, pid, rule, 5s);
+        EXPECT_TRUE(detection) << agent.stderr_text();
+        if (!detection) return "";
+        EXPECT_EQ((*detection)["event"]["action"], action);
+        auto outcome = wait_for_outcome(alerts, pid, action);
+        EXPECT_TRUE(outcome) << agent.stderr_text();
+        if (!outcome) return "";
+        EXPECT_EQ((*outcome)["gpuguard"]["enforcement"]["outcome"], "success") << outcome->dump();
+        return (*outcome)["event"]["reason"].get<std::string>();
+    }
+
+    TempDir dir_{"gg-detect"};
+    std::filesystem::path node_, rules_dir_, config_;
+    std::vector<std::string> seen_;
+};
+
+}  // namespace gpuguard::testing

@@ -1,0 +1,201 @@
+// Guard mode in the live agent (AgentDetectTest, agent_detect_fixture.h): a
+// policy's memory limit kills, priorities pause and resume a low-priority
+// child under load, and dry run only reports.
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/bpf/agent_detect_fixture.h"
+#include "tests/support/fake_nvml_script.h"
+#include "tests/support/run_command.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+using gpuguard::testing::AgentDetectTest;
+using gpuguard::testing::Clock;
+using gpuguard::testing::OwnChild;
+using gpuguard::testing::Subprocess;
+
+// Guard mode, enforced: a process over its user's GPU memory limit (memory
+// reported by NVML, here the fake libnvidia-ml.so.1) gets the policy's
+// action, kill, from the live agent; one within the limit is left alone.
+TEST_F(AgentDetectTest, guard_policy_kills_a_process_over_its_memory_limit) {
+    OwnChild hog(start_child("gg-hog", {}));
+    OwnChild modest(start_child("gg-modest", {}));
+    ASSERT_GT(hog.pid, 0);
+    ASSERT_GT(modest.pid, 0);
+    const auto script = dir_ / "nvml.json";
+    std::ofstream(script) << gpuguard::testing::fake_nvml_script(
+        {.gpu_utilization = 95,
+         .memory_utilization = 60,
+         .memory_used = 24ull << 30,
+         .processes = {{hog.pid, 20ull << 30}, {modest.pid, 4ull << 30}}});
+    const auto policy = dir_ / "guard.yaml";
+    std::ofstream(policy) << R"(rules:
+  - id: SITE-GUARD-MEM
+    name: GPU memory over root's limit
+    severity: warning
+    action: kill
+    window: 1h
+    when:
+      gpu_held: true
+      scope: {users: ["0", root]}
+      gpu_memory_above: 16GiB
+)";
+    std::ofstream(config_, std::ios::app)
+        << "  correlation_files: [" << policy.string() << "]\n"
+        << "enforcement:\n  grace_period_ms: 500\n"
+        << "backends:\n  interval_ms: 200\n  nvml_library: \"" << GPUGUARD_FAKE_NVML_PATH << "\"\n";
+    Subprocess agent({"/usr/bin/env", "GPUGUARD_FAKE_NVML_SCRIPT=" + script.string(),
+                      GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
+
+    auto detection = wait_for_detection(agent, hog.pid, "SITE-GUARD-MEM", 10s);
+    ASSERT_TRUE(detection) << agent.stderr_text();
+    EXPECT_EQ((*detection)["event"]["action"], "kill");
+    EXPECT_NE(detection->dump().find("over the limit"), std::string::npos) << detection->dump();
+    ASSERT_TRUE(hog.wait_exit(5s)) << "the process over its limit still runs";
+    EXPECT_TRUE(WIFSIGNALED(hog.status)) << hog.status;
+    // The process within its limit is untouched and never reported.
+    EXPECT_FALSE(modest.wait_exit(500ms));
+    for (const auto& line : seen_) {
+        const auto record = nlohmann::json::parse(line);
+        if (record.contains("process") && record["process"].contains("pid")) {
+            EXPECT_NE(record["process"]["pid"], modest.pid) << line;
+        }
+    }
+}
+
+// A process's state letter from /proc/PID/stat ('T' stopped), '?' when gone.
+char proc_state(pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    std::getline(in, line);
+    const auto close = line.rfind(')');
+    return close == std::string::npos || close + 2 >= line.size() ? '?' : line[close + 2];
+}
+
+bool wait_for_state(pid_t pid, bool stopped, std::chrono::milliseconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    while (Clock::now() < deadline) {
+        if ((proc_state(pid) == 'T') == stopped) return true;
+        std::this_thread::sleep_for(10ms);
+    }
+    return false;
+}
+
+// Guard priorities, live: the fake GPU (NVML) reports 95 % with a
+// low-priority and a high-priority child of this test on it; the agent
+// SIGSTOPs the low one through the enforcer (outcome "success") and leaves
+// the high one running. When the script's load drops to 20 %, the low one
+// is SIGCONTed.
+TEST_F(AgentDetectTest, guard_priorities_pause_a_low_priority_child_under_load_and_resume_it) {
+    OwnChild low(start_child("gg-low", {}));
+    OwnChild high(start_child("gg-high", {}));
+    ASSERT_GT(low.pid, 0);
+    ASSERT_GT(high.pid, 0);
+    const auto step_file = dir_ / "nvml-step";
+    std::ofstream(step_file) << "0\n";
+    const std::vector<gpuguard::testing::FakeNvmlProcess> both = {{low.pid, 2ull << 30},
+                                                                  {high.pid, 8ull << 30}};
+    const auto script = dir_ / "nvml.json";
+    std::ofstream(script) << gpuguard::testing::fake_nvml_script({{.gpu_utilization = 95,
+                                                                   .memory_utilization = 50,
+                                                                   .memory_used = 10ull << 30,
+                                                                   .processes = both},
+                                                                  {.gpu_utilization = 20,
+                                                                   .memory_utilization = 10,
+                                                                   .memory_used = 10ull << 30,
+                                                                   .processes = both}},
+                                                                 step_file.string());
+    const auto policy = dir_ / "guard.yaml";
+    std::ofstream(policy) << R"(priority_guard:
+  pause_above_percent: 80
+  resume_below_percent: 50
+  max_pause: 10m
+  processes:
+    - {comm: [gg-high], priority: 100}
+    - {comm: [gg-low], priority: 1}
+)";
+    std::ofstream(config_, std::ios::app)
+        << "  correlation_files: [" << policy.string() << "]\n"
+        << "backends:\n  interval_ms: 200\n  nvml_library: \"" << GPUGUARD_FAKE_NVML_PATH << "\"\n";
+    const auto alerts = dir_ / "alerts.jsonl";
+    add_file_output(alerts);
+    Subprocess agent({"/usr/bin/env", "GPUGUARD_FAKE_NVML_SCRIPT=" + script.string(),
+                      GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
+
+    auto paused = wait_for_detection(agent, low.pid, "GG-GUARD-0001", 10s);
+    ASSERT_TRUE(paused) << agent.stderr_text();
+    EXPECT_EQ((*paused)["event"]["action"], "pause");
+    EXPECT_NE(paused->dump().find("yields to priority 100 (gg-high, pid " +
+                                  std::to_string(high.pid) + ")"),
+              std::string::npos)
+        << paused->dump();
+    auto outcome = wait_for_outcome(alerts, low.pid, "pause");
+    ASSERT_TRUE(outcome) << agent.stderr_text();
+    EXPECT_EQ((*outcome)["gpuguard"]["enforcement"]["outcome"], "success") << outcome->dump();
+    EXPECT_TRUE(wait_for_state(low.pid, true, 2s)) << "the low-priority child is not stopped";
+    EXPECT_NE(proc_state(high.pid), 'T') << "the high-priority child must keep running";
+    // Still loaded: it stays stopped across further readings (200 ms apart).
+    std::this_thread::sleep_for(600ms);
+    EXPECT_EQ(proc_state(low.pid), 'T');
+
+    // The load drops below 50 %: resumed.
+    std::ofstream(step_file) << "1\n";
+    auto resumed = wait_for_outcome(alerts, low.pid, "resume");
+    ASSERT_TRUE(resumed) << agent.stderr_text();
+    EXPECT_EQ((*resumed)["gpuguard"]["enforcement"]["outcome"], "success") << resumed->dump();
+    EXPECT_EQ((*resumed)["event"]["reason"], "SIGCONT") << resumed->dump();
+    EXPECT_TRUE(wait_for_state(low.pid, false, 2s)) << "the low-priority child is still stopped";
+    EXPECT_TRUE(agent.wait_for_stderr("GPU priority: resume pid " + std::to_string(low.pid), 2s))
+        << agent.stderr_text();
+    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+    EXPECT_FALSE(high.wait_exit(100ms)) << "never signalled";
+}
+
+// enforcement.dry_run: the same decision is reported (detection and a
+// "dry_run" outcome that would send SIGSTOP) and the child never stops.
+TEST_F(AgentDetectTest, guard_priorities_in_dry_run_report_the_pause_and_never_stop_the_child) {
+    OwnChild low(start_child("gg-low", {}));
+    OwnChild high(start_child("gg-high", {}));
+    ASSERT_GT(low.pid, 0);
+    ASSERT_GT(high.pid, 0);
+    const auto script = dir_ / "nvml.json";
+    std::ofstream(script) << gpuguard::testing::fake_nvml_script(
+        {.gpu_utilization = 95,
+         .memory_utilization = 50,
+         .memory_used = 10ull << 30,
+         .processes = {{low.pid, 2ull << 30}, {high.pid, 8ull << 30}}});
+    const auto policy = dir_ / "guard.yaml";
+    std::ofstream(policy) << "priority_guard:\n  processes:\n"
+                          << "    - {comm: [gg-high], priority: 100}\n"
+                          << "    - {comm: [gg-low], priority: 1}\n";
+    std::ofstream(config_, std::ios::app)
+        << "  correlation_files: [" << policy.string() << "]\n"
+        << "enforcement:\n  dry_run: true\n"
+        << "backends:\n  interval_ms: 200\n  nvml_library: \"" << GPUGUARD_FAKE_NVML_PATH << "\"\n";
+    const auto alerts = dir_ / "alerts.jsonl";
+    add_file_output(alerts);
+    Subprocess agent({"/usr/bin/env", "GPUGUARD_FAKE_NVML_SCRIPT=" + script.string(),
+                      GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
+    auto paused = wait_for_detection(agent, low.pid, "GG-GUARD-0001", 10s);
+    ASSERT_TRUE(paused) << agent.stderr_text();
+    auto outcome = wait_for_outcome(alerts, low.pid, "pause");
+    ASSERT_TRUE(outcome) << agent.stderr_text();
+    EXPECT_EQ((*outcome)["gpuguard"]["enforcement"]["outcome"], "dry_run") << outcome->dump();
+    EXPECT_EQ((*outcome)["event"]["reason"], "would send SIGSTOP") << outcome->dump();
+    EXPECT_FALSE(wait_for_state(low.pid, true, 1s)) << "stopped in dry run";
+    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+}
+
+}  // namespace
