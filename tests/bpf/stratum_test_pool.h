@@ -1,0 +1,130 @@
+// A scripted loopback mining pool (TestServer), the mining dialects it
+// speaks (dialects()), and the child-safe socket helpers a test's miner
+// uses; shared by payload_test.cpp and stratum_agent_test.cpp, defined in
+// stratum_test_pool.cpp.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+namespace gpuguard::testing {
+
+inline constexpr int kShares = 11;
+inline constexpr long kShareIntervalNs = 100'000'000;  // the child submits every 100 ms
+
+// One TCP connection served by a script: every line received gets the
+// replies `respond` gives. Bound to a loopback address, ephemeral port.
+class TestServer {
+  public:
+    using Respond = std::function<std::vector<std::string>(const std::string& line)>;
+
+    TestServer(const char* address, Respond respond) : respond_(std::move(respond)) {
+        listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in in{};
+        in.sin_family = AF_INET;
+        inet_pton(AF_INET, address, &in.sin_addr);
+        socklen_t length = sizeof(in);
+        if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&in), length) != 0 ||
+            listen(listen_fd_, 4) != 0) {
+            close(listen_fd_);
+            listen_fd_ = -1;
+            return;
+        }
+        getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&in), &length);
+        port_ = ntohs(in.sin_port);
+        thread_ = std::thread([this] { serve(); });
+    }
+    ~TestServer() {
+        stop_ = true;
+        if (thread_.joinable()) thread_.join();
+        if (listen_fd_ >= 0) close(listen_fd_);
+    }
+    bool ok() const { return listen_fd_ >= 0; }
+    uint16_t port() const { return port_; }
+
+  private:
+    void serve() {
+        pollfd wait{listen_fd_, POLLIN, 0};
+        while (!stop_ && poll(&wait, 1, 50) == 0) {
+        }
+        if (stop_) return;
+        const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (fd < 0) return;
+        // A greeting of several lines arrives at once, not one delayed ACK later.
+        const int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        std::string pending;
+        char buffer[4096];
+        pollfd client{fd, POLLIN, 0};
+        while (!stop_) {
+            if (poll(&client, 1, 50) <= 0) continue;
+            const ssize_t n = read(fd, buffer, sizeof(buffer));
+            if (n <= 0) break;
+            pending.append(buffer, static_cast<size_t>(n));
+            size_t newline;
+            while ((newline = pending.find('\n')) != std::string::npos) {
+                const std::string line = pending.substr(0, newline);
+                pending.erase(0, newline + 1);
+                for (const auto& reply : respond_(line)) {
+                    const std::string framed = reply + "\n";
+                    if (write(fd, framed.data(), framed.size()) < 0) break;
+                }
+            }
+        }
+        close(fd);
+    }
+
+    Respond respond_;
+    int listen_fd_ = -1;
+    uint16_t port_ = 0;
+    std::thread thread_;
+    std::atomic<bool> stop_{false};
+};
+
+// The JSON-RPC id of a request line, as text ("" when none).
+std::string id_of(const std::string& line);
+
+// A mining dialect: what the miner sends, what the pool answers, and the
+// hashes one share stands for at the difficulty the pool sets.
+struct Dialect {
+    const char* name;
+    const char* protocol;            // Stratum::protocol expected
+    const char* first_method;        // recognised from this request, before any answer
+    std::vector<std::string> login;  // the miner's opening requests, one answer line each
+    TestServer::Respond pool;
+    std::function<std::string(int)> submit;  // the i-th share
+    double share_hashes;
+};
+
+// The dialects the tests mine in, stratum1 (difficulty 8) first.
+std::vector<Dialect> dialects();
+
+// Child-safe helpers: only system calls.
+void sleep_ns(long ns);
+
+bool write_all(int fd, const std::string& text);
+
+// Reads until `lines` newlines arrived (or 2 s passed).
+bool read_lines(int fd, int lines);
+
+// Reads whatever has arrived, without waiting.
+void drain_input(int fd);
+
+// A free loopback port of `type` (SOCK_STREAM, SOCK_DGRAM): nobody listens
+// on it, though a datagram sent there still leaves the sender.
+uint16_t free_loopback_port(int type = SOCK_STREAM);
+
+int connect_v4(const char* address, uint16_t port);
+
+}  // namespace gpuguard::testing
