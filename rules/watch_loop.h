@@ -15,28 +15,10 @@
 #include <sys/inotify.h>
 #include <unistd.h>
 
+#include "gpuguard/common/inotify.h"
 #include "gpuguard/common/logging.h"
 
 namespace gpuguard::rules {
-
-using InotifyFilter = std::function<bool(const inotify_event&)>;
-
-// Reads every pending event of the non-blocking `inotify_fd`; true when
-// `relevant` accepts one of them (each is shown to it).
-inline bool drain_inotify(int inotify_fd, const InotifyFilter& relevant) {
-    alignas(inotify_event) char buffer[16 * 1024];
-    bool any = false;
-    for (;;) {
-        const ssize_t n = read(inotify_fd, buffer, sizeof buffer);
-        if (n <= 0) break;
-        for (ssize_t offset = 0; offset < n;) {
-            const auto* event = reinterpret_cast<const inotify_event*>(buffer + offset);
-            any |= relevant(*event);
-            offset += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
-        }
-    }
-    return any;
-}
 
 // Runs until `stop_fd` is readable: after an inotify event `relevant`
 // accepts and `debounce` of quiet, `reload` runs.

@@ -9,6 +9,8 @@
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
+#include "gpuguard/common/inotify.h"
+
 namespace gpuguard::agent {
 namespace {
 
@@ -81,24 +83,8 @@ std::vector<ConfigChange> diff_config(const Config& running, const Config& next)
     return changes;
 }
 
-ConfigFileWatch::ConfigFileWatch(int inotify_fd, std::string file_name)
-    : inotify_fd_(inotify_fd), file_name_(std::move(file_name)) {}
-
-ConfigFileWatch::~ConfigFileWatch() {
-    if (inotify_fd_ >= 0) close(inotify_fd_);
-}
-
-ConfigFileWatch::ConfigFileWatch(ConfigFileWatch&& other) noexcept
-    : inotify_fd_(std::exchange(other.inotify_fd_, -1)), file_name_(std::move(other.file_name_)) {}
-
-ConfigFileWatch& ConfigFileWatch::operator=(ConfigFileWatch&& other) noexcept {
-    if (this != &other) {
-        if (inotify_fd_ >= 0) close(inotify_fd_);
-        inotify_fd_ = std::exchange(other.inotify_fd_, -1);
-        file_name_ = std::move(other.file_name_);
-    }
-    return *this;
-}
+ConfigFileWatch::ConfigFileWatch(UniqueFd inotify_fd, std::string file_name)
+    : inotify_fd_(std::move(inotify_fd)), file_name_(std::move(file_name)) {}
 
 Result<ConfigFileWatch> ConfigFileWatch::start(const std::filesystem::path& file) {
     const int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
@@ -107,7 +93,7 @@ Result<ConfigFileWatch> ConfigFileWatch::start(const std::filesystem::path& file
         return fail(ErrorCode::kIo,
                     std::string("config watch: inotify_init1: ") + std::strerror(err), err);
     }
-    ConfigFileWatch watch(fd, file.filename().string());
+    ConfigFileWatch watch(UniqueFd(fd), file.filename().string());
     auto directory = file.parent_path();
     if (directory.empty()) directory = ".";
     // The directory, not the file: a rename over the file replaces its inode.
@@ -121,18 +107,9 @@ Result<ConfigFileWatch> ConfigFileWatch::start(const std::filesystem::path& file
 }
 
 bool ConfigFileWatch::changed() {
-    bool ours = false;
-    alignas(inotify_event) char buffer[4096];
-    for (;;) {
-        const ssize_t length = read(inotify_fd_, buffer, sizeof buffer);
-        if (length <= 0) break;  // EAGAIN: nothing more queued
-        for (ssize_t offset = 0; offset < length;) {
-            const auto* event = reinterpret_cast<const inotify_event*>(buffer + offset);
-            if (event->len > 0 && file_name_ == event->name) ours = true;
-            offset += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
-        }
-    }
-    return ours;
+    return drain_inotify(inotify_fd_.get(), [&](const inotify_event& event) {
+        return event.len > 0 && file_name_ == event.name;
+    });
 }
 
 }  // namespace gpuguard::agent

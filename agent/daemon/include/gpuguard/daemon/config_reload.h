@@ -7,8 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "gpuguard/daemon/config.h"
 #include "gpuguard/common/result.h"
+#include "gpuguard/common/unique_fd.h"
+#include "gpuguard/daemon/config.h"
 
 namespace gpuguard::agent {
 
@@ -36,18 +37,13 @@ class ConfigFileWatch {
   public:
     // Watches the file's directory. Fails with kIo when inotify is unusable.
     static Result<ConfigFileWatch> start(const std::filesystem::path& file);
-    ~ConfigFileWatch();
-    ConfigFileWatch(ConfigFileWatch&& other) noexcept;
-    ConfigFileWatch& operator=(ConfigFileWatch&& other) noexcept;
-    ConfigFileWatch(const ConfigFileWatch&) = delete;
-    ConfigFileWatch& operator=(const ConfigFileWatch&) = delete;
 
     // True when the file was written or replaced since the last call; never blocks.
     bool changed();
 
   private:
-    ConfigFileWatch(int inotify_fd, std::string file_name);
-    int inotify_fd_ = -1;
+    ConfigFileWatch(UniqueFd inotify_fd, std::string file_name);
+    UniqueFd inotify_fd_;
     std::string file_name_;
 };
 
