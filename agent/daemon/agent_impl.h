@@ -35,7 +35,6 @@
 #include "gpuguard/enforce/priority_guard.h"
 #include "gpuguard/events/event_json.h"
 #include "gpuguard/events/gpu_devices.h"
-#include "gpuguard/events/net_event_codec.h"
 #include "gpuguard/journal/journal.h"
 #include "gpuguard/netintel/net_intel.h"
 #include "gpuguard/rules/correlation.h"

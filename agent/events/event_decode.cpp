@@ -1,12 +1,14 @@
-// Ring-buffer record -> Event. The only place that reads bpf/events.h structs.
+// Ring-buffer record -> Event, for every record type the sensor delivers:
+// the one reader of the event structs of bpf/events.h and bpf/payload.h.
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
 #include <arpa/inet.h>
 
-#include "gpuguard/events/event.h"
-#include "gpuguard/events/net_event_codec.h"
 #include "events.h"
+#include "gpuguard/events/event.h"
+#include "payload.h"
 
 namespace gpuguard::agent {
 namespace {
@@ -195,6 +197,65 @@ Result<Event> decode_kill_now(std::span<const std::byte> record) {
     return event;
 }
 
+constexpr const char* kPayloadSyscalls[] = {"write", "sendto",   "sendmsg",
+                                            "read",  "recvfrom", "recvmsg"};
+
+// A payload's address as text.
+std::string payload_address(uint16_t family, const uint8_t* addr) {
+    char text[INET6_ADDRSTRLEN] = {};
+    // A v4-mapped IPv6 address is shown as the IPv4 one, as for connects.
+    static constexpr uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (family == AF_INET) {
+        inet_ntop(AF_INET, addr, text, sizeof(text));
+    } else if (std::memcmp(addr, kMapped, sizeof(kMapped)) == 0) {
+        inet_ntop(AF_INET, addr + 12, text, sizeof(text));
+    } else {
+        inet_ntop(AF_INET6, addr, text, sizeof(text));
+    }
+    return text;
+}
+
+Result<Event> decode_net_payload(std::span<const std::byte> record) {
+    if (record.size() < GG_PAYLOAD_FIXED_SIZE) {
+        return fail(ErrorCode::kParse,
+                    "net_payload record too short: " + std::to_string(record.size()) +
+                        " bytes, expected " + std::to_string(GG_PAYLOAD_FIXED_SIZE));
+    }
+    gg_payload_event raw;
+    std::memcpy(&raw, record.data(), std::min(record.size(), sizeof(raw)));
+    if (raw.captured > GG_PAYLOAD_MAX || GG_PAYLOAD_FIXED_SIZE + raw.captured > record.size()) {
+        return fail(ErrorCode::kParse, "net_payload record captured " +
+                                           std::to_string(raw.captured) + " exceeds the record");
+    }
+    if (raw.family != AF_INET && raw.family != AF_INET6) {
+        return fail(ErrorCode::kParse,
+                    "net_payload record with family " + std::to_string(raw.family));
+    }
+    if (raw.direction > GG_PAYLOAD_IN || raw.syscall > GG_PSYS_RECVMSG) {
+        return fail(ErrorCode::kParse, "net_payload record with unknown direction or syscall");
+    }
+    Event event = event_base(raw);
+    NetPayload payload;
+    payload.fd = raw.fd;
+    payload.direction =
+        raw.direction == GG_PAYLOAD_IN ? NetPayload::Direction::kIn : NetPayload::Direction::kOut;
+    payload.syscall = kPayloadSyscalls[raw.syscall];
+    payload.length = raw.len;
+    payload.seq = raw.seq;
+    payload.flow = raw.flow;
+    payload.stream = (raw.flags & GG_PAYLOAD_DGRAM) == 0;
+    payload.truncated = (raw.flags & GG_PAYLOAD_TRUNCATED) != 0;
+    payload.dns = (raw.flags & GG_PAYLOAD_DNS) != 0;
+    payload.followed = (raw.flags & GG_PAYLOAD_FOLLOWED) != 0;
+    payload.local_address = payload_address(raw.family, raw.local_addr);
+    payload.local_port = raw.local_port;
+    payload.remote_address = payload_address(raw.family, raw.remote_addr);
+    payload.remote_port = raw.remote_port;
+    payload.data.assign(raw.data, raw.captured);
+    event.data = std::move(payload);
+    return event;
+}
+
 }  // namespace
 
 std::vector<std::string> split_nul_separated(std::string_view bytes) {
@@ -288,7 +349,7 @@ Result<Event> decode_record(std::span<const std::byte> record) {
         case GG_EVENT_KILL_NOW:
             return decode_kill_now(body);
         case GG_EVENT_NET_PAYLOAD:
-            return decode_net_payload_record(body);
+            return decode_net_payload(body);
         default:
             return fail(ErrorCode::kParse, "unknown record type " + std::to_string(header.type));
     }

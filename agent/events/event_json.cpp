@@ -6,9 +6,12 @@
 #include <nlohmann/json.hpp>
 #include <time.h>
 
-#include "gpuguard/events/net_event_codec.h"
-
 namespace gpuguard::agent {
+namespace {
+
+constexpr char kBase64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+}  // namespace
 
 std::string errno_name(int32_t result) {
     // In 64 bits: INT32_MIN, which no kernel returns but a damaged or forged
@@ -157,7 +160,98 @@ json snapshot_json(const ProcessSnapshot& snapshot) {
                 {"gpus", gpus}};
 }
 
+json net_payload_json(const NetPayload& payload) {
+    return json{{"fd", payload.fd},
+                {"direction", payload.direction == NetPayload::Direction::kIn ? "in" : "out"},
+                {"syscall", payload.syscall},
+                {"length", payload.length},
+                {"seq", payload.seq},
+                {"flow", payload.flow},
+                {"transport", payload.stream ? "tcp" : "udp"},
+                {"dns", payload.dns},
+                {"followed", payload.followed},
+                {"truncated", payload.truncated},
+                {"local_address", payload.local_address},
+                {"local_port", payload.local_port},
+                {"remote_address", payload.remote_address},
+                {"remote_port", payload.remote_port},
+                {"data", base64_encode(payload.data)}};
+}
+
 }  // namespace
+
+json stratum_to_json(const Stratum& stratum) {
+    const auto optional_number = [](const std::optional<double>& value) {
+        return value ? json(*value) : json(nullptr);
+    };
+    return json{{"flow", stratum.flow},
+                {"protocol", stratum.protocol},
+                {"pool_address", stratum.pool_address},
+                {"pool_port", stratum.pool_port},
+                {"pool_domain", stratum.pool_domain},
+                {"login", stratum.login},
+                {"agent", stratum.agent},
+                {"methods", stratum.methods},
+                {"messages", stratum.messages},
+                {"shares_submitted", stratum.shares_submitted},
+                {"shares_accepted", stratum.shares_accepted},
+                {"shares_rejected", stratum.shares_rejected},
+                {"share_hashes", stratum.share_hashes},
+                {"difficulty_updates", stratum.difficulty_updates},
+                {"hash_rate", optional_number(stratum.hash_rate)},
+                {"reported_hash_rate", optional_number(stratum.reported_hash_rate)}};
+}
+
+std::string base64_encode(std::string_view bytes) {
+    std::string out;
+    out.reserve((bytes.size() + 2) / 3 * 4);
+    size_t i = 0;
+    for (; i + 2 < bytes.size(); i += 3) {
+        const uint32_t v = static_cast<uint8_t>(bytes[i]) << 16 |
+                           static_cast<uint8_t>(bytes[i + 1]) << 8 |
+                           static_cast<uint8_t>(bytes[i + 2]);
+        out += kBase64[v >> 18];
+        out += kBase64[(v >> 12) & 63];
+        out += kBase64[(v >> 6) & 63];
+        out += kBase64[v & 63];
+    }
+    if (i < bytes.size()) {
+        uint32_t v = static_cast<uint8_t>(bytes[i]) << 16;
+        if (i + 1 < bytes.size()) v |= static_cast<uint8_t>(bytes[i + 1]) << 8;
+        out += kBase64[v >> 18];
+        out += kBase64[(v >> 12) & 63];
+        out += i + 1 < bytes.size() ? kBase64[(v >> 6) & 63] : '=';
+        out += '=';
+    }
+    return out;
+}
+
+Result<std::string> base64_decode(std::string_view text) {
+    if (text.size() % 4 != 0) return fail(ErrorCode::kParse, "not base64 (length)");
+    std::string out;
+    out.reserve(text.size() / 4 * 3);
+    for (size_t i = 0; i < text.size(); i += 4) {
+        uint32_t v = 0;
+        int padding = 0;
+        for (size_t j = 0; j < 4; ++j) {
+            const char c = text[i + j];
+            int digit = -1;
+            if (c == '=' && i + 4 == text.size() && j >= 2) {
+                ++padding;
+                digit = 0;
+            } else if (padding == 0) {
+                const char* at = std::strchr(kBase64, c);
+                if (c != '\0' && at) digit = static_cast<int>(at - kBase64);
+            }
+            if (digit < 0) return fail(ErrorCode::kParse, "not base64");
+            v = v << 6 | static_cast<uint32_t>(digit);
+        }
+        out += static_cast<char>(v >> 16);
+        if (padding < 2) out += static_cast<char>((v >> 8) & 0xff);
+        if (padding < 1) out += static_cast<char>(v & 0xff);
+    }
+    return out;
+}
 
 std::string format_rfc3339(int64_t unix_ns) {
     int64_t seconds = unix_ns / 1'000'000'000;
@@ -267,7 +361,7 @@ std::string event_to_json(const Event& event, int64_t realtime_offset_ns) {
             out["exe_scan"] = std::move(body);
         }
         void operator()(const NetPayload& payload) const {
-            out["net_payload"] = net_payload_to_json(payload);
+            out["net_payload"] = net_payload_json(payload);
         }
         void operator()(const Stratum& stratum) const { out["stratum"] = stratum_to_json(stratum); }
         void operator()(const ProcessIo& io) const {

@@ -43,6 +43,32 @@ std::vector<Event> one_of_each() {
                              std::string(64, 'a'),
                              "docker",
                              {{195, 0, 3}, {195, 255, 4}}};
+    KillNow kill{"gpu_open", "file", 0x800001, 1234, 7, 0, 195, 0};
+    ExeScan scan{"/tmp/.x/xmrig", std::string(64, 'b'), 8 << 20, {"xmrig"}, {"GG-M001"}, ""};
+    NetPayload payload;
+    payload.fd = 5;
+    payload.direction = NetPayload::Direction::kIn;
+    payload.syscall = "recvfrom";
+    payload.length = 9;
+    payload.seq = 2;
+    payload.flow = 0xffff888000001234ull;
+    payload.stream = false;
+    payload.dns = true;
+    payload.local_address = "10.0.0.2";
+    payload.local_port = 40000;
+    payload.remote_address = "10.0.0.53";
+    payload.remote_port = 53;
+    payload.data = std::string("\x12\x34\x81\x80\0\xff", 6);
+    Stratum stratum;
+    stratum.flow = 77;
+    stratum.protocol = "stratum1";
+    stratum.pool_address = "1.2.3.4";
+    stratum.pool_port = 3333;
+    stratum.methods = {"mining.subscribe", "mining.submit"};
+    stratum.messages = {R"({"method":"mining.subscribe"})"};
+    stratum.shares_submitted = 3;
+    stratum.share_hashes = 65536;
+    stratum.hash_rate = 1.5e6;
     return {with_task(open),
             with_task(failed),
             with_task(ioctl),
@@ -53,7 +79,12 @@ std::vector<Event> one_of_each() {
             with_task(Exit{0x0900, true}),
             with_task(Exit{0x0300, false}),
             with_task(telemetry),
-            with_task(snapshot)};
+            with_task(snapshot),
+            with_task(kill),
+            with_task(scan),
+            with_task(payload),
+            with_task(stratum),
+            with_task(ProcessIo{1 << 20, 4096, 3})};
 }
 
 TEST(EventParse, EveryTypeRoundTripsByteForByte) {
@@ -96,6 +127,23 @@ TEST(EventParse, FieldOrderDoesNotMatter) {
         EXPECT_EQ(event_to_json(parsed->event, kOffset), line) << reversed;
     }
     EXPECT_EQ(reader.exact_parses(), 0u) << "the fast path read every line itself";
+}
+
+// An object with more members than the fast path lists in place (hand-written
+// extras) is read by the fast path too, the last of a repeated name winning.
+TEST(EventParse, ManyMembersAreReadByTheFastPath) {
+    std::string extras;
+    for (int i = 0; i < 40; ++i)
+        extras += ",\"extra_" + std::to_string(i) + "\":" + std::to_string(i);
+    EventJsonReader reader;
+    auto parsed =
+        reader.parse(R"({"type":"fork","ts_ns":1,"process":{"pid":1)" + extras +
+                         R"(,"pid":2},"fork":{"child_pid":3)" + extras + R"(,"child_pid":4}})",
+                     "x");
+    ASSERT_TRUE(parsed) << parsed.error().message;
+    EXPECT_EQ(parsed->event.task.pid, 2u);
+    EXPECT_EQ(std::get<Fork>(parsed->event.data).child_pid, 4u);
+    EXPECT_EQ(reader.exact_parses(), 0u);
 }
 
 // A result of INT32_MIN (no kernel returns it; a damaged or forged record

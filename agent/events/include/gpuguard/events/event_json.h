@@ -8,8 +8,10 @@
 #include <string>
 #include <string_view>
 
-#include "gpuguard/events/event.h"
+#include <nlohmann/json_fwd.hpp>
+
 #include "gpuguard/common/result.h"
+#include "gpuguard/events/event.h"
 
 namespace gpuguard::agent {
 
@@ -19,6 +21,10 @@ int64_t monotonic_to_realtime_offset_ns();
 // One JSON object, no trailing newline. `realtime_offset_ns` turns ts_ns into
 // the "time" field (RFC 3339, UTC, nanoseconds).
 std::string event_to_json(const Event& event, int64_t realtime_offset_ns);
+
+// The "stratum" body of event_to_json, alone: what `gpuguard ps` shows of a
+// session.
+nlohmann::ordered_json stratum_to_json(const Stratum& stratum);
 
 // An event read back from its JSON form, with its wall-clock time when the
 // line has one.
@@ -45,7 +51,8 @@ struct Rfc3339Seconds {
 };
 
 // event_from_json for many lines: keeps its parser's buffers from one line
-// to the next (one per thread). Same results and errors.
+// to the next (one per thread). Same results and errors. simdjson reads every
+// line; nlohmann re-reads only a line that fails, to word its error.
 class EventJsonReader {
   public:
     EventJsonReader();
@@ -59,8 +66,10 @@ class EventJsonReader {
 
     Result<ParsedEvent> parse(std::string_view line, std::string_view where, bool padded = false);
 
-    // Lines the fast path (simdjson) handed to the exact one (nlohmann):
-    // bad lines, and the kinds simdjson does not read.
+    // Lines the fast path (simdjson) handed to the exact one (nlohmann): bad
+    // lines, to word their error, and the rare valid line simdjson's parser
+    // refuses (an integer literal past 64 bits). Every kind is read by the
+    // fast path.
     uint64_t exact_parses() const { return exact_parses_; }
 
   private:
@@ -80,6 +89,11 @@ std::string errno_name(int32_t result);
 std::optional<int64_t> parse_rfc3339(std::string_view text, Rfc3339Seconds* last = nullptr);
 // The inverse, always UTC with 9 fraction digits.
 std::string format_rfc3339(int64_t unix_ns);
+
+// RFC 4648 base64 (the JSON form of captured bytes). A failure is kParse,
+// "not base64" or "not base64 (length)".
+std::string base64_encode(std::string_view bytes);
+Result<std::string> base64_decode(std::string_view text);
 
 // "O_RDWR|O_CLOEXEC" style rendering of open(2) flags; unknown bits as hex.
 std::string open_flags_to_string(uint64_t flags);

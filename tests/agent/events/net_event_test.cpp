@@ -1,12 +1,11 @@
 // The payload record (bpf/payload.h) -> NetPayload, and the JSON form of
 // NetPayload and Stratum.
-#include "gpuguard/events/net_event_codec.h"
-
 #include <cstring>
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 
+#include "gpuguard/events/event.h"
 #include "gpuguard/events/event_json.h"
 #include "payload.h"
 

@@ -1,0 +1,397 @@
+// The bodies of the JSON Lines event kinds (docs/events.md), one reader per
+// kind, over either DOM of json_reader.h: each field's rules (required,
+// derived, its range) and the words of its errors.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+
+#include "gpuguard/events/event_json.h"
+#include "json_reader.h"
+
+namespace gpuguard::agent::json_read {
+namespace {
+
+// "195:0" or major/minor fields.
+template <typename Node>
+void read_device(const Reader<Node>& reader, uint32_t& major, uint32_t& minor) {
+    const auto major_value = reader.find("major");
+    const auto minor_value = reader.find("minor");
+    if (major_value || minor_value) {
+        if (!major_value) reader.error("major", "missing");
+        major = reader.template to_integer<uint32_t>(*major_value, "major");
+        if (!minor_value) reader.error("minor", "missing");
+        minor = reader.template to_integer<uint32_t>(*minor_value, "minor");
+        return;
+    }
+    const auto device = reader.optional_text("device");
+    if (!device) reader.error("device", "missing (or give major and minor)");
+    const std::string_view text = *device;
+    const auto colon = text.find(':');
+    auto parse = [&](std::string_view part, uint32_t& out) {
+        auto [ptr, ec] = std::from_chars(part.data(), part.data() + part.size(), out);
+        return ec == std::errc() && ptr == part.data() + part.size() && !part.empty();
+    };
+    if (colon == std::string_view::npos || !parse(text.substr(0, colon), major) ||
+        !parse(text.substr(colon + 1), minor)) {
+        reader.error("device", "expected \"major:minor\", got \"" + std::string(text) + "\"");
+    }
+}
+
+// "error" and "errno" give a failed call's result when "result"/"fd" is absent.
+template <typename Node>
+int32_t read_result(const Reader<Node>& reader, Key key) {
+    if (const auto result = reader.template optional_integer<int32_t>(key)) return *result;
+    if (const auto err = reader.template optional_integer<uint32_t>("errno")) {
+        // 0..2^31: the negated result of every int32 failure, INT32_MIN included.
+        if (*err > 2147483648u) reader.error("errno", "expected an integer 0..2147483648");
+        return static_cast<int32_t>(-static_cast<int64_t>(*err));
+    }
+    return 0;
+}
+
+template <typename Node>
+GpuOpen read_gpu_open(const Reader<Node>& reader) {
+    GpuOpen open;
+    static constexpr std::pair<const char*, OpenSyscall> kSyscalls[] = {
+        {"openat", OpenSyscall::kOpenat},
+        {"openat2", OpenSyscall::kOpenat2},
+        {"open", OpenSyscall::kOpen},
+        {"creat", OpenSyscall::kCreat}};
+    const std::string_view syscall = reader.text("syscall", "openat");
+    bool known = false;
+    for (const auto& [name, value] : kSyscalls) {
+        if (syscall == name) {
+            open.syscall = value;
+            known = true;
+        }
+    }
+    if (!known)
+        reader.error("syscall", "expected openat, openat2, open or creat, got \"" +
+                                    std::string(syscall) + "\"");
+    open.path = reader.string("path", "");
+    open.path_truncated = reader.boolean("path_truncated", false);
+    open.dirfd = reader.template integer<int32_t>("dirfd", AT_FDCWD);
+    open.open_flags = reader.template integer<uint64_t>("open_flags", O_RDWR);
+    open.result = read_result(reader, "fd");
+    if (open.result >= 0) read_device(reader, open.major, open.minor);
+    return open;
+}
+
+template <typename Node>
+GpuIoctl read_gpu_ioctl(const Reader<Node>& reader) {
+    GpuIoctl ioctl;
+    read_device(reader, ioctl.major, ioctl.minor);
+    ioctl.fd = reader.template integer<int32_t>("fd", -1);
+    ioctl.cmd = reader.template integer<uint32_t>("cmd");
+    ioctl.arg = reader.template integer<uint64_t>("arg", 0);
+    return ioctl;
+}
+
+bool is_loopback(const std::string& address, int ip_version) {
+    if (ip_version == 4) {
+        in_addr addr{};
+        return inet_pton(AF_INET, address.c_str(), &addr) == 1 && (ntohl(addr.s_addr) >> 24) == 127;
+    }
+    return address == "::1";
+}
+
+template <typename Node>
+Connect read_connect(const Reader<Node>& reader) {
+    Connect connect;
+    connect.fd = reader.template integer<int32_t>("fd", -1);
+    connect.address = reader.string("address");
+    in6_addr v6{};
+    in_addr v4{};
+    if (inet_pton(AF_INET, connect.address.c_str(), &v4) == 1) {
+        connect.ip_version = 4;
+    } else if (inet_pton(AF_INET6, connect.address.c_str(), &v6) == 1) {
+        connect.ip_version = 6;
+    } else {
+        reader.error("address",
+                     "expected an IPv4 or IPv6 address, got \"" + connect.address + "\"");
+    }
+    if (const auto version = reader.template optional_integer<int>("ip_version");
+        version && *version != connect.ip_version) {
+        reader.error("ip_version", "does not match the address");
+    }
+    connect.port = reader.template integer<uint16_t>("port");
+    connect.result = read_result(reader, "result");
+    connect.v4_mapped = reader.boolean("v4_mapped", false);
+    connect.loopback = reader.boolean("loopback", is_loopback(connect.address, connect.ip_version));
+    connect.domain = reader.string("domain", "");
+    reader.texts("reasons", [&](std::string_view reason) {
+        if (reason == "gpu_holder") {
+            connect.gpu_holder = true;
+        } else if (reason == "watched_port") {
+            connect.watched_port = true;
+        } else if (reason == "connect_all") {
+            connect.all = true;
+        } else {
+            reader.error("reasons", "unknown reason \"" + std::string(reason) +
+                                        "\" (gpu_holder, watched_port, connect_all)");
+        }
+    });
+    return connect;
+}
+
+template <typename Node>
+Exec read_exec(const Reader<Node>& reader) {
+    Exec exec;
+    exec.filename = reader.string("filename");
+    exec.argv = reader.strings("argv");
+    exec.argv_truncated = reader.boolean("argv_truncated", false);
+    exec.filename_truncated = reader.boolean("filename_truncated", false);
+    exec.old_tid = reader.template integer<uint32_t>("old_tid", 0);
+    return exec;
+}
+
+template <typename Node>
+Exit read_exit(const Reader<Node>& reader) {
+    Exit exit;
+    if (const auto status = reader.template optional_integer<uint32_t>("status")) {
+        exit.status = *status;
+    } else if (const auto signal = reader.template optional_integer<uint32_t>("signal")) {
+        exit.status = *signal & 0x7f;
+    } else {
+        exit.status = (reader.template integer<uint32_t>("exit_code", 0) & 0xff) << 8;
+    }
+    exit.held_gpu = reader.boolean("held_gpu", false);
+    return exit;
+}
+
+template <typename Node>
+Telemetry read_telemetry(const Reader<Node>& reader) {
+    Telemetry telemetry;
+    telemetry.gpu_index = reader.template integer<uint32_t>("gpu_index");
+    telemetry.vendor = reader.string("vendor", "");
+    telemetry.model = reader.string("model", "");
+    telemetry.devices = reader.strings("devices");
+    telemetry.utilization_percent = reader.number("utilization_percent");
+    telemetry.memory_used_bytes = reader.template optional_integer<uint64_t>("memory_used_bytes");
+    telemetry.memory_total_bytes = reader.template optional_integer<uint64_t>("memory_total_bytes");
+    telemetry.processes.reserve(reader.count("processes"));
+    reader.objects("processes", [&](const Reader<Node>& item) {
+        ProcessGpuUsage usage;
+        usage.pid = item.template integer<uint32_t>("pid");
+        usage.memory_bytes = item.template optional_integer<uint64_t>("memory_bytes");
+        usage.compute_percent = item.number("compute_percent");
+        telemetry.processes.push_back(usage);
+    });
+    return telemetry;
+}
+
+template <typename Node>
+ProcessSnapshot read_snapshot(const Reader<Node>& reader) {
+    ProcessSnapshot snapshot;
+    snapshot.exe = reader.string("exe", "");
+    snapshot.argv = reader.strings("argv");
+    snapshot.user = reader.string("user", "");
+    snapshot.cgroup_path = reader.string("cgroup_path", "");
+    snapshot.container_id = reader.string("container_id", "");
+    snapshot.container_runtime = reader.string("container_runtime", "");
+    reader.objects("gpus", [&](const Reader<Node>& item) {
+        SnapshotGpu gpu;
+        read_device(item, gpu.major, gpu.minor);
+        gpu.fd = item.template integer<int32_t>("fd", -1);
+        snapshot.gpus.push_back(gpu);
+    });
+    return snapshot;
+}
+
+template <typename Node>
+KillNow read_kill_now(const Reader<Node>& reader) {
+    KillNow kill;
+    kill.trigger = reader.string("trigger");
+    kill.match = reader.string("match", "file");
+    kill.dev = reader.template integer<uint64_t>("dev", 0);
+    kill.ino = reader.template integer<uint64_t>("ino", 0);
+    kill.rule_id = reader.template integer<uint32_t>("rule_id", 0);
+    kill.signal_result = reader.template integer<int32_t>("signal_result", 0);
+    if (reader.has("device")) read_device(reader, kill.major, kill.minor);
+    return kill;
+}
+
+template <typename Node>
+ExeScan read_exe_scan(const Reader<Node>& reader) {
+    ExeScan scan;
+    scan.path = reader.string("path", "");
+    scan.sha256 = reader.string("sha256", "");
+    scan.size = reader.template integer<uint64_t>("size", 0);
+    scan.rules = reader.strings("rules");
+    scan.signature_ids = reader.strings("signature_ids");
+    scan.error = reader.string("error", "");
+    return scan;
+}
+
+template <typename Node>
+ProcessIo read_process_io(const Reader<Node>& reader) {
+    ProcessIo io;
+    io.file_write_bytes = reader.template optional_integer<uint64_t>("file_write_bytes");
+    io.net_send_bytes = reader.template optional_integer<uint64_t>("net_send_bytes");
+    io.net_sends = reader.template optional_integer<uint64_t>("net_sends");
+    return io;
+}
+// The net-intelligence bodies (net_payload, stratum) keep the rules they were
+// first read with (nlohmann's get<T>()): an integer only as a JSON integer in
+// range, a number only as a JSON number, no list but of strings, and errors
+// worded "key: message" under the body's name ("net_payload: fd: expected an
+// integer -2147483648..2147483647").
+template <typename Node>
+class NetFields {
+  public:
+    explicit NetFields(const Reader<Node>& reader) : reader_(reader) {}
+
+    template <typename Int>
+    Int integer(Key key, Int fallback) const {
+        const auto value = reader_.find(key);
+        if (!value) return fallback;
+        constexpr auto lo = std::numeric_limits<Int>::min();
+        constexpr auto hi = std::numeric_limits<Int>::max();
+        if (const auto number = value->as_unsigned()) {
+            if (*number <= static_cast<uint64_t>(hi)) return static_cast<Int>(*number);
+        } else if (value->is_integer()) {
+            const int64_t number = value->get_integer();  // negative: the rest are unsigned
+            if (number >= static_cast<int64_t>(lo)) return static_cast<Int>(number);
+        }
+        error(key, "expected an integer " + std::to_string(lo) + ".." + std::to_string(hi));
+    }
+    std::string string(Key key, std::string_view fallback) const {
+        const auto value = reader_.find(key);
+        if (!value) return std::string(fallback);
+        if (!value->is_string()) wrong_type(key, *value);
+        return std::string(value->get_string());
+    }
+    std::string required_string(Key key) const {
+        if (!reader_.has(key)) error(key, "missing");
+        return string(key, "");
+    }
+    bool boolean(Key key, bool fallback) const {
+        const auto value = reader_.find(key);
+        if (!value) return fallback;
+        if (!value->is_boolean()) wrong_type(key, *value);
+        return value->get_bool();
+    }
+    std::optional<double> number(Key key) const {
+        const auto value = reader_.find(key);
+        if (!value) return std::nullopt;
+        if (!value->is_number()) wrong_type(key, *value);
+        return value->get_double();
+    }
+    std::vector<std::string> strings(Key key) const {
+        const auto value = reader_.find(key);
+        std::vector<std::string> out;
+        if (!value) return out;
+        if (!value->is_array()) wrong_type(key, *value);
+        out.reserve(value->array_size());
+        value->for_each([&](size_t, const Node& item) {
+            if (!item.is_string()) wrong_type(key, *value);
+            out.emplace_back(item.get_string());
+        });
+        return out;
+    }
+    [[noreturn]] void error(std::string_view key, const std::string& message) const {
+        throw FieldError{reader_.path(), std::string(key) + ": " + message};
+    }
+
+  private:
+    [[noreturn]] void wrong_type(std::string_view key, const Node& value) const {
+        error(key, std::string("wrong type (") + value.type_name() + ")");
+    }
+    const Reader<Node>& reader_;
+};
+
+template <typename Node>
+NetPayload read_net_payload(const Reader<Node>& reader) {
+    const NetFields fields(reader);
+    NetPayload payload;
+    payload.fd = fields.template integer<int32_t>("fd", -1);
+    const std::string direction = fields.required_string("direction");
+    if (direction != "in" && direction != "out") {
+        fields.error("direction", "expected \"in\" or \"out\"");
+    }
+    payload.direction =
+        direction == "in" ? NetPayload::Direction::kIn : NetPayload::Direction::kOut;
+    payload.syscall = fields.string("syscall", direction == "in" ? "read" : "write");
+    payload.seq = fields.template integer<uint32_t>("seq", 0);
+    payload.flow = fields.template integer<uint64_t>("flow", 0);
+    const std::string transport = fields.string("transport", "tcp");
+    if (transport != "tcp" && transport != "udp") {
+        fields.error("transport", "expected \"tcp\" or \"udp\"");
+    }
+    payload.stream = transport == "tcp";
+    payload.followed = fields.boolean("followed", false);
+    payload.truncated = fields.boolean("truncated", false);
+    payload.local_address = fields.string("local_address", "");
+    payload.local_port = fields.template integer<uint16_t>("local_port", 0);
+    payload.remote_address = fields.string("remote_address", "");
+    payload.remote_port = fields.template integer<uint16_t>("remote_port", 0);
+    payload.dns = fields.boolean("dns", payload.remote_port == 53);
+    auto data = base64_decode(fields.required_string("data"));
+    if (!data) fields.error("data", data.error().message);
+    payload.data = std::move(*data);
+    payload.length =
+        fields.template integer<uint32_t>("length", static_cast<uint32_t>(payload.data.size()));
+    return payload;
+}
+
+template <typename Node>
+Stratum read_stratum(const Reader<Node>& reader) {
+    const NetFields fields(reader);
+    Stratum stratum;
+    stratum.flow = fields.template integer<uint64_t>("flow", 0);
+    stratum.protocol = fields.required_string("protocol");
+    stratum.pool_address = fields.string("pool_address", "");
+    stratum.pool_port = fields.template integer<uint16_t>("pool_port", 0);
+    stratum.pool_domain = fields.string("pool_domain", "");
+    stratum.login = fields.string("login", "");
+    stratum.agent = fields.string("agent", "");
+    stratum.methods = fields.strings("methods");
+    stratum.messages = fields.strings("messages");
+    stratum.shares_submitted = fields.template integer<uint64_t>("shares_submitted", 0);
+    stratum.shares_accepted = fields.template integer<uint64_t>("shares_accepted", 0);
+    stratum.shares_rejected = fields.template integer<uint64_t>("shares_rejected", 0);
+    stratum.share_hashes = fields.number("share_hashes").value_or(0);
+    stratum.difficulty_updates = fields.template integer<uint64_t>("difficulty_updates", 0);
+    stratum.hash_rate = fields.number("hash_rate");
+    stratum.reported_hash_rate = fields.number("reported_hash_rate");
+    return stratum;
+}
+
+}  // namespace
+
+template <typename Node>
+EventData read_body(std::string_view type, const Reader<Node>& top,
+                    const std::optional<Node>& value) {
+    const auto object = [&](bool required = true) { return top.object_of(value, type, required); };
+    if (type == "gpu_open") return read_gpu_open(object());
+    if (type == "gpu_ioctl") return read_gpu_ioctl(object());
+    if (type == "connect") return read_connect(object());
+    if (type == "exec") return read_exec(object());
+    if (type == "fork") {
+        const Reader<Node> fork = object();
+        return Fork{fork.template integer<uint32_t>("child_pid"),
+                    fork.boolean("inherited_gpu", false)};
+    }
+    if (type == "exit") return read_exit(object(false));
+    if (type == "telemetry") return read_telemetry(object());
+    if (type == "process_snapshot") return read_snapshot(object());
+    if (type == "kill_now") return read_kill_now(object());
+    if (type == "exe_scan") return read_exe_scan(object());
+    if (type == "net_payload") return read_net_payload(object());
+    if (type == "stratum") return read_stratum(object());
+    if (type == "process_io") return read_process_io(object());
+    top.error("type", "unknown event type \"" + std::string(type) + "\" (" +
+                          join(event_type_names(), ", ") + ")");
+}
+
+template EventData read_body(std::string_view, const Reader<SimdNode>&,
+                             const std::optional<SimdNode>&);
+template EventData read_body(std::string_view, const Reader<NlohmannNode>&,
+                             const std::optional<NlohmannNode>&);
+
+}  // namespace gpuguard::agent::json_read
