@@ -6,7 +6,7 @@
 // JSON, a bad field, or an integer literal past 64 bits, which only nlohmann
 // reads) goes to nlohmann through the same Reader<Node> (json_reader.h),
 // which words the error, so messages are those of one parser whichever way a
-// line goes. The bodies of the kinds are read in event_parse_bodies.cpp.
+// line goes. The bodies of the kinds are read in event_parse_bodies.h.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <simdjson.h>
 
+#include "event_parse_bodies.h"
 #include "gpuguard/events/event_json.h"
 #include "json_reader.h"
 
@@ -137,7 +138,7 @@ void take_member(std::optional<Node>& found, const Node& value) {
 // are read in one pass over each object: a lookup per member cost more. The
 // names are an if chain on purpose: a table or a fold over them compiled to
 // 2-8 % more instructions. The payload, one member among many kinds, is read
-// by read_body() (event_parse_bodies.cpp).
+// by read_body() (event_parse_bodies.h).
 template <typename Node>
 ParsedEvent read_event(const Node& root, Rfc3339Seconds* last_time = nullptr) {
     std::optional<Node> version, type_value, ts_value, time_value, process_value;
@@ -207,7 +208,7 @@ ParsedEvent read_event(const Node& root, Rfc3339Seconds* last_time = nullptr) {
     root.for_each_member([&](std::string_view key, const Node& value) {
         if (key == type) take_member(payload_value, value);
     });
-    parsed.event.data = read_body(type, top, payload_value);
+    read_body(type, top, payload_value, parsed.event.data);
     return parsed;
 }
 

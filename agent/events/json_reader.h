@@ -1,4 +1,4 @@
-// How event_parse.cpp and event_parse_bodies.cpp read a JSON object: the
+// How event_parse.cpp and event_parse_bodies.h read a JSON object: the
 // two DOMs (simdjson's for every line, nlohmann's to word a bad line's error)
 // behind one Node interface, and Reader<Node>, which reads an object's
 // fields the same way over either, so a line reads alike whichever parser
@@ -106,7 +106,7 @@ class NlohmannNode {
     // An object's members, looked up by key.
     using Fields = const json*;
     void list_fields(Fields& fields) const { fields = value_; }
-    static std::optional<NlohmannNode> find(Fields object, Key key) {
+    std::optional<NlohmannNode> find(Fields object, Key key) const {
         auto found = object->find(key.name);
         if (found == object->end()) return std::nullopt;
         return NlohmannNode(*found);
@@ -164,8 +164,8 @@ class SimdNode {
     bool get_bool() const { return bool(value_); }
     std::string_view get_string() const { return std::string_view(value_); }
     const char* type_name() const { throw Decline{}; }  // errors are nlohmann's to word
-    // An object's members, listed once: events have a dozen at most, and
-    // any past the 24th (hand-written extras) spill into a vector. The
+    // An object's members, listed once: events have a dozen at most (past
+    // the 24th, hand-written extras, a lookup scans the object itself). The
     // storage is left uninitialised and filled in place: a Reader is made for
     // every object of every line, and zeroing or copying 24 slots each time
     // cost more than the lookups. (An open-addressed table instead of the
@@ -181,35 +181,38 @@ class SimdNode {
         Fields() {}  // NOLINT: storage stays uninitialised on purpose
         Fields(const Fields&) = delete;
         Fields& operator=(const Fields&) = delete;
-        // The first kMax members, and the ones after them.
         size_t size() const { return count_; }
         const Field& operator[](size_t i) const {
             return *std::launder(reinterpret_cast<const Field*>(storage_ + i * sizeof(Field)));
         }
-        const std::vector<Field>& more() const { return more_; }
+        // Whether the object has members past the listed ones.
+        bool spilled() const { return spilled_; }
         void add(std::string_view key, simdjson::dom::element value) {
-            const Field field{key, value, Key::runtime_word_of(key)};
             if (count_ == kMax) {
-                more_.push_back(field);
-            } else {
-                new (storage_ + count_++ * sizeof(Field)) Field(field);
+                spilled_ = true;
+                return;
             }
+            new (storage_ + count_++ * sizeof(Field)) Field{key, value, Key::runtime_word_of(key)};
         }
 
       private:
         static constexpr size_t kMax = 24;
         alignas(Field) std::byte storage_[kMax * sizeof(Field)];
         size_t count_ = 0;
-        std::vector<Field> more_;
+        bool spilled_ = false;
     };
     void list_fields(Fields& fields) const {
         for (const auto [key, value] : simdjson::dom::object(value_)) fields.add(key, value);
     }
     // The last member named `key` (searched from the end): nlohmann keeps
     // the last of duplicate keys too.
-    static std::optional<SimdNode> find(const Fields& object, Key key) {
-        for (auto field = object.more().rbegin(); field != object.more().rend(); ++field) {
-            if (key.names(field->key, field->word)) return SimdNode(field->value);
+    std::optional<SimdNode> find(const Fields& object, Key key) const {
+        if (object.spilled()) [[unlikely]] {
+            std::optional<SimdNode> found;
+            for (const auto [name, value] : simdjson::dom::object(value_)) {
+                if (name == key.name) found = SimdNode(value);
+            }
+            return found;
         }
         for (size_t i = object.size(); i-- > 0;) {
             const Field& field = object[i];
@@ -251,7 +254,7 @@ class Reader {
     bool has(Key key) const { return find(key).has_value(); }
     std::optional<Node> find(Key key) const {
         if (!object_) return std::nullopt;
-        auto found = Node::find(fields_, key);
+        auto found = object_->find(fields_, key);
         if (!found || found->is_null()) return std::nullopt;
         return found;
     }
@@ -447,13 +450,5 @@ class Reader {
     std::string_view key_;
     size_t index_;
 };
-
-// The body of an event of type `type`: `value`, the line's member named as
-// the type (nullopt: absent or null), read under `top` (the line's Reader).
-// Throws FieldError (an unknown type, a bad field), or Decline on the
-// simdjson side.
-template <typename Node>
-EventData read_body(std::string_view type, const Reader<Node>& top,
-                    const std::optional<Node>& value);
 
 }  // namespace gpuguard::agent::json_read

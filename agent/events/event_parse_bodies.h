@@ -1,6 +1,9 @@
 // The bodies of the JSON Lines event kinds (docs/events.md), one reader per
 // kind, over either DOM of json_reader.h: each field's rules (required,
-// derived, its range) and the words of its errors.
+// derived, its range) and the words of its errors. Included by
+// event_parse.cpp alone: read_event() inlines read_body().
+#pragma once
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -14,7 +17,7 @@
 #include "json_reader.h"
 
 namespace gpuguard::agent::json_read {
-namespace {
+namespace bodies {  // the per-kind readers read_body() calls
 
 // "195:0" or major/minor fields.
 template <typename Node>
@@ -92,7 +95,7 @@ GpuIoctl read_gpu_ioctl(const Reader<Node>& reader) {
     return ioctl;
 }
 
-bool is_loopback(const std::string& address, int ip_version) {
+inline bool is_loopback(const std::string& address, int ip_version) {
     if (ip_version == 4) {
         in_addr addr{};
         return inet_pton(AF_INET, address.c_str(), &addr) == 1 && (ntohl(addr.s_addr) >> 24) == 127;
@@ -362,36 +365,49 @@ Stratum read_stratum(const Reader<Node>& reader) {
     return stratum;
 }
 
-}  // namespace
+}  // namespace bodies
 
+// Reads into `body` the body of an event of type `type`: `value`, the line's
+// member named as the type (nullopt: absent or null), read under `top` (the
+// line's Reader). Throws FieldError (an unknown type, a bad field), or
+// Decline on the simdjson side.
 template <typename Node>
-EventData read_body(std::string_view type, const Reader<Node>& top,
-                    const std::optional<Node>& value) {
+void read_body(std::string_view type, const Reader<Node>& top, const std::optional<Node>& value,
+               EventData& body) {
+    using namespace bodies;
     const auto object = [&](bool required = true) { return top.object_of(value, type, required); };
-    if (type == "gpu_open") return read_gpu_open(object());
-    if (type == "gpu_ioctl") return read_gpu_ioctl(object());
-    if (type == "connect") return read_connect(object());
-    if (type == "exec") return read_exec(object());
-    if (type == "fork") {
+    if (type == "gpu_open") {
+        body = read_gpu_open(object());
+    } else if (type == "gpu_ioctl") {
+        body = read_gpu_ioctl(object());
+    } else if (type == "connect") {
+        body = read_connect(object());
+    } else if (type == "exec") {
+        body = read_exec(object());
+    } else if (type == "fork") {
         const Reader<Node> fork = object();
-        return Fork{fork.template integer<uint32_t>("child_pid"),
+        body = Fork{fork.template integer<uint32_t>("child_pid"),
                     fork.boolean("inherited_gpu", false)};
+    } else if (type == "exit") {
+        body = read_exit(object(false));
+    } else if (type == "telemetry") {
+        body = read_telemetry(object());
+    } else if (type == "process_snapshot") {
+        body = read_snapshot(object());
+    } else if (type == "kill_now") {
+        body = read_kill_now(object());
+    } else if (type == "exe_scan") {
+        body = read_exe_scan(object());
+    } else if (type == "net_payload") {
+        body = read_net_payload(object());
+    } else if (type == "stratum") {
+        body = read_stratum(object());
+    } else if (type == "process_io") {
+        body = read_process_io(object());
+    } else {
+        top.error("type", "unknown event type \"" + std::string(type) + "\" (" +
+                              join(event_type_names(), ", ") + ")");
     }
-    if (type == "exit") return read_exit(object(false));
-    if (type == "telemetry") return read_telemetry(object());
-    if (type == "process_snapshot") return read_snapshot(object());
-    if (type == "kill_now") return read_kill_now(object());
-    if (type == "exe_scan") return read_exe_scan(object());
-    if (type == "net_payload") return read_net_payload(object());
-    if (type == "stratum") return read_stratum(object());
-    if (type == "process_io") return read_process_io(object());
-    top.error("type", "unknown event type \"" + std::string(type) + "\" (" +
-                          join(event_type_names(), ", ") + ")");
 }
-
-template EventData read_body(std::string_view, const Reader<SimdNode>&,
-                             const std::optional<SimdNode>&);
-template EventData read_body(std::string_view, const Reader<NlohmannNode>&,
-                             const std::optional<NlohmannNode>&);
 
 }  // namespace gpuguard::agent::json_read
