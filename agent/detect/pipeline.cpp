@@ -38,31 +38,52 @@ void Pipeline::feed(Event&& event) { feed_event(std::move(event)); }
 
 template <typename AnEvent>
 void Pipeline::feed_event(AnEvent&& event) {
-    if (!stages_.net_intel ||
-        !(std::holds_alternative<NetPayload>(event.data) ||
-          std::holds_alternative<Connect>(event.data) || std::holds_alternative<Exit>(event.data) ||
-          std::holds_alternative<Stratum>(event.data))) {
+    NetIntel* intel = stages_.net_intel;
+    const bool net = std::holds_alternative<NetPayload>(event.data) ||
+                     std::holds_alternative<Connect>(event.data) ||
+                     std::holds_alternative<Exit>(event.data) ||
+                     std::holds_alternative<Stratum>(event.data);
+    if (!intel || !net) {
         recently_derived_.clear();
         pass(std::forward<AnEvent>(event), /*judge=*/true);
         return;
     }
-    Event annotated = event;
-    if (!annotate(annotated)) return;
-    pass(std::move(annotated), /*judge=*/true);
+    if (!note_derived(event)) return;
+    if (const auto* connect = std::get_if<Connect>(&event.data)) {
+        // Named from the DNS answers seen so far: the only event it changes.
+        if (auto name = intel->name_of(*connect, event.ts_ns)) {
+            Event named = std::forward<AnEvent>(event);
+            std::get<Connect>(named.data).domain = std::move(*name);
+            pass(std::move(named), /*judge=*/true);
+            return;
+        }
+    }
+    pass(std::forward<AnEvent>(event), /*judge=*/true);
     for (const auto& stratum : derived_) pass(stratum, /*judge=*/true);
 }
 
 void Pipeline::learn(const Event& event) {
-    Event annotated = event;
-    if (stages_.net_intel && !annotate(annotated)) return;
-    if (!stages_.net_intel) recently_derived_.clear();
-    pass(std::move(annotated), /*judge=*/false);
+    if (!stages_.net_intel) {
+        recently_derived_.clear();
+        pass(event, /*judge=*/false);
+        return;
+    }
+    if (!note_derived(event)) return;
+    if (const auto* connect = std::get_if<Connect>(&event.data)) {
+        if (auto name = stages_.net_intel->name_of(*connect, event.ts_ns)) {
+            Event named = event;
+            std::get<Connect>(named.data).domain = std::move(*name);
+            pass(std::move(named), /*judge=*/false);
+            return;
+        }
+    }
+    pass(event, /*judge=*/false);
     for (const auto& stratum : derived_) pass(stratum, /*judge=*/false);
 }
 
 void Pipeline::judge_only(const Event& event) { judge(event); }
 
-bool Pipeline::annotate(Event& event) {
+bool Pipeline::note_derived(const Event& event) {
     derived_.clear();
     if (std::holds_alternative<Stratum>(event.data)) {
         // A recorded stream carries the stratum events live derived right
@@ -77,7 +98,7 @@ bool Pipeline::annotate(Event& event) {
         return true;  // hand-made, or from a payload this stream does not carry
     }
     recently_derived_.clear();
-    stages_.net_intel->process(event, derived_);
+    stages_.net_intel->observe(event, derived_);
     stats_.derived += derived_.size();
     recently_derived_ = derived_;
     return true;

@@ -7,19 +7,20 @@
 namespace gpuguard::agent {
 
 void NetIntel::process(Event& event, std::vector<Event>& derived) {
-    if (auto* payload = std::get_if<NetPayload>(&event.data)) {
+    if (auto* connect = std::get_if<Connect>(&event.data)) {
+        if (auto name = name_of(*connect, event.ts_ns)) connect->domain = std::move(*name);
+        return;
+    }
+    observe(event, derived);
+}
+
+void NetIntel::observe(const Event& event, std::vector<Event>& derived) {
+    if (const auto* payload = std::get_if<NetPayload>(&event.data)) {
         ++stats_.payloads;
         if (payload->dns) {
             on_dns(event, *payload);
         } else {
             on_payload(event, *payload, derived);
-        }
-    } else if (auto* connect = std::get_if<Connect>(&event.data)) {
-        if (connect->domain.empty()) {
-            if (auto name = dns_.lookup(connect->address, event.ts_ns)) {
-                connect->domain = std::move(*name);
-                ++stats_.connects_named;
-            }
         }
     } else if (std::holds_alternative<Exit>(event.data)) {
         auto first = flows_.lower_bound({event.task.pid, 0});
@@ -27,6 +28,13 @@ void NetIntel::process(Event& event, std::vector<Event>& derived) {
         while (last != flows_.end() && last->first.first == event.task.pid) ++last;
         flows_.erase(first, last);
     }
+}
+
+std::optional<std::string> NetIntel::name_of(const Connect& connect, uint64_t ts_ns) {
+    if (!connect.domain.empty()) return std::nullopt;
+    auto name = dns_.lookup(connect.address, ts_ns);
+    if (name) ++stats_.connects_named;
+    return name;
 }
 
 void NetIntel::on_dns(const Event& event, const NetPayload& payload) {

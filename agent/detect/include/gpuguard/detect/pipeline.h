@@ -73,10 +73,11 @@ class Pipeline {
     const PipelineStats& stats() const { return stats_; }
 
   private:
-    // Network intelligence on one input event: annotates `event` in place,
-    // fills derived_; false when the input is a recorded stratum event it
-    // just derived again (a journal or --print-events stream holds both).
-    bool annotate(Event& event);
+    // Network intelligence on one input event (payloads and exits; connects
+    // are named by the caller): fills derived_; false when the input is a
+    // recorded stratum event it just derived again (a journal or
+    // --print-events stream holds both).
+    bool note_derived(const Event& event);
     template <typename AnEvent>
     void feed_event(AnEvent&& event);
     template <typename AnEvent>

@@ -8,11 +8,13 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
-#include "gpuguard/netintel/dns.h"
 #include "gpuguard/events/event.h"
+#include "gpuguard/netintel/dns.h"
 #include "gpuguard/netintel/stratum.h"
 
 namespace gpuguard::agent {
@@ -51,6 +53,11 @@ class NetIntel {
     // process's sessions. Stratum events it derives are appended to `derived`
     // (same task, same time as the payload that caused them).
     void process(Event& event, std::vector<Event>& derived);
+    // The same in two halves, so a caller holding a const event copies it
+    // only to name a connect: observe() takes payloads and exits (deriving
+    // Stratum events), name_of() is the domain a connect gets, if any.
+    void observe(const Event& event, std::vector<Event>& derived);
+    std::optional<std::string> name_of(const Connect& connect, uint64_t ts_ns);
 
     // The recognised sessions, with the payload lines' wallets redacted
     // (stratum::redact_wallets): for outputs, not for signature matching.
