@@ -164,12 +164,13 @@ class SimdNode {
     bool get_bool() const { return bool(value_); }
     std::string_view get_string() const { return std::string_view(value_); }
     const char* type_name() const { throw Decline{}; }  // errors are nlohmann's to word
-    // An object's members, listed once: events have a dozen at most (past
-    // the 24th, hand-written extras, a lookup scans the object itself). The
-    // storage is left uninitialised and filled in place: a Reader is made for
-    // every object of every line, and zeroing or copying 24 slots each time
-    // cost more than the lookups. (An open-addressed table instead of the
-    // scan measured no faster: listing into it cost what the lookups saved.)
+    // An object's members, listed once: events have a dozen at most (an
+    // object with more, hand-written extras, is read by the exact parser).
+    // The storage is left uninitialised and filled in place: a Reader is
+    // made for every object of every line, and zeroing or copying 24 slots
+    // each time cost more than the lookups. (An open-addressed table instead
+    // of the scan measured no faster: listing into it cost what the lookups
+    // saved.)
     struct Field {
         std::string_view key;
         simdjson::dom::element value;
@@ -185,13 +186,8 @@ class SimdNode {
         const Field& operator[](size_t i) const {
             return *std::launder(reinterpret_cast<const Field*>(storage_ + i * sizeof(Field)));
         }
-        // Whether the object has members past the listed ones.
-        bool spilled() const { return spilled_; }
         void add(std::string_view key, simdjson::dom::element value) {
-            if (count_ == kMax) {
-                spilled_ = true;
-                return;
-            }
+            if (count_ == kMax) throw Decline{};
             new (storage_ + count_++ * sizeof(Field)) Field{key, value, Key::runtime_word_of(key)};
         }
 
@@ -199,7 +195,6 @@ class SimdNode {
         static constexpr size_t kMax = 24;
         alignas(Field) std::byte storage_[kMax * sizeof(Field)];
         size_t count_ = 0;
-        bool spilled_ = false;
     };
     void list_fields(Fields& fields) const {
         for (const auto [key, value] : simdjson::dom::object(value_)) fields.add(key, value);
@@ -207,13 +202,6 @@ class SimdNode {
     // The last member named `key` (searched from the end): nlohmann keeps
     // the last of duplicate keys too.
     std::optional<SimdNode> find(const Fields& object, Key key) const {
-        if (object.spilled()) [[unlikely]] {
-            std::optional<SimdNode> found;
-            for (const auto [name, value] : simdjson::dom::object(value_)) {
-                if (name == key.name) found = SimdNode(value);
-            }
-            return found;
-        }
         for (size_t i = object.size(); i-- > 0;) {
             const Field& field = object[i];
             if (key.names(field.key, field.word)) return SimdNode(field.value);
