@@ -239,7 +239,6 @@ Status Agent::Impl::load_rules() {
             this->options.proc_root);
     }
     this->correlator = std::move(correlator).value();
-    this->correlator->set_realtime_offset(this->realtime_offset_ns);
     this->sync_kill_now_names(*this->rules_watcher->current());
     log->info("rules: {} signatures, {} correlation rules ({}, {})",
               this->rules_watcher->current()->effective().size(), this->correlator->rules().size(),

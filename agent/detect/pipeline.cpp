@@ -33,11 +33,12 @@ void Pipeline::set_realtime_offset(int64_t offset_ns) {
     if (stages_.correlator) stages_.correlator->set_realtime_offset(offset_ns);
 }
 
-void Pipeline::feed(const Event& event) { feed_event(event); }
-void Pipeline::feed(Event&& event) { feed_event(std::move(event)); }
+void Pipeline::feed(const Event& event) { feed_event(event, /*judge_it=*/true); }
+void Pipeline::feed(Event&& event) { feed_event(std::move(event), /*judge_it=*/true); }
+void Pipeline::learn(const Event& event) { feed_event(event, /*judge_it=*/false); }
 
 template <typename AnEvent>
-void Pipeline::feed_event(AnEvent&& event) {
+void Pipeline::feed_event(AnEvent&& event, bool judge_it) {
     NetIntel* intel = stages_.net_intel;
     const bool net = std::holds_alternative<NetPayload>(event.data) ||
                      std::holds_alternative<Connect>(event.data) ||
@@ -45,7 +46,7 @@ void Pipeline::feed_event(AnEvent&& event) {
                      std::holds_alternative<Stratum>(event.data);
     if (!intel || !net) {
         recently_derived_.clear();
-        pass(std::forward<AnEvent>(event), /*judge=*/true);
+        pass(std::forward<AnEvent>(event), judge_it);
         return;
     }
     if (!note_derived(event)) return;
@@ -54,31 +55,12 @@ void Pipeline::feed_event(AnEvent&& event) {
         if (auto name = intel->name_of(*connect, event.ts_ns)) {
             Event named = std::forward<AnEvent>(event);
             std::get<Connect>(named.data).domain = std::move(*name);
-            pass(std::move(named), /*judge=*/true);
+            pass(std::move(named), judge_it);
             return;
         }
     }
-    pass(std::forward<AnEvent>(event), /*judge=*/true);
-    for (const auto& stratum : derived_) pass(stratum, /*judge=*/true);
-}
-
-void Pipeline::learn(const Event& event) {
-    if (!stages_.net_intel) {
-        recently_derived_.clear();
-        pass(event, /*judge=*/false);
-        return;
-    }
-    if (!note_derived(event)) return;
-    if (const auto* connect = std::get_if<Connect>(&event.data)) {
-        if (auto name = stages_.net_intel->name_of(*connect, event.ts_ns)) {
-            Event named = event;
-            std::get<Connect>(named.data).domain = std::move(*name);
-            pass(std::move(named), /*judge=*/false);
-            return;
-        }
-    }
-    pass(event, /*judge=*/false);
-    for (const auto& stratum : derived_) pass(stratum, /*judge=*/false);
+    pass(std::forward<AnEvent>(event), judge_it);
+    for (const auto& stratum : derived_) pass(stratum, judge_it);
 }
 
 void Pipeline::judge_only(const Event& event) { judge(event); }

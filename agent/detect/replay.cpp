@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "gpuguard/common/unique_fd.h"
 #include "gpuguard/events/event_json.h"
 #include "gpuguard/journal/journal.h"
 
@@ -112,12 +113,7 @@ Status Replay::feed_file(const std::filesystem::path& path, const Emit& emit) {
                         path.string() + ": cannot open: " + std::strerror(errno), errno);
         }
     }
-    struct Closer {
-        int fd;
-        ~Closer() {
-            if (fd != STDIN_FILENO) ::close(fd);
-        }
-    } closer{fd};
+    const UniqueFd opened(fd == STDIN_FILENO ? -1 : fd);  // stdin stays open
     uint64_t number = 0;
     const std::string name = path == "-" ? "<stdin>" : path.string();
     // Big reads, lines cut in place: one read(2) per MiB, not per stream

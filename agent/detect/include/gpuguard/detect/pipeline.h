@@ -79,7 +79,7 @@ class Pipeline {
     // --print-events stream holds both).
     bool note_derived(const Event& event);
     template <typename AnEvent>
-    void feed_event(AnEvent&& event);
+    void feed_event(AnEvent&& event, bool judge_it);
     template <typename AnEvent>
     void pass(AnEvent&& event, bool judge);
     void judge(const Event& event);
