@@ -68,13 +68,62 @@ const char* to_string(ExeLocation location) {
     return "unknown";
 }
 
+namespace {
+
+// The directory part of `exe` below a temporary directory, or "" when it is
+// not in one: "/tmp/_MEI123/x" -> "_MEI123/x".
+std::string_view below_temp_dir(std::string_view exe) {
+    for (std::string_view root : {"/tmp/", "/var/tmp/", "/dev/shm/"}) {
+        if (exe.starts_with(root)) return exe.substr(root.size());
+    }
+    return {};
+}
+
+// A runner a self-extracting runtime unpacked: the first directory below the
+// temporary one carries the runtime's own prefix.
+bool extracted_runtime(std::string_view below_tmp) {
+    const auto slash = below_tmp.find('/');
+    if (slash == std::string_view::npos) return false;
+    const std::string_view dir = below_tmp.substr(0, slash);
+    if (dir.starts_with("_MEI") || dir.starts_with("onefile_") || dir.starts_with("staticx-")) {
+        return true;
+    }
+    // Ollama (before 0.5.8) unpacked its GPU runners to $TMPDIR/ollamaNNN/runners/.
+    return dir.starts_with("ollama") && below_tmp.substr(slash + 1).starts_with("runners/");
+}
+
+bool package_owned_dir(std::string_view path) {
+    for (std::string_view dir : {"/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/", "/lib32/"}) {
+        if (path.starts_with(dir)) return true;
+    }
+    return false;
+}
+
+}  // namespace
+
 std::vector<ExeLocation> exe_locations(std::string_view exe) {
     std::vector<ExeLocation> out;
-    if (exe.starts_with("/tmp/")) out.push_back(ExeLocation::kTmp);
-    if (exe.starts_with("/var/tmp/")) out.push_back(ExeLocation::kVarTmp);
-    if (exe.starts_with("/dev/shm/")) out.push_back(ExeLocation::kDevShm);
-    if (exe.starts_with("/memfd:")) out.push_back(ExeLocation::kMemfd);
-    if (exe.ends_with(" (deleted)") && !exe.starts_with("/memfd:")) {
+    if (exe.starts_with("/memfd:")) return {ExeLocation::kMemfd};
+    constexpr std::string_view kDeletedMark = " (deleted)";
+    const bool deleted = exe.ends_with(kDeletedMark);
+    const std::string_view path = deleted ? exe.substr(0, exe.size() - kDeletedMark.size()) : exe;
+    const std::string_view below_tmp = below_temp_dir(path);
+    const bool look_alike = path.starts_with("/tmp/.mount_") || extracted_runtime(below_tmp);
+    if (path.starts_with("/tmp/.mount_")) {
+        out.push_back(ExeLocation::kAppImage);
+    } else if (look_alike) {
+        out.push_back(ExeLocation::kExtractedRuntime);
+    } else if (path.starts_with("/tmp/")) {
+        out.push_back(ExeLocation::kTmp);
+    } else if (path.starts_with("/var/tmp/")) {
+        out.push_back(ExeLocation::kVarTmp);
+    } else if (path.starts_with("/dev/shm/")) {
+        out.push_back(ExeLocation::kDevShm);
+    }
+    // A runtime removes what it unpacked, an AppImage unmounts when it ends.
+    if (deleted && package_owned_dir(path)) {
+        out.push_back(ExeLocation::kPackageReplaced);
+    } else if (deleted && !look_alike) {
         out.push_back(ExeLocation::kDeleted);
     }
     return out;

@@ -88,7 +88,7 @@ int RuleReader::read_conditions(const YAML::Node& when, const std::string& path,
             {"gpu_held", "signature", "exe_location", "disguised", "known_bad_executable",
              "memory_growth", "sustained_utilization", "scope", "gpu_memory_above",
              "gpu_index_not_in", "gpu_vendor_not_in", "time_window", "max_gpu_processes",
-             "hash_rate_above_threshold", "quiet_io"})) {
+             "hash_rate_above_threshold", "quiet_io", "opaque_peer"})) {
         return -1;  // reported already
     }
     int conditions = 0;
@@ -115,6 +115,10 @@ int RuleReader::read_conditions(const YAML::Node& when, const std::string& path,
     if (const YAML::Node node = when["hash_rate_above_threshold"]) {
         rule.hash_rate_above_threshold =
             boolean(node, path + ".hash_rate_above_threshold").value_or(false);
+        ++conditions;
+    }
+    if (const YAML::Node node = when["opaque_peer"]) {
+        rule.opaque_peer = boolean(node, path + ".opaque_peer").value_or(false);
         ++conditions;
     }
     if (const YAML::Node node = when["memory_growth"]) {
@@ -172,7 +176,8 @@ void RuleReader::read_exe_location(const YAML::Node& node, const std::string& wh
                          [&text = text](const auto& entry) { return text == entry.second; });
         if (found == std::end(kLocationNames)) {
             diag_.error(item, where + ": unknown location '" + text +
-                                  "' (tmp, var_tmp, dev_shm, deleted, memfd)");
+                                  "' (tmp, var_tmp, dev_shm, deleted, memfd, appimage, "
+                                  "extracted_runtime, package_replaced)");
         } else {
             locations.push_back(found->first);
         }
@@ -276,7 +281,7 @@ ScopeCondition RuleReader::read_scope(const YAML::Node& node, const std::string&
     if (!diag_.check_keys(
             node, where,
             {"users", "not_users", "groups", "not_groups", "containers", "container_ids",
-             "not_container_ids", "container_names", "not_container_names"})) {
+             "not_container_ids", "container_names", "not_container_names", "not_comm"})) {
         return scope;
     }
     if (node["users"]) scope.users = globs(node["users"], where + ".users");
@@ -297,6 +302,7 @@ ScopeCondition RuleReader::read_scope(const YAML::Node& node, const std::string&
         scope.not_container_names =
             globs(node["not_container_names"], where + ".not_container_names");
     }
+    if (node["not_comm"]) scope.not_comm = globs(node["not_comm"], where + ".not_comm");
     if (node["not_container_ids"]) {
         scope.not_container_ids = globs(node["not_container_ids"], where + ".not_container_ids");
     }

@@ -230,7 +230,7 @@ CorrelationRule RuleReader::read_rule(const YAML::Node& node, const std::string&
     rule.source = diag_.line_of(node);
     if (!diag_.check_keys(node, path,
                           {"id", "name", "description", "severity", "mitre", "action", "window",
-                           "enabled", "dry_run", "when", "confidence"})) {
+                           "enabled", "dry_run", "when", "confidence", "supporting"})) {
         return rule;
     }
     const auto id = string(node, "id", path, true);
@@ -291,8 +291,69 @@ CorrelationRule RuleReader::read_rule(const YAML::Node& node, const std::string&
     } else if (read_conditions(when, where + ".when", rule) == 0) {
         diag_.error(when, where + ".when: needs at least one condition");
     }
+    if (const YAML::Node supporting = node["supporting"]) {
+        rule.supporting = read_supporting(supporting, where + ".supporting");
+    }
     if (id) rule.id = *id;
     return rule;
+}
+
+// `supporting:` {severity, min, weight, signals: [{name, <conditions>}]}.
+std::shared_ptr<const SupportingSignals> RuleReader::read_supporting(const YAML::Node& node,
+                                                                     const std::string& path) {
+    auto supporting = std::make_shared<SupportingSignals>();
+    if (!diag_.check_keys(node, path, {"severity", "min", "weight", "signals"})) return nullptr;
+    if (auto severity = string(node, "severity", path, false)) {
+        if (auto parsed = parse_severity(*severity)) {
+            supporting->severity = *parsed;
+        } else {
+            diag_.error(node["severity"], path + ".severity: unknown severity '" + *severity + "'");
+        }
+    }
+    if (node["min"]) {
+        if (auto value = whole(node["min"], path + ".min"); value && *value >= 1) {
+            supporting->min = static_cast<uint32_t>(*value);
+        } else if (value) {
+            diag_.error(node["min"], path + ".min: must be at least 1");
+        }
+    }
+    if (node["weight"]) {
+        if (auto value = number(node["weight"], path + ".weight", 0, 1))
+            supporting->weight = *value;
+    }
+    const YAML::Node list = node["signals"];
+    if (!list || !list.IsSequence() || list.size() == 0) {
+        diag_.error(list ? list : node, path + ".signals: must be a list of conditions");
+        return supporting;
+    }
+    for (size_t i = 0; i < list.size(); ++i) {
+        const std::string where = path + ".signals[" + std::to_string(i) + "]";
+        const YAML::Node item = list[i];
+        if (!item.IsMap()) {
+            diag_.error(item, where + ": must be a mapping of conditions");
+            continue;
+        }
+        CorrelationRule signal;
+        signal.source = diag_.line_of(item);
+        // The signal's conditions are the mapping less its name.
+        YAML::Node conditions(YAML::NodeType::Map);
+        for (const auto& entry : item) {
+            if (entry.first.Scalar() == "name") {
+                if (auto name = diag_.scalar(entry.second, where + ".name")) signal.name = *name;
+            } else {
+                conditions[entry.first] = entry.second;
+            }
+        }
+        if (signal.name.empty()) diag_.error(item, where + ": name: missing");
+        if (read_conditions(conditions, where, signal) == 0) {
+            diag_.error(item, where + ": needs at least one condition");
+        }
+        if (signal.supporting || signal.scope) {
+            diag_.error(item, where + ": a signal cannot have a scope");
+        }
+        supporting->signals.push_back(std::move(signal));
+    }
+    return supporting;
 }
 
 void RuleReader::read_confidence(const YAML::Node& node, const std::string& path,

@@ -23,7 +23,10 @@ inline constexpr std::pair<ExeLocation, const char*> kLocationNames[] = {
     {ExeLocation::kVarTmp, "var_tmp"},
     {ExeLocation::kDevShm, "dev_shm"},
     {ExeLocation::kDeleted, "deleted"},
-    {ExeLocation::kMemfd, "memfd"}};
+    {ExeLocation::kMemfd, "memfd"},
+    {ExeLocation::kAppImage, "appimage"},
+    {ExeLocation::kExtractedRuntime, "extracted_runtime"},
+    {ExeLocation::kPackageReplaced, "package_replaced"}};
 
 // `text` as a finite number, all of it.
 std::optional<double> parse_number(const std::string& text);
@@ -52,6 +55,8 @@ class RuleReader {
     std::vector<std::string> globs(const YAML::Node& node, const std::string& path);
     CorrelationRule read_rule(const YAML::Node& node, const std::string& path);
     void read_confidence(const YAML::Node& node, const std::string& path, CorrelationRule& rule);
+    std::shared_ptr<const SupportingSignals> read_supporting(const YAML::Node& node,
+                                                             const std::string& path);
     void read_priority_pattern(const YAML::Node& item, const std::string& where,
                                PriorityPolicy& policy);
 

@@ -16,8 +16,8 @@
 
 #include "gpuguard/common/logging.h"
 #include "gpuguard/rules/rules.h"
-#include "rules/rule_file_reader.h"
 #include "rules/glob.h"
+#include "rules/rule_file_reader.h"
 #include "rules/yaml_diagnostics.h"
 
 namespace gpuguard::rules {

@@ -218,7 +218,8 @@ Status Agent::Impl::load_rules() {
     auto correlator = Correlator::create(
         std::move(*correlation_rules), this->rules_watcher->current(), *this->table,
         CorrelatorOptions{.dry_run = config.enforcement.dry_run,
-                          .request_scans = config.rules.yara_scan});
+                          .request_scans = config.rules.yara_scan,
+                          .scan_every_exec = config.rules.yara_scan_every_exec});
     if (!correlator) return Unexpected{correlator.error()};
     if (config.rules.yara_scan) {
         // The built-in pack's YARA rules, compiled once; verdicts come back

@@ -211,7 +211,9 @@ void Agent::Impl::submit_scans() {
         task.gid = info->gid;
         task.cgroup_id = info->cgroup_id;
         task.comm = info->comm;
-        exe_scans->submit(task);
+        // A clean verdict matters for a GPU holder or a process with hits
+        // (sha256 allowlist, the journal's record); for every other exec only a hit does.
+        exe_scans->submit(task, request.reason != "exec");
     }
 }
 

@@ -10,11 +10,9 @@ namespace gpuguard::agent {
 namespace {
 
 json yara_status_json(const ExeScanStats& stats) {
-    return json{{"requested", stats.requested},
-                {"scanned", stats.scanned},
-                {"matched", stats.matched},
-                {"failed", stats.failed},
-                {"dropped", stats.dropped}};
+    return json{{"requested", stats.requested}, {"scanned", stats.scanned},
+                {"matched", stats.matched},     {"failed", stats.failed},
+                {"dropped", stats.dropped},     {"clean_not_journaled", stats.withheld}};
 }
 
 std::string device_text(uint32_t major, uint32_t minor) {

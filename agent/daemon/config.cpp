@@ -291,9 +291,9 @@ void read_journal(const ConfigReader& reader, const YAML::Node& node, JournalCon
 }
 
 void read_rules(const ConfigReader& reader, const YAML::Node& node, RulesConfig& rules) {
-    reader.check_keys(
-        node, "rules",
-        {"main_file", "drop_in_dir", "correlation_files", "yara_scan", "yara_max_file_mb"});
+    reader.check_keys(node, "rules",
+                      {"main_file", "drop_in_dir", "correlation_files", "yara_scan",
+                       "yara_scan_every_exec", "yara_max_file_mb"});
     if (const auto value = node["main_file"]) {
         rules.main_file = reader.scalar<std::string>(value, "rules.main_file", "a path");
     }
@@ -305,6 +305,10 @@ void read_rules(const ConfigReader& reader, const YAML::Node& node, RulesConfig&
     }
     if (const auto value = node["yara_scan"]) {
         rules.yara_scan = reader.scalar<bool>(value, "rules.yara_scan", "true or false");
+    }
+    if (const auto value = node["yara_scan_every_exec"]) {
+        rules.yara_scan_every_exec =
+            reader.scalar<bool>(value, "rules.yara_scan_every_exec", "true or false");
     }
     if (const auto value = node["yara_max_file_mb"]) {
         rules.yara_max_file_mb =

@@ -20,6 +20,7 @@ std::string config_to_yaml(const Config& config) {
     out << YAML::Key << "correlation_files" << YAML::Value << YAML::Flow
         << config.rules.correlation_files;
     out << YAML::Key << "yara_scan" << YAML::Value << config.rules.yara_scan;
+    out << YAML::Key << "yara_scan_every_exec" << YAML::Value << config.rules.yara_scan_every_exec;
     out << YAML::Key << "yara_max_file_mb" << YAML::Value << config.rules.yara_max_file_mb;
     out << YAML::EndMap;
     out << YAML::Key << "outputs" << YAML::Value << YAML::BeginSeq;

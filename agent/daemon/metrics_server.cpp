@@ -13,8 +13,8 @@
 #include <arpa/inet.h>
 #include <httplib.h>
 
-#include "status_page.h"
 #include "gpuguard/common/logging.h"
+#include "status_page.h"
 
 namespace gpuguard::agent {
 namespace {

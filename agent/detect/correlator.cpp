@@ -225,6 +225,12 @@ void Correlator::observe(const Event& event, std::vector<const Detection*>& out)
             if (state.connect_ts.size() > 64) state.connect_ts.erase(state.connect_ts.begin());
             if (connect.result == 0 || connect.result == -115 /* EINPROGRESS */) {
                 const auto& ids = self.match_port_cached(connect.port);
+                if (!connect.loopback) {
+                    state.peers.push_back(Peer{event.ts_ns, connect.address, connect.port,
+                                               !connect.domain.empty(), !ids.empty(), ""});
+                    if (state.peers.size() > 16) state.peers.erase(state.peers.begin());
+                    state.dirty = true;
+                }
                 if (!ids.empty()) {
                     const std::string peer =
                         connect.ip_version == 6
@@ -247,7 +253,24 @@ void Correlator::observe(const Event& event, std::vector<const Detection*>& out)
             }
             judge(pid);
         }
-        void operator()(const NetPayload&) {}  // raw samples: net_intel.h derives Stratum events
+        // Raw samples: net_intel.h derives Stratum events from them; here only
+        // what protocol a connection's first message speaks (opaque_peer).
+        void operator()(const NetPayload& payload) {
+            if (payload.direction != NetPayload::Direction::kOut || payload.seq != 0 ||
+                payload.dns) {
+                return;
+            }
+            ProcessState& state = self.states_[pid];
+            for (Peer& peer : state.peers) {
+                if (peer.protocol.empty() && peer.port == payload.remote_port &&
+                    peer.address == payload.remote_address) {
+                    peer.protocol = first_bytes_protocol(payload.data);
+                    state.dirty = true;
+                    judge(pid);
+                    return;
+                }
+            }
+        }
         void operator()(const Stratum& stratum) {
             ProcessState& state = self.states_[pid];
             for (const auto& message : stratum.messages) {
@@ -355,12 +378,13 @@ void Correlator::evaluate(uint32_t pid, uint64_t ts_ns, std::vector<const Detect
     // and processes with a signature hit are worth the scan.
     const bool hash_all = !rule_set_->known_bad_sha256().empty();
     if (options_.request_scans && !state.scan_asked &&
-        (state.held_gpu || !state.hits.empty() || hash_all)) {
+        (state.held_gpu || !state.hits.empty() || hash_all || options_.scan_every_exec)) {
         state.scan_asked = true;
         scan_requests_.push_back(ScanRequest{pid, ts_ns, info->exe,
-                                             state.held_gpu       ? "gpu_open"
-                                             : state.hits.empty() ? "known_bad"
-                                                                  : "signature"});
+                                             state.held_gpu        ? "gpu_open"
+                                             : !state.hits.empty() ? "signature"
+                                             : hash_all            ? "known_bad"
+                                                                   : "exec"});
     }
     // Telemetry conditions depend on time passing; everything else only on
     // new evidence.
@@ -372,16 +396,44 @@ void Correlator::evaluate(uint32_t pid, uint64_t ts_ns, std::vector<const Detect
 
     std::optional<bool> allowlisted;
     RuleInputs inputs;
-    for (const CorrelationRule& rule : rules_) {
-        if (!rule_holds(rule, pid, *info, state, ts_ns, inputs)) continue;
-        raise(rule, *info, state, inputs.hits, inputs.extra, ts_ns, out, allowlisted);
+    for (size_t index = 0; index < rules_.size(); ++index) {
+        const CorrelationRule& rule = rules_[index];
+        if (!rule_holds(rule, index, pid, *info, state, ts_ns, inputs)) continue;
+        const uint32_t supported =
+            rule.supporting ? add_support(rule, pid, *info, state, ts_ns, inputs) : 0;
+        raise(rule, *info, state, inputs.hits, inputs.extra, supported, ts_ns, out, allowlisted);
     }
+}
+
+uint32_t Correlator::add_support(const CorrelationRule& rule, uint32_t pid, const ProcessInfo& info,
+                                 const ProcessState& state, uint64_t ts_ns, RuleInputs& in) {
+    uint32_t held = 0;
+    RuleInputs signal_inputs;
+    for (const CorrelationRule& signal : rule.supporting->signals) {
+        signal_inputs.locations_known = false;
+        if (!rule_holds(signal, kUncached, pid, info, state, ts_ns, signal_inputs)) continue;
+        ++held;
+        for (const Hit* hit : signal_inputs.hits) {
+            if (std::find(in.hits.begin(), in.hits.end(), hit) == in.hits.end()) {
+                in.hits.push_back(hit);
+            }
+        }
+        for (Evidence& item : signal_inputs.extra) {
+            item.detail = signal.name + ": " + item.detail;
+            in.extra.push_back(std::move(item));
+        }
+        if (signal_inputs.hits.empty() && signal_inputs.extra.empty()) {
+            in.extra.push_back(Evidence{ts_ns, "supporting", "", "", "signal", signal.name});
+        }
+    }
+    return held;
 }
 
 // Whether `rule` holds for the process now; its hits and the evidence
 // beyond them are left in `in`. Each condition the rule sets must hold.
-bool Correlator::rule_holds(const CorrelationRule& rule, uint32_t pid, const ProcessInfo& info,
-                            const ProcessState& state, uint64_t ts_ns, RuleInputs& in) {
+bool Correlator::rule_holds(const CorrelationRule& rule, size_t cache_index, uint32_t pid,
+                            const ProcessInfo& info, const ProcessState& state, uint64_t ts_ns,
+                            RuleInputs& in) {
     if (!rule.enabled) return false;
     if (rule.gpu_held && *rule.gpu_held != info.holds_gpu()) return false;
     if (rule.scope && !in_scope(*rule.scope, info)) return false;
@@ -390,9 +442,11 @@ bool Correlator::rule_holds(const CorrelationRule& rule, uint32_t pid, const Pro
     // The first piece of extra evidence, made once the rule holds.
     const bool gpu_evidence = rule.gpu_held.value_or(false) && !info.gpus.empty();
     if (rule.signature) {
-        const auto index = static_cast<size_t>(&rule - rules_.data());
         for (const Hit& hit : state.hits) {
-            if (signature_matches(index, hit)) in.hits.push_back(&hit);
+            const bool matches = cache_index == kUncached
+                                     ? rule.signature->matches(hit.field, hit.id, hit.confidence)
+                                     : signature_matches(cache_index, hit);
+            if (matches) in.hits.push_back(&hit);
         }
         if (in.hits.empty()) return false;
     }
@@ -492,6 +546,11 @@ bool Correlator::rule_holds(const CorrelationRule& rule, uint32_t pid, const Pro
         std::string detail;
         if (!over_process_limit(pid, info, *rule.max_gpu_processes, detail)) return false;
         in.extra.push_back(Evidence{ts_ns, "policy", "gpu_open", "", "processes", detail});
+    }
+    if (rule.opaque_peer) {
+        std::string detail;
+        if (!opaque_peer(state, detail)) return false;
+        in.extra.push_back(Evidence{ts_ns, "event", "connect", "", "peer", detail});
     }
     if (rule.time_window) {
         // Last: the window alone never makes a violation, it scopes one.

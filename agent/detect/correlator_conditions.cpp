@@ -157,4 +157,24 @@ bool Correlator::quiet_io(const rules::QuietIoCondition& condition, const Proces
     return true;
 }
 
+bool Correlator::opaque_peer(const ProcessState& state, std::string& detail) {
+    for (const Peer& peer : state.peers) {
+        // What it said must be seen to be opaque, unless the port is a miner's.
+        const bool opaque = peer.protocol == "tls" || peer.protocol == "opaque";
+        if (!(opaque && !peer.named) && !(peer.pool_port && (opaque || peer.protocol.empty()))) {
+            continue;
+        }
+        const bool v6 = peer.address.find(':') != std::string::npos;
+        detail = (v6 ? "[" + peer.address + "]" : peer.address) + ":" + std::to_string(peer.port);
+        detail += peer.named       ? " (a miner's port)"
+                  : peer.pool_port ? " (no DNS answer named it; a miner's port)"
+                                   : " (no DNS answer named it)";
+        detail += peer.protocol.empty()    ? ", nothing sent captured"
+                  : peer.protocol == "tls" ? ", TLS from the first byte"
+                                           : ", a protocol gpuguard does not recognise";
+        return true;
+    }
+    return false;
+}
+
 }  // namespace gpuguard::agent

@@ -79,9 +79,20 @@ bool Correlator::adds_evidence(const Detection& detection, const std::vector<con
 
 void Correlator::raise(const CorrelationRule& rule, const ProcessInfo& info,
                        const ProcessState& state, const std::vector<const Hit*>& hits,
-                       std::vector<Evidence>& extra, uint64_t ts_ns,
+                       std::vector<Evidence>& extra, uint32_t supported, uint64_t ts_ns,
                        std::vector<const Detection*>& out, std::optional<bool>& allowlisted) {
     double confidence = rule.base_confidence;
+    Severity severity = rule.severity;
+    if (supported > 0) {
+        const rules::SupportingSignals& support = *rule.supporting;
+        for (uint32_t i = 0; i < supported; ++i) {
+            confidence = 1.0 - (1.0 - confidence) * (1.0 - support.weight);
+        }
+        // Lower is more severe; support never lowers a rule's own severity.
+        if (support.severity && supported >= support.min && *support.severity < severity) {
+            severity = *support.severity;
+        }
+    }
     std::string action = rule.action == "from_signatures" ? "alert" : rule.action;
     for (const Hit* hit : hits) {
         confidence = rule.combine == rules::Combine::kMax
@@ -154,6 +165,7 @@ void Correlator::raise(const CorrelationRule& rule, const ProcessInfo& info,
         }
         if (!changed) return;
         detection.confidence = std::max(detection.confidence, confidence);
+        detection.severity = std::min(detection.severity, severity);
         if (action_rank(action) > action_rank(detection.action)) detection.action = action;
         refresh(detection, info, state, hits, ts_ns);
         ++detection.update;
@@ -174,7 +186,7 @@ void Correlator::raise(const CorrelationRule& rule, const ProcessInfo& info,
     detection.rule_name = rule.name;
     detection.ruleset = "gpuguard-correlation";
     detection.description = rule.description;
-    detection.severity = rule.severity;
+    detection.severity = severity;
     detection.confidence = confidence;
     detection.mitre_technique_id = rule.mitre_id;
     detection.mitre_technique_name = rule.mitre_name;

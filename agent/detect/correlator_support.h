@@ -53,6 +53,20 @@ inline std::string detection_id(const std::string& rule_id, uint32_t pid, uint64
     return text;
 }
 
+// The protocol of a connection's first message, from its first bytes:
+// "tls" (a handshake record), "http", "ssh", "json" (JSON-RPC, Stratum's
+// family: judged by net_intel), else "opaque".
+inline std::string first_bytes_protocol(std::string_view data) {
+    if (data.size() >= 3 && data[0] == 0x16 && data[1] == 0x03) return "tls";
+    if (data.starts_with("SSH-")) return "ssh";
+    if (!data.empty() && (data.front() == '{' || data.front() == '[')) return "json";
+    for (std::string_view method : {"GET ", "POST ", "PUT ", "HEAD ", "DELETE ", "PATCH ",
+                                    "OPTIONS ", "CONNECT ", "PRI * HTTP/2"}) {
+        if (data.starts_with(method)) return "http";
+    }
+    return "opaque";
+}
+
 inline std::string gib(uint64_t bytes) {
     char text[32];
     snprintf(text, sizeof(text), "%.1f GiB", static_cast<double>(bytes) / (1ull << 30));
@@ -100,6 +114,11 @@ inline bool in_scope(const rules::ScopeCondition& scope, const ProcessInfo& info
     };
     if (!scope.container_names.empty() && !name_matches(scope.container_names)) return false;
     if (name_matches(scope.not_container_names)) return false;
+    if (std::any_of(scope.not_comm.begin(), scope.not_comm.end(), [&](const std::string& glob) {
+            return fnmatch(glob.c_str(), info.comm.c_str(), 0) == 0;
+        })) {
+        return false;
+    }
     switch (scope.containers) {
         case rules::ContainerScope::kAny:
             return true;

@@ -21,7 +21,7 @@ ExeScanWorker::~ExeScanWorker() {
     thread_.join();
 }
 
-bool ExeScanWorker::submit(const TaskInfo& task) {
+bool ExeScanWorker::submit(const TaskInfo& task, bool deliver_clean) {
     auto process = ProcessHandle::open(task.pid, 0, proc_root_);
     std::lock_guard lock(mutex_);
     ++stats_.requested;
@@ -29,7 +29,7 @@ bool ExeScanWorker::submit(const TaskInfo& task) {
         ++stats_.dropped;
         return false;
     }
-    queue_.push_back(Request{task, std::move(process).value()});
+    queue_.push_back(Request{task, std::move(process).value(), deliver_clean});
     wake_.notify_one();
     return true;
 }
@@ -80,12 +80,14 @@ void ExeScanWorker::loop() {
         if (failed) {
             log->debug("pid {}: {} not scanned: {}", request.task.pid, verdict.path, verdict.error);
         }
-        if (!gone) deliver_(std::move(event));
+        const bool withheld = !matched && !failed && !request.deliver_clean;
+        if (!gone && !withheld) deliver_(std::move(event));
         lock.lock();
         if (gone) {
             ++stats_.dropped;
         } else {
             ++stats_.scanned;
+            stats_.withheld += withheld;
             stats_.failed += failed;
             stats_.matched += matched;
         }

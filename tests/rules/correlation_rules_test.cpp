@@ -128,8 +128,26 @@ TEST(CorrelationRules, DurationsSizesAndLocations) {
     EXPECT_FALSE(parse_bytes("5XB"));
     EXPECT_EQ(exe_locations("/tmp/x"), std::vector<ExeLocation>{ExeLocation::kTmp});
     EXPECT_EQ(exe_locations("/memfd:x (deleted)"), std::vector<ExeLocation>{ExeLocation::kMemfd});
+    // A package upgrade replaced a running daemon's file: only dpkg writes /usr.
     EXPECT_EQ(exe_locations("/usr/bin/a (deleted)"),
+              std::vector<ExeLocation>{ExeLocation::kPackageReplaced});
+    EXPECT_EQ(exe_locations("/opt/app/a (deleted)"),
               std::vector<ExeLocation>{ExeLocation::kDeleted});
+    EXPECT_EQ(exe_locations("/tmp/x (deleted)"),
+              (std::vector<ExeLocation>{ExeLocation::kTmp, ExeLocation::kDeleted}));
+    EXPECT_EQ(exe_locations("/var/tmp/x"), std::vector<ExeLocation>{ExeLocation::kVarTmp});
+    EXPECT_EQ(exe_locations("/dev/shm/x"), std::vector<ExeLocation>{ExeLocation::kDevShm});
+    // Legitimate look-alikes, recognised by path.
+    EXPECT_EQ(exe_locations("/tmp/.mount_Krita9x/usr/bin/krita"),
+              std::vector<ExeLocation>{ExeLocation::kAppImage});
+    EXPECT_EQ(exe_locations("/tmp/_MEI12345/app (deleted)"),
+              std::vector<ExeLocation>{ExeLocation::kExtractedRuntime});
+    EXPECT_EQ(exe_locations("/tmp/onefile_811_1700000000_123/app"),
+              std::vector<ExeLocation>{ExeLocation::kExtractedRuntime});
+    EXPECT_EQ(exe_locations("/tmp/ollama2837/runners/cuda_v12/ollama_llama_server"),
+              std::vector<ExeLocation>{ExeLocation::kExtractedRuntime});
+    EXPECT_EQ(exe_locations("/tmp/ollama2837/xmrig"), std::vector<ExeLocation>{ExeLocation::kTmp});
+    EXPECT_EQ(exe_locations("/tmp/_MEI12345"), std::vector<ExeLocation>{ExeLocation::kTmp});
     EXPECT_TRUE(exe_locations("/home/u/tmp/x").empty());
 }
 
@@ -350,6 +368,69 @@ TEST(CorrelationRules, BadPriorityGuardSectionsNameTheirLine) {
     }
     // A rule file with an unknown top-level key still fails.
     EXPECT_FALSE(parse_correlation_rules("priorities: {}\n", "x.yaml"));
+}
+
+}  // namespace
+}  // namespace gpuguard::rules
+
+namespace gpuguard::rules {
+namespace {
+
+TEST(CorrelationRules, SupportingSignalsAreReadWithTheirProblemsPlaced) {
+    auto parsed = parse_correlation_rules(R"(rules:
+  - id: S-1
+    name: supported
+    severity: notice
+    when: {gpu_held: true, opaque_peer: true, scope: {not_comm: [grep]}}
+    supporting:
+      severity: error
+      min: 2
+      weight: 0.3
+      signals:
+        - name: temp
+          exe_location: [tmp]
+        - name: port
+          signature: {fields: [port]}
+)",
+                                          "site.yaml");
+    ASSERT_TRUE(parsed) << parsed.error().message;
+    const CorrelationRule& rule = parsed->at(0);
+    EXPECT_TRUE(rule.opaque_peer);
+    ASSERT_TRUE(rule.scope);
+    EXPECT_EQ(rule.scope->not_comm, std::vector<std::string>{"grep"});
+    ASSERT_TRUE(rule.supporting);
+    EXPECT_EQ(rule.supporting->severity, Severity::kError);
+    EXPECT_EQ(rule.supporting->min, 2u);
+    EXPECT_DOUBLE_EQ(rule.supporting->weight, 0.3);
+    ASSERT_EQ(rule.supporting->signals.size(), 2u);
+    EXPECT_EQ(rule.supporting->signals[0].name, "temp");
+    EXPECT_EQ(rule.supporting->signals[0].exe_location,
+              std::vector<ExeLocation>{ExeLocation::kTmp});
+    EXPECT_TRUE(rule.supporting->signals[1].signature);
+
+    auto bad = parse_correlation_rules(R"(rules:
+  - id: S-2
+    name: badly supported
+    severity: notice
+    when: {gpu_held: true}
+    supporting:
+      severity: loud
+      signals:
+        - exe_location: [attic]
+        - name: nothing
+)",
+                                       "site.yaml");
+    ASSERT_FALSE(bad);
+    for (const char* expected : {
+             "site.yaml:7:17: rules[0] (S-2).supporting.severity: unknown severity 'loud'",
+             "site.yaml:9:11: rules[0] (S-2).supporting.signals[0]: name: missing",
+             "site.yaml:9:26: rules[0] (S-2).supporting.signals[0].exe_location: unknown location "
+             "'attic'",
+             "site.yaml:10:11: rules[0] (S-2).supporting.signals[1]: needs at least one condition",
+         }) {
+        EXPECT_NE(bad.error().message.find(expected), std::string::npos) << expected << "\nin:\n"
+                                                                         << bad.error().message;
+    }
 }
 
 }  // namespace

@@ -35,8 +35,29 @@ enum class EvidenceField {
 const char* to_string(EvidenceField field);
 std::optional<EvidenceField> parse_evidence_field(std::string_view name);
 
-// Where an executable lives, for `exe_location`.
-enum class ExeLocation { kTmp, kVarTmp, kDevShm, kDeleted, kMemfd };
+// Where an executable lives, for `exe_location`. The last three are the
+// legitimate look-alikes of a temporary or deleted executable, recognised by
+// path so that live and replay agree (docs/detections.md):
+//   kAppImage          an AppImage's own mount, /tmp/.mount_NAME*/...
+//   kExtractedRuntime  a runner a self-extracting runtime unpacked into a
+//                      temporary directory: PyInstaller (_MEI*), Nuitka
+//                      (onefile_*), staticx (staticx-*), Ollama's runners
+//                      (ollama*/runners/...)
+//   kPackageReplaced   "PATH (deleted)" where PATH is under /usr, /bin,
+//                      /sbin or /lib*: only the package manager writes
+//                      there, an upgrade replaced the file under a running
+//                      daemon
+// An executable in one of these is not also reported as kTmp or kDeleted.
+enum class ExeLocation {
+    kTmp,
+    kVarTmp,
+    kDevShm,
+    kDeleted,
+    kMemfd,
+    kAppImage,
+    kExtractedRuntime,
+    kPackageReplaced
+};
 const char* to_string(ExeLocation location);
 // Which of the locations `exe` (a resolved /proc/PID/exe or exec filename) is in.
 std::vector<ExeLocation> exe_locations(std::string_view exe);
@@ -99,6 +120,9 @@ struct ScopeCondition {
     // podman, CRI-O; read on the live host, unknown in replay).
     std::vector<std::string> container_names;
     std::vector<std::string> not_container_names;
+    // Globs over the process name (comm) exempt: tools that only mention a
+    // miner's options or URL (grep, an editor) are not running one.
+    std::vector<std::string> not_comm;
 };
 
 // Wall-clock window in a time zone: the condition holds while the event's
@@ -115,6 +139,21 @@ struct TimeWindowCondition {
 };
 
 enum class Combine { kMax, kNoisyOr };
+
+struct CorrelationRule;
+
+// Signals that need not hold but strengthen a detection when they do (a
+// rule's `supporting:`). Each signal is a set of conditions as under
+// `when:`; every signal that holds adds its evidence and `weight` to the
+// detection's confidence (noisy-or), and once at least `min` hold the
+// detection takes `severity` (when set). A rule's own conditions decide
+// whether it fires; its supporting signals only how loudly.
+struct SupportingSignals {
+    std::vector<CorrelationRule> signals;  // conditions only; `name` names the signal
+    double weight = 0.2;
+    std::optional<Severity> severity;
+    uint32_t min = 1;
+};
 
 struct CorrelationRule {
     std::string id;  // GG-CORR-NNNN for the built-in rules
@@ -158,6 +197,15 @@ struct CorrelationRule {
     // Its user runs more than this many GPU processes at once, and it is one
     // of those beyond the limit (counted in order of first GPU use).
     std::optional<uint32_t> max_gpu_processes;
+    // It has an outbound connection nothing vouches for: to an address no
+    // observed DNS answer named, whose first bytes sent were a TLS record or
+    // no protocol gpuguard recognises (not HTTP, SSH or JSON-RPC); or to a
+    // port a port signature lists (a miner's port), unless what it sent there
+    // was a recognised protocol.
+    bool opaque_peer = false;
+
+    // Optional signals that raise confidence and severity.
+    std::shared_ptr<const SupportingSignals> supporting;
 
     // Confidence of a detection: `base` combined with the confidence of every
     // matching signature (kNoisyOr: 1 - (1-base) * prod(1-c); kMax: the

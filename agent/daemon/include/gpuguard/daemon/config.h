@@ -9,9 +9,9 @@
 #include <string_view>
 #include <vector>
 
-#include "gpuguard/events/gpu_devices.h"
 #include "gpuguard/common/result.h"
 #include "gpuguard/enforce/enforcer.h"
+#include "gpuguard/events/gpu_devices.h"
 #include "gpuguard/journal/journal.h"
 #include "gpuguard/sensor/sensor.h"
 #include "gpuguard/siem/siem.h"
@@ -77,6 +77,10 @@ struct RulesConfig {
     // YARA scan of a process's executable when the correlator asks (first GPU
     // use, first signature hit); results are exe_scan events.
     bool yara_scan = true;
+    // Scan every process's executable at exec, not only GPU holders and
+    // processes with a signature hit (a clean verdict of those is not
+    // journaled: only hits are evidence).
+    bool yara_scan_every_exec = true;
     uint64_t yara_max_file_mb = 64;  // larger executables are reported, not scanned
 };
 

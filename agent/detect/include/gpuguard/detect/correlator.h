@@ -39,6 +39,10 @@ struct CorrelatorOptions {
     // Collect ScanRequests (take_scan_requests()). Live only: in replay the
     // journal's exe_scan events carry the verdicts.
     bool request_scans = false;
+    // Ask for a scan of every process's executable at exec, not only of GPU
+    // holders and processes with a signature hit (reason "exec"): a CPU
+    // miner under a harmless name has only its binary to show.
+    bool scan_every_exec = false;
 };
 
 // The correlator wants a YARA scan of a process's executable: at its first
@@ -47,8 +51,10 @@ struct CorrelatorOptions {
 struct ScanRequest {
     uint32_t pid = 0;
     uint64_t ts_ns = 0;
-    std::string exe;     // as the process table knows it
-    std::string reason;  // "gpu_open", "signature" or "known_bad" (known_bad.sha256 is set)
+    std::string exe;  // as the process table knows it
+    // "gpu_open", "signature", "known_bad" (known_bad.sha256 is set) or
+    // "exec" (scan_every_exec: nothing else asked for it)
+    std::string reason;
 };
 
 struct CorrelatorStats {
@@ -118,6 +124,16 @@ class Correlator {
         uint64_t ts_ns = 0;
         ProcessIo counters;
     };
+    // An outbound connection and what was first sent on it (opaque_peer).
+    struct Peer {
+        uint64_t ts_ns = 0;
+        std::string address;
+        uint16_t port = 0;
+        bool named = false;      // an observed DNS answer named the address
+        bool pool_port = false;  // a port signature lists the port
+        std::string protocol;    // of the first bytes sent: "tls", "http", "ssh", "json", "opaque";
+                                 // "" none seen
+    };
     struct ProcessState {
         bool matched = false;      // process and command line matched for the current image
         std::string matched_comm;  // the name they were matched with (prctl can change it)
@@ -132,6 +148,7 @@ class Correlator {
         std::vector<uint64_t> connect_ts;       // newest last, bounded
         std::vector<IoSample> io;               // newest last, bounded
         std::optional<DetectionPeer> peer;      // last connect with port/domain evidence
+        std::vector<Peer> peers;                // outbound, not loopback; newest last, bounded
         std::optional<double> hash_rate;        // fastest estimate of its mining sessions, H/s
         uint64_t hash_rate_ns = 0;              // when it was reported
         uint64_t first_gpu_ns = 0;
@@ -172,18 +189,28 @@ class Correlator {
         std::vector<const Hit*> hits;
         std::vector<Evidence> extra;
     };
-    bool rule_holds(const rules::CorrelationRule& rule, uint32_t pid, const ProcessInfo& info,
-                    const ProcessState& state, uint64_t ts_ns, RuleInputs& in);
+    // `cache_index`: the rule's index in rules_ (verdicts cached per rule),
+    // kUncached for a supporting signal.
+    static constexpr size_t kUncached = SIZE_MAX;
+    bool rule_holds(const rules::CorrelationRule& rule, size_t cache_index, uint32_t pid,
+                    const ProcessInfo& info, const ProcessState& state, uint64_t ts_ns,
+                    RuleInputs& in);
+    // The supporting signals of `rule` that hold, their hits and evidence
+    // added to `in`; how many held.
+    uint32_t add_support(const rules::CorrelationRule& rule, uint32_t pid, const ProcessInfo& info,
+                         const ProcessState& state, uint64_t ts_ns, RuleInputs& in);
+    static bool opaque_peer(const ProcessState& state, std::string& detail);
     // Appends `detection` to `out`; one reported twice by the same observe()
     // is kept as it was the first time (a copy in reported_twice_).
     void report(const Detection& detection, std::vector<const Detection*>& out);
     // rules_[index].signature->matches(hit), remembered in the hit.
     bool signature_matches(size_t index, const Hit& hit) const;
     // `allowlisted` caches the allowlist verdict over one evaluation.
+    // `supported`: how many of the rule's supporting signals hold.
     void raise(const rules::CorrelationRule& rule, const ProcessInfo& info,
                const ProcessState& state, const std::vector<const Hit*>& hits,
-               std::vector<Evidence>& extra, uint64_t ts_ns, std::vector<const Detection*>& out,
-               std::optional<bool>& allowlisted);
+               std::vector<Evidence>& extra, uint32_t supported, uint64_t ts_ns,
+               std::vector<const Detection*>& out, std::optional<bool>& allowlisted);
     // Whether raising again would add evidence to an open `detection`.
     bool adds_evidence(const Detection& detection, const std::vector<const Hit*>& hits,
                        const std::vector<Evidence>& extra) const;

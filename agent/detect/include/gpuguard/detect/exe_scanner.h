@@ -22,10 +22,11 @@ namespace gpuguard::agent {
 
 struct ExeScanStats {
     uint64_t requested = 0;
-    uint64_t scanned = 0;  // verdicts delivered (from cache or not)
-    uint64_t matched = 0;  // of which at least one YARA rule hit
-    uint64_t failed = 0;   // delivered with an error (unreadable, too large)
-    uint64_t dropped = 0;  // queue full, or the process exited before its verdict
+    uint64_t scanned = 0;   // verdicts delivered (from cache or not)
+    uint64_t matched = 0;   // of which at least one YARA rule hit
+    uint64_t failed = 0;    // delivered with an error (unreadable, too large)
+    uint64_t dropped = 0;   // queue full, or the process exited before its verdict
+    uint64_t withheld = 0;  // clean verdicts nobody needed (of scans of every exec)
 };
 
 class ExeScanWorker {
@@ -39,8 +40,9 @@ class ExeScanWorker {
     ExeScanWorker& operator=(const ExeScanWorker&) = delete;
 
     // Queues a scan of `task.pid`'s executable. False (and counted) when the
-    // queue is full or the process is already gone.
-    bool submit(const TaskInfo& task);
+    // queue is full or the process is already gone. Without `deliver_clean`
+    // a verdict without a hit is counted, not delivered.
+    bool submit(const TaskInfo& task, bool deliver_clean = true);
 
     ExeScanStats stats() const;
 
@@ -48,6 +50,7 @@ class ExeScanWorker {
     struct Request {
         TaskInfo task;
         ProcessHandle process;
+        bool deliver_clean = true;
     };
     void loop();
     Event scan(const Request& request);

@@ -1,0 +1,159 @@
+// Issue-26 semantics of the correlator: known miners judged without a GPU,
+// supporting signals that raise a rule's confidence and severity, the
+// opaque-peer condition, temporary locations and their legitimate
+// look-alikes, scans of every executable.
+#include <gtest/gtest.h>
+
+#include "gpuguard/detect/correlator.h"
+#include "gpuguard/rules/correlation.h"
+#include "tests/agent/detect/correlator_fixture.h"
+
+namespace gpuguard::agent {
+namespace {
+
+using namespace correlator_testing;
+
+const Detection* find_rule(const std::vector<Detection>& detections, const std::string& id) {
+    for (const auto& detection : detections) {
+        if (detection.rule_id == id) return &detection;
+    }
+    return nullptr;
+}
+
+GpuOpen nvidia0() {
+    return GpuOpen{195, 0, 3, -100, 2, OpenSyscall::kOpenat, false, "/dev/nvidia0"};
+}
+
+NetPayload first_send(const std::string& address, uint16_t port, std::string data) {
+    NetPayload payload;
+    payload.fd = 7;
+    payload.direction = NetPayload::Direction::kOut;
+    payload.syscall = "write";
+    payload.length = static_cast<uint32_t>(data.size());
+    payload.remote_address = address;
+    payload.remote_port = port;
+    payload.data = std::move(data);
+    return payload;
+}
+
+Connect connect_to(const std::string& address, uint16_t port, const std::string& domain = "") {
+    Connect connect;
+    connect.fd = 7;
+    connect.result = -115;
+    connect.address = address;
+    connect.port = port;
+    connect.gpu_holder = true;
+    connect.domain = domain;
+    return connect;
+}
+
+TEST_F(CorrelatorTest, AKnownMinerWithoutAGpuIsAnErrorAndCriticalFromATempDir) {
+    make();
+    auto plain = feed(1 * kSecond, 400, "cpuminer",
+                      Exec{"/usr/local/bin/cpuminer", {"cpuminer"}, false, false, 400});
+    const Detection* found = find_rule(plain, "GG-CORR-0012");
+    ASSERT_NE(found, nullptr);
+    EXPECT_EQ(found->severity, Severity::kError);
+    const double plain_confidence = found->confidence;
+
+    auto dropped = feed(2 * kSecond, 401, "cpuminer",
+                        Exec{"/tmp/.x/cpuminer", {"cpuminer"}, false, false, 401});
+    found = find_rule(dropped, "GG-CORR-0012");
+    ASSERT_NE(found, nullptr);
+    EXPECT_EQ(found->severity, Severity::kCritical) << "a temporary location supports it";
+    EXPECT_GT(found->confidence, plain_confidence);
+    bool names_the_signal = false;
+    for (const auto& evidence : found->evidence) {
+        names_the_signal |= evidence.detail.starts_with("temporary or fileless location: ");
+    }
+    EXPECT_TRUE(names_the_signal);
+}
+
+TEST_F(CorrelatorTest, ToolsThatOnlyMentionAPoolAreNotMiners) {
+    make();
+    EXPECT_EQ(find_rule(feed(1 * kSecond, 402, "grep",
+                             Exec{"/usr/bin/grep",
+                                  {"grep", "-r", "stratum+tcp://pool.minexmr.com:4444", "/var/log"},
+                                  false,
+                                  false,
+                                  402}),
+                        "GG-CORR-0012"),
+              nullptr);
+    EXPECT_TRUE(
+        feed(2 * kSecond, 403, "python3",
+             Exec{"/usr/bin/python3", {"python3", "train.py", "--epochs", "3"}, false, false, 403})
+            .empty());
+}
+
+TEST_F(CorrelatorTest, ATemporaryLocationAloneIsANoticeAndAnErrorWithAnotherSignal) {
+    make();
+    feed(1 * kSecond, 410, "runner", Exec{"/tmp/build-42/runner", {"runner"}, false, false, 410});
+    auto alone = feed(2 * kSecond, 410, "runner", nvidia0());
+    const Detection* found = find_rule(alone, "GG-CORR-0005");
+    ASSERT_NE(found, nullptr);
+    EXPECT_EQ(found->severity, Severity::kNotice);
+
+    // A connection nothing vouches for, TLS from its first byte: now an error.
+    EXPECT_TRUE(feed(3 * kSecond, 410, "runner", connect_to("203.0.113.7", 8443)).empty());
+    auto supported = feed(4 * kSecond, 410, "runner",
+                          first_send("203.0.113.7", 8443, std::string("\x16\x03\x01\x02\x00", 5)));
+    found = find_rule(supported, "GG-CORR-0005");
+    ASSERT_NE(found, nullptr);
+    EXPECT_EQ(found->severity, Severity::kError);
+    EXPECT_EQ(found->update, 1u);
+}
+
+TEST_F(CorrelatorTest, APeerANameVouchesForOrThatSpeaksHttpIsNotOpaque) {
+    make();
+    feed(1 * kSecond, 411, "runner", Exec{"/tmp/build-43/runner", {"runner"}, false, false, 411});
+    feed(2 * kSecond, 411, "runner", nvidia0());
+    feed(3 * kSecond, 411, "runner", connect_to("198.51.100.4", 443, "huggingface.co"));
+    EXPECT_TRUE(feed(4 * kSecond, 411, "runner",
+                     first_send("198.51.100.4", 443, std::string("\x16\x03\x01\x02\x00", 5)))
+                    .empty())
+        << "named by DNS";
+    feed(5 * kSecond, 411, "runner", connect_to("198.51.100.9", 8080));
+    EXPECT_TRUE(feed(6 * kSecond, 411, "runner",
+                     first_send("198.51.100.9", 8080, "GET /v1/models HTTP/1.1"))
+                    .empty())
+        << "plain HTTP is a protocol gpuguard recognises";
+}
+
+TEST_F(CorrelatorTest, LegitimateLookAlikesOfTemporaryExecutablesAreNotFlagged) {
+    make();
+    const std::pair<const char*, const char*> look_alikes[] = {
+        {"blender", "/tmp/.mount_BlendeAbC123/usr/bin/blender"},
+        {"ollama_llama_se", "/tmp/ollama1234567/runners/cuda_v12/ollama_llama_server"},
+        {"worker", "/tmp/_MEI8812/worker"},
+        {"nvidia-persiste", "/usr/bin/nvidia-persistenced (deleted)"},
+    };
+    uint32_t pid = 420;
+    for (const auto& [comm, exe] : look_alikes) {
+        ProcessSnapshot snapshot;
+        snapshot.exe = exe;
+        snapshot.argv = {comm};
+        feed(1 * kSecond, pid, comm, snapshot);
+        EXPECT_TRUE(feed(2 * kSecond, pid, comm, nvidia0()).empty()) << exe;
+        ++pid;
+    }
+    // The same names elsewhere in /tmp are still temporary.
+    feed(1 * kSecond, pid, "worker", Exec{"/tmp/MEI8812/worker", {"worker"}, false, false, pid});
+    EXPECT_NE(find_rule(feed(2 * kSecond, pid, "worker", nvidia0()), "GG-CORR-0005"), nullptr);
+}
+
+TEST_F(CorrelatorTest, EveryExecIsScannedWhenAsked) {
+    make(rule_set(), builtin_rules(),
+         CorrelatorOptions{.request_scans = true, .scan_every_exec = true});
+    feed(1 * kSecond, 430, "svc", Exec{"/usr/local/bin/svc", {"svc"}, false, false, 430});
+    auto requests = correlator_->take_scan_requests();
+    ASSERT_EQ(requests.size(), 1u);
+    EXPECT_EQ(requests[0].reason, "exec");
+    // A YARA verdict on a process without a GPU is a known miner without a GPU.
+    auto raised =
+        feed(2 * kSecond, 430, "svc",
+             ExeScan{"/usr/local/bin/svc", "ab", 10, {"XMRig_Executable"}, {"GG-XMRIG-0011"}, ""});
+    EXPECT_NE(find_rule(raised, "GG-CORR-0012"), nullptr);
+}
+
+}  // namespace
+}  // namespace gpuguard::agent
