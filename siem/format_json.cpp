@@ -444,6 +444,7 @@ std::string format_ecs_json(const EnforcementOutcome& o, const HostInfo& host) {
     out.member_if("reason", o.reason);
     out.member("ts_ns", o.ts_ns);
     out.member("latency_ns", o.latency_ns);
+    out.member_if("linked_detection_id", o.linked_detection_id);
     out.end_object();  // enforcement
     gpuguard_process(out, o.process);
     out.end_object();  // gpuguard
@@ -552,6 +553,7 @@ std::string format_ocsf(const EnforcementOutcome& o, const HostInfo& host) {
     unmapped["outcome"] = o.outcome;
     unmapped["ts_ns"] = o.ts_ns;
     unmapped["latency_ns"] = o.latency_ns;
+    if (!o.linked_detection_id.empty()) unmapped["linked_detection_id"] = o.linked_detection_id;
     json["unmapped"] = {{"gpuguard", unmapped}};
     return dump(json);
 }

@@ -110,6 +110,36 @@ EnforcementOutcome Enforcer::begin(const std::string& action, const DetectionPro
     return outcome;
 }
 
+void Enforcer::remember_ended(const DetectionProcess& process, const std::string& detection_id) {
+    std::lock_guard lock(ended_mutex_);
+    ended_.push_back(Ended{process.pid, process.start_time_ns, detection_id});
+    if (ended_.size() > 1024) ended_.pop_front();
+}
+
+std::optional<std::string> Enforcer::ended_by(const DetectionProcess& target) const {
+    std::lock_guard lock(ended_mutex_);
+    for (auto it = ended_.rbegin(); it != ended_.rend(); ++it) {
+        if (it->pid != target.pid) continue;
+        if (target.start_time_ns != 0 && it->start_time_ns != 0 &&
+            it->start_time_ns != target.start_time_ns) {
+            continue;
+        }
+        return it->detection_id;
+    }
+    return std::nullopt;
+}
+
+EnforcementOutcome Enforcer::already_exited(EnforcementOutcome outcome, const Detection& why) {
+    outcome.outcome = "already_exited";
+    if (auto first = ended_by(outcome.process)) {
+        outcome.linked_detection_id = *first;
+        outcome.reason = "ended by the kill of detection " + *first;
+    } else {
+        outcome.reason = "the process had exited";
+    }
+    return finish(std::move(outcome), why);
+}
+
 EnforcementOutcome Enforcer::finish(EnforcementOutcome outcome, const Detection& why) {
     outcome.id = id_prefix_ + "-" + std::to_string(++sequence_);
     outcome.ts_ns = deps_.monotonic_ns();
@@ -117,6 +147,10 @@ EnforcementOutcome Enforcer::finish(EnforcementOutcome outcome, const Detection&
     if (outcome.outcome == "success" && why.last_seen_ns != 0 &&
         why.last_seen_ns <= outcome.ts_ns) {
         outcome.latency_ns = outcome.ts_ns - why.last_seen_ns;
+    }
+    if (outcome.outcome == "success" &&
+        (outcome.action == "kill" || outcome.action == "kill_now") && outcome.process.pid != 0) {
+        remember_ended(outcome.process, why.id);
     }
     const auto log = logger("enforcer");
     const auto level = outcome.outcome == "failure"    ? spdlog::level::err
@@ -225,10 +259,13 @@ EnforcementOutcome Enforcer::kill(const DetectionProcess& target, const KillOpti
     };
 
     if (const auto reason = protected_reason(target.pid); !reason.empty()) return withhold(reason);
+    if (target.start_time_ns != 0 && ended_by(target)) return already_exited(outcome, why);
     auto handle = ProcessHandle::open(target.pid, target.start_time_ns, deps_.proc_root);
     if (!handle) {
+        if (handle.error().code == ErrorCode::kNotFound) return already_exited(outcome, why);
         // A recycled pid is a safety refusal, not an error: the named process is gone.
         if (handle.error().code == ErrorCode::kInvalidArgument) {
+            if (ended_by(target)) return already_exited(outcome, why);
             return withhold(handle.error().message + ": not signalled");
         }
         return failed(handle.error().message);
@@ -282,11 +319,7 @@ EnforcementOutcome Enforcer::kill(const DetectionProcess& target, const KillOpti
 
     if (!options.force) {
         if (auto sent = handle->signal(SIGTERM); !sent) {
-            if (sent.error().code == ErrorCode::kNotFound) {
-                outcome.outcome = "success";
-                outcome.reason = "already exited";
-                return finish(std::move(outcome), why);
-            }
+            if (sent.error().code == ErrorCode::kNotFound) return already_exited(outcome, why);
             return failed(sent.error().message);
         }
         if (handle->wait_exit(grace)) {

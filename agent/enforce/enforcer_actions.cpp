@@ -49,12 +49,19 @@ EnforcementOutcome Enforcer::kill_now(const DetectionProcess& target, const Dete
         outcome.reason = reason;
         return finish(std::move(outcome), why);
     }
+    if (target.start_time_ns != 0 && ended_by(target)) return already_exited(outcome, why);
     auto handle = ProcessHandle::open(target.pid, target.start_time_ns, deps_.proc_root);
     if (!handle) {
+        if (handle.error().code == ErrorCode::kNotFound || ended_by(target)) {
+            return already_exited(outcome, why);
+        }
         outcome.outcome =
             handle.error().code == ErrorCode::kInvalidArgument ? "withheld" : "failure";
         outcome.reason = handle.error().message;
         return finish(std::move(outcome), why);
+    }
+    if (outcome.process.start_time_ns == 0) {
+        outcome.process.start_time_ns = handle->stat().start_time_ns;
     }
     // /proc/PID/exe resolves to the very inode that runs, even when deleted or replaced.
     auto file = file_identity(deps_.proc_root + "/" + std::to_string(target.pid) + "/exe");

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "gpuguard/common/text.h"
 #include "gpuguard/common/logging.h"
+#include "gpuguard/common/text.h"
 
 namespace gpuguard::agent {
 namespace {

@@ -92,15 +92,19 @@ struct EnforcementOutcome {
     std::string id;            // unique, like Detection::id
     std::string detection_id;  // the detection that asked for it
     std::string rule_id;
-    std::string action;   // "kill", "kill_now", "block_ip", "deny_gpu", "pause", "resume"
-    std::string outcome;  // "success", "failure", "withheld", "dry_run"
-    std::string reason;   // why withheld/failed, or what was done ("SIGKILL after 5 s")
+    std::string action;  // "kill", "kill_now", "block_ip", "deny_gpu", "pause", "resume"
+    // "success", "failure", "withheld", "dry_run", or "already_exited": the
+    // process was gone before the action (ended by the kill of
+    // `linked_detection_id` when that is set)
+    std::string outcome;
+    std::string reason;  // why withheld/failed, or what was done ("SIGKILL after 5 s")
     Severity severity = Severity::kWarning;
     uint64_t ts_ns = 0;
     int64_t time_unix_ns = 0;
     DetectionProcess process;           // target process (pid 0 for block_ip on an address only)
     std::optional<DetectionPeer> peer;  // for block_ip
     uint64_t latency_ns = 0;            // detection to effect, 0 if none
+    std::string linked_detection_id;    // already_exited: the detection whose kill ended it
 };
 
 // Where the agent runs: filled once at start, attached to every output.

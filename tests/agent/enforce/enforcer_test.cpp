@@ -175,7 +175,7 @@ TEST(EnforcerKill, a_recycled_pid_is_not_signalled) {
     EXPECT_TRUE(child.alive()) << "the process now holding the pid must not be touched";
 }
 
-TEST(EnforcerKill, an_exited_process_is_a_failure_not_a_crash) {
+TEST(EnforcerKill, an_exited_process_is_already_exited_not_a_failure) {
     pid_t pid = fork();
     if (pid == 0) _exit(0);
     waitpid(pid, nullptr, 0);
@@ -183,7 +183,34 @@ TEST(EnforcerKill, an_exited_process_is_a_failure_not_a_crash) {
     DetectionProcess gone;
     gone.pid = static_cast<uint32_t>(pid);
     const auto outcome = enforcer.kill(gone, KillOptions{});
-    EXPECT_EQ(outcome.outcome, "failure");
+    EXPECT_EQ(outcome.outcome, "already_exited") << outcome.reason;
+    EXPECT_TRUE(outcome.linked_detection_id.empty()) << "no kill of ours ended it";
+}
+
+// Two detections of one process (a miner without a GPU at exec, then on its
+// GPU): the second kill finds it ended by the first and says so.
+TEST(EnforcerKill, a_process_another_detection_killed_is_already_exited_linked_to_it) {
+    Child child(Child::Kind::kExitsOnTerm);
+    Enforcer enforcer(quick_config());
+    Detection first;
+    first.id = "d-first";
+    first.rule_id = "GG-CORR-0012";
+    Detection second;
+    second.id = "d-second";
+    second.rule_id = "GG-CORR-0001";
+    KillOptions options;
+    options.force = true;
+    EXPECT_EQ(enforcer.kill(child.target(), options, first).outcome, "success");
+    const auto outcome = enforcer.kill(child.target(), options, second);
+    EXPECT_EQ(outcome.outcome, "already_exited") << outcome.reason;
+    EXPECT_EQ(outcome.detection_id, "d-second");
+    EXPECT_EQ(outcome.linked_detection_id, "d-first");
+    EXPECT_EQ(outcome.reason, "ended by the kill of detection d-first");
+    EXPECT_EQ(WTERMSIG(child.reap()), SIGKILL);
+    // Reaped: the pid alone (no start time) still finds the kill that ended it.
+    DetectionProcess by_pid;
+    by_pid.pid = child.target().pid;
+    EXPECT_EQ(enforcer.kill(by_pid, options, second).linked_detection_id, "d-first");
 }
 
 TEST(EnforcerKill, process_group_scope_takes_the_whole_group) {

@@ -198,6 +198,20 @@ class Enforcer {
     // it, for kernel_kill() (another thread).
     std::mutex kill_now_mutex_;
     std::map<uint32_t, Detection> kill_now_registrations_;
+    // Processes this Enforcer's kills ended, newest last (bounded): a second
+    // detection's kill of one is already_exited, linked to the first.
+    struct Ended {
+        uint32_t pid = 0;
+        uint64_t start_time_ns = 0;
+        std::string detection_id;
+    };
+    mutable std::mutex ended_mutex_;  // finish() runs on kernel_kill()'s thread too
+    std::deque<Ended> ended_;
+    void remember_ended(const DetectionProcess& process, const std::string& detection_id);
+    // The detection whose kill ended `target` (start time 0: the latest of its pid).
+    std::optional<std::string> ended_by(const DetectionProcess& target) const;
+    // An already_exited outcome for a process that is gone.
+    EnforcementOutcome already_exited(EnforcementOutcome outcome, const Detection& why);
 };
 
 // Runs enforce() on its own thread, in submission order; outcomes go to
