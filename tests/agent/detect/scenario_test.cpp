@@ -1,13 +1,21 @@
-// The scenario corpus (tests/scenarios/*.jsonl): hand-written event files of
-// miners and of benign GPU work, each stating its expected detections in
-// "# expect: RULE pid=N" lines (with " dry_run" when the detection is a dry run)
-// ("# expect: nothing" for benign work). Every
-// file is replayed through the real correlator with the built-in rules and
-// must give exactly the expected (rule, pid) pairs, and the same bytes twice.
-// "# correlation: FILE" lines add correlation rule files (guard policies).
+// The scenario corpus (tests/scenarios/**/*.jsonl): hand-written event files
+// of miners and of benign GPU work, each stating its expected detections in
+// "# expect: RULE pid=N" lines (with " dry_run" when the detection is a dry
+// run, " severity=S" to check the severity it ends with) ("# expect:
+// nothing" for benign work). Every file is replayed through the real
+// correlator with the built-in rules and must give exactly the expected
+// (rule, pid) pairs, and the same bytes twice. "# correlation: FILE" lines
+// add correlation rule files (guard policies).
+//
+// "# kind: miner|benign" and "# class: NAME" place a file in the detection
+// report (Scenarios.DetectionReport: recall and false alarms by severity,
+// per class); without them the kind comes from the name (miner_, abuse_:
+// miner; benign_: benign; guard_: a policy, not in the report).
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -35,7 +43,7 @@ std::shared_ptr<const rules::RuleSet> builtin_rule_set() {
 
 std::vector<fs::path> scenario_files() {
     std::vector<fs::path> files;
-    for (const auto& entry : fs::directory_iterator(GPUGUARD_SCENARIO_DIR)) {
+    for (const auto& entry : fs::recursive_directory_iterator(GPUGUARD_SCENARIO_DIR)) {
         if (entry.path().extension() == ".jsonl") files.push_back(entry.path());
     }
     std::sort(files.begin(), files.end());
@@ -43,9 +51,12 @@ std::vector<fs::path> scenario_files() {
 }
 
 struct Expectation {
-    std::multiset<std::string> detections;  // "RULE pid=N", "RULE pid=N dry_run"
+    std::multiset<std::string> detections;          // "RULE pid=N", "RULE pid=N dry_run"
+    std::map<std::string, std::string> severities;  // "RULE pid=N" -> "notice"
     bool nothing = false;
     std::vector<std::string> correlation_files;  // "# correlation: FILE", relative to the corpus
+    std::string kind;                            // "miner", "benign", "policy"
+    std::string klass;                           // report class
 };
 
 Expectation read_expectation(const fs::path& path) {
@@ -58,35 +69,69 @@ Expectation read_expectation(const fs::path& path) {
                 (path.parent_path() / line.substr(15)).string());
             continue;
         }
+        if (line.starts_with("# kind: ")) expectation.kind = line.substr(8);
+        if (line.starts_with("# class: ")) expectation.klass = line.substr(9);
         if (!line.starts_with("# expect: ")) continue;
-        const std::string what = line.substr(10);
+        std::string what = line.substr(10);
         if (what == "nothing") {
             expectation.nothing = true;
-        } else {
-            expectation.detections.insert(what);
+            continue;
         }
+        if (const auto at = what.find(" severity="); at != std::string::npos) {
+            const std::string severity = what.substr(at + 10);
+            what.erase(at);
+            expectation.severities[what] = severity;
+        }
+        expectation.detections.insert(what);
     }
+    const std::string stem = path.stem().string();
+    if (expectation.kind.empty()) {
+        expectation.kind = stem.starts_with("benign_")  ? "benign"
+                           : stem.starts_with("guard_") ? "policy"
+                                                        : "miner";
+    }
+    if (expectation.klass.empty()) expectation.klass = stem.substr(0, stem.find('_'));
     return expectation;
 }
 
-// New detections as "RULE pid=N", and every detection's ECS line.
-std::pair<std::multiset<std::string>, std::string> replay(const fs::path& path,
-                                                          const Expectation& expectation) {
+struct Replayed {
+    std::multiset<std::string> found;            // "RULE pid=N[ dry_run]"
+    std::map<std::string, Severity> severities;  // "RULE pid=N" -> as it ended
+    std::string output;                          // every detection's ECS line
+    std::optional<Severity> worst;               // most severe of all
+    std::optional<uint64_t> first_alert_ns;      // first detection at warning or above
+};
+
+Replayed replay(const fs::path& path, const Expectation& expectation) {
     auto correlation = rules::load_correlation_rules(expectation.correlation_files);
     EXPECT_TRUE(correlation) << correlation.error().message;
     auto replay = Replay::create(*correlation, builtin_rule_set());
     EXPECT_TRUE(replay) << replay.error().message;
-    std::multiset<std::string> found;
-    std::string output;
+    Replayed result;
     auto status = (*replay)->feed_file(path, [&](const Detection& detection) {
-        if (detection.update == 0) {
-            found.insert(detection.rule_id + " pid=" + std::to_string(detection.process.pid) +
-                         (detection.dry_run ? " dry_run" : ""));
+        const std::string key = detection.rule_id + " pid=" + std::to_string(detection.process.pid);
+        if (detection.update == 0) result.found.insert(key + (detection.dry_run ? " dry_run" : ""));
+        result.severities[key] = detection.severity;
+        if (!result.worst || detection.severity < *result.worst) result.worst = detection.severity;
+        if (at_least(detection.severity, Severity::kWarning) && !result.first_alert_ns) {
+            result.first_alert_ns = detection.last_seen_ns;
         }
-        output += siem::format_ecs_json(detection, HostInfo{}) + "\n";
+        result.output += siem::format_ecs_json(detection, HostInfo{}) + "\n";
     });
     EXPECT_TRUE(status) << status.error().message;
-    return {found, output};
+    return result;
+}
+
+// ts_ns of the file's first event.
+uint64_t first_event_ns(const fs::path& path) {
+    std::ifstream in(path);
+    std::string line;
+    while (std::getline(in, line)) {
+        const auto at = line.find("\"ts_ns\":");
+        if (line.starts_with("#") || at == std::string::npos) continue;
+        return std::stoull(line.substr(at + 8));
+    }
+    return 0;
 }
 
 TEST(Scenarios, CorpusHasMinersAndBenignWork) {
@@ -96,7 +141,11 @@ TEST(Scenarios, CorpusHasMinersAndBenignWork) {
         const auto expectation = read_expectation(file);
         EXPECT_NE(expectation.nothing, !expectation.detections.empty())
             << file << ": needs '# expect: RULE pid=N' lines or exactly '# expect: nothing'";
-        (expectation.nothing ? benign : miners)++;
+        EXPECT_TRUE(expectation.kind == "miner" || expectation.kind == "benign" ||
+                    expectation.kind == "policy")
+            << file << ": unknown kind '" << expectation.kind << "'";
+        miners += expectation.kind == "miner";
+        benign += expectation.kind == "benign";
     }
     EXPECT_GE(files.size(), 30u);
     EXPECT_GE(miners, 20u);
@@ -108,16 +157,85 @@ class ScenarioTest : public ::testing::TestWithParam<fs::path> {};
 TEST_P(ScenarioTest, GivesExactlyTheExpectedDetectionsDeterministically) {
     const fs::path& file = GetParam();
     const Expectation expectation = read_expectation(file);
-    auto [found, output] = replay(file, expectation);
-    EXPECT_EQ(found, expectation.detections) << file;
-    auto [again, output_again] = replay(file, expectation);
-    EXPECT_EQ(output, output_again) << "replay is not deterministic for " << file;
+    const Replayed first = replay(file, expectation);
+    EXPECT_EQ(first.found, expectation.detections) << file;
+    for (const auto& [key, severity] : expectation.severities) {
+        const auto found = first.severities.find(key);
+        ASSERT_NE(found, first.severities.end()) << key << " in " << file;
+        EXPECT_EQ(to_string(found->second), severity) << key << " in " << file;
+    }
+    const Replayed again = replay(file, expectation);
+    EXPECT_EQ(first.output, again.output) << "replay is not deterministic for " << file;
 }
 
-INSTANTIATE_TEST_SUITE_P(Corpus, ScenarioTest, ::testing::ValuesIn(scenario_files()),
-                         [](const ::testing::TestParamInfo<fs::path>& info) {
-                             return info.param.stem().string();
-                         });
+// Recall and false alarms over the whole corpus, by class: a miner counts as
+// detected when some detection of it reaches warning; a benign workload is a
+// false alarm when one does (a notice is tolerated: it asks nobody to act).
+// Behaviour-only miners (class "quiet") must be alerted within 3 minutes.
+TEST(Scenarios, DetectionReport) {
+    struct Row {
+        size_t miners = 0, detected = 0, benign = 0, benign_notice = 0, benign_alarm = 0;
+    };
+    std::map<std::string, Row> rows;
+    Row total;
+    std::vector<std::string> missed, alarms, slow;
+    for (const auto& file : scenario_files()) {
+        const Expectation expectation = read_expectation(file);
+        if (expectation.kind == "policy") continue;
+        const Replayed result = replay(file, expectation);
+        Row& row = rows[expectation.klass];
+        const bool alert = result.worst && at_least(*result.worst, Severity::kWarning);
+        const std::string name = fs::relative(file, GPUGUARD_SCENARIO_DIR).string();
+        if (expectation.kind == "miner") {
+            ++row.miners;
+            ++total.miners;
+            row.detected += alert;
+            total.detected += alert;
+            if (!alert) missed.push_back(name);
+            if (expectation.klass == "quiet" && alert &&
+                *result.first_alert_ns - first_event_ns(file) > 180'000'000'000ull) {
+                slow.push_back(name);
+            }
+        } else {
+            ++row.benign;
+            ++total.benign;
+            const bool notice = result.worst && !alert;
+            row.benign_notice += notice;
+            total.benign_notice += notice;
+            row.benign_alarm += alert;
+            total.benign_alarm += alert;
+            if (alert) alarms.push_back(name);
+        }
+    }
+    const auto percent = [](size_t part, size_t whole) {
+        return whole == 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole);
+    };
+    std::printf("%-16s %7s %9s %7s %7s %14s %16s\n", "class", "miners", "detected", "recall",
+                "benign", "notice only", ">= warning");
+    const auto print = [&](const std::string& name, const Row& row) {
+        std::printf("%-16s %7zu %9zu %6.1f%% %7zu %14zu %16zu\n", name.c_str(), row.miners,
+                    row.detected, percent(row.detected, row.miners), row.benign, row.benign_notice,
+                    row.benign_alarm);
+    };
+    for (const auto& [name, row] : rows) print(name, row);
+    print("all", total);
+    for (const auto& name : missed) std::printf("missed: %s\n", name.c_str());
+    for (const auto& name : alarms) std::printf("false alarm: %s\n", name.c_str());
+    EXPECT_GE(percent(total.detected, total.miners), 97.0);
+    EXPECT_EQ(total.benign_alarm, 0u) << "benign workloads alerted at warning or above";
+    EXPECT_TRUE(slow.empty()) << "behaviour-only miners alerted later than 3 minutes: "
+                              << (slow.empty() ? "" : slow.front());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Corpus, ScenarioTest, ::testing::ValuesIn(scenario_files()),
+    [](const ::testing::TestParamInfo<fs::path>& info) {
+        std::string name =
+            fs::relative(info.param, GPUGUARD_SCENARIO_DIR).replace_extension().string();
+        std::replace(name.begin(), name.end(), '/', '_');
+        std::replace(name.begin(), name.end(), '-', '_');
+        return name;
+    });
 
 }  // namespace
 }  // namespace gpuguard::agent
