@@ -181,8 +181,14 @@ void Correlator::observe(const Event& event, std::vector<const Detection*>& out)
 
         void judge(uint32_t target) { self.evaluate(target, event.ts_ns, out); }
 
-        void operator()(const Exec&) {
+        void operator()(const Exec&) { reset_image(true); }
+        // Found running (the /proc bootstrap, a journal segment's start):
+        // judged like an exec, but not scanned for scan_every_exec (a host's
+        // every process at once would swamp the scan queue at start).
+        void operator()(const ProcessSnapshot&) { reset_image(false); }
+        void reset_image(bool exec) {
             ProcessState& state = self.states_[pid];
+            state.exec_seen = exec;
             state.matched = false;
             state.hits.erase(std::remove_if(state.hits.begin(), state.hits.end(),
                                             [](const Hit& hit) {
@@ -198,7 +204,6 @@ void Correlator::observe(const Event& event, std::vector<const Detection*>& out)
             state.sha256.clear();
             judge(pid);
         }
-        void operator()(const ProcessSnapshot&) { (*this)(Exec{}); }
         void operator()(const ExeScan& scan) {
             // A verdict that arrives after the exit has nobody to judge.
             const ProcessInfo* info = self.table_.find(pid);
@@ -378,7 +383,8 @@ void Correlator::evaluate(uint32_t pid, uint64_t ts_ns, std::vector<const Detect
     // and processes with a signature hit are worth the scan.
     const bool hash_all = !rule_set_->known_bad_sha256().empty();
     if (options_.request_scans && !state.scan_asked &&
-        (state.held_gpu || !state.hits.empty() || hash_all || options_.scan_every_exec)) {
+        (state.held_gpu || !state.hits.empty() || hash_all ||
+         (options_.scan_every_exec && state.exec_seen))) {
         state.scan_asked = true;
         scan_requests_.push_back(ScanRequest{pid, ts_ns, info->exe,
                                              state.held_gpu        ? "gpu_open"

@@ -39,7 +39,8 @@ struct CorrelatorOptions {
     // Collect ScanRequests (take_scan_requests()). Live only: in replay the
     // journal's exe_scan events carry the verdicts.
     bool request_scans = false;
-    // Ask for a scan of every process's executable at exec, not only of GPU
+    // Ask for a scan of every process's executable at its exec (not of
+    // processes found running), not only of GPU
     // holders and processes with a signature hit (reason "exec"): a CPU
     // miner under a harmless name has only its binary to show.
     bool scan_every_exec = false;
@@ -140,6 +141,7 @@ class Correlator {
         bool held_gpu = false;
         bool dirty = true;        // evidence changed since the last evaluation
         bool scan_asked = false;  // a YARA scan of the current image was requested or came
+        bool exec_seen = false;   // the current image came with an exec (not a snapshot)
         std::string sha256;       // of the executable, from its exe_scan
         uint64_t scanned_ns = 0;  // when that exe_scan came
         std::vector<Hit> hits;
