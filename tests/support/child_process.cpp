@@ -98,6 +98,9 @@ std::unique_ptr<RequestChild> start_io_worker(const IoWorkerOptions& options) {
                     tcp = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
                     udp = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
                     to.sin_port = htons(options.tcp_port);
+                    if (inet_pton(AF_INET, options.tcp_address.c_str(), &to.sin_addr) != 1) {
+                        return EINVAL;
+                    }
                     return connect(tcp, reinterpret_cast<sockaddr*>(&to), sizeof(to)) == 0 ? 0
                                                                                            : errno;
                 case 's':

@@ -76,6 +76,7 @@ struct IoWorkerOptions {
     std::string file;
     uint16_t tcp_port = 0;
     uint16_t udp_port = 0;
+    std::string tcp_address = "127.0.0.1";  // where 'c' connects
 };
 inline constexpr size_t kIoMessageBytes = 100;
 inline constexpr size_t kIoDatagramBytes = 40;

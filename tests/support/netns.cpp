@@ -55,7 +55,7 @@ NetnsScope::~NetnsScope() {
     close(original_fd_);
 }
 
-VethPeer::VethPeer(int port) {
+VethPeer::VethPeer(int port, bool hold_connections) {
     int ready[2];
     if (pipe(ready) != 0) {
         error_ = "pipe";
@@ -84,7 +84,8 @@ VethPeer::VethPeer(int port) {
         close(ready[1]);
         for (;;) {
             const int client = accept(listener, nullptr, nullptr);
-            if (client >= 0) close(client);
+            // Held open (a pool that never answers) or closed at once.
+            if (client >= 0 && !hold_connections) close(client);
         }
     }
     close(ready[1]);

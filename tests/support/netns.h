@@ -29,12 +29,14 @@ class NetnsScope {
 };
 
 // A second namespace, held by a forked child that listens on TCP `port` on
-// every address, joined to the caller's (current) namespace by a veth pair:
+// every address (closing each connection it accepts, or with
+// `hold_connections` keeping it open and never answering), joined to the
+// caller's (current) namespace by a veth pair:
 //   caller: gg-a 10.67.0.1/24, fd00:67::1/64
 //   peer:   gg-b 10.67.0.2/24 and 10.67.0.3/24, fd00:67::2/64 and fd00:67::3/64
 class VethPeer {
   public:
-    explicit VethPeer(int port);
+    explicit VethPeer(int port, bool hold_connections = false);
     ~VethPeer();
     VethPeer(const VethPeer&) = delete;
     VethPeer& operator=(const VethPeer&) = delete;
