@@ -9,9 +9,9 @@
 #include <string_view>
 #include <vector>
 
-#include "gpuguard/events/gpu_devices.h"
 #include "gpuguard/common/result.h"
 #include "gpuguard/enforce/enforcer.h"
+#include "gpuguard/events/gpu_devices.h"
 #include "gpuguard/journal/journal.h"
 #include "gpuguard/sensor/sensor.h"
 #include "gpuguard/siem/siem.h"
@@ -78,6 +78,12 @@ struct RulesConfig {
     // use, first signature hit); results are exe_scan events.
     bool yara_scan = true;
     uint64_t yara_max_file_mb = 64;  // larger executables are reported, not scanned
+    // Read the configuration files a process names or its miner family reads
+    // (-c FILE, config.json beside the executable, ...) when the correlator
+    // asks (first signature hit, first GPU use, temporary location); files
+    // with lines matching config signatures are config_file events.
+    bool config_scan = true;
+    uint64_t config_max_kb = 256;  // read of each file; larger ones are cut (and say so)
 };
 
 struct Config {

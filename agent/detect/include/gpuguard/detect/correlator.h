@@ -39,6 +39,9 @@ struct CorrelatorOptions {
     // Collect ScanRequests (take_scan_requests()). Live only: in replay the
     // journal's exe_scan events carry the verdicts.
     bool request_scans = false;
+    // Collect ConfigRequests (take_config_requests()). Live only: in replay
+    // the journal's config_file events carry the matched lines.
+    bool request_configs = false;
 };
 
 // The correlator wants a YARA scan of a process's executable: at its first
@@ -49,6 +52,17 @@ struct ScanRequest {
     uint64_t ts_ns = 0;
     std::string exe;     // as the process table knows it
     std::string reason;  // "gpu_open", "signature" or "known_bad" (known_bad.sha256 is set)
+};
+
+// The correlator wants a process's configuration files read
+// (gpuguard/detect/config_scanner.h): once per executable image, at its
+// first signature hit, first GPU use or start from a temporary or fileless
+// location, whichever comes first. The answer comes back as ConfigFile
+// events.
+struct ConfigRequest {
+    uint32_t pid = 0;
+    uint64_t ts_ns = 0;
+    std::string reason;  // "gpu_open", "signature" or "exe_location"
 };
 
 struct CorrelatorStats {
@@ -86,6 +100,10 @@ class Correlator {
 
     // Scan requests since the last call (empty unless options.request_scans).
     std::vector<ScanRequest> take_scan_requests() { return std::exchange(scan_requests_, {}); }
+    // Config file requests since the last call (empty unless options.request_configs).
+    std::vector<ConfigRequest> take_config_requests() {
+        return std::exchange(config_requests_, {});
+    }
 
     const CorrelatorStats& stats() const { return stats_; }
     const std::vector<rules::CorrelationRule>& rules() const { return rules_; }
@@ -122,10 +140,11 @@ class Correlator {
         bool matched = false;      // process and command line matched for the current image
         std::string matched_comm;  // the name they were matched with (prctl can change it)
         bool held_gpu = false;
-        bool dirty = true;        // evidence changed since the last evaluation
-        bool scan_asked = false;  // a YARA scan of the current image was requested or came
-        std::string sha256;       // of the executable, from its exe_scan
-        uint64_t scanned_ns = 0;  // when that exe_scan came
+        bool dirty = true;          // evidence changed since the last evaluation
+        bool scan_asked = false;    // a YARA scan of the current image was requested or came
+        bool config_asked = false;  // its config files were requested (current image)
+        std::string sha256;         // of the executable, from its exe_scan
+        uint64_t scanned_ns = 0;    // when that exe_scan came
         std::vector<Hit> hits;
         std::vector<std::string> disguise_ids;  // process signatures on the exe, none on comm
         std::vector<UsageSample> usage;         // newest last, bounded
@@ -165,6 +184,11 @@ class Correlator {
                   const std::vector<std::string_view>& ids, uint64_t ts_ns,
                   const std::string& detail);
     void evaluate(uint32_t pid, uint64_t ts_ns, std::vector<const Detection*>& out);
+    // Config files (correlator_config.cpp): the request at the image's first
+    // sign of mining, and the matched lines of a config_file event as hits.
+    void request_configs(uint32_t pid, const ProcessInfo& info, ProcessState& state,
+                         uint64_t ts_ns);
+    void observe_config_file(uint32_t pid, uint64_t ts_ns, const ConfigFile& file);
     // What one rule's judgement of a process gathers (reused across rules).
     struct RuleInputs {
         std::vector<rules::ExeLocation> locations;  // of the executable, read once
@@ -219,6 +243,7 @@ class Correlator {
     // Keyed by the rule set's own id strings (the map goes with the rule set).
     std::map<std::pair<rules::EvidenceField, std::string_view>, Verdict> verdicts_;
     std::vector<ScanRequest> scan_requests_;
+    std::vector<ConfigRequest> config_requests_;
     std::deque<Detection> reported_twice_;  // see report(); emptied by each observe()
     CorrelatorStats stats_;
 };
