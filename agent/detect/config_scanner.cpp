@@ -140,7 +140,9 @@ std::string redact_config_line(std::string_view text) {
         out += wallet_token(token) ? stratum::redact_login(token) : std::string(token);
         at = end;
     }
-    return out;
+    const size_t first = out.find_first_not_of(" \t");
+    if (first == std::string::npos) return "";
+    return out.substr(first, out.find_last_not_of(" \t") + 1 - first);
 }
 
 Result<std::unique_ptr<ConfigScanWorker>> ConfigScanWorker::create(

@@ -119,6 +119,7 @@ TEST(ConfigLines, WalletsAreCutForAlerts) {
     EXPECT_EQ(redact_config_line("pool1 = xmr-eu1.nanopool.org:14433"),
               "pool1 = xmr-eu1.nanopool.org:14433");
     EXPECT_EQ(redact_config_line("a\nb"), "a b");
+    EXPECT_EQ(redact_config_line("    \"url\": \"p:1\",  "), "\"url\": \"p:1\",");
 }
 
 class ConfigCorrelationTest : public ::testing::Test {
@@ -178,7 +179,7 @@ TEST_F(ConfigCorrelationTest, ConfigLinesOfAGpuHolderRaiseTheMinerRuleNamingFile
         if (evidence.field != "config") continue;
         EXPECT_EQ(evidence.event_type, "config_file");
         url |= evidence.detail ==
-               "/opt/x/config.json:9:             \"url\": "
+               "/opt/x/config.json:9: \"url\": "
                "\"pool.supportxmr.com:3333\",";
         wallet_cut |= evidence.detail.starts_with("/opt/x/config.json:10:") &&
                       evidence.detail.find("44AFFq5k\u2026") != std::string::npos &&

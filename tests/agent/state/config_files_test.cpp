@@ -142,7 +142,8 @@ TEST_F(ConfigFilesTest, SymlinksResolveInsideTheProcesssRootAndMagicLinksAreNotF
     write(dir_ / "real" / "config.json", "{}");
     fs::create_directories(dir_ / "work");
     fs::create_symlink(dir_ / "real" / "config.json", dir_ / "work" / "config.json");
-    // A magic link (to the reader's own executable, a regular file) is never followed.
+    // A magic link (to the reader's own executable, a regular file) is never followed
+    // (RESOLVE_NO_MAGICLINKS; RESOLVE_IN_ROOT alone refuses them too on kernels so far).
     fs::create_symlink("/proc/self/exe", dir_ / "work" / "config.txt");
     const pid_t pid = start({}, dir_ / "work");
     const std::string cwd = context(pid).cwd;

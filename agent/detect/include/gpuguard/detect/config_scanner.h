@@ -48,7 +48,8 @@ std::vector<ConfigLine> select_config_lines(rules::RuleScanner& scanner, std::st
                                             const ConfigLineLimits& limits = {});
 
 // A config line for alerts: string values and bare tokens that look like a
-// wallet cut as stratum::redact_login() cuts a login; lines joined by ' '.
+// wallet cut as stratum::redact_login() cuts a login, lines joined by ' ',
+// the indentation dropped.
 std::string redact_config_line(std::string_view text);
 
 struct ConfigScanStats {
