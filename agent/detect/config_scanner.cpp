@@ -158,29 +158,12 @@ ConfigScanWorker::ConfigScanWorker(rules::RuleScanner scanner, Deliver deliver,
     : scanner_(std::move(scanner)),
       deliver_(std::move(deliver)),
       options_(std::move(options)),
-      thread_([this] { loop(); }) {}
+      worker_([this](ProcessWorker::Request& request) { work(request); }, options_.proc_root,
+              options_.max_queue) {}
 
-ConfigScanWorker::~ConfigScanWorker() {
-    {
-        std::lock_guard lock(mutex_);
-        stopping_ = true;
-    }
-    wake_.notify_all();
-    thread_.join();
-}
+ConfigScanWorker::~ConfigScanWorker() = default;
 
-bool ConfigScanWorker::submit(const TaskInfo& task) {
-    auto process = ProcessHandle::open(task.pid, 0, options_.proc_root);
-    std::lock_guard lock(mutex_);
-    ++stats_.requested;
-    if (!process || queue_.size() >= options_.max_queue) {
-        ++stats_.dropped;
-        return false;
-    }
-    queue_.push_back(Request{task, std::move(process).value()});
-    wake_.notify_one();
-    return true;
-}
+bool ConfigScanWorker::submit(const TaskInfo& task) { return worker_.submit(task); }
 
 void ConfigScanWorker::set_rule_set(std::shared_ptr<const rules::RuleSet> rule_set) {
     std::lock_guard lock(mutex_);
@@ -189,7 +172,10 @@ void ConfigScanWorker::set_rule_set(std::shared_ptr<const rules::RuleSet> rule_s
 
 ConfigScanStats ConfigScanWorker::stats() const {
     std::lock_guard lock(mutex_);
-    return stats_;
+    ConfigScanStats stats = stats_;
+    stats.requested = worker_.requested();
+    stats.dropped += worker_.dropped();
+    return stats;
 }
 
 std::optional<ConfigScanWorker::Answer> ConfigScanWorker::answer(uint32_t pid,
@@ -249,42 +235,38 @@ std::vector<ConfigFile> ConfigScanWorker::scan(uint32_t pid) {
     return out;
 }
 
-void ConfigScanWorker::loop() {
+void ConfigScanWorker::work(ProcessWorker::Request& request) {
     const auto log = logger("config");
-    std::unique_lock lock(mutex_);
-    while (true) {
-        wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-        if (stopping_) return;
-        Request request = std::move(queue_.front());
-        queue_.pop_front();
-        auto rules = std::exchange(next_rules_, nullptr);
-        lock.unlock();
-        if (rules) {
-            if (auto scanner = rules->scanner()) {
-                scanner_ = std::move(*scanner);
-                cache_.clear();
-            } else {
-                log->error("config files: new rules not applied: {}", scanner.error().message);
-            }
-        }
-        auto files = scan(request.task.pid);
-        // Exited meanwhile: what /proc showed may be a later process's.
-        const bool gone = request.process.exited();
-        size_t delivered = 0;
-        for (auto& file : files) {
-            if (gone) break;
-            log->debug("pid {}: {} ({}): {} matching line(s)", request.task.pid, file.path,
-                       file.reason, file.lines.size());
-            Event event;
-            event.task = request.task;
-            event.data = std::move(file);
-            deliver_(std::move(event));
-            ++delivered;
-        }
-        lock.lock();
-        stats_.dropped += gone;
-        stats_.reported += delivered;
+    std::shared_ptr<const rules::RuleSet> rules;
+    {
+        std::lock_guard lock(mutex_);
+        rules = std::exchange(next_rules_, nullptr);
     }
+    if (rules) {
+        if (auto scanner = rules->scanner()) {
+            scanner_ = std::move(*scanner);
+            cache_.clear();
+        } else {
+            log->error("config files: new rules not applied: {}", scanner.error().message);
+        }
+    }
+    auto files = scan(request.task.pid);
+    // Exited meanwhile: what /proc showed may be a later process's.
+    const bool gone = request.process.exited();
+    size_t delivered = 0;
+    for (auto& file : files) {
+        if (gone) break;
+        log->debug("pid {}: {} ({}): {} matching line(s)", request.task.pid, file.path, file.reason,
+                   file.lines.size());
+        Event event;
+        event.task = request.task;
+        event.data = std::move(file);
+        deliver_(std::move(event));
+        ++delivered;
+    }
+    std::lock_guard lock(mutex_);
+    stats_.dropped += gone;
+    stats_.reported += delivered;
 }
 
 }  // namespace gpuguard::agent

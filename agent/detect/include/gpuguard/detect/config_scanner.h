@@ -12,9 +12,7 @@
 // hundred times reads its config.json once.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -22,13 +20,12 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
+#include "gpuguard/detect/process_worker.h"
 #include "gpuguard/events/event.h"
 #include "gpuguard/rules/rules.h"
 #include "gpuguard/state/config_files.h"
-#include "gpuguard/state/process_handle.h"
 
 namespace gpuguard::agent {
 
@@ -91,10 +88,6 @@ class ConfigScanWorker {
     ConfigScanStats stats() const;
 
   private:
-    struct Request {
-        TaskInfo task;
-        ProcessHandle process;
-    };
     struct Answer {
         uint64_t size = 0;
         std::string sha256;
@@ -102,7 +95,7 @@ class ConfigScanWorker {
         std::vector<ConfigLine> lines;
     };
     ConfigScanWorker(rules::RuleScanner scanner, Deliver deliver, ConfigScanOptions options);
-    void loop();
+    void work(ProcessWorker::Request& request);
     // The process's files with matching lines (the worker thread's caches).
     std::vector<ConfigFile> scan(uint32_t pid);
     std::optional<Answer> answer(uint32_t pid, const ConfigCandidate& candidate,
@@ -113,12 +106,9 @@ class ConfigScanWorker {
     ConfigScanOptions options_;
     std::map<FileVersion, Answer> cache_;  // the worker thread's
     mutable std::mutex mutex_;
-    std::condition_variable wake_;
-    std::deque<Request> queue_;
     std::shared_ptr<const rules::RuleSet> next_rules_;  // set_rule_set(), taken by the worker
-    bool stopping_ = false;
-    ConfigScanStats stats_;
-    std::thread thread_;  // last: starts after everything it uses
+    ConfigScanStats stats_;  // requested and submit-time drops: worker_'s
+    ProcessWorker worker_;   // last: its thread starts after everything it uses
 };
 
 }  // namespace gpuguard::agent
