@@ -195,7 +195,7 @@ void Correlator::observe(const Event& event, std::vector<const Detection*>& out)
                              state.hits.end());
             state.dirty = true;
             state.scan_asked = false;
-            state.config_asked = false;
+            state.config_asked = state.config_asked_gpu = false;
             state.sha256.clear();
             judge(pid);
         }
@@ -367,7 +367,9 @@ void Correlator::evaluate(uint32_t pid, uint64_t ts_ns, std::vector<const Detect
                                              : state.hits.empty() ? "known_bad"
                                                                   : "signature"});
     }
-    if (options_.request_configs && !state.config_asked) request_configs(pid, *info, state, ts_ns);
+    if (options_.request_configs && !state.config_asked_gpu) {
+        request_configs(pid, *info, state, ts_ns);
+    }
     // Telemetry conditions depend on time passing; everything else only on
     // new evidence.
     if (!state.dirty && !(has_time_rules_ && (!state.usage.empty() || !state.io.empty()))) {

@@ -8,10 +8,14 @@ namespace gpuguard::agent {
 
 void Correlator::request_configs(uint32_t pid, const ProcessInfo& info, ProcessState& state,
                                  uint64_t ts_ns) {
-    const char* reason = state.held_gpu ? "gpu_open" : !state.hits.empty() ? "signature" : nullptr;
+    // At the first GPU use again: a miner may have written its file since.
+    const char* reason = state.held_gpu ? "gpu_open" : nullptr;
+    if (!reason && state.config_asked) return;
+    if (!reason && !state.hits.empty()) reason = "signature";
     if (!reason && !rules::exe_locations(info.exe).empty()) reason = "exe_location";
     if (!reason) return;
     state.config_asked = true;
+    state.config_asked_gpu = state.held_gpu;
     config_requests_.push_back(ConfigRequest{pid, ts_ns, reason});
 }
 

@@ -228,6 +228,14 @@ TEST_F(ConfigCorrelationTest, ATemporaryOrDeletedExecutableIsAskedAtExec) {
     auto requests = correlator_->take_config_requests();
     ASSERT_EQ(requests.size(), 1u);
     EXPECT_EQ(requests[0].reason, "signature");
+    // Its first GPU use asks once more (a miner may have written its file
+    // since), later ones do not.
+    open_gpu(2 * kSecond, 403);
+    requests = correlator_->take_config_requests();
+    ASSERT_EQ(requests.size(), 1u);
+    EXPECT_EQ(requests[0].reason, "gpu_open");
+    open_gpu(2 * kSecond + 1, 403);
+    EXPECT_TRUE(correlator_->take_config_requests().empty());
     // ... and a location still when an admin disabled them.
     auto builtin = rules::compile_builtin_pack();
     ASSERT_TRUE(builtin);

@@ -3,9 +3,9 @@
 // event loop, and reports each file with a line matching a config
 // signature as a ConfigFile event handed to `deliver` on the worker thread
 // (the agent journals and judges it like any other event). The correlator
-// asks (ConfigRequest) at a process's first signature hit, first GPU use or
-// start from a temporary location; the events carry the matched lines, so
-// replay judges them without the files.
+// asks (ConfigRequest) at an image's first sign of mining and at its first
+// GPU use; the events carry the matched lines, so replay judges them
+// without the files.
 //
 // A file is read once per content: the answer is cached by (dev, inode,
 // mtime, size) until the rules change, so a host running the same miner a

@@ -55,10 +55,10 @@ struct ScanRequest {
 };
 
 // The correlator wants a process's configuration files read
-// (gpuguard/detect/config_scanner.h): once per executable image, at its
-// first signature hit, first GPU use or start from a temporary or fileless
-// location, whichever comes first. The answer comes back as ConfigFile
-// events.
+// (gpuguard/detect/config_scanner.h): at the first sign of mining of an
+// executable image (a signature hit, a start from a temporary or fileless
+// location) and at its first GPU use, at most once each. The answer comes
+// back as ConfigFile events.
 struct ConfigRequest {
     uint32_t pid = 0;
     uint64_t ts_ns = 0;
@@ -142,7 +142,8 @@ class Correlator {
         bool held_gpu = false;
         bool dirty = true;          // evidence changed since the last evaluation
         bool scan_asked = false;    // a YARA scan of the current image was requested or came
-        bool config_asked = false;  // its config files were requested (current image)
+        bool config_asked = false;      // its config files were requested (current image)
+        bool config_asked_gpu = false;  // ... since it holds a GPU
         std::string sha256;         // of the executable, from its exe_scan
         uint64_t scanned_ns = 0;    // when that exe_scan came
         std::vector<Hit> hits;
