@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <signal.h>
 
+#include "gpuguard/state/config_files.h"
 #include "tests/bpf/agent_detect_fixture.h"
 #include "tests/support/child_process.h"
 #include "tests/support/run_command.h"
@@ -150,6 +151,51 @@ TEST_F(AgentDetectTest, config_only_miner_on_gpu_is_detected_from_its_config_and
     for (auto& line : live) line = without_clock(line);
     ASSERT_FALSE(live.empty());
     EXPECT_EQ(from_journal, live);
+}
+
+// A process in another root (a container's, here a chroot): its paths,
+// relative and absolute, and its symlinks resolve inside that root, never
+// in the agent's.
+TEST(ConfigFilesInRoot, paths_and_symlinks_resolve_inside_the_processs_root) {
+    GG_REQUIRE_PRIVILEGED();
+    gpuguard::testing::TempDir root("gg-config-root");
+    fs::create_directories(root / "work");
+    std::ofstream(root / "work" / "config.json") << "{}";
+    std::ofstream(root / "gg-inside.json") << "{\"inside\": true}";
+    // Absolute: inside the root it names <root>/gg-inside.json; in the
+    // agent's root it names nothing.
+    fs::create_symlink("/gg-inside.json", root / "work" / "pools.txt");
+    ASSERT_FALSE(fs::exists("/gg-inside.json"));
+    const std::string root_path = root.path().string();
+    gpuguard::testing::RequestChild child(
+        [](char) { return 0; },
+        [root_path] {
+            if (chroot(root_path.c_str()) != 0 || chdir("/work") != 0) {
+                _exit(2);
+            }
+        });
+    ASSERT_GT(child.pid(), 0);
+    ASSERT_EQ(child.ask('x'), 0) << "the child is up in its root";
+    const auto pid = static_cast<uint32_t>(child.pid());
+    auto context = gpuguard::agent::read_config_context(pid);
+    ASSERT_TRUE(context) << context.error().message;
+    EXPECT_EQ(context->cwd, "/work") << "the working directory as the process sees it";
+
+    auto relative =
+        gpuguard::agent::open_config_file(pid, {"config.json", "default"}, context->cwd);
+    ASSERT_TRUE(relative) << relative.error().message;
+    EXPECT_EQ(relative->path(), "/work/config.json");
+    auto linked = gpuguard::agent::open_config_file(pid, {"pools.txt", "default"}, context->cwd);
+    ASSERT_TRUE(linked) << linked.error().message;
+    bool truncated = false;
+    auto text = linked->read(1024, truncated);
+    ASSERT_TRUE(text);
+    EXPECT_EQ(*text, "{\"inside\": true}");
+    // ".." cannot climb out of the root either.
+    auto climbed = gpuguard::agent::open_config_file(
+        pid, {"../../../../gg-inside.json", "argument"}, context->cwd);
+    ASSERT_TRUE(climbed) << climbed.error().message;
+    EXPECT_EQ(climbed->version(), linked->version());
 }
 
 }  // namespace
