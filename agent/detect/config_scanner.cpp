@@ -119,8 +119,19 @@ std::vector<ConfigLine> select_config_lines(rules::RuleScanner& scanner, std::st
 }
 
 std::string redact_config_line(std::string_view text) {
+    // One line: a run of lines joined by a space, each without its indentation.
+    std::string flat;
+    for (size_t start = 0; start <= text.size();) {
+        size_t end = text.find('\n', start);
+        if (end == std::string_view::npos) end = text.size();
+        std::string_view line = without_cr(text.substr(start, end - start));
+        line.remove_prefix(std::min(line.find_first_not_of(" \t"), line.size()));
+        if (!flat.empty() && !line.empty()) flat += ' ';
+        flat += line;
+        start = end + 1;
+    }
     // Quoted values first (JSON), then bare tokens (INI, key: value lines).
-    const std::string quoted = stratum::redact_wallets(text);
+    const std::string quoted = stratum::redact_wallets(flat);
     std::string out;
     out.reserve(quoted.size());
     bool in_string = false;
@@ -128,14 +139,14 @@ std::string redact_config_line(std::string_view text) {
     while (at < quoted.size()) {
         const char c = quoted[at];
         if (c == '"') in_string = !in_string;
-        const bool separator = c == '"' || c == ' ' || c == '\t' || c == '=' || c == ',' ||
-                               c == ';' || c == '\n' || c == '\r';
+        const bool separator =
+            c == '"' || c == ' ' || c == '\t' || c == '=' || c == ',' || c == ';';
         if (in_string || separator) {
-            out += c == '\n' || c == '\r' ? ' ' : c;
+            out += c;
             ++at;
             continue;
         }
-        const size_t end = std::min(quoted.find_first_of(" \t=,;\n\r\"", at), quoted.size());
+        const size_t end = std::min(quoted.find_first_of(" \t=,;\"", at), quoted.size());
         const std::string_view token(quoted.data() + at, end - at);
         out += wallet_token(token) ? stratum::redact_login(token) : std::string(token);
         at = end;

@@ -119,6 +119,8 @@ TEST(ConfigLines, WalletsAreCutForAlerts) {
     EXPECT_EQ(redact_config_line("pool1 = xmr-eu1.nanopool.org:14433"),
               "pool1 = xmr-eu1.nanopool.org:14433");
     EXPECT_EQ(redact_config_line("a\nb"), "a b");
+    EXPECT_EQ(redact_config_line("  \"randomx\": {\n      \"init\": -1,\r\n  }"),
+              "\"randomx\": { \"init\": -1, }");
     EXPECT_EQ(redact_config_line("    \"url\": \"p:1\",  "), "\"url\": \"p:1\",");
 }
 
