@@ -57,6 +57,27 @@ constexpr std::string_view kInHome[] = {
     ".config/xmrig.json",  // XMRig
 };
 
+std::string basename_lower(std::string_view path) {
+    const auto slash = path.rfind('/');
+    std::string name(slash == std::string_view::npos ? path : path.substr(slash + 1));
+    std::transform(name.begin(), name.end(), name.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return name;
+}
+
+// Plain arguments looked at (a long argv is data, not options).
+constexpr size_t kMaxPlainArguments = 32;
+
+bool config_like(std::string_view argument) {
+    static constexpr std::string_view kExtensions[] = {".ini", ".json", ".conf", ".cfg",
+                                                       ".txt", ".toml", ".yaml", ".yml"};
+    const std::string name = basename_lower(argument);
+    return std::any_of(std::begin(kExtensions), std::end(kExtensions),
+                       [&](std::string_view extension) {
+                           return name.size() > extension.size() && name.ends_with(extension);
+                       });
+}
+
 bool usable_path(std::string_view value) {
     return !value.empty() && value.size() < PATH_MAX &&
            value.find_first_of(std::string_view("\0\n", 2)) == std::string_view::npos;
@@ -71,14 +92,6 @@ std::string parent_of(std::string_view path) {
 std::string joined(const std::string& dir, std::string_view name) {
     if (dir.empty()) return std::string(name);
     return dir.back() == '/' ? dir + std::string(name) : dir + "/" + std::string(name);
-}
-
-std::string basename_lower(std::string_view path) {
-    const auto slash = path.rfind('/');
-    std::string name(slash == std::string_view::npos ? path : path.substr(slash + 1));
-    std::transform(name.begin(), name.end(), name.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    return name;
 }
 
 std::string link_target(const std::string& path) {
@@ -124,12 +137,14 @@ std::vector<ConfigCandidate> config_candidates(const ConfigContext& context) {
             }
         }
     }
-    // nanominer takes its config file as its first argument.
-    if (argv.size() > 1 &&
-        basename_lower(context.exe.empty() ? argv[0] : context.exe).find("nanominer") !=
-            std::string::npos &&
-        !argv[1].starts_with("-")) {
-        add(argv[1], "argument");
+    // nanominer takes its config file as its first argument, whatever its
+    // name; so may any renamed miner: a plain argument named like a
+    // configuration file is one.
+    for (size_t i = 1; i < argv.size() && i <= kMaxPlainArguments; ++i) {
+        const std::string& arg = argv[i];
+        if (!arg.starts_with("-") && arg.find('=') == std::string::npos && config_like(arg)) {
+            add(arg, "argument");
+        }
     }
     std::string exe = context.exe;
     if (exe.ends_with(" (deleted)")) exe.resize(exe.size() - 10);

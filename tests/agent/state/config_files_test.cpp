@@ -192,6 +192,9 @@ TEST(ConfigCandidates, EveryFamilysDefaultsOnceAndUnusableArgumentsSkipped) {
                candidates.end();
     };
     EXPECT_TRUE(has("rig.ini", "argument")) << "nanominer's first argument";
+    EXPECT_EQ(std::count_if(candidates.begin(), candidates.end(),
+                            [](const ConfigCandidate& c) { return c.reason == "argument"; }),
+              1);
     EXPECT_TRUE(has("/opt/m/config.json", "default"));
     EXPECT_TRUE(has("/opt/m/epools.txt", "default"));
     EXPECT_TRUE(has("/opt/m/cpuminer-conf.json", "default"));
@@ -205,6 +208,16 @@ TEST(ConfigCandidates, EveryFamilysDefaultsOnceAndUnusableArgumentsSkipped) {
             EXPECT_NE(candidates[i].path, candidates[j].path);
         }
     }
+    // Renamed, its plain arguments named like configuration files still are.
+    context.exe = "/srv/app/svc-worker";
+    context.argv = {"svc-worker", "rig.ini",       "train.py",
+                    "--x=y.json", "key=pools.txt", "conf/Pools.JSON"};
+    std::vector<ConfigCandidate> arguments;
+    for (const auto& candidate : config_candidates(context)) {
+        if (candidate.reason == "argument") arguments.push_back(candidate);
+    }
+    EXPECT_EQ(arguments, (std::vector<ConfigCandidate>{{"rig.ini", "argument"},
+                                                       {"conf/Pools.JSON", "argument"}}));
     // A memfd executable has no directory to look in.
     context.exe = "/memfd:x (deleted)";
     context.argv = {"x"};
