@@ -195,9 +195,11 @@ Result<Matcher> Matcher::compile(std::vector<Signature> signatures) {
             }
             combined.text = "(?:^|\\x2e)(?:" + alternatives + ")\\x2e?$";
             add(Field::kDomain, index, combined, false);
-            // Pool domains are also looked for as hosts in command lines.
+            // Pool domains are also looked for as hosts in command lines and
+            // in configuration files ("url": "pool.example:3333").
             combined.text = "(?:^|[^a-z0-9\\x2d])(?:" + alternatives + ")(?:[^a-z0-9.\\x2d]|$)";
             add(Field::kCmdline, index, combined, false);
+            add(Field::kConfig, index, combined, false);
         }
         for (const uint16_t port : signature.ports) impl->ports[port].push_back(index);
     }

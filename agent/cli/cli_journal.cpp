@@ -200,6 +200,11 @@ std::string event_details(const Event& event) {
             return "file writes " + count(io.file_write_bytes) + " bytes, net sends " +
                    count(io.net_sends) + " (" + count(io.net_send_bytes) + " bytes)";
         }
+        std::string operator()(const ConfigFile& file) const {
+            return "config " + file.path + " (" + file.reason + ", " + std::to_string(file.size) +
+                   " bytes" + (file.truncated ? ", truncated" : "") + ") " +
+                   std::to_string(file.lines.size()) + " matched line(s)";
+        }
         std::string operator()(const ExeScan& scan) const {
             if (!scan.error.empty()) return "yara: " + scan.path + " not scanned: " + scan.error;
             return "yara: " + scan.path + " sha256 " + scan.sha256.substr(0, 16) + " " +
@@ -443,7 +448,7 @@ void add_filter_options(CLI::App* app, JournalCommand& command) {
     app->add_option("--type", command.types,
                     "only these types (repeatable or comma-separated): gpu_open, gpu_ioctl, "
                     "connect, exec, fork, exit, telemetry, process_snapshot, kill_now, exe_scan, "
-                    "net_payload, stratum, "
+                    "net_payload, stratum, process_io, config_file, "
                     "detection, enforcement, note, gap")
         ->allow_extra_args(false);
     app->add_option("--limit", command.limit, "stop after this many records");

@@ -60,6 +60,7 @@ Agent::~Agent() {
     if (!impl_) return;
     // Stop everything that calls back into the state before the state goes.
     impl_->exe_scans.reset();
+    impl_->config_scans.reset();
     impl_->rules_watcher.reset();
     impl_->guard_watcher.reset();
     if (impl_->priority_guard) {
@@ -204,6 +205,7 @@ Status Agent::Impl::load_rules() {
             [this](std::shared_ptr<const rules::RuleSet> set) {
                 std::lock_guard lock(this->mutex);
                 this->sync_kill_now_names(*set);
+                if (this->config_scans) this->config_scans->set_rule_set(set);
                 if (auto applied = this->correlator->set_rule_set(std::move(set)); !applied) {
                     logger("rules")->error("reloaded rules not applied: {}",
                                            applied.error().message);
@@ -219,7 +221,8 @@ Status Agent::Impl::load_rules() {
         std::move(*correlation_rules), this->rules_watcher->current(), *this->table,
         CorrelatorOptions{.dry_run = config.enforcement.dry_run,
                           .request_scans = config.rules.yara_scan,
-                          .scan_every_exec = config.rules.yara_scan_every_exec});
+                          .scan_every_exec = config.rules.yara_scan_every_exec,
+                          .request_configs = config.rules.config_scan});
     if (!correlator) return Unexpected{correlator.error()};
     if (config.rules.yara_scan) {
         // The built-in pack's YARA rules, compiled once; verdicts come back
@@ -238,6 +241,24 @@ Status Agent::Impl::load_rules() {
                 this->on_event(event);
             },
             this->options.proc_root);
+    }
+    if (config.rules.config_scan) {
+        // Config files a suspect process reads; matching ones come back as
+        // config_file events, judged and journaled under the mutex.
+        auto reader = ConfigScanWorker::create(
+            this->rules_watcher->current(),
+            [this](Event event) {
+                std::lock_guard lock(this->mutex);
+                event.ts_ns = monotonic_ns();
+                this->on_event(event);
+            },
+            ConfigScanOptions{.max_bytes = config.rules.config_max_kb << 10,
+                              .proc_root = this->options.proc_root,
+                              .max_queue = 256,
+                              .max_cached = 1024,
+                              .limits = {}});
+        if (!reader) return fail(reader.error().code, "config files: " + reader.error().message);
+        this->config_scans = std::move(reader).value();
     }
     this->correlator = std::move(correlator).value();
     this->sync_kill_now_names(*this->rules_watcher->current());

@@ -199,21 +199,22 @@ void Agent::Impl::sync_kill_now_names(const rules::RuleSet& rule_set) {
     }
 }
 
-// The correlator's YARA scan requests, for processes still alive.
+// The correlator's YARA scan and config file requests, for processes
+// still alive.
 void Agent::Impl::submit_scans() {
-    for (const auto& request : correlator->take_scan_requests()) {
-        const ProcessInfo* info = table->find(request.pid);
-        if (!info || info->exited) continue;
-        TaskInfo task;
-        task.pid = task.tid = info->pid;
-        task.ppid = info->ppid;
-        task.uid = info->uid;
-        task.gid = info->gid;
-        task.cgroup_id = info->cgroup_id;
-        task.comm = info->comm;
-        // A clean verdict matters for a GPU holder or a process with hits
-        // (sha256 allowlist, the journal's record); for every other exec only a hit does.
-        exe_scans->submit(task, request.reason != "exec");
+    if (exe_scans) {
+        for (const auto& request : correlator->take_scan_requests()) {
+            const ProcessInfo* info = table->find(request.pid);
+            // A clean verdict matters for a GPU holder or a process with hits
+            // (sha256 allowlist, the journal's record); for any other exec only a hit does.
+            if (info && !info->exited) exe_scans->submit(task_of(*info), request.reason != "exec");
+        }
+    }
+    if (config_scans) {
+        for (const auto& request : correlator->take_config_requests()) {
+            const ProcessInfo* info = table->find(request.pid);
+            if (info && !info->exited) config_scans->submit(task_of(*info));
+        }
     }
 }
 
@@ -235,7 +236,7 @@ void Agent::Impl::build_pipeline() {
         }
     };
     hooks.on_judged = [this](const Event& event) {
-        if (correlator && exe_scans) submit_scans();
+        if (correlator && (exe_scans || config_scans)) submit_scans();
         if (const auto* telemetry = std::get_if<Telemetry>(&event.data);
             telemetry && priority_guard && priority_guard->enabled()) {
             act_on_priorities(priority_guard->observe(*telemetry, *table));

@@ -26,6 +26,7 @@
 #include "gpuguard/daemon/kernel_enforcement.h"
 #include "gpuguard/daemon/metrics_server.h"
 #include "gpuguard/daemon/telemetry.h"
+#include "gpuguard/detect/config_scanner.h"
 #include "gpuguard/detect/correlator.h"
 #include "gpuguard/detect/exe_scanner.h"
 #include "gpuguard/detect/pipeline.h"
@@ -90,6 +91,7 @@ struct Agent::Impl {
     NetIntel net_intel;                  // names connects from DNS answers, derives Stratum events
     std::unique_ptr<Pipeline> pipeline;  // built last in start(), before the first event
     std::unique_ptr<ExeScanWorker> exe_scans;           // null when rules.yara_scan is off
+    std::unique_ptr<ConfigScanWorker> config_scans;     // null when rules.config_scan is off
     std::map<std::string, std::string> kill_now_names;  // in the kernel map: comm -> signature id
     uint64_t telemetry_sequence = 0;
     std::unique_ptr<ProcessIoSampler> process_io;  // GPU processes' writes, per sample

@@ -15,6 +15,13 @@ json yara_status_json(const ExeScanStats& stats) {
                 {"dropped", stats.dropped},     {"clean_not_journaled", stats.withheld}};
 }
 
+json config_status_json(const ConfigScanStats& stats) {
+    return json{{"requested", stats.requested},   {"files_read", stats.files_read},
+                {"cache_hits", stats.cache_hits}, {"refused", stats.refused},
+                {"truncated", stats.truncated},   {"reported", stats.reported},
+                {"dropped", stats.dropped}};
+}
+
 std::string device_text(uint32_t major, uint32_t minor) {
     return std::to_string(major) + ":" + std::to_string(minor);
 }
@@ -182,6 +189,18 @@ std::vector<AgentMetric> Agent::Impl::agent_metrics() const {
               std::pair{"failed", scans.failed}, std::pair{"dropped", scans.dropped}}) {
             out.push_back(AgentMetric{"gpuguard_yara_scans_total",
                                       "YARA scans of executables, by result",
+                                      "counter",
+                                      {{"result", result}},
+                                      static_cast<double>(value)});
+        }
+    }
+    if (config_scans) {
+        const auto reads = config_scans->stats();
+        for (const auto& [result, value] :
+             {std::pair{"read", reads.files_read}, std::pair{"cached", reads.cache_hits},
+              std::pair{"refused", reads.refused}, std::pair{"reported", reads.reported}}) {
+            out.push_back(AgentMetric{"gpuguard_config_files_total",
+                                      "Configuration files of suspect processes, by result",
                                       "counter",
                                       {{"result", result}},
                                       static_cast<double>(value)});
@@ -385,6 +404,8 @@ std::string Agent::status_json_of(const Impl& impl) {
         {"outputs", outputs},
         {"stdout", stdout_json},
         {"yara", impl.exe_scans ? yara_status_json(impl.exe_scans->stats()) : json(nullptr)},
+        {"config_files",
+         impl.config_scans ? config_status_json(impl.config_scans->stats()) : json(nullptr)},
         {"detections", json{{"raised", impl.correlator->stats().detections},
                             {"updated", impl.correlator->stats().updates},
                             {"allowlisted", impl.correlator->stats().allowlisted},

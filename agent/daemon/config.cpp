@@ -293,7 +293,7 @@ void read_journal(const ConfigReader& reader, const YAML::Node& node, JournalCon
 void read_rules(const ConfigReader& reader, const YAML::Node& node, RulesConfig& rules) {
     reader.check_keys(node, "rules",
                       {"main_file", "drop_in_dir", "correlation_files", "yara_scan",
-                       "yara_scan_every_exec", "yara_max_file_mb"});
+                       "yara_scan_every_exec", "yara_max_file_mb", "config_scan", "config_max_kb"});
     if (const auto value = node["main_file"]) {
         rules.main_file = reader.scalar<std::string>(value, "rules.main_file", "a path");
     }
@@ -315,6 +315,16 @@ void read_rules(const ConfigReader& reader, const YAML::Node& node, RulesConfig&
             reader.scalar<uint64_t>(value, "rules.yara_max_file_mb", "a size in MiB");
         if (rules.yara_max_file_mb == 0 || rules.yara_max_file_mb > 4096) {
             reader.fail_at(value, "rules.yara_max_file_mb", "must be between 1 and 4096");
+        }
+    }
+    if (const auto value = node["config_scan"]) {
+        rules.config_scan = reader.scalar<bool>(value, "rules.config_scan", "true or false");
+    }
+    if (const auto value = node["config_max_kb"]) {
+        rules.config_max_kb =
+            reader.scalar<uint64_t>(value, "rules.config_max_kb", "a size in KiB");
+        if (rules.config_max_kb == 0 || rules.config_max_kb > 65536) {
+            reader.fail_at(value, "rules.config_max_kb", "must be between 1 and 65536");
         }
     }
 }

@@ -22,6 +22,8 @@ std::string config_to_yaml(const Config& config) {
     out << YAML::Key << "yara_scan" << YAML::Value << config.rules.yara_scan;
     out << YAML::Key << "yara_scan_every_exec" << YAML::Value << config.rules.yara_scan_every_exec;
     out << YAML::Key << "yara_max_file_mb" << YAML::Value << config.rules.yara_max_file_mb;
+    out << YAML::Key << "config_scan" << YAML::Value << config.rules.config_scan;
+    out << YAML::Key << "config_max_kb" << YAML::Value << config.rules.config_max_kb;
     out << YAML::EndMap;
     out << YAML::Key << "outputs" << YAML::Value << YAML::BeginSeq;
     for (const auto& sink : config.outputs) {

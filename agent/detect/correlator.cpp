@@ -201,6 +201,7 @@ void Correlator::observe(const Event& event, std::vector<const Detection*>& out)
                              state.hits.end());
             state.dirty = true;
             state.scan_asked = false;
+            state.config_asked = state.config_asked_gpu = false;
             state.sha256.clear();
             judge(pid);
         }
@@ -256,6 +257,10 @@ void Correlator::observe(const Event& event, std::vector<const Detection*>& out)
                     }
                 }
             }
+            judge(pid);
+        }
+        void operator()(const ConfigFile& file) {
+            self.observe_config_file(pid, event.ts_ns, file);
             judge(pid);
         }
         // Raw samples: net_intel.h derives Stratum events from them; here only
@@ -391,6 +396,9 @@ void Correlator::evaluate(uint32_t pid, uint64_t ts_ns, std::vector<const Detect
                                              : !state.hits.empty() ? "signature"
                                              : hash_all            ? "known_bad"
                                                                    : "exec"});
+    }
+    if (options_.request_configs && !state.config_asked_gpu) {
+        request_configs(pid, *info, state, ts_ns);
     }
     // Telemetry conditions depend on time passing; everything else only on
     // new evidence.

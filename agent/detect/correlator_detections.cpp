@@ -132,6 +132,7 @@ void Correlator::raise(const CorrelationRule& rule, const ProcessInfo& info,
                                  : hit->field == EvidenceField::kProcess ? "exec"
                                  : hit->field == EvidenceField::kCmdline ? "exec"
                                  : hit->field == EvidenceField::kYara    ? "exe_scan"
+                                 : hit->field == EvidenceField::kConfig  ? "config_file"
                                                                          : "";
         evidence.push_back(
             Evidence{hit->ts_ns, hit->field == EvidenceField::kYara ? "yara" : "signature",

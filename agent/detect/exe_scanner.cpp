@@ -8,38 +8,25 @@ ExeScanWorker::ExeScanWorker(signatures::YaraScanner scanner, Deliver deliver,
                              std::string proc_root, size_t max_queue)
     : scanner_(std::move(scanner)),
       deliver_(std::move(deliver)),
-      proc_root_(std::move(proc_root)),
-      max_queue_(max_queue),
-      thread_([this] { loop(); }) {}
+      proc_root_(proc_root),
+      worker_([this](ProcessWorker::Request& request) { work(request); }, std::move(proc_root),
+              max_queue) {}
 
-ExeScanWorker::~ExeScanWorker() {
-    {
-        std::lock_guard lock(mutex_);
-        stopping_ = true;
-    }
-    wake_.notify_all();
-    thread_.join();
-}
+ExeScanWorker::~ExeScanWorker() = default;
 
 bool ExeScanWorker::submit(const TaskInfo& task, bool deliver_clean) {
-    auto process = ProcessHandle::open(task.pid, 0, proc_root_);
-    std::lock_guard lock(mutex_);
-    ++stats_.requested;
-    if (!process || queue_.size() >= max_queue_) {
-        ++stats_.dropped;
-        return false;
-    }
-    queue_.push_back(Request{task, std::move(process).value(), deliver_clean});
-    wake_.notify_one();
-    return true;
+    return worker_.submit(task, !deliver_clean);
 }
 
 ExeScanStats ExeScanWorker::stats() const {
     std::lock_guard lock(mutex_);
-    return stats_;
+    ExeScanStats stats = stats_;
+    stats.requested = worker_.requested();
+    stats.dropped += worker_.dropped();
+    return stats;
 }
 
-Event ExeScanWorker::scan(const Request& request) {
+Event ExeScanWorker::scan(const ProcessWorker::Request& request) {
     Event event;
     event.task = request.task;
     ExeScan result;
@@ -61,36 +48,28 @@ Event ExeScanWorker::scan(const Request& request) {
     return event;
 }
 
-void ExeScanWorker::loop() {
-    const auto log = logger("yara");
-    std::unique_lock lock(mutex_);
-    while (true) {
-        wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-        if (stopping_) return;
-        Request request = std::move(queue_.front());
-        queue_.pop_front();
-        lock.unlock();
-        Event event = scan(request);
-        // Exited meanwhile: /proc/PID/exe may have named a process that got
-        // the pid later, and nobody waits for this verdict any more.
-        const bool gone = request.process.exited();
-        const auto& verdict = std::get<ExeScan>(event.data);
-        const bool failed = !verdict.error.empty();
-        const bool matched = !verdict.rules.empty();
-        if (failed) {
-            log->debug("pid {}: {} not scanned: {}", request.task.pid, verdict.path, verdict.error);
-        }
-        const bool withheld = !matched && !failed && !request.deliver_clean;
-        if (!gone && !withheld) deliver_(std::move(event));
-        lock.lock();
-        if (gone) {
-            ++stats_.dropped;
-        } else {
-            ++stats_.scanned;
-            stats_.withheld += withheld;
-            stats_.failed += failed;
-            stats_.matched += matched;
-        }
+void ExeScanWorker::work(ProcessWorker::Request& request) {
+    Event event = scan(request);
+    // Exited meanwhile: /proc/PID/exe may have named a process that got
+    // the pid later, and nobody waits for this verdict any more.
+    const bool gone = request.process.exited();
+    const auto& verdict = std::get<ExeScan>(event.data);
+    const bool failed = !verdict.error.empty();
+    const bool matched = !verdict.rules.empty();
+    if (failed) {
+        logger("yara")->debug("pid {}: {} not scanned: {}", request.task.pid, verdict.path,
+                              verdict.error);
+    }
+    const bool withheld = !matched && !failed && request.quiet_if_nothing;
+    if (!gone && !withheld) deliver_(std::move(event));
+    std::lock_guard lock(mutex_);
+    if (gone) {
+        ++stats_.dropped;
+    } else {
+        ++stats_.scanned;
+        stats_.withheld += withheld;
+        stats_.failed += failed;
+        stats_.matched += matched;
     }
 }
 

@@ -371,6 +371,19 @@ std::string event_to_json(const Event& event, int64_t realtime_offset_ns) {
             if (io.net_sends) body["net_sends"] = *io.net_sends;
             out["process_io"] = std::move(body);
         }
+        void operator()(const ConfigFile& file) const {
+            json lines = json::array();
+            for (const auto& line : file.lines) {
+                lines.push_back(json{{"line", line.line}, {"text", line.text}});
+            }
+            json body{{"path", file.path},
+                      {"reason", file.reason},
+                      {"size", file.size},
+                      {"sha256", file.sha256},
+                      {"lines", std::move(lines)}};
+            if (file.truncated) body["truncated"] = true;
+            out["config_file"] = std::move(body);
+        }
     };
     std::visit(Visitor{out}, event.data);
     // Replace invalid UTF-8 (paths and comm are bytes) instead of throwing.

@@ -232,6 +232,26 @@ ExeScan read_exe_scan(const Reader<Node>& reader) {
 }
 
 template <typename Node>
+ConfigFile read_config_file(const Reader<Node>& reader) {
+    ConfigFile file;
+    file.path = reader.string("path");
+    file.reason = reader.string("reason", "default");
+    if (file.reason != "argument" && file.reason != "default") {
+        reader.error("reason", "expected \"argument\" or \"default\", got \"" + file.reason + "\"");
+    }
+    file.size = reader.template integer<uint64_t>("size", 0);
+    file.sha256 = reader.string("sha256", "");
+    file.truncated = reader.boolean("truncated", false);
+    reader.objects("lines", [&](const Reader<Node>& item) {
+        ConfigLine line;
+        line.line = item.template integer<uint32_t>("line");
+        line.text = item.string("text");
+        file.lines.push_back(std::move(line));
+    });
+    return file;
+}
+
+template <typename Node>
 ProcessIo read_process_io(const Reader<Node>& reader) {
     ProcessIo io;
     io.file_write_bytes = reader.template optional_integer<uint64_t>("file_write_bytes");
@@ -404,6 +424,8 @@ void read_body(std::string_view type, const Reader<Node>& top, const std::option
         body = read_stratum(object());
     } else if (type == "process_io") {
         body = read_process_io(object());
+    } else if (type == "config_file") {
+        body = read_config_file(object());
     } else {
         top.error("type", "unknown event type \"" + std::string(type) + "\" (" +
                               join(event_type_names(), ", ") + ")");

@@ -33,6 +33,7 @@ enum class EventTag : uint8_t {
     kNetPayload = 11,
     kStratum = 12,
     kProcessIo = 13,
+    kConfigFile = 14,
 };
 
 // --- writing --------------------------------------------------------------

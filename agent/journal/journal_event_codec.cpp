@@ -158,6 +158,18 @@ struct EncodeVisitor {
         w.opt_u64(io.net_send_bytes);
         w.opt_u64(io.net_sends);
     }
+    void operator()(const ConfigFile& file) const {
+        w.str(file.path);
+        w.str(file.reason);
+        w.varint(file.size);
+        w.str(file.sha256);
+        w.u8(file.truncated ? 1 : 0);
+        w.varint(file.lines.size());
+        for (const auto& line : file.lines) {
+            w.varint(line.line);
+            w.str(line.text);
+        }
+    }
 };
 
 EventTag tag_of(const EventData& data) {
@@ -176,6 +188,7 @@ EventTag tag_of(const EventData& data) {
         EventTag operator()(const NetPayload&) const { return EventTag::kNetPayload; }
         EventTag operator()(const Stratum&) const { return EventTag::kStratum; }
         EventTag operator()(const ProcessIo&) const { return EventTag::kProcessIo; }
+        EventTag operator()(const ConfigFile&) const { return EventTag::kConfigFile; }
     };
     return std::visit(Visitor{}, data);
 }
@@ -355,6 +368,21 @@ void decode_body(Reader& r, EventTag tag, EventData& data) {
             io.file_write_bytes = r.opt_u64();
             io.net_send_bytes = r.opt_u64();
             io.net_sends = r.opt_u64();
+            return;
+        }
+        case EventTag::kConfigFile: {
+            auto& file = emplace<ConfigFile>(data);
+            r.str(file.path);
+            r.str(file.reason);
+            file.size = r.varint();
+            r.str(file.sha256);
+            file.truncated = r.flag();
+            const size_t lines = r.count();
+            file.lines.resize(lines);
+            for (auto& line : file.lines) {
+                line.line = r.uint<uint32_t>();
+                r.str(line.text);
+            }
             return;
         }
     }

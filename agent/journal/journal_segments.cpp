@@ -80,6 +80,7 @@ void JournalWriter::Writer::update_state(std::string_view payload) {
         void operator()(const NetPayload&) {}
         void operator()(const Stratum&) {}
         void operator()(const ProcessIo&) {}
+        void operator()(const ConfigFile&) {}
     };
     std::visit(Visitor{*this, task, full}, decoded.data);
 }

@@ -23,7 +23,10 @@ inline bool vector_matches(const Signature& signature, std::string_view text, Sc
     std::set<Field> fields;
     for (const auto& pattern : signature.patterns) {
         fields.insert(pattern.field);
-        if (pattern.kind == PatternKind::kDomainSuffix) fields.insert(Field::kCmdline);
+        if (pattern.kind == PatternKind::kDomainSuffix) {
+            fields.insert(Field::kCmdline);
+            fields.insert(Field::kConfig);
+        }
     }
     for (const Field field : fields) {
         if (contains(scanner.match(field, text), signature.id)) return true;

@@ -33,6 +33,47 @@ pid_t run_in_child(const std::string& comm, const std::function<int()>& body, in
     return child;
 }
 
+pid_t spawn_process(const std::string& exe, const std::vector<std::string>& argv,
+                    const std::string& cwd, const std::vector<std::string>& env) {
+    // Everything the child needs is made before fork().
+    std::vector<char*> args, envp;
+    for (const auto& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+    args.push_back(nullptr);
+    for (const auto& entry : env) envp.push_back(const_cast<char*>(entry.c_str()));
+    envp.push_back(nullptr);
+    int status_pipe[2];
+    if (pipe2(status_pipe, O_CLOEXEC) != 0) return -1;
+    const pid_t parent = getpid();
+    const pid_t child = fork();
+    if (child < 0) return -1;
+    if (child == 0) {
+        close(status_pipe[0]);
+        end_with_parent(parent, SIGKILL);
+        int error = 0;
+        if (chdir(cwd.c_str()) != 0) {
+            error = errno;
+        } else {
+            execve(exe.c_str(), args.data(), envp.data());
+            error = errno;
+        }
+        (void)!write(status_pipe[1], &error, sizeof(error));
+        _exit(127);
+    }
+    close(status_pipe[1]);
+    int error = 0;
+    ssize_t n;
+    while ((n = read(status_pipe[0], &error, sizeof(error))) < 0 && errno == EINTR) {
+    }
+    close(status_pipe[0]);
+    if (n > 0) {  // the exec failed: the pipe carried its errno
+        int status = 0;
+        waitpid(child, &status, 0);
+        errno = error;
+        return -1;
+    }
+    return child;
+}
+
 RequestChild::RequestChild(std::function<int(char)> handler, std::function<void()> setup) {
     if (pipe(requests_) != 0 || pipe(answers_) != 0) return;
     pid_ = fork();

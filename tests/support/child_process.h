@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <sys/types.h>
 
@@ -24,6 +25,13 @@ pid_t run_in_child(const std::string& comm, const std::function<int()>& body,
 // holding CTest's output pipes open or a fake GPU. `parent` is the test's
 // getpid() taken before fork(); the child _exit()s if it is already gone.
 void end_with_parent(pid_t parent, int signo);
+
+// Starts `exe` with `argv` (argv[0] included) and environment `env` in
+// `cwd`, and returns its pid once it has exec'd (its /proc entries show
+// the new image), or -1 with errno when the exec failed. The child gets
+// SIGKILL when the test process dies; reap it with ChildReaper.
+pid_t spawn_process(const std::string& exe, const std::vector<std::string>& argv,
+                    const std::string& cwd, const std::vector<std::string>& env = {});
 
 // Kills (SIGKILL) and reaps a child the test started, when the scope ends.
 class ChildReaper {

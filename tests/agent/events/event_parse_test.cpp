@@ -84,7 +84,14 @@ std::vector<Event> one_of_each() {
             with_task(scan),
             with_task(payload),
             with_task(stratum),
-            with_task(ProcessIo{1 << 20, 4096, 3})};
+            with_task(ProcessIo{1 << 20, 4096, 3}),
+            with_task(ConfigFile{"/opt/x/config.json",
+                                 "argument",
+                                 812,
+                                 std::string(64, 'e'),
+                                 true,
+                                 {{9, "\"url\": \"pool.supportxmr.com:3333\","},
+                                  {12, "a\nb \u00e9"}}})};
 }
 
 TEST(EventParse, EveryTypeRoundTripsByteForByte) {
@@ -206,6 +213,16 @@ TEST(EventParse, HandWrittenEventsNeedOnlyTheDefiningFields) {
         "x");
     ASSERT_TRUE(telemetry) << telemetry.error().message;
     EXPECT_EQ(std::get<Telemetry>(telemetry->event.data).processes.at(0).memory_bytes, 1024u);
+
+    auto config = event_from_json(
+        R"({"type":"config_file","ts_ns":15,"process":{"pid":7},"config_file":{"path":"/opt/x/config.json","lines":[{"line":9,"text":"\"url\": \"pool.supportxmr.com:3333\""}]}})",
+        "x");
+    ASSERT_TRUE(config) << config.error().message;
+    const auto& file = std::get<ConfigFile>(config->event.data);
+    EXPECT_EQ(file.reason, "default");
+    EXPECT_FALSE(file.truncated);
+    ASSERT_EQ(file.lines.size(), 1u);
+    EXPECT_EQ(file.lines[0].line, 9u);
 }
 
 TEST(EventParse, ErrorsNameTheInputAndTheField) {
@@ -238,6 +255,10 @@ TEST(EventParse, ErrorsNameTheInputAndTheField) {
          "f.jsonl:3: v: unsupported version 2"},
         {R"({"type":"gpu_open","ts_ns":1,"process":{"pid":1},"gpu_open":{"errno":2147483649}})",
          "f.jsonl:3: gpu_open.errno: expected an integer 0..2147483648"},
+        {R"({"type":"config_file","ts_ns":1,"process":{"pid":1},"config_file":{"path":"/c","reason":"guess"}})",
+         "f.jsonl:3: config_file.reason: expected \"argument\" or \"default\""},
+        {R"({"type":"config_file","ts_ns":1,"process":{"pid":1},"config_file":{"path":"/c","lines":[{"text":"x"}]}})",
+         "f.jsonl:3: config_file.lines[0].line: missing"},
     };
     for (const auto& c : cases) {
         auto parsed = event_from_json(c.line, "f.jsonl:3");

@@ -116,6 +116,15 @@ std::vector<Event> every_event_type(uint64_t ts_ns, uint32_t pid) {
     add(ProcessIo{4096, 392, 2});
     add(ProcessIo{});
     add(ProcessIo{std::nullopt, 18446744073709551615ull, 1ull << 40});
+    // Config file lines (one multi-line), a cut file, and one with no line.
+    add(ConfigFile{"/opt/x/config.json",
+                   "default",
+                   1234,
+                   std::string(64, 'c'),
+                   false,
+                   {{3, "    \"randomx\": {\n        \"1gb-pages\": false"},
+                    {9, "\"url\": \"pool.supportxmr.com:3333\","}}});
+    add(ConfigFile{"rig.ini", "argument", 1ull << 33, std::string(64, 'd'), true, {}});
     return events;
 }
 

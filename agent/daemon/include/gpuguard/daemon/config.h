@@ -82,6 +82,12 @@ struct RulesConfig {
     // journaled: only hits are evidence).
     bool yara_scan_every_exec = true;
     uint64_t yara_max_file_mb = 64;  // larger executables are reported, not scanned
+    // Read the configuration files a process names or its miner family reads
+    // (-c FILE, config.json beside the executable, ...) when the correlator
+    // asks (first signature hit, first GPU use, temporary location); files
+    // with lines matching config signatures are config_file events.
+    bool config_scan = true;
+    uint64_t config_max_kb = 256;  // read of each file; larger ones are cut (and say so)
 };
 
 struct Config {

@@ -44,6 +44,9 @@ struct CorrelatorOptions {
     // holders and processes with a signature hit (reason "exec"): a CPU
     // miner under a harmless name has only its binary to show.
     bool scan_every_exec = false;
+    // Collect ConfigRequests (take_config_requests()). Live only: in replay
+    // the journal's config_file events carry the matched lines.
+    bool request_configs = false;
 };
 
 // The correlator wants a YARA scan of a process's executable: at its first
@@ -56,6 +59,17 @@ struct ScanRequest {
     // "gpu_open", "signature", "known_bad" (known_bad.sha256 is set) or
     // "exec" (scan_every_exec: nothing else asked for it)
     std::string reason;
+};
+
+// The correlator wants a process's configuration files read
+// (gpuguard/detect/config_scanner.h): at the first sign of mining of an
+// executable image (a signature hit, a start from a temporary or fileless
+// location) and at its first GPU use, at most once each. The answer comes
+// back as ConfigFile events.
+struct ConfigRequest {
+    uint32_t pid = 0;
+    uint64_t ts_ns = 0;
+    std::string reason;  // "gpu_open", "signature" or "exe_location"
 };
 
 struct CorrelatorStats {
@@ -93,6 +107,10 @@ class Correlator {
 
     // Scan requests since the last call (empty unless options.request_scans).
     std::vector<ScanRequest> take_scan_requests() { return std::exchange(scan_requests_, {}); }
+    // Config file requests since the last call (empty unless options.request_configs).
+    std::vector<ConfigRequest> take_config_requests() {
+        return std::exchange(config_requests_, {});
+    }
 
     const CorrelatorStats& stats() const { return stats_; }
     const std::vector<rules::CorrelationRule>& rules() const { return rules_; }
@@ -139,11 +157,13 @@ class Correlator {
         bool matched = false;      // process and command line matched for the current image
         std::string matched_comm;  // the name they were matched with (prctl can change it)
         bool held_gpu = false;
-        bool dirty = true;        // evidence changed since the last evaluation
-        bool scan_asked = false;  // a YARA scan of the current image was requested or came
-        bool exec_seen = false;   // the current image came with an exec (not a snapshot)
-        std::string sha256;       // of the executable, from its exe_scan
-        uint64_t scanned_ns = 0;  // when that exe_scan came
+        bool dirty = true;              // evidence changed since the last evaluation
+        bool scan_asked = false;        // a YARA scan of the current image was requested or came
+        bool exec_seen = false;         // the current image came with an exec (not a snapshot)
+        bool config_asked = false;      // its config files were requested (current image)
+        bool config_asked_gpu = false;  // ... since it holds a GPU
+        std::string sha256;             // of the executable, from its exe_scan
+        uint64_t scanned_ns = 0;        // when that exe_scan came
         std::vector<Hit> hits;
         std::vector<std::string> disguise_ids;  // process signatures on the exe, none on comm
         std::vector<UsageSample> usage;         // newest last, bounded
@@ -184,6 +204,11 @@ class Correlator {
                   const std::vector<std::string_view>& ids, uint64_t ts_ns,
                   const std::string& detail);
     void evaluate(uint32_t pid, uint64_t ts_ns, std::vector<const Detection*>& out);
+    // Config files (correlator_config.cpp): the request at the image's first
+    // sign of mining, and the matched lines of a config_file event as hits.
+    void request_configs(uint32_t pid, const ProcessInfo& info, ProcessState& state,
+                         uint64_t ts_ns);
+    void observe_config_file(uint32_t pid, uint64_t ts_ns, const ConfigFile& file);
     // What one rule's judgement of a process gathers (reused across rules).
     struct RuleInputs {
         std::vector<rules::ExeLocation> locations;  // of the executable, read once
@@ -248,6 +273,7 @@ class Correlator {
     // Keyed by the rule set's own id strings (the map goes with the rule set).
     std::map<std::pair<rules::EvidenceField, std::string_view>, Verdict> verdicts_;
     std::vector<ScanRequest> scan_requests_;
+    std::vector<ConfigRequest> config_requests_;
     std::deque<Detection> reported_twice_;  // see report(); emptied by each observe()
     CorrelatorStats stats_;
 };

@@ -6,17 +6,14 @@
 // that got its pid later.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <mutex>
 #include <string>
-#include <thread>
 
+#include "gpuguard/detect/process_worker.h"
 #include "gpuguard/events/event.h"
 #include "gpuguard/signatures/signatures.h"
-#include "gpuguard/state/process_handle.h"
 
 namespace gpuguard::agent {
 
@@ -47,24 +44,15 @@ class ExeScanWorker {
     ExeScanStats stats() const;
 
   private:
-    struct Request {
-        TaskInfo task;
-        ProcessHandle process;
-        bool deliver_clean = true;
-    };
-    void loop();
-    Event scan(const Request& request);
+    void work(ProcessWorker::Request& request);
+    Event scan(const ProcessWorker::Request& request);
 
     signatures::YaraScanner scanner_;
     Deliver deliver_;
     std::string proc_root_;
-    size_t max_queue_;
     mutable std::mutex mutex_;
-    std::condition_variable wake_;
-    std::deque<Request> queue_;
-    bool stopping_ = false;
-    ExeScanStats stats_;
-    std::thread thread_;  // last: starts after everything it uses
+    ExeScanStats stats_;    // requested and submit-time drops: worker_'s
+    ProcessWorker worker_;  // last: its thread starts after everything it uses
 };
 
 }  // namespace gpuguard::agent

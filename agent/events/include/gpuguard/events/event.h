@@ -165,6 +165,30 @@ struct ExeScan {
     std::string error;                       // why it was not scanned; "" when it was
 };
 
+// One line (or a few adjacent lines) of a configuration file that matched a
+// config signature when the agent read it.
+struct ConfigLine {
+    uint32_t line = 0;  // 1-based number of its first line in the file
+    std::string text;   // as read, lines joined by '\n'; bounded
+    bool operator==(const ConfigLine&) const = default;
+};
+
+// A configuration file a process names (-c FILE, --config=FILE, ...) or its
+// miner family reads by default (config.json beside the executable, ...),
+// read by the agent through the process's root when the correlator asks
+// (gpuguard/state/config_files.h). Only files with a line matching a config
+// signature are reported; the lines are what the correlator judges, live
+// and in replay. The task is the process.
+struct ConfigFile {
+    std::string path;        // inside the process's root and mount namespace
+    std::string reason;      // "argument" (named on the command line) or "default"
+    uint64_t size = 0;       // of the file (st_size)
+    std::string sha256;      // of the bytes read (the first max_bytes when truncated)
+    bool truncated = false;  // larger than the agent reads: only its start was read
+    std::vector<ConfigLine> lines;
+    bool operator==(const ConfigFile&) const = default;
+};
+
 // The first bytes of one message on an INET socket (bpf/payload.h): the
 // first few of each connection of a watched process, all of a JSON-RPC flow,
 // and DNS answers of any process. Input of gpuguard/netintel/net_intel.h.
@@ -226,8 +250,9 @@ struct ProcessIo {
     bool operator==(const ProcessIo&) const = default;
 };
 
-using EventData = std::variant<GpuOpen, GpuIoctl, Connect, Exec, Fork, Exit, Telemetry,
-                               ProcessSnapshot, KillNow, ExeScan, NetPayload, Stratum, ProcessIo>;
+using EventData =
+    std::variant<GpuOpen, GpuIoctl, Connect, Exec, Fork, Exit, Telemetry, ProcessSnapshot, KillNow,
+                 ExeScan, NetPayload, Stratum, ProcessIo, ConfigFile>;
 
 struct Event {
     uint64_t ts_ns = 0;  // CLOCK_MONOTONIC nanoseconds
@@ -237,7 +262,7 @@ struct Event {
 
 // Name of an event's type as used in JSON ("gpu_open", "gpu_ioctl", "connect",
 // "exec", "fork", "exit", "telemetry", "process_snapshot", "kill_now",
-// "exe_scan", "net_payload", "stratum", "process_io").
+// "exe_scan", "net_payload", "stratum", "process_io", "config_file").
 const char* event_type_name(const Event& event);
 
 // Every type's name, in EventData's order: what --event-types, `journal

@@ -1,0 +1,37 @@
+// The correlator and configuration files: when to ask for a process's
+// (ConfigRequest), and what a config_file event's lines add. The lines are
+// matched here, from the event, so live and replay judge the same text.
+#include "correlator_support.h"
+#include "gpuguard/detect/config_scanner.h"
+
+namespace gpuguard::agent {
+
+void Correlator::request_configs(uint32_t pid, const ProcessInfo& info, ProcessState& state,
+                                 uint64_t ts_ns) {
+    // At the first GPU use again: a miner may have written its file since.
+    const char* reason = state.held_gpu ? "gpu_open" : nullptr;
+    if (!reason && state.config_asked) return;
+    if (!reason && !state.hits.empty()) reason = "signature";
+    if (!reason && !rules::exe_locations(info.exe).empty()) reason = "exe_location";
+    if (!reason) return;
+    state.config_asked = true;
+    state.config_asked_gpu = state.held_gpu;
+    config_requests_.push_back(ConfigRequest{pid, ts_ns, reason});
+}
+
+void Correlator::observe_config_file(uint32_t pid, uint64_t ts_ns, const ConfigFile& file) {
+    // Lines that arrive after the exit have nobody to judge.
+    const ProcessInfo* info = table_.find(pid);
+    if (!info || info->exited) return;
+    ProcessState& state = states_[pid];
+    for (const ConfigLine& line : file.lines) {
+        const auto& ids = match_cached(signatures::Field::kConfig, line.text);
+        if (ids.empty()) continue;
+        // Signatures see the raw line; the evidence a wallet cut to a prefix.
+        add_hits(
+            state, EvidenceField::kConfig, ids, ts_ns,
+            file.path + ":" + std::to_string(line.line) + ": " + redact_config_line(line.text));
+    }
+}
+
+}  // namespace gpuguard::agent
