@@ -55,8 +55,10 @@ bool is(std::string_view method, std::string_view family, std::string_view name)
 }
 
 // The value of "key": "..." in text that is not valid JSON (a capture cut
-// at 512 bytes), or nullopt.
-std::optional<std::string> string_field(std::string_view text, std::string_view key) {
+// at 512 bytes), or nullopt; with `cut_ok`, a value the cut ends inside is
+// returned as far as it goes.
+std::optional<std::string> string_field(std::string_view text, std::string_view key,
+                                        bool cut_ok = false) {
     std::string quoted(1, '"');  // not `"\"" + std::string(...)`: GCC 12 -O3 -Wrestrict
     quoted.append(key);
     quoted += '"';
@@ -69,7 +71,10 @@ std::optional<std::string> string_field(std::string_view text, std::string_view 
             while (cursor < text.size() && (text[cursor] == ' ' || text[cursor] == '\t')) ++cursor;
             if (cursor < text.size() && text[cursor] == '"') {
                 const size_t end = text.find('"', cursor + 1);
-                if (end == std::string_view::npos) return std::nullopt;
+                if (end == std::string_view::npos) {
+                    if (!cut_ok) return std::nullopt;
+                    return std::string(text.substr(cursor + 1));
+                }
                 return std::string(text.substr(cursor + 1, end - cursor - 1));
             }
         }
@@ -317,6 +322,7 @@ void Session::line(NetPayload::Direction direction, std::string_view text, uint6
                 set_share_hashes(hashes_from_cryptonote_target(*target), update);
             }
         }
+        if (*method == "login" && outbound) cut_login(text, update);
         return;
     }
     const auto method_it = message.find("method");
@@ -452,6 +458,30 @@ void Session::line(NetPayload::Direction direction, std::string_view text, uint6
             set_share_hashes(hashes_from_target256(target->get<std::string>()), update);
         }
     }
+}
+
+// A CryptoNote (XMRig) login cut at the capture limit, recognised without
+// the pool's answer: "method":"login" with a "params" object whose "login"
+// value has begun, and the miner's shape beside it -- its "agent" or "algo"
+// list, or a login long enough to be a wallet (a Monero address is 95
+// characters: the reason the line outgrew the capture). A web API's
+// {"method":"login","params":{"login":"alice"}} is none of these.
+void Session::cut_login(std::string_view text, Update& update) {
+    const size_t params = text.find("\"params\"");
+    if (params == std::string_view::npos) return;
+    const auto login = string_field(text.substr(params), "login", /*cut_ok=*/true);
+    if (!login) return;
+    const auto wallet_chars = std::count_if(login->begin(), login->end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) != 0;
+    });
+    const bool shaped = text.find("\"agent\"", params) != std::string_view::npos ||
+                        text.find("\"algo\"", params) != std::string_view::npos ||
+                        wallet_chars >= 64;
+    if (!shaped) return;
+    set_protocol(Protocol::kCryptoNote, update);
+    method_seen("login", text, update);
+    login_ = redact_login(*login);
+    if (auto agent = string_field(text, "agent")) agent_ = *agent;
 }
 
 std::optional<double> Session::hash_rate() const {

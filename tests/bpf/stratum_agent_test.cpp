@@ -2,6 +2,7 @@
 // (StratumAgentTest): it detects the session, `gpuguard ps` and /metrics show
 // its hash rate, and `gpuguard replay` of its raw events and of its journal
 // gives the live detections. Pool and dialects: stratum_test_pool.h.
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -328,3 +329,79 @@ TEST(StratumAgentTest, replay_of_the_raw_events_and_of_the_journal_gives_the_liv
 
 }  // namespace
 }  // namespace gpuguard::agent
+
+namespace {
+
+// XMRig's login with a real 95-character Monero address and its algorithm
+// list is longer than the 512 bytes the sensor captures; the pool never
+// answers (egress filtered, pool down). The running agent recognises the cut
+// line alone: GG-CORR-0003 on the miner, the wallet cut in the alert.
+TEST(StratumAgentTest, a_cut_login_is_detected_without_the_pools_answer) {
+    GG_REQUIRE_PRIVILEGED();
+    using namespace std::chrono_literals;
+    gpuguard::testing::TempDir dir("gg-cut-login");
+    const std::string node = (dir / "gpu0").string();
+    ASSERT_EQ(mknod(node.c_str(), S_IFCHR | 0666, makedev(1, 7)), 0);
+    const auto config = dir / "gpuguard.yaml";
+    std::ofstream(config) << "sensor:\n  extra_gpu_devices: [\"1:7\"]\n  connect_loopback: true\n"
+                          << "control:\n  socket: \"\"\njournal:\n  enabled: false\n";
+    gpuguard::testing::Subprocess agent(
+        {GPUGUARD_BINARY, "run", "--config", config.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
+
+    const std::string wallet =
+        "48edfHu7V9Z84YzzMa6fUueoELZ9ZRXq9VetWzYGzKt52XU5xvqgzYnDK9URnRoJMk1j8nLwEVsaSWJ4fhdUyZijBG"
+        "UicoD";
+    const std::string login =
+        R"({"id":1,"jsonrpc":"2.0","method":"login","params":{"login":")" + wallet +
+        R"(","pass":"x","agent":"XMRig/6.21.0 (Linux x86_64) libuv/1.44.2 gcc/12.2.0","rigid":"",)"
+        R"("algo":["cn/1","cn/2","cn/r","cn/fast","cn/half","cn/xao","cn/rto","cn/rwz","cn/zls",)"
+        R"("cn/double","cn/ccx","cn-lite/1","cn-heavy/0","cn-heavy/tube","cn-heavy/xhv","cn-pico",)"
+        R"("cn-pico/tlo","cn/upx2","rx/0","rx/wow","rx/arq","rx/graft","rx/sfx","rx/keva",)"
+        R"("argon2/chukwa","argon2/chukwav2","argon2/ninja","ghostrider"]}})"
+        "\n";
+    ASSERT_GT(login.size(), 512u);
+    std::atomic<int> lines_seen{0};
+    gpuguard::testing::TestServer pool("127.0.0.1", [&](const std::string&) {
+        ++lines_seen;
+        return std::vector<std::string>{};  // never answers
+    });
+    ASSERT_TRUE(pool.ok());
+    const uint16_t port = pool.port();
+    int done[2];
+    ASSERT_EQ(pipe2(done, O_CLOEXEC), 0);
+    const pid_t miner = fork();
+    ASSERT_GE(miner, 0);
+    if (miner == 0) {
+        prctl(PR_SET_NAME, "kworker-cut");
+        close(done[1]);
+        const int gpu = open(node.c_str(), O_RDWR);
+        const int fd = gpu < 0 ? -1 : gpuguard::testing::connect_v4("127.0.0.1", port);
+        if (fd < 0 || !gpuguard::testing::write_all(fd, login)) _exit(2);
+        pollfd wait{done[0], POLLIN, 0};
+        poll(&wait, 1, 20000);
+        _exit(0);
+    }
+    gpuguard::testing::ChildReaper reaper(miner);
+    close(done[0]);
+    std::optional<nlohmann::json> detection;
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!detection && std::chrono::steady_clock::now() < deadline) {
+        const auto line = agent.read_stdout_line(200ms);
+        if (!line) continue;
+        const auto parsed = nlohmann::json::parse(*line, nullptr, false);
+        if (parsed.is_object() && parsed["rule"]["id"] == "GG-CORR-0003" &&
+            parsed["process"]["pid"] == miner) {
+            detection = parsed;
+        }
+    }
+    close(done[1]);
+    ASSERT_TRUE(detection) << agent.stderr_text();
+    EXPECT_EQ(lines_seen.load(), 1) << "the pool got the login and said nothing";
+    const std::string text = detection->dump();
+    EXPECT_EQ(text.find(wallet), std::string::npos) << "wallet in the alert";
+    EXPECT_NE(text.find("48edfHu7"), std::string::npos) << text;
+    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+}
+
+}  // namespace

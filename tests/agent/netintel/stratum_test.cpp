@@ -172,6 +172,97 @@ TEST_F(SessionTest, ordinary_json_rpc_is_not_mining) {
     EXPECT_FALSE(session_.recognised());
 }
 
+// First messages cut at the 512-byte capture limit, no pool answer: each
+// protocol is recognised from the bytes before the cut.
+class CutLineTest : public ::testing::Test {
+  protected:
+    static constexpr size_t kCapture = 512;
+    // `line` as the sensor captures it: its first 512 bytes of a longer message.
+    Update cut(const std::string& line) {
+        EXPECT_GT(line.size(), kCapture) << line;
+        return session_.feed(Direction::kOut, std::string_view(line).substr(0, kCapture), 0,
+                             static_cast<uint32_t>(line.size() + 1), 0);
+    }
+    Session session_;
+};
+
+// A 95-character Monero address (XMRig's donation address, from its README).
+const std::string kMoneroWallet =
+    "48edfHu7V9Z84YzzMa6fUueoELZ9ZRXq9VetWzYGzKt52XU5xvqgzYnDK9URnRoJMk1j8nLwEVsaSWJ4fhdUyZijBGUico"
+    "D";
+const std::string kXmrigAlgos =
+    R"(["cn/1","cn/2","cn/r","cn/fast","cn/half","cn/xao","cn/rto","cn/rwz","cn/zls","cn/double",)"
+    R"("cn/ccx","cn-lite/1","cn-heavy/0","cn-heavy/tube","cn-heavy/xhv","cn-pico","cn-pico/tlo",)"
+    R"("cn/upx2","rx/0","rx/wow","rx/arq","rx/graft","rx/sfx","rx/keva","argon2/chukwa",)"
+    R"("argon2/chukwav2","argon2/ninja","ghostrider"])";
+
+TEST_F(CutLineTest, an_xmrig_login_with_a_monero_wallet_is_recognised_before_the_cut) {
+    const std::string login = R"({"id":1,"jsonrpc":"2.0","method":"login","params":{"login":")" +
+                              kMoneroWallet +
+                              R"(","pass":"x","agent":"XMRig/6.21.0 (Linux x86_64) libuv/1.44.2 )"
+                              R"(gcc/11.4.0","rigid":"","algo":)" +
+                              kXmrigAlgos + "}}";
+    EXPECT_TRUE(cut(login).recognised);
+    EXPECT_EQ(session_.protocol(), Protocol::kCryptoNote);
+    const auto stratum = session_.describe();
+    EXPECT_EQ(stratum.login, "48edfHu7\u2026");
+    EXPECT_EQ(stratum.agent, "XMRig/6.21.0 (Linux x86_64) libuv/1.44.2 gcc/11.4.0");
+    ASSERT_EQ(stratum.methods, std::vector<std::string>{"login"});
+}
+
+TEST_F(CutLineTest, a_login_cut_inside_the_wallet_is_recognised_by_its_length) {
+    // A pool user "WALLET.worker" after a long password: the cut falls in the
+    // wallet, 80 of its 95 characters captured.
+    const std::string login = R"({"id":1,"jsonrpc":"2.0","method":"login","params":{"pass":")" +
+                              std::string(360, 'p') + R"(","login":")" + kMoneroWallet +
+                              R"(.rig01"}})";
+    EXPECT_TRUE(cut(login).recognised);
+    EXPECT_EQ(session_.protocol(), Protocol::kCryptoNote);
+}
+
+TEST_F(CutLineTest, stratum_subscribe_and_authorize_are_recognised_before_the_cut) {
+    const std::string subscribe = R"({"id":1,"method":"mining.subscribe","params":[")" +
+                                  std::string(520, 'a') + R"(",null]})";
+    EXPECT_TRUE(cut(subscribe).recognised);
+    EXPECT_EQ(session_.protocol(), Protocol::kStratum1);
+    Session authorize_only;
+    const std::string authorize = R"({"id":2,"method":"mining.authorize","params":["RVN:)" +
+                                  std::string(34, 'R') + "." + std::string(500, 'w') + R"(","x"]})";
+    EXPECT_TRUE(authorize_only
+                    .feed(Direction::kOut, std::string_view(authorize).substr(0, kCapture), 0,
+                          static_cast<uint32_t>(authorize.size()), 0)
+                    .recognised);
+}
+
+TEST_F(CutLineTest, ethproxy_login_is_recognised_before_the_cut) {
+    const std::string login = R"({"id":1,"jsonrpc":"2.0","method":"eth_submitLogin","worker":")" +
+                              std::string(480, 'w') +
+                              R"(","params":["0xb85150eb365e7df0941f0cf08235f987ba91506a","x"]})";
+    EXPECT_TRUE(cut(login).recognised);
+    EXPECT_EQ(session_.protocol(), Protocol::kEthProxy);
+}
+
+TEST_F(CutLineTest, ethereum_stratum_hello_is_recognised_before_the_cut) {
+    const std::string hello =
+        R"({"id":0,"method":"mining.hello","params":{"agent":")" + std::string(500, 'g') +
+        R"(","host":"eu1.ethermine.org","port":"4444","proto":"EthereumStratum/2.0.0"}})";
+    EXPECT_TRUE(cut(hello).recognised);
+}
+
+TEST_F(CutLineTest, cut_json_rpc_that_is_not_mining_is_not_recognised) {
+    // An eth_call with a long data argument; a web API's login; a login with a short user.
+    EXPECT_FALSE(cut(R"({"jsonrpc":"2.0","id":7,"method":"eth_call","params":[{"to":"0x7a25",)"
+                     R"("data":"0x)" +
+                     std::string(600, 'd') + R"("},"latest"]})")
+                     .recognised);
+    EXPECT_FALSE(
+        cut(R"({"login":"alice","password":")" + std::string(600, 'x') + "\"}").recognised);
+    EXPECT_FALSE(cut(R"({"method":"login","params":{"login":"alice","token":")" +
+                     std::string(600, 't') + "\"}}")
+                     .recognised);
+    EXPECT_FALSE(session_.recognised());
+}
+
 TEST(StratumMath, difficulty_and_target_conversions) {
     EXPECT_DOUBLE_EQ(*hashes_from_difficulty(1), 4294967296.0);
     EXPECT_FALSE(hashes_from_difficulty(0));

@@ -75,6 +75,7 @@ class Session {
     void line(NetPayload::Direction direction, std::string_view text, uint64_t ts_ns,
               Update& update);
     void method_seen(const std::string& method, std::string_view text, Update& update);
+    void cut_login(std::string_view text, Update& update);
     void set_protocol(Protocol protocol, Update& update);
     void share_submitted(const std::string& id, uint64_t ts_ns, Update& update);
     void share_answered(const std::string& id, bool accepted, Update& update);
