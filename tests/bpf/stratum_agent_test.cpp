@@ -65,6 +65,22 @@ std::string http_get(uint16_t port, const std::string& path) {
 // against a loopback pool; the agent raises GG-CORR-0003, and `gpuguard ps`
 // and /metrics show the session's hash rate within 10 % of the truth while
 // the miner is still connected.
+// The agent's first detection of `rule` on `pid` within `timeout`, from its stdout.
+std::optional<nlohmann::json> wait_for_rule(gpuguard::testing::Subprocess& agent,
+                                            const std::string& rule, pid_t pid,
+                                            std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+        const auto line = agent.read_stdout_line(std::chrono::milliseconds(200));
+        if (!line) continue;
+        const auto parsed = nlohmann::json::parse(*line, nullptr, false);
+        if (parsed.is_object() && parsed["rule"]["id"] == rule && parsed["process"]["pid"] == pid) {
+            return parsed;
+        }
+    }
+    return std::nullopt;
+}
+
 TEST(StratumAgentTest, live_agent_detects_the_session_and_ps_and_metrics_show_its_hash_rate) {
     GG_REQUIRE_PRIVILEGED();
     using namespace std::chrono_literals;
@@ -128,17 +144,7 @@ TEST(StratumAgentTest, live_agent_detects_the_session_and_ps_and_metrics_show_it
     close(timing[1]);
 
     // The detection, from the agent's own output.
-    std::optional<nlohmann::json> detection;
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (!detection && std::chrono::steady_clock::now() < deadline) {
-        const auto line = agent.read_stdout_line(200ms);
-        if (!line) continue;
-        const auto parsed = nlohmann::json::parse(*line, nullptr, false);
-        if (parsed.is_object() && parsed["rule"]["id"] == "GG-CORR-0003" &&
-            parsed["process"]["pid"] == miner) {
-            detection = parsed;
-        }
-    }
+    const auto detection = wait_for_rule(agent, "GG-CORR-0003", miner, 10s);
     ASSERT_TRUE(detection) << agent.stderr_text();
     EXPECT_EQ((*detection)["destination"]["port"], port);
     EXPECT_EQ(detection->dump().find(wallet), std::string::npos) << "wallet in the alert";
@@ -327,11 +333,6 @@ TEST(StratumAgentTest, replay_of_the_raw_events_and_of_the_journal_gives_the_liv
     }
 }
 
-}  // namespace
-}  // namespace gpuguard::agent
-
-namespace {
-
 // XMRig's login with a real 95-character Monero address and its algorithm
 // list is longer than the 512 bytes the sensor captures; the pool never
 // answers (egress filtered, pool down). The running agent recognises the cut
@@ -384,17 +385,7 @@ TEST(StratumAgentTest, a_cut_login_is_detected_without_the_pools_answer) {
     }
     gpuguard::testing::ChildReaper reaper(miner);
     close(done[0]);
-    std::optional<nlohmann::json> detection;
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (!detection && std::chrono::steady_clock::now() < deadline) {
-        const auto line = agent.read_stdout_line(200ms);
-        if (!line) continue;
-        const auto parsed = nlohmann::json::parse(*line, nullptr, false);
-        if (parsed.is_object() && parsed["rule"]["id"] == "GG-CORR-0003" &&
-            parsed["process"]["pid"] == miner) {
-            detection = parsed;
-        }
-    }
+    const auto detection = wait_for_rule(agent, "GG-CORR-0003", miner, 10s);
     close(done[1]);
     ASSERT_TRUE(detection) << agent.stderr_text();
     EXPECT_EQ(lines_seen.load(), 1) << "the pool got the login and said nothing";
@@ -405,3 +396,4 @@ TEST(StratumAgentTest, a_cut_login_is_detected_without_the_pools_answer) {
 }
 
 }  // namespace
+}  // namespace gpuguard::agent
