@@ -218,7 +218,8 @@ Status Agent::Impl::load_rules() {
     auto correlator = Correlator::create(
         std::move(*correlation_rules), this->rules_watcher->current(), *this->table,
         CorrelatorOptions{.dry_run = config.enforcement.dry_run,
-                          .request_scans = config.rules.yara_scan});
+                          .request_scans = config.rules.yara_scan,
+                          .request_watches = true});
     if (!correlator) return Unexpected{correlator.error()};
     if (config.rules.yara_scan) {
         // The built-in pack's YARA rules, compiled once; verdicts come back
@@ -511,6 +512,7 @@ Status Agent::run(const volatile std::sig_atomic_t* stop) {
                 impl.table->apply_ioctl_stats(stats.value(), now);
             }
             for (uint32_t pid : impl.table->evict(now)) (void)impl.sensor->forget_process(pid);
+            impl.sensor->expire_watched_addresses(now);
         }
         if (now >= next_drop_check) {
             next_drop_check = now + 5'000'000'000ull;

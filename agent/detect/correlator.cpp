@@ -362,6 +362,16 @@ void Correlator::evaluate(uint32_t pid, uint64_t ts_ns, std::vector<const Detect
                                              : state.hits.empty() ? "known_bad"
                                                                   : "signature"});
     }
+    if (options_.request_watches && !state.watch_asked) {
+        const auto miner = std::find_if(state.hits.begin(), state.hits.end(), [](const Hit& hit) {
+            return hit.field == EvidenceField::kProcess || hit.field == EvidenceField::kCmdline ||
+                   hit.field == EvidenceField::kConfig || hit.field == EvidenceField::kYara;
+        });
+        if (miner != state.hits.end()) {
+            state.watch_asked = true;
+            watch_requests_.push_back(WatchRequest{pid, ts_ns, miner->id, miner->detail});
+        }
+    }
     // Telemetry conditions depend on time passing; everything else only on
     // new evidence.
     if (!state.dirty && !(has_time_rules_ && (!state.usage.empty() || !state.io.empty()))) {

@@ -39,6 +39,8 @@ struct CorrelatorOptions {
     // Collect ScanRequests (take_scan_requests()). Live only: in replay the
     // journal's exe_scan events carry the verdicts.
     bool request_scans = false;
+    // Collect WatchRequests (take_watch_requests()). Live only.
+    bool request_watches = false;
 };
 
 // The correlator wants a YARA scan of a process's executable: at its first
@@ -49,6 +51,17 @@ struct ScanRequest {
     uint64_t ts_ns = 0;
     std::string exe;     // as the process table knows it
     std::string reason;  // "gpu_open", "signature" or "known_bad" (known_bad.sha256 is set)
+};
+
+// The correlator wants a process's connects and first payloads captured on
+// any port (the kernel watch list, docs/network.md): the first time it gets a
+// miner signature hit on its name, executable, command line, a config file or
+// a YARA scan of its executable. Once per process.
+struct WatchRequest {
+    uint32_t pid = 0;
+    uint64_t ts_ns = 0;
+    std::string signature_id;  // the first such hit
+    std::string detail;        // what it matched
 };
 
 struct CorrelatorStats {
@@ -86,6 +99,13 @@ class Correlator {
 
     // Scan requests since the last call (empty unless options.request_scans).
     std::vector<ScanRequest> take_scan_requests() { return std::exchange(scan_requests_, {}); }
+    // Watch requests since the last call (empty unless options.request_watches).
+    std::vector<WatchRequest> take_watch_requests() { return std::exchange(watch_requests_, {}); }
+    // Whether `domain` is a pool domain: a signature of the rule set matches it
+    // as a DNS name (signatures::Field::kDomain).
+    bool pool_domain(const std::string& domain) {
+        return !match_cached(signatures::Field::kDomain, domain).empty();
+    }
 
     const CorrelatorStats& stats() const { return stats_; }
     const std::vector<rules::CorrelationRule>& rules() const { return rules_; }
@@ -124,6 +144,7 @@ class Correlator {
         bool held_gpu = false;
         bool dirty = true;        // evidence changed since the last evaluation
         bool scan_asked = false;  // a YARA scan of the current image was requested or came
+        bool watch_asked = false;  // a WatchRequest was made for it
         std::string sha256;       // of the executable, from its exe_scan
         uint64_t scanned_ns = 0;  // when that exe_scan came
         std::vector<Hit> hits;
@@ -219,6 +240,7 @@ class Correlator {
     // Keyed by the rule set's own id strings (the map goes with the rule set).
     std::map<std::pair<rules::EvidenceField, std::string_view>, Verdict> verdicts_;
     std::vector<ScanRequest> scan_requests_;
+    std::vector<WatchRequest> watch_requests_;
     std::deque<Detection> reported_twice_;  // see report(); emptied by each observe()
     CorrelatorStats stats_;
 };
