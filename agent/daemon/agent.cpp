@@ -215,11 +215,11 @@ Status Agent::Impl::load_rules() {
             }});
     if (!watcher) return fail(watcher.error().code, "rules: " + watcher.error().message);
     this->rules_watcher = std::move(watcher).value();
-    auto correlator = Correlator::create(
-        std::move(*correlation_rules), this->rules_watcher->current(), *this->table,
-        CorrelatorOptions{.dry_run = config.enforcement.dry_run,
-                          .request_scans = config.rules.yara_scan,
-                          .request_watches = true});
+    auto correlator = Correlator::create(std::move(*correlation_rules),
+                                         this->rules_watcher->current(), *this->table,
+                                         CorrelatorOptions{.dry_run = config.enforcement.dry_run,
+                                                           .request_scans = config.rules.yara_scan,
+                                                           .request_watches = true});
     if (!correlator) return Unexpected{correlator.error()};
     if (config.rules.yara_scan) {
         // The built-in pack's YARA rules, compiled once; verdicts come back

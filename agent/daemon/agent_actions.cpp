@@ -232,9 +232,9 @@ void Agent::Impl::update_watch_lists(const Event& event) {
     }
     for (const auto& named : net_intel.take_resolutions()) {
         if (!correlator->pool_domain(named.name)) continue;
-        const uint64_t ttl_s =
-            std::max(named.ttl_s, options.config.sensor.watch_address_min_ttl_s);
-        if (auto watched = sensor->watch_address(named.address, event.ts_ns + ttl_s * 1'000'000'000ull);
+        const uint64_t ttl_s = std::max(named.ttl_s, options.config.sensor.watch_address_min_ttl_s);
+        if (auto watched =
+                sensor->watch_address(named.address, event.ts_ns + ttl_s * 1'000'000'000ull);
             !watched) {
             log->warn("watch list: {}", watched.error().message);
             continue;

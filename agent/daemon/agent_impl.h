@@ -90,8 +90,8 @@ struct Agent::Impl {
     // Names connects from DNS answers, derives Stratum events; keeps the
     // addresses answers give for the watch list of pool addresses.
     NetIntel net_intel{NetIntelOptions{.max_pending_resolutions = 1024}};
-    std::unique_ptr<Pipeline> pipeline;  // built last in start(), before the first event
-    std::unique_ptr<ExeScanWorker> exe_scans;           // null when rules.yara_scan is off
+    std::unique_ptr<Pipeline> pipeline;        // built last in start(), before the first event
+    std::unique_ptr<ExeScanWorker> exe_scans;  // null when rules.yara_scan is off
     std::map<std::string, std::string> kill_now_names;  // in the kernel map: comm -> signature id
     uint64_t telemetry_sequence = 0;
     std::unique_ptr<ProcessIoSampler> process_io;  // GPU processes' writes, per sample

@@ -130,8 +130,8 @@ void read_sensor(const ConfigReader& reader, const YAML::Node& node, SensorConfi
         *size = entries;
     }
     if (const auto ttl = node["watch_address_min_ttl_s"]) {
-        sensor.watch_address_min_ttl_s = reader.scalar<uint32_t>(
-            ttl, "sensor.watch_address_min_ttl_s", "a number of seconds");
+        sensor.watch_address_min_ttl_s =
+            reader.scalar<uint32_t>(ttl, "sensor.watch_address_min_ttl_s", "a number of seconds");
     }
     if (const auto size = node["argv_max_bytes"]) {
         const auto bytes =

@@ -52,9 +52,9 @@ void NetIntel::on_dns(const Event& event, const NetPayload& payload) {
     if (options_.max_pending_resolutions == 0) return;
     for (auto& named : dns::named_addresses(*message)) resolutions_.push_back(std::move(named));
     if (resolutions_.size() > options_.max_pending_resolutions) {
-        resolutions_.erase(resolutions_.begin(),
-                           resolutions_.end() - static_cast<std::ptrdiff_t>(
-                                                    options_.max_pending_resolutions));
+        resolutions_.erase(
+            resolutions_.begin(),
+            resolutions_.end() - static_cast<std::ptrdiff_t>(options_.max_pending_resolutions));
     }
 }
 

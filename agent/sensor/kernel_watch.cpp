@@ -5,9 +5,9 @@
 #include <arpa/inet.h>
 #include <bpf/libbpf.h>
 
-#include "gpuguard/sensor/sensor_support.h"
 #include "events.h"
 #include "gpuguard/common/logging.h"
+#include "gpuguard/sensor/sensor_support.h"
 
 namespace gpuguard::agent {
 
@@ -82,8 +82,8 @@ Status KernelWatch::watch_address(const std::string& address, uint64_t expires_n
         bpf_map__delete_elem(addresses_map_, added.evicted->data(), added.evicted->size(), 0);
     }
     const uint8_t on = 1;
-    if (int err =
-            bpf_map__update_elem(addresses_map_, key->data(), key->size(), &on, sizeof(on), BPF_ANY);
+    if (int err = bpf_map__update_elem(addresses_map_, key->data(), key->size(), &on, sizeof(on),
+                                       BPF_ANY);
         err) {
         addresses_.remove(*key);
         update_armed();

@@ -117,7 +117,7 @@ struct Sensor::Impl {
     uint64_t delivered = 0;
     uint64_t decode_errors = 0;
     std::vector<std::string> hooks;
-    bool payload_attached = false;  // the payload programs count GPU processes' sends
+    bool payload_attached = false;       // the payload programs count GPU processes' sends
     std::unique_ptr<KernelWatch> watch;  // watched_tgids, watched_addrs
 
     static int on_record(void* context, void* data, size_t size) {
@@ -278,10 +278,9 @@ Result<Sensor> Sensor::open(const SensorOptions& options, EventHandler handler) 
           std::tuple{skel->maps.watched_addrs, config.watch_addresses_max,
                      "watch_addresses_max"}}) {
         if (int err = bpf_map__set_max_entries(map, entries); err) {
-            return Unexpected{libbpf_error(
-                std::string("sizing ") + bpf_map__name(map) + " to sensor." + key + " " +
-                    std::to_string(entries),
-                err)};
+            return Unexpected{libbpf_error(std::string("sizing ") + bpf_map__name(map) +
+                                               " to sensor." + key + " " + std::to_string(entries),
+                                           err)};
         }
     }
 
@@ -295,9 +294,9 @@ Result<Sensor> Sensor::open(const SensorOptions& options, EventHandler handler) 
         return Unexpected{libbpf_error("loading BPF programs", err)};
     }
     update_kill_now_armed(skel);  // reused maps may hold targets already
-    impl->watch = std::make_unique<KernelWatch>(skel->maps.watched_tgids, skel->maps.watched_addrs,
-                                                skel->maps.net_watch_tgids,
-                                                &skel->bss->net_watch_armed);
+    impl->watch =
+        std::make_unique<KernelWatch>(skel->maps.watched_tgids, skel->maps.watched_addrs,
+                                      skel->maps.net_watch_tgids, &skel->bss->net_watch_armed);
     for (const auto& tp : programs) {
         if (!bpf_program__autoload(tp.program)) continue;
         bpf_link* link = bpf_program__attach(tp.program);

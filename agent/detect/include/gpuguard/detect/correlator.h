@@ -55,8 +55,9 @@ struct ScanRequest {
 
 // The correlator wants a process's connects and first payloads captured on
 // any port (the kernel watch list, docs/network.md): the first time it gets a
-// miner signature hit on its name, executable, command line, a config file or
-// a YARA scan of its executable. Once per process.
+// miner signature hit (ATT&CK T1496: the miner packs, user rules; not the
+// generic ones such as "executable in /tmp") on its name, executable, command
+// line, a config file or a YARA scan of its executable. Once per process.
 struct WatchRequest {
     uint32_t pid = 0;
     uint64_t ts_ns = 0;
@@ -142,11 +143,11 @@ class Correlator {
         bool matched = false;      // process and command line matched for the current image
         std::string matched_comm;  // the name they were matched with (prctl can change it)
         bool held_gpu = false;
-        bool dirty = true;        // evidence changed since the last evaluation
-        bool scan_asked = false;  // a YARA scan of the current image was requested or came
+        bool dirty = true;         // evidence changed since the last evaluation
+        bool scan_asked = false;   // a YARA scan of the current image was requested or came
         bool watch_asked = false;  // a WatchRequest was made for it
-        std::string sha256;       // of the executable, from its exe_scan
-        uint64_t scanned_ns = 0;  // when that exe_scan came
+        std::string sha256;        // of the executable, from its exe_scan
+        uint64_t scanned_ns = 0;   // when that exe_scan came
         std::vector<Hit> hits;
         std::vector<std::string> disguise_ids;  // process signatures on the exe, none on comm
         std::vector<UsageSample> usage;         // newest last, bounded

@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
+#include "gpuguard/common/result.h"
 #include "gpuguard/events/event.h"
 #include "gpuguard/events/gpu_devices.h"
-#include "gpuguard/common/result.h"
 #include "gpuguard/sensor/watch_list.h"
 
 namespace gpuguard::agent {

@@ -24,7 +24,8 @@ struct WatchListCounts {
     size_t capacity = 0;
     uint64_t added = 0;    // entries put in (a refresh of one already there is not counted)
     uint64_t evicted = 0;  // the oldest, dropped because the list was full
-    uint64_t expired = 0;  // past their time (addresses: their DNS answer's TTL, at least the floor)
+    uint64_t expired =
+        0;  // past their time (addresses: their DNS answer's TTL, at least the floor)
     uint64_t removed = 0;  // taken out on purpose (a process that exited)
 };
 
