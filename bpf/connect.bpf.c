@@ -7,10 +7,18 @@
  * per-thread stash is needed -- every connect(2) on the host pays one
  * tracepoint, not two.
  *
- * Filtered in the kernel: reported only when the process holds a GPU fd, the
- * destination port is in watched_ports, or cfg_connect_all is set; loopback
- * destinations only with cfg_connect_loopback. Everyone else pays one
- * gpu_tgids lookup, a 4-byte read of the sockaddr and a watched_ports lookup.
+ * Filtered in the kernel: reported only when the process holds a GPU fd, is
+ * in watched_tgids, the destination port is in watched_ports, the address is
+ * in watched_addrs, or cfg_connect_all is set; loopback destinations only
+ * with cfg_connect_loopback. Everyone else pays one gpu_tgids lookup, a
+ * 4-byte read of the sockaddr and a watched_ports lookup; while the agent's
+ * watch lists hold entries (net_watch_armed), one watched_tgids lookup, and
+ * a read of the address (4 or 16 bytes) with one watched_addrs lookup.
+ *
+ * watched_tgids and watched_addrs are plain hashes the agent manages (sizes
+ * from sensor.watch_processes_max / watch_addresses_max): it evicts the
+ * oldest entry itself when one is full, and counts it, which an LRU map
+ * would do silently.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -31,6 +39,14 @@ struct {
 	__type(key, __u16);
 	__type(value, __u8);
 } watched_ports SEC(".maps");
+
+/* Addresses the host resolved from pool domains: connects to them from any process. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, GG_MAX_WATCHED_ADDRS);
+	__type(key, struct gg_watch_addr_key);
+	__type(value, __u8);
+} watched_addrs SEC(".maps");
 
 /* The prefix of sockaddr_in and sockaddr_in6. */
 struct sockaddr_head {
@@ -59,6 +75,19 @@ static __always_inline bool addr__is_loopback_v6(const __u8 *a)
 	return a[15] == 1;
 }
 
+/* Whether @addr (as read into a connect event) is in watched_addrs; a
+ * v4-mapped address is looked up in its IPv4 form. */
+static __always_inline bool addr__watched(const __u8 *addr, bool v4_mapped)
+{
+	struct gg_watch_addr_key key = {};
+
+	if (v4_mapped)
+		__builtin_memcpy(key.addr, addr + 12, 4);
+	else
+		__builtin_memcpy(key.addr, addr, sizeof(key.addr));
+	return bpf_map_lookup_elem(&watched_addrs, &key) != NULL;
+}
+
 SEC("tracepoint/syscalls/sys_exit_connect")
 int gg_exit_connect(struct trace_event_raw_sys_exit *ctx)
 {
@@ -72,12 +101,16 @@ int gg_exit_connect(struct trace_event_raw_sys_exit *ctx)
 	struct sockaddr_head head;
 	__u8 addr[16] = {};
 	__u32 flags = 0;
+	__u32 armed;
 	__u16 port;
 
 	if (bpf_map_lookup_elem(&gpu_tgids, &tgid))
 		flags |= GG_CONNECT_GPU_HOLDER;
 	else if (cfg_connect_all)
 		flags |= GG_CONNECT_ALL;
+	armed = net_watch_armed;
+	if ((armed & GG_WATCH_ARMED_TGIDS) && bpf_map_lookup_elem(&watched_tgids, &tgid))
+		flags |= GG_CONNECT_WATCHED_TGID;
 
 	if (bpf_probe_read_user(&head, sizeof(head), uaddr))
 		return 0;
@@ -86,7 +119,8 @@ int gg_exit_connect(struct trace_event_raw_sys_exit *ctx)
 	port = bpf_ntohs(head.port);
 	if (bpf_map_lookup_elem(&watched_ports, &port))
 		flags |= GG_CONNECT_WATCHED_PORT;
-	if (!flags)
+	/* The address is read only when the connect is reported or may be watched. */
+	if (!flags && !(armed & GG_WATCH_ARMED_ADDRS))
 		return 0;
 
 	if (head.family == GG_AF_INET) {
@@ -107,7 +141,11 @@ int gg_exit_connect(struct trace_event_raw_sys_exit *ctx)
 			flags |= GG_CONNECT_LOOPBACK;
 		}
 	}
-	if (flags & GG_CONNECT_WATCHED_PORT) {
+	if ((armed & GG_WATCH_ARMED_ADDRS) && addr__watched(addr, flags & GG_CONNECT_V4_MAPPED))
+		flags |= GG_CONNECT_WATCHED_ADDR;
+	if (!(flags & ~(GG_CONNECT_LOOPBACK | GG_CONNECT_V4_MAPPED)))
+		return 0;
+	if (flags & (GG_CONNECT_WATCHED_PORT | GG_CONNECT_WATCHED_TGID | GG_CONNECT_WATCHED_ADDR)) {
 		__u8 on = 1;
 
 		/* Its traffic is sampled from now on (payload.bpf.c), loopback included. */

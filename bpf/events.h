@@ -21,7 +21,7 @@
 #endif
 
 #define GG_ABI_MAJOR 1
-#define GG_ABI_MINOR 3
+#define GG_ABI_MINOR 4
 
 #define GG_COMM_LEN 16
 /* Bounded copy of the path argument of open*(2), NUL included. */
@@ -39,6 +39,9 @@
 #define GG_MAX_BLOCKED_ADDRS 16384 /* blocked_addrs: cgroup/connect fallback of block_ip */
 #define GG_MAX_DENY_CGROUPS 1024   /* deny_cgroups: GPU denied by the LSM program */
 #define GG_MAX_NET_WATCH 16384 /* net_watch_tgids: processes whose socket payloads are sampled */
+/* Default sizes of the agent-fed watch lists (sensor.watch_processes_max, watch_addresses_max). */
+#define GG_MAX_WATCHED_TGIDS 4096
+#define GG_MAX_WATCHED_ADDRS 4096
 /* GG_GPU_DEV_ANY_MINOR in a key's minor field matches every minor of a major. */
 #define GG_GPU_DEV_ANY_MINOR 0xffffffffu
 
@@ -189,6 +192,24 @@ enum gg_connect_flags {
 	GG_CONNECT_ALL = 1 << 2,	  /* reported because cfg_connect_all is on */
 	GG_CONNECT_V4_MAPPED = 1 << 3,	  /* AF_INET6 socket, ::ffff:a.b.c.d address */
 	GG_CONNECT_LOOPBACK = 1 << 4,	  /* destination is loopback */
+	GG_CONNECT_WATCHED_TGID = 1 << 5, /* the process is in watched_tgids (ABI 1.4) */
+	GG_CONNECT_WATCHED_ADDR = 1 << 6, /* the address is in watched_addrs (ABI 1.4) */
+};
+
+/*
+ * Key of watched_addrs: an address as gg_connect_event.addr holds it. IPv4
+ * in the first 4 bytes, the rest zero; a v4-mapped IPv6 destination is looked
+ * up in that IPv4 form, so one entry covers both socket families.
+ */
+struct gg_watch_addr_key {
+	__u8 addr[16];
+};
+GG_STATIC_ASSERT(sizeof(struct gg_watch_addr_key) == 16, "gg_watch_addr_key ABI");
+
+/* Bits of net_watch_armed: which watch list holds entries (the agent keeps it in step). */
+enum gg_net_watch_armed {
+	GG_WATCH_ARMED_TGIDS = 1 << 0,
+	GG_WATCH_ARMED_ADDRS = 1 << 1,
 };
 
 /* connect(2) of an AF_INET/AF_INET6 socket, with its result. */

@@ -59,6 +59,24 @@ struct {
 } net_watch_tgids SEC(".maps") __weak;
 
 /*
+ * Processes the agent watches (a miner signature matched, agent/daemon): their
+ * connects are reported on any port and their payloads sampled. A plain hash
+ * the agent manages (oldest out first, counted); an exit removes its entry
+ * here (sched.bpf.c) before the agent forgets it, so a recycled pid is never
+ * watched. Sized by sensor.watch_processes_max.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, GG_MAX_WATCHED_TGIDS);
+	__type(key, __u32);
+	__type(value, __u8);
+} watched_tgids SEC(".maps") __weak;
+
+/* enum gg_net_watch_armed bits, written by the agent through the skeleton's
+ * bss: empty watch lists cost no lookup. */
+volatile __u32 net_watch_armed __weak;
+
+/*
  * kill_now: executables (by inode) and task names the agent marked
  * known-bad. Checked at exec, at a successful GPU open and at the first GPU
  * ioctl, only while kill_now_armed says the map holds entries, so a host

@@ -119,6 +119,8 @@ int gg_sched_exit(void *ctx)
 	if (task->pid != tgid) /* a thread; the process ends with its leader */
 		return 0;
 	bpf_map_delete_elem(&net_watch_tgids, &tgid);
+	if (net_watch_armed & GG_WATCH_ARMED_TGIDS)
+		bpf_map_delete_elem(&watched_tgids, &tgid);
 	proc = bpf_map_lookup_elem(&gpu_tgids, &tgid);
 	if (proc) {
 		flags = proc->flags | GG_PROC_HELD_GPU;

@@ -246,6 +246,20 @@ int run_status(const Context& context, const QueryOptions& options) {
                 static_cast<unsigned long long>(table["entries"].get<uint64_t>()),
                 static_cast<unsigned long long>(table["max_entries"].get<uint64_t>()),
                 static_cast<unsigned long long>(table["gpu_processes"].get<uint64_t>()));
+    // Older agents answer without it.
+    if (s.contains("watch_list")) {
+        for (const char* list : {"processes", "addresses"}) {
+            const json& counts = s["watch_list"][list];
+            const auto count = [&](const char* key) {
+                return static_cast<unsigned long long>(counts.value(key, uint64_t{0}));
+            };
+            std::printf(
+                "watch list, %s: %llu of %llu (%llu added, %llu evicted when full, %llu expired, "
+                "%llu removed)\n",
+                list, count("entries"), count("capacity"), count("added"), count("evicted"),
+                count("expired"), count("removed"));
+        }
+    }
     std::printf("GPU devices:");
     for (const auto& device : s["gpu_devices"]) {
         std::printf(" %s (%s)", device["device"].get<std::string>().c_str(),

@@ -222,7 +222,8 @@ Status Agent::Impl::load_rules() {
         CorrelatorOptions{.dry_run = config.enforcement.dry_run,
                           .request_scans = config.rules.yara_scan,
                           .scan_every_exec = config.rules.yara_scan_every_exec,
-                          .request_configs = config.rules.config_scan});
+                          .request_configs = config.rules.config_scan,
+                          .request_watches = true});
     if (!correlator) return Unexpected{correlator.error()};
     if (config.rules.yara_scan) {
         // The built-in pack's YARA rules, compiled once; verdicts come back
@@ -533,6 +534,7 @@ Status Agent::run(const volatile std::sig_atomic_t* stop) {
                 impl.table->apply_ioctl_stats(stats.value(), now);
             }
             for (uint32_t pid : impl.table->evict(now)) (void)impl.sensor->forget_process(pid);
+            impl.sensor->expire_watched_addresses(now);
         }
         if (now >= next_drop_check) {
             next_drop_check = now + 5'000'000'000ull;

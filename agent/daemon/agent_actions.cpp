@@ -218,6 +218,34 @@ void Agent::Impl::submit_scans() {
     }
 }
 
+// Watched processes and addresses have their connects reported and first
+// payloads sampled on any port (docs/network.md).
+void Agent::Impl::update_watch_lists(const Event& event) {
+    const auto log = logger("agent");
+    if (std::holds_alternative<Exit>(event.data)) sensor->unwatch_process(event.task.pid);
+    for (const auto& request : correlator->take_watch_requests()) {
+        const ProcessInfo* info = table->find(request.pid);
+        if (!info || info->exited) continue;
+        if (auto watched = sensor->watch_process(request.pid); !watched) {
+            log->warn("watch list: {}", watched.error().message);
+            continue;
+        }
+        log->info("watch list: pid {} ({}) watched on any port: {} matched '{}'", request.pid,
+                  info->comm, request.signature_id, request.detail.substr(0, 200));
+    }
+    for (const auto& named : net_intel.take_resolutions()) {
+        if (!correlator->pool_domain(named.name)) continue;
+        const uint64_t ttl_s = std::max(named.ttl_s, options.config.sensor.watch_address_min_ttl_s);
+        if (auto watched =
+                sensor->watch_address(named.address, event.ts_ns + ttl_s * 1'000'000'000ull);
+            !watched) {
+            log->warn("watch list: {}", watched.error().message);
+            continue;
+        }
+        log->debug("watch list: {} ({}) watched for {} s", named.address, named.name, ttl_s);
+    }
+}
+
 // The pipeline's stages are this agent's; its hooks are what only the
 // live agent does: in-kernel kill reports, YARA scans, the priority
 // guard, --print-events.
@@ -237,6 +265,7 @@ void Agent::Impl::build_pipeline() {
     };
     hooks.on_judged = [this](const Event& event) {
         if (correlator && (exe_scans || config_scans)) submit_scans();
+        if (correlator && sensor) update_watch_lists(event);
         if (const auto* telemetry = std::get_if<Telemetry>(&event.data);
             telemetry && priority_guard && priority_guard->enabled()) {
             act_on_priorities(priority_guard->observe(*telemetry, *table));

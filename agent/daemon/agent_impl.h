@@ -88,9 +88,11 @@ struct Agent::Impl {
     std::unique_ptr<Correlator> correlator;
     std::unique_ptr<PriorityGuard> priority_guard;             // guard mode's GPU priorities
     std::unique_ptr<rules::GuardPolicyWatcher> guard_watcher;  // rules.correlation_files
-    NetIntel net_intel;                  // names connects from DNS answers, derives Stratum events
-    std::unique_ptr<Pipeline> pipeline;  // built last in start(), before the first event
-    std::unique_ptr<ExeScanWorker> exe_scans;           // null when rules.yara_scan is off
+    // Names connects from DNS answers, derives Stratum events; keeps the
+    // addresses answers give for the watch list of pool addresses.
+    NetIntel net_intel{NetIntelOptions{.max_pending_resolutions = 1024}};
+    std::unique_ptr<Pipeline> pipeline;        // built last in start(), before the first event
+    std::unique_ptr<ExeScanWorker> exe_scans;  // null when rules.yara_scan is off
     std::unique_ptr<ConfigScanWorker> config_scans;     // null when rules.config_scan is off
     std::map<std::string, std::string> kill_now_names;  // in the kernel map: comm -> signature id
     uint64_t telemetry_sequence = 0;
@@ -146,6 +148,10 @@ struct Agent::Impl {
     void sync_kill_now_names(const rules::RuleSet& rule_set);
     // The correlator's YARA scan requests, for processes still alive.
     void submit_scans();
+    // The kernel watch lists follow the correlator (processes that matched a
+    // miner signature) and DNS answers (addresses of pool domains); an exit
+    // takes its process out.
+    void update_watch_lists(const Event& event);
     // The pipeline's stages are this agent's; its hooks are what only the
     // live agent does: in-kernel kill reports, YARA scans, the priority
     // guard, --print-events.

@@ -253,6 +253,25 @@ std::vector<AgentMetric> Agent::Impl::agent_metrics() const {
                               "gauge",
                               {},
                               static_cast<double>(table->size())});
+    const WatchStats watch = sensor->watch_stats();
+    for (const auto& [list, counts] :
+         {std::pair{"processes", watch.processes}, std::pair{"addresses", watch.addresses}}) {
+        out.push_back(AgentMetric{"gpuguard_watch_list_entries",
+                                  "Entries in a kernel watch list (processes, addresses)",
+                                  "gauge",
+                                  {{"list", list}},
+                                  static_cast<double>(counts.entries)});
+        out.push_back(AgentMetric{"gpuguard_watch_list_capacity",
+                                  "Size of a kernel watch list (sensor.watch_*_max)",
+                                  "gauge",
+                                  {{"list", list}},
+                                  static_cast<double>(counts.capacity)});
+        out.push_back(AgentMetric{"gpuguard_watch_list_evictions_total",
+                                  "Oldest entries dropped because a watch list was full",
+                                  "counter",
+                                  {{"list", list}},
+                                  static_cast<double>(counts.evicted)});
+    }
     const NetIntelStats& net = net_intel.stats();
     out.push_back(AgentMetric{"gpuguard_dns_answers_total",
                               "DNS answers observed",
@@ -361,6 +380,14 @@ std::string Agent::status_json_of(const Impl& impl) {
                       {"hooks_replaced", report.links_replaced},
                       {"kept_on_exit", impl.options.config.enforcement.keep_pinned_on_exit}};
     }
+    const auto watch_json = [](const WatchListCounts& counts) {
+        return json{{"entries", counts.entries}, {"capacity", counts.capacity},
+                    {"added", counts.added},     {"evicted", counts.evicted},
+                    {"expired", counts.expired}, {"removed", counts.removed}};
+    };
+    const WatchStats watch = impl.sensor->watch_stats();
+    const json watch_list{{"processes", watch_json(watch.processes)},
+                          {"addresses", watch_json(watch.addresses)}};
     const json enforcement{
         {"dry_run", impl.options.config.enforcement.dry_run},
         {"pinned", pinned},
@@ -384,6 +411,7 @@ std::string Agent::status_json_of(const Impl& impl) {
         {"dropped", stats.total_dropped()},
         {"decode_errors", stats.decode_errors},
         {"gpu_devices", devices},
+        {"watch_list", watch_list},
         {"events_per_s", events_per_s},
         {"gpus", gpus},
         {"enforcement", enforcement},

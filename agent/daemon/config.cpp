@@ -39,7 +39,8 @@ void read_sensor(const ConfigReader& reader, const YAML::Node& node, SensorConfi
         node, "sensor",
         {"btf", "ring_buffer_kb", "report_failed_opens", "mount_tracefs", "extra_gpu_devices",
          "connect_all", "connect_loopback", "watched_ports", "argv_max_bytes", "payload_capture",
-         "payload_all", "payload_dns", "payload_messages", "payload_syscall_hooks"});
+         "payload_all", "payload_dns", "payload_messages", "payload_syscall_hooks",
+         "watch_processes_max", "watch_addresses_max", "watch_address_min_ttl_s"});
     for (const auto& [key, flag] :
          {std::pair{"payload_capture", &sensor.payload_capture},
           std::pair{"payload_all", &sensor.payload_all},
@@ -114,6 +115,23 @@ void read_sensor(const ConfigReader& reader, const YAML::Node& node, SensorConfi
             }
             sensor.watched_ports.push_back(static_cast<uint16_t>(port));
         }
+    }
+    // Watch lists: kernel hash maps, preallocated (about 100 bytes an entry).
+    for (const auto& [key, size] :
+         {std::pair{"watch_processes_max", &sensor.watch_processes_max},
+          std::pair{"watch_addresses_max", &sensor.watch_addresses_max}}) {
+        const auto value = node[key];
+        if (!value) continue;
+        const std::string name = std::string("sensor.") + key;
+        const auto entries = reader.scalar<uint32_t>(value, name, "an integer 1-262144");
+        if (entries < 1 || entries > 262144) {
+            reader.fail_at(value, name, std::to_string(entries) + " is not 1-262144");
+        }
+        *size = entries;
+    }
+    if (const auto ttl = node["watch_address_min_ttl_s"]) {
+        sensor.watch_address_min_ttl_s =
+            reader.scalar<uint32_t>(ttl, "sensor.watch_address_min_ttl_s", "a number of seconds");
     }
     if (const auto size = node["argv_max_bytes"]) {
         const auto bytes =

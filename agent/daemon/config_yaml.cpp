@@ -88,6 +88,10 @@ std::string config_to_yaml(const Config& config) {
     out << YAML::Key << "connect_loopback" << YAML::Value << config.sensor.connect_loopback;
     out << YAML::Key << "watched_ports" << YAML::Value << YAML::Flow << config.sensor.watched_ports;
     out << YAML::Key << "argv_max_bytes" << YAML::Value << config.sensor.argv_max_bytes;
+    out << YAML::Key << "watch_processes_max" << YAML::Value << config.sensor.watch_processes_max;
+    out << YAML::Key << "watch_addresses_max" << YAML::Value << config.sensor.watch_addresses_max;
+    out << YAML::Key << "watch_address_min_ttl_s" << YAML::Value
+        << config.sensor.watch_address_min_ttl_s;
     out << YAML::Key << "payload_capture" << YAML::Value << config.sensor.payload_capture;
     out << YAML::Key << "payload_all" << YAML::Value << config.sensor.payload_all;
     out << YAML::Key << "payload_dns" << YAML::Value << config.sensor.payload_dns;

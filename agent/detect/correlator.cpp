@@ -400,6 +400,21 @@ void Correlator::evaluate(uint32_t pid, uint64_t ts_ns, std::vector<const Detect
     if (options_.request_configs && !state.config_asked_gpu) {
         request_configs(pid, *info, state, ts_ns);
     }
+    // A miner signature (ATT&CK T1496, as user rules are) on what the process
+    // is, not on its traffic (that is captured already): watch it on any port.
+    if (options_.request_watches && !state.watch_asked) {
+        const auto miner = std::find_if(state.hits.begin(), state.hits.end(), [&](const Hit& hit) {
+            const bool image =
+                hit.field == EvidenceField::kProcess || hit.field == EvidenceField::kCmdline ||
+                hit.field == EvidenceField::kConfig || hit.field == EvidenceField::kYara;
+            const rules::EffectiveSignature* effective = image ? signature(hit.id) : nullptr;
+            return effective && effective->signature.mitre.starts_with("T1496");
+        });
+        if (miner != state.hits.end()) {
+            state.watch_asked = true;
+            watch_requests_.push_back(WatchRequest{pid, ts_ns, miner->id, miner->detail});
+        }
+    }
     // Telemetry conditions depend on time passing; everything else only on
     // new evidence.
     if (!state.dirty && !(has_time_rules_ && (!state.usage.empty() || !state.io.empty()))) {

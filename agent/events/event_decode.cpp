@@ -71,6 +71,8 @@ Result<Event> decode_connect(std::span<const std::byte> record) {
     connect.gpu_holder = raw.flags & GG_CONNECT_GPU_HOLDER;
     connect.watched_port = raw.flags & GG_CONNECT_WATCHED_PORT;
     connect.all = raw.flags & GG_CONNECT_ALL;
+    connect.watched_tgid = raw.flags & GG_CONNECT_WATCHED_TGID;
+    connect.watched_addr = raw.flags & GG_CONNECT_WATCHED_ADDR;
     connect.v4_mapped = raw.flags & GG_CONNECT_V4_MAPPED;
     connect.loopback = raw.flags & GG_CONNECT_LOOPBACK;
     char text[INET6_ADDRSTRLEN] = {};

@@ -134,9 +134,14 @@ Connect read_connect(const Reader<Node>& reader) {
             connect.watched_port = true;
         } else if (reason == "connect_all") {
             connect.all = true;
+        } else if (reason == "watched_process") {
+            connect.watched_tgid = true;
+        } else if (reason == "watched_address") {
+            connect.watched_addr = true;
         } else {
             reader.error("reasons", "unknown reason \"" + std::string(reason) +
-                                        "\" (gpu_holder, watched_port, connect_all)");
+                                        "\" (gpu_holder, watched_port, connect_all, "
+                                        "watched_process, watched_address)");
         }
     });
     return connect;

@@ -55,7 +55,9 @@ struct EncodeVisitor {
         w.varint(connect.port);
         w.u8(static_cast<uint8_t>((connect.gpu_holder ? 1 : 0) | (connect.watched_port ? 2 : 0) |
                                   (connect.all ? 4 : 0) | (connect.v4_mapped ? 8 : 0) |
-                                  (connect.loopback ? 16 : 0) | (connect.domain.empty() ? 0 : 32)));
+                                  (connect.loopback ? 16 : 0) | (connect.domain.empty() ? 0 : 32) |
+                                  (connect.watched_tgid ? 64 : 0) |
+                                  (connect.watched_addr ? 128 : 0)));
         if (!connect.domain.empty()) w.str(connect.domain);  // bit 32: older records lack it
     }
     void operator()(const Exec& exec) const {
@@ -240,6 +242,8 @@ void decode_body(Reader& r, EventTag tag, EventData& data) {
             connect.all = bits & 4;
             connect.v4_mapped = bits & 8;
             connect.loopback = bits & 16;
+            connect.watched_tgid = bits & 64;
+            connect.watched_addr = bits & 128;
             connect.domain.clear();
             if (bits & 32) r.str(connect.domain);
             return;

@@ -145,22 +145,27 @@ Result<Message> parse_message(std::span<const uint8_t> bytes, bool tcp) {
     return message;
 }
 
-size_t Cache::add(const Message& message, uint64_t now_ns) {
-    if (!message.response || message.rcode != 0) return 0;
-    size_t named = 0;
+std::vector<NamedAddress> named_addresses(const Message& message) {
+    std::vector<NamedAddress> out;
+    if (!message.response || message.rcode != 0) return out;
     for (const Record& record : message.answers) {
         if (record.address.empty()) continue;
-        // The name the process asked for is what a pool-domain signature
-        // knows; CNAME targets are often a CDN's.
         const std::string& name = message.questions.empty() ? record.name : message.questions[0];
         if (name.empty()) continue;
+        out.push_back(NamedAddress{name, record.address, record.ttl_s});
+    }
+    return out;
+}
+
+size_t Cache::add(const Message& message, uint64_t now_ns) {
+    const auto named = named_addresses(message);
+    for (const NamedAddress& entry : named) {
         const uint64_t ttl_ns =
-            static_cast<uint64_t>(std::max(record.ttl_s, min_ttl_s_)) * 1'000'000'000ull;
-        entries_[record.address] = Entry{name, now_ns + ttl_ns};
-        ++named;
+            static_cast<uint64_t>(std::max(entry.ttl_s, min_ttl_s_)) * 1'000'000'000ull;
+        entries_[entry.address] = Entry{entry.name, now_ns + ttl_ns};
     }
     if (entries_.size() > max_entries_) evict(now_ns);
-    return named;
+    return named.size();
 }
 
 std::optional<std::string> Cache::lookup(const std::string& address, uint64_t now_ns) const {

@@ -49,6 +49,13 @@ void NetIntel::on_dns(const Event& event, const NetPayload& payload) {
     if (!message->response) return;
     ++stats_.dns_answers;
     dns_.add(*message, event.ts_ns);
+    if (options_.max_pending_resolutions == 0) return;
+    for (auto& named : dns::named_addresses(*message)) resolutions_.push_back(std::move(named));
+    if (resolutions_.size() > options_.max_pending_resolutions) {
+        resolutions_.erase(
+            resolutions_.begin(),
+            resolutions_.end() - static_cast<std::ptrdiff_t>(options_.max_pending_resolutions));
+    }
 }
 
 void NetIntel::on_payload(const Event& event, const NetPayload& payload,

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <span>
+#include <tuple>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -16,6 +17,7 @@
 #include "gpuguard/sensor/sensor_probe.h"
 #include "gpuguard/sensor/sensor_support.h"
 #include "events.h"
+#include "kernel_watch.h"
 #include "gpuguard/common/logging.h"
 #include "gpuguard_bpf.skel.h"
 
@@ -115,7 +117,8 @@ struct Sensor::Impl {
     uint64_t delivered = 0;
     uint64_t decode_errors = 0;
     std::vector<std::string> hooks;
-    bool payload_attached = false;  // the payload programs count GPU processes' sends
+    bool payload_attached = false;       // the payload programs count GPU processes' sends
+    std::unique_ptr<KernelWatch> watch;  // watched_tgids, watched_addrs
 
     static int on_record(void* context, void* data, size_t size) {
         auto* self = static_cast<Impl*>(context);
@@ -270,6 +273,17 @@ Result<Sensor> Sensor::open(const SensorOptions& options, EventHandler handler) 
         bpf_program__set_autoload(tp.program, false);
     }
 
+    for (auto [map, entries, key] :
+         {std::tuple{skel->maps.watched_tgids, config.watch_processes_max, "watch_processes_max"},
+          std::tuple{skel->maps.watched_addrs, config.watch_addresses_max,
+                     "watch_addresses_max"}}) {
+        if (int err = bpf_map__set_max_entries(map, entries); err) {
+            return Unexpected{libbpf_error(std::string("sizing ") + bpf_map__name(map) +
+                                               " to sensor." + key + " " + std::to_string(entries),
+                                           err)};
+        }
+    }
+
     PinDirectory* pins = options.pins.get();
     if (pins) {
         // kill_now's targets outlive the agent: an earlier agent's are reused.
@@ -280,6 +294,9 @@ Result<Sensor> Sensor::open(const SensorOptions& options, EventHandler handler) 
         return Unexpected{libbpf_error("loading BPF programs", err)};
     }
     update_kill_now_armed(skel);  // reused maps may hold targets already
+    impl->watch =
+        std::make_unique<KernelWatch>(skel->maps.watched_tgids, skel->maps.watched_addrs,
+                                      skel->maps.net_watch_tgids, &skel->bss->net_watch_armed);
     for (const auto& tp : programs) {
         if (!bpf_program__autoload(tp.program)) continue;
         bpf_link* link = bpf_program__attach(tp.program);
@@ -412,8 +429,23 @@ Status Sensor::forget_process(uint32_t pid) {
         if (key.tgid == pid) bpf_map__delete_elem(map, &key, sizeof(key), 0);
     }
     bpf_map__delete_elem(impl_->skeleton->maps.gpu_tgids, &pid, sizeof(pid), 0);
+    impl_->watch->forget_process(pid);
     return {};
 }
+
+Status Sensor::watch_process(uint32_t pid) { return impl_->watch->watch_process(pid); }
+
+void Sensor::unwatch_process(uint32_t pid) { impl_->watch->forget_process(pid); }
+
+Status Sensor::watch_address(const std::string& address, uint64_t expires_ns) {
+    return impl_->watch->watch_address(address, expires_ns);
+}
+
+size_t Sensor::expire_watched_addresses(uint64_t now_ns) { return impl_->watch->expire(now_ns); }
+
+bool Sensor::process_watched(uint32_t pid) const { return impl_->watch->process_watched(pid); }
+
+WatchStats Sensor::watch_stats() const { return impl_->watch->stats(); }
 
 namespace {
 

@@ -1,16 +1,19 @@
-// connect(2): reported for GPU holders and watched ports, with address, port
-// and result; silent for everyone else. Traffic stays on loopback.
+// connect(2): reported for GPU holders, watched ports, watched processes and
+// watched addresses, with address, port and result; silent for everyone
+// else. Traffic stays on loopback.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "gpuguard/common/clock.h"
 #include "tests/support/child_process.h"
 #include "tests/support/privileged.h"
 #include "tests/support/sensor_harness.h"
@@ -20,6 +23,8 @@ namespace gpuguard::agent {
 namespace {
 
 using gpuguard::testing::run_in_child;
+
+void prctl_name(const char* name) { prctl(PR_SET_NAME, name, 0, 0, 0); }
 
 // A TCP listener on a loopback address and an ephemeral port.
 class Listener {
@@ -202,6 +207,132 @@ TEST_F(ConnectTracingTest, watched_port_is_reported_from_any_process) {
     EXPECT_EQ(connects[0].second.port, v4_.port());
     EXPECT_TRUE(connects[0].second.watched_port);
     EXPECT_FALSE(connects[0].second.gpu_holder);
+}
+
+// A child that connects to 127.0.0.1:`port` on 'c' and then sends a
+// JSON-RPC line on that connection (answers 0, or the errno).
+std::unique_ptr<gpuguard::testing::RequestChild> start_connector(uint16_t port) {
+    return std::make_unique<gpuguard::testing::RequestChild>(
+        [port, fd = -1](char request) mutable {
+            if (request != 'c') return EINVAL;
+            fd = socket(AF_INET, SOCK_STREAM, 0);
+            sockaddr_in peer{};
+            peer.sin_family = AF_INET;
+            peer.sin_port = htons(port);
+            peer.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+            if (connect(fd, reinterpret_cast<sockaddr*>(&peer), sizeof(peer)) != 0) return errno;
+            static const char kLine[] = "{\"id\":1,\"method\":\"login\"}\n";
+            return write(fd, kLine, sizeof(kLine) - 1) < 0 ? errno : 0;
+        },
+        [] { prctl_name("gg-connect"); });
+}
+
+TEST_F(ConnectTracingTest, watched_process_is_reported_on_any_port_and_sampled) {
+    auto watched = start_connector(v4_.port());
+    auto other = start_connector(v4_.port());
+    ASSERT_TRUE(harness_.sensor().watch_process(watched->pid()).ok());
+    EXPECT_TRUE(harness_.sensor().process_watched(watched->pid()));
+    ASSERT_EQ(watched->ask('c'), 0);
+    ASSERT_EQ(other->ask('c'), 0);
+
+    const auto connects = harness_.of<Connect>(watched->pid(), 1);
+    ASSERT_EQ(connects.size(), 1u);
+    EXPECT_TRUE(connects[0].second.watched_tgid);
+    EXPECT_FALSE(connects[0].second.watched_addr);
+    EXPECT_FALSE(connects[0].second.watched_port);
+    EXPECT_FALSE(connects[0].second.gpu_holder);
+    EXPECT_EQ(connects[0].second.port, v4_.port());
+    const auto payloads = harness_.of<NetPayload>(watched->pid(), 1);
+    ASSERT_FALSE(payloads.empty()) << "a watched process's first payloads are sampled";
+    EXPECT_TRUE(payloads[0].second.data.starts_with("{\"id\":1"));
+
+    EXPECT_TRUE(harness_.matching<Connect>(other->pid()).empty()) << "not watched: silent";
+    EXPECT_TRUE(harness_.matching<NetPayload>(other->pid()).empty());
+    const auto counts = harness_.sensor().watch_stats().processes;
+    EXPECT_EQ(counts.entries, 1u);
+    EXPECT_EQ(counts.added, 1u);
+    EXPECT_EQ(counts.capacity, 4096u);  // sensor.watch_processes_max's default
+}
+
+TEST_F(ConnectTracingTest, watched_address_is_reported_from_any_process_until_it_expires) {
+    // 127.0.0.1 as IPv4 covers the v4-mapped form too; ::1 is not watched yet.
+    ASSERT_TRUE(
+        harness_.sensor().watch_address("127.0.0.1", monotonic_ns() + 60'000'000'000ull).ok());
+    const auto connect_all_three = [&] {
+        if (connect_to("127.0.0.1", v4_.port()) != 0) return 1;
+        if (connect_to("::ffff:127.0.0.1", v4_.port(), true) != 0) return 2;
+        return connect_to("::1", v6_.port()) == 0 ? 0 : 3;
+    };
+    pid_t child = run_in_child("gg-connect", connect_all_three);
+    auto connects = harness_.of<Connect>(child, 2);
+    ASSERT_EQ(connects.size(), 2u) << "the IPv4 address in both forms, not ::1";
+    EXPECT_FALSE(connects[0].second.v4_mapped);
+    EXPECT_TRUE(connects[1].second.v4_mapped);
+    for (const auto& [event, connect] : connects) {
+        EXPECT_EQ(connect.address, "127.0.0.1");
+        EXPECT_TRUE(connect.watched_addr);
+        EXPECT_FALSE(connect.watched_tgid);
+    }
+
+    ASSERT_TRUE(harness_.sensor().watch_address("::1", monotonic_ns() + 1).ok());
+    EXPECT_FALSE(harness_.sensor().watch_address("not-an-address", 0).ok());
+    child = run_in_child("gg-connect", [&] { return connect_to("::1", v6_.port()); });
+    connects = harness_.of<Connect>(child, 1);
+    ASSERT_EQ(connects.size(), 1u);
+    EXPECT_EQ(connects[0].second.address, "::1");
+    EXPECT_TRUE(connects[0].second.watched_addr);
+
+    // ::1's time is over; 127.0.0.1's is not.
+    EXPECT_EQ(harness_.sensor().expire_watched_addresses(monotonic_ns()), 1u);
+    child = run_in_child("gg-connect", connect_all_three);
+    EXPECT_EQ(harness_.of<Connect>(child, 2).size(), 2u) << "::1 expired";
+    const auto counts = harness_.sensor().watch_stats().addresses;
+    EXPECT_EQ(counts.entries, 1u);
+    EXPECT_EQ(counts.added, 2u);
+    EXPECT_EQ(counts.expired, 1u);
+}
+
+TEST(ConnectWatchList, a_full_list_evicts_its_oldest_entry_and_counts_it) {
+    GG_REQUIRE_PRIVILEGED();
+    Listener v4(AF_INET);
+    ASSERT_TRUE(v4.ok());
+    gpuguard::testing::SensorHarness harness;
+    SensorOptions options;
+    options.config.connect_loopback = true;
+    options.config.watched_ports = {};
+    options.config.watch_processes_max = 2;
+    options.config.watch_addresses_max = 1;
+    const auto error = harness.open(options);
+    ASSERT_FALSE(error) << *error;
+    Sensor& sensor = harness.sensor();
+
+    auto first = start_connector(v4.port());
+    auto second = start_connector(v4.port());
+    ASSERT_TRUE(sensor.watch_process(first->pid()).ok());
+    ASSERT_TRUE(sensor.watch_process(second->pid()).ok());
+    ASSERT_TRUE(sensor.watch_process(first->pid()).ok());  // a refresh: first is now the newest
+    ASSERT_TRUE(sensor.watch_process(0x3ffffff0u).ok());   // above pid_max: nobody's
+    EXPECT_FALSE(sensor.process_watched(second->pid())) << "the oldest went";
+    EXPECT_TRUE(sensor.process_watched(first->pid()));
+    ASSERT_EQ(first->ask('c'), 0);
+    ASSERT_EQ(second->ask('c'), 0);
+    EXPECT_EQ(harness.of<Connect>(first->pid(), 1).size(), 1u);
+    EXPECT_TRUE(harness.matching<Connect>(second->pid()).empty()) << "evicted from the kernel map";
+    auto counts = sensor.watch_stats().processes;
+    EXPECT_EQ(counts.capacity, 2u);
+    EXPECT_EQ(counts.entries, 2u);
+    EXPECT_EQ(counts.added, 3u);
+    EXPECT_EQ(counts.evicted, 1u);
+
+    ASSERT_TRUE(sensor.watch_address("127.0.0.1", 0).ok());
+    ASSERT_TRUE(sensor.watch_address("192.0.2.1", 0).ok());  // TEST-NET-1: pushes 127.0.0.1 out
+    const pid_t child =
+        run_in_child("gg-connect", [&] { return connect_to("127.0.0.1", v4.port()); });
+    EXPECT_TRUE(harness.of<Connect>(child, 0).empty());
+    counts = sensor.watch_stats().addresses;
+    EXPECT_EQ(counts.capacity, 1u);
+    EXPECT_EQ(counts.entries, 1u);
+    EXPECT_EQ(counts.evicted, 1u);
 }
 
 TEST(ConnectAll, every_inet_connect_is_reported_and_unix_ones_are_not) {

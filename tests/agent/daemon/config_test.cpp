@@ -19,6 +19,9 @@ TEST(Config, embedded_default_loads_and_matches_struct_defaults) {
     EXPECT_EQ(config->sensor.mount_tracefs, defaults.sensor.mount_tracefs);
     EXPECT_TRUE(config->sensor.btf_path.empty());
     EXPECT_TRUE(config->sensor.extra_gpu_devices.empty());
+    EXPECT_EQ(config->sensor.watch_processes_max, defaults.sensor.watch_processes_max);
+    EXPECT_EQ(config->sensor.watch_addresses_max, defaults.sensor.watch_addresses_max);
+    EXPECT_EQ(config->sensor.watch_address_min_ttl_s, defaults.sensor.watch_address_min_ttl_s);
 }
 
 TEST(Config, reads_every_sensor_key) {
@@ -31,6 +34,9 @@ sensor:
   report_failed_opens: false
   mount_tracefs: false
   extra_gpu_devices: ["1:3", "226:*"]
+  watch_processes_max: 128
+  watch_addresses_max: 64
+  watch_address_min_ttl_s: 30
 )",
                                    "test.yaml");
     ASSERT_TRUE(config.ok()) << config.error().message;
@@ -42,6 +48,9 @@ sensor:
     ASSERT_EQ(config->sensor.extra_gpu_devices.size(), 2u);
     EXPECT_EQ(config->sensor.extra_gpu_devices[0].to_string(), "1:3");
     EXPECT_EQ(config->sensor.extra_gpu_devices[1].to_string(), "226:*");
+    EXPECT_EQ(config->sensor.watch_processes_max, 128u);
+    EXPECT_EQ(config->sensor.watch_addresses_max, 64u);
+    EXPECT_EQ(config->sensor.watch_address_min_ttl_s, 30u);
 }
 
 TEST(Config, empty_document_means_defaults) {
@@ -85,6 +94,12 @@ TEST(Config, bad_values_name_the_key_and_line) {
          "sensor.extra_gpu_devices[0]: bad GPU device number '4096:1': major"},
         {"log:\n  level: loud\n", "x.yaml:2:10: log.level: 'loud' is not one of"},
         {"sensor: [1, 2]\n", "x.yaml:1:9: sensor: must be a mapping"},
+        {"sensor:\n  watch_processes_max: 0\n",
+         "x.yaml:2:24: sensor.watch_processes_max: 0 is not 1-262144"},
+        {"sensor:\n  watch_addresses_max: many\n",
+         "x.yaml:2:24: sensor.watch_addresses_max: must be an integer 1-262144"},
+        {"sensor:\n  watch_address_min_ttl_s: -1\n",
+         "x.yaml:2:28: sensor.watch_address_min_ttl_s: must be a number of seconds"},
     };
     for (const auto& c : cases) {
         auto config = load_config_text(c.yaml, "x.yaml");

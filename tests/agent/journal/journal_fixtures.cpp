@@ -27,7 +27,7 @@ std::vector<Event> every_event_type(uint64_t ts_ns, uint32_t pid) {
     add(GpuIoctl{195, 255, 5, 0xc0104629u, 0x7ffd'1234'5678ull});
     add(Connect{7, 0, 4, "198.51.100.7", 3333, true, true, false, false, false});
     add(Connect{8, -111, 6, "2001:db8::1", 14444, false, false, true, false, false});
-    add(Connect{9, -115, 4, "127.0.0.1", 4444, false, true, false, true, true});
+    add(Connect{9, -115, 4, "127.0.0.1", 4444, false, true, false, true, true, "", true, true});
     add(Exec{
         "/tmp/.x/xmrig", {"xmrig", "-o", "pool.example:3333", "--cuda", ""}, true, false, pid + 3});
     add(Exec{"", {}, false, true, 0});

@@ -51,6 +51,20 @@ std::string dns_answer(const std::string& name, std::array<uint8_t, 4> address) 
     return out;
 }
 
+// The sample of that answer as the payload programs report it (from a stub
+// resolver on 127.0.0.53).
+NetPayload dns_payload(const std::string& name, std::array<uint8_t, 4> address) {
+    NetPayload answer;
+    answer.direction = NetPayload::Direction::kIn;
+    answer.syscall = "recvfrom";
+    answer.stream = false;
+    answer.dns = true;
+    answer.remote_address = "127.0.0.53";
+    answer.remote_port = 53;
+    answer.data = dns_answer(name, address);
+    return answer;
+}
+
 class NetIntelTest : public ::testing::Test {
   protected:
     void SetUp() override { make(rule_set()); }
@@ -136,15 +150,7 @@ class NetIntelTest : public ::testing::Test {
 
 TEST_F(NetIntelTest, observed_dns_answer_names_the_connect_and_the_pool_domain_rule_fires) {
     hold_gpu(1 * kSecond);
-    NetPayload answer;
-    answer.direction = NetPayload::Direction::kIn;
-    answer.syscall = "recvfrom";
-    answer.stream = false;
-    answer.dns = true;
-    answer.remote_address = "127.0.0.53";
-    answer.remote_port = 53;
-    answer.data = dns_answer("xmr-eu1.nanopool.org", {203, 0, 113, 5});
-    feed(2 * kSecond, answer);
+    feed(2 * kSecond, dns_payload("xmr-eu1.nanopool.org", {203, 0, 113, 5}));
     EXPECT_EQ(intel_.stats().dns_answers, 1u);
 
     const auto detections =
@@ -156,6 +162,40 @@ TEST_F(NetIntelTest, observed_dns_answer_names_the_connect_and_the_pool_domain_r
     EXPECT_TRUE(std::any_of(pool->signature_ids.begin(), pool->signature_ids.end(),
                             [](const std::string& id) { return id.starts_with("GG-POOL-"); }));
     EXPECT_NE(journal_.back().find(R"("domain":"xmr-eu1.nanopool.org")"), std::string::npos);
+}
+
+// The live agent's watch list of pool addresses: NetIntel keeps what DNS
+// answers gave (only when asked to), and the correlator tells pool domains.
+TEST_F(NetIntelTest, dns_answers_are_kept_for_the_watch_list_only_when_asked) {
+    NetPayload answer = dns_payload("xmr-eu1.nanopool.org", {203, 0, 113, 5});
+    feed(2 * kSecond, answer);
+    EXPECT_EQ(intel_.stats().dns_answers, 1u);
+    EXPECT_TRUE(intel_.take_resolutions().empty()) << "max_pending_resolutions 0: none kept";
+
+    NetIntel keeping(NetIntelOptions{.max_pending_resolutions = 2});
+    pipeline_ = make_pipeline(keeping);
+    feed(3 * kSecond, answer);
+    answer.data = dns_answer("www.example.org", {192, 0, 2, 7});
+    feed(4 * kSecond, answer);
+    auto named = keeping.take_resolutions();
+    ASSERT_EQ(named.size(), 2u);
+    EXPECT_EQ(named[0].name, "xmr-eu1.nanopool.org");
+    EXPECT_EQ(named[0].address, "203.0.113.5");
+    EXPECT_EQ(named[0].ttl_s, 300u);
+    EXPECT_EQ(named[1].address, "192.0.2.7");
+    EXPECT_TRUE(keeping.take_resolutions().empty()) << "taken";
+    EXPECT_TRUE(correlator_->pool_domain(named[0].name));
+    EXPECT_FALSE(correlator_->pool_domain(named[1].name));
+
+    // Bounded: the oldest go.
+    for (uint8_t i = 1; i <= 3; ++i) {
+        answer.data = dns_answer("pool.supportxmr.com", {198, 51, 100, i});
+        feed((10 + i) * kSecond, answer);
+    }
+    named = keeping.take_resolutions();
+    ASSERT_EQ(named.size(), 2u);
+    EXPECT_EQ(named[0].address, "198.51.100.2");
+    EXPECT_EQ(named[1].address, "198.51.100.3");
 }
 
 TEST_F(NetIntelTest, connect_to_an_address_nobody_resolved_has_no_domain) {

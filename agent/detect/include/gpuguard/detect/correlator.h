@@ -47,6 +47,8 @@ struct CorrelatorOptions {
     // Collect ConfigRequests (take_config_requests()). Live only: in replay
     // the journal's config_file events carry the matched lines.
     bool request_configs = false;
+    // Collect WatchRequests (take_watch_requests()). Live only.
+    bool request_watches = false;
 };
 
 // The correlator wants a YARA scan of a process's executable: at its first
@@ -70,6 +72,18 @@ struct ConfigRequest {
     uint32_t pid = 0;
     uint64_t ts_ns = 0;
     std::string reason;  // "gpu_open", "signature" or "exe_location"
+};
+
+// The correlator wants a process's connects and first payloads captured on
+// any port (the kernel watch list, docs/network.md): the first time it gets a
+// miner signature hit (ATT&CK T1496: the miner packs, user rules; not the
+// generic ones such as "executable in /tmp") on its name, executable, command
+// line, a config file or a YARA scan of its executable. Once per process.
+struct WatchRequest {
+    uint32_t pid = 0;
+    uint64_t ts_ns = 0;
+    std::string signature_id;  // the first such hit
+    std::string detail;        // what it matched
 };
 
 struct CorrelatorStats {
@@ -110,6 +124,13 @@ class Correlator {
     // Config file requests since the last call (empty unless options.request_configs).
     std::vector<ConfigRequest> take_config_requests() {
         return std::exchange(config_requests_, {});
+    }
+    // Watch requests since the last call (empty unless options.request_watches).
+    std::vector<WatchRequest> take_watch_requests() { return std::exchange(watch_requests_, {}); }
+    // Whether `domain` is a pool domain: a signature of the rule set matches it
+    // as a DNS name (signatures::Field::kDomain).
+    bool pool_domain(const std::string& domain) {
+        return !match_cached(signatures::Field::kDomain, domain).empty();
     }
 
     const CorrelatorStats& stats() const { return stats_; }
@@ -162,6 +183,7 @@ class Correlator {
         bool exec_seen = false;         // the current image came with an exec (not a snapshot)
         bool config_asked = false;      // its config files were requested (current image)
         bool config_asked_gpu = false;  // ... since it holds a GPU
+        bool watch_asked = false;       // a WatchRequest was made for it
         std::string sha256;             // of the executable, from its exe_scan
         uint64_t scanned_ns = 0;        // when that exe_scan came
         std::vector<Hit> hits;
@@ -274,6 +296,7 @@ class Correlator {
     std::map<std::pair<rules::EvidenceField, std::string_view>, Verdict> verdicts_;
     std::vector<ScanRequest> scan_requests_;
     std::vector<ConfigRequest> config_requests_;
+    std::vector<WatchRequest> watch_requests_;
     std::deque<Detection> reported_twice_;  // see report(); emptied by each observe()
     CorrelatorStats stats_;
 };

@@ -70,6 +70,8 @@ struct Connect {
     bool v4_mapped = false;     // the socket was AF_INET6 with a ::ffff:a.b.c.d address
     bool loopback = false;
     std::string domain{};  // name an observed DNS answer gave `address` (net_intel.h), or ""
+    bool watched_tgid = false;  // reported because the process is in the kernel watch list
+    bool watched_addr = false;  // ... because the address is (resolved from a pool domain)
 };
 
 // A successful execve(2).

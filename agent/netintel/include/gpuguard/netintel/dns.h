@@ -42,6 +42,18 @@ struct Message {
 // section is cut short (a 512-byte capture) keeps the records read so far.
 Result<Message> parse_message(std::span<const uint8_t> bytes, bool tcp = false);
 
+// An address an answer gave, with the name the process asked for (the
+// question; the A/AAAA record's owner when there is none: CNAME targets are
+// often a CDN's, a pool-domain signature knows the asked name).
+struct NamedAddress {
+    std::string name;
+    std::string address;
+    uint32_t ttl_s = 0;
+};
+
+// The addresses of `message`; none unless it is a successful response.
+std::vector<NamedAddress> named_addresses(const Message& message);
+
 // IP -> the name the host asked for, from observed answers, for their TTL
 // (at least `min_ttl_s` so a 0-TTL answer still names the connect that
 // follows it). Bounded: the entries that expire first are dropped when full.

@@ -26,6 +26,9 @@ struct NetIntelOptions {
     size_t max_sessions = 4096;               // connections followed at once
     uint32_t max_unrecognised_messages = 16;  // a flow is dropped after these without a match
     size_t max_dns_entries = 16384;
+    // Keep the addresses DNS answers give for take_resolutions() (the live
+    // agent's watch list of pool addresses); at most this many wait.
+    size_t max_pending_resolutions = 0;
 };
 
 struct NetIntelStats {
@@ -63,6 +66,9 @@ class NetIntel {
     // (stratum::redact_wallets): for outputs, not for signature matching.
     std::vector<StratumSessionView> sessions() const;
     const dns::Cache& dns_cache() const { return dns_; }
+    // Addresses DNS answers gave since the last call, oldest first (none
+    // unless options.max_pending_resolutions); the oldest are dropped past it.
+    std::vector<dns::NamedAddress> take_resolutions() { return std::exchange(resolutions_, {}); }
     const NetIntelStats& stats() const { return stats_; }
 
   private:
@@ -85,6 +91,7 @@ class NetIntel {
     dns::Cache dns_;
     std::map<std::pair<uint32_t, uint64_t>, Flow> flows_;  // (pid, flow)
     NetIntelStats stats_;
+    std::vector<dns::NamedAddress> resolutions_;
 };
 
 }  // namespace gpuguard::agent

@@ -17,9 +17,10 @@
 #include <string>
 #include <vector>
 
+#include "gpuguard/common/result.h"
 #include "gpuguard/events/event.h"
 #include "gpuguard/events/gpu_devices.h"
-#include "gpuguard/common/result.h"
+#include "gpuguard/sensor/watch_list.h"
 
 namespace gpuguard::agent {
 
@@ -37,6 +38,13 @@ struct SensorStats {
     uint64_t total_dropped() const;
 };
 
+// The kernel watch lists (docs/network.md): processes that matched a miner
+// signature, addresses resolved from pool domains.
+struct WatchStats {
+    WatchListCounts processes;
+    WatchListCounts addresses;
+};
+
 // The sensor's part of the agent config (docs/configuration.md).
 struct SensorConfig {
     std::string btf_path;  // empty: /sys/kernel/btf/vmlinux
@@ -49,6 +57,11 @@ struct SensorConfig {
     // Destination ports reported from any process (stratum ports pools commonly use).
     std::vector<uint16_t> watched_ports = {3333, 3334, 4444, 5555, 7777, 14433, 14444, 45700};
     uint32_t argv_max_bytes = 1024;  // argv bytes copied per exec (max 4095)
+    // Watch lists fed by the agent: connects and first payloads of these
+    // processes, and to these addresses, are captured on any port.
+    uint32_t watch_processes_max = 4096;
+    uint32_t watch_addresses_max = 4096;
+    uint32_t watch_address_min_ttl_s = 600;  // an address stays at least this long after its answer
     // Socket payload sampling (docs/network.md): Stratum and DNS observation.
     bool payload_capture = true;         // attach the payload programs
     bool payload_all = false;            // sample every process, not only watched ones
@@ -105,6 +118,19 @@ class Sensor {
     // Replaces the set of destination ports whose connects are reported from any process.
     Status set_watched_ports(const std::vector<uint16_t>& ports);
 
+    // Watch lists (bpf/connect.bpf.c): a watched process's connects are
+    // reported on any port, and so are connects to a watched address; both
+    // have their first payloads sampled. When a list is full its oldest entry
+    // goes (counted in watch_stats()). kIo when the kernel refuses the entry;
+    // kInvalidArgument for text that is not an address.
+    Status watch_process(uint32_t pid);
+    void unwatch_process(uint32_t pid);
+    Status watch_address(const std::string& address, uint64_t expires_ns);
+    // Addresses whose time is over at `now_ns` leave the list; returns how many.
+    size_t expire_watched_addresses(uint64_t now_ns);
+    bool process_watched(uint32_t pid) const;
+    WatchStats watch_stats() const;
+
     // Marks a process found holding a GPU fd by the /proc bootstrap, so its
     // ioctls and connects are traced although its open happened earlier.
     Status mark_gpu_process(uint32_t pid);
@@ -116,7 +142,8 @@ class Sensor {
     // process in the kernel map or the payload programs are off.
     std::optional<NetSends> net_sends(uint32_t pid) const;
 
-    // Drops the kernel state of an exited process (its ioctl aggregates).
+    // Drops the kernel state of an exited process (its ioctl aggregates, its
+    // place in the watch list).
     Status forget_process(uint32_t pid);
 
     // kill_now: executables (by inode, s_dev in kernel encoding) and task

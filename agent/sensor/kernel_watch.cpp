@@ -1,0 +1,103 @@
+#include "kernel_watch.h"
+
+#include <cstring>
+
+#include <arpa/inet.h>
+#include <bpf/libbpf.h>
+
+#include "events.h"
+#include "gpuguard/common/logging.h"
+#include "gpuguard/sensor/sensor_support.h"
+
+namespace gpuguard::agent {
+
+std::optional<AddressKey> watch_address_key(const std::string& address) {
+    AddressKey key{};
+    if (inet_pton(AF_INET, address.c_str(), key.data()) == 1) return key;
+    if (inet_pton(AF_INET6, address.c_str(), key.data()) != 1) return std::nullopt;
+    static constexpr uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (std::memcmp(key.data(), kMapped, sizeof(kMapped)) == 0) {
+        std::memmove(key.data(), key.data() + 12, 4);  // the IPv4 form, as the kernel looks it up
+        std::memset(key.data() + 4, 0, key.size() - 4);
+    }
+    return key;
+}
+
+KernelWatch::KernelWatch(bpf_map* tgids, bpf_map* addresses, bpf_map* net_watch,
+                         volatile uint32_t* armed)
+    : tgids_(tgids),
+      addresses_map_(addresses),
+      net_watch_(net_watch),
+      armed_(armed),
+      processes_(bpf_map__max_entries(tgids)),
+      addresses_(bpf_map__max_entries(addresses)) {
+    update_armed();
+}
+
+void KernelWatch::update_armed() {
+    uint32_t armed = 0;
+    if (!processes_.empty()) armed |= GG_WATCH_ARMED_TGIDS;
+    if (!addresses_.empty()) armed |= GG_WATCH_ARMED_ADDRS;
+    *armed_ = armed;
+}
+
+Status KernelWatch::watch_process(uint32_t pid) {
+    const uint8_t on = 1;
+    const auto added = processes_.add(pid, 0);
+    if (added.evicted) {
+        const uint32_t oldest = *added.evicted;
+        bpf_map__delete_elem(tgids_, &oldest, sizeof(oldest), 0);
+        logger("sensor")->info("watch list full ({} processes): pid {} no longer watched",
+                               processes_.counts().capacity, oldest);
+    }
+    if (int err = bpf_map__update_elem(tgids_, &pid, sizeof(pid), &on, sizeof(on), BPF_ANY); err) {
+        processes_.remove(pid);
+        update_armed();
+        return Unexpected{libbpf_error("watching pid " + std::to_string(pid), err)};
+    }
+    update_armed();
+    // Its payloads are sampled from now on, on sockets it opened before too.
+    if (int err = bpf_map__update_elem(net_watch_, &pid, sizeof(pid), &on, sizeof(on), BPF_ANY);
+        err) {
+        return Unexpected{
+            libbpf_error("marking pid " + std::to_string(pid) + " for payload sampling", err)};
+    }
+    return {};
+}
+
+void KernelWatch::forget_process(uint32_t pid) {
+    if (!processes_.remove(pid)) return;
+    // Already gone when the exit program ran first; either way it is out.
+    bpf_map__delete_elem(tgids_, &pid, sizeof(pid), 0);
+    update_armed();
+}
+
+Status KernelWatch::watch_address(const std::string& address, uint64_t expires_ns) {
+    const auto key = watch_address_key(address);
+    if (!key) {
+        return fail(ErrorCode::kInvalidArgument, "watch list: '" + address + "' is not an address");
+    }
+    const auto added = addresses_.add(*key, expires_ns);
+    if (added.evicted) {
+        bpf_map__delete_elem(addresses_map_, added.evicted->data(), added.evicted->size(), 0);
+    }
+    const uint8_t on = 1;
+    if (int err = bpf_map__update_elem(addresses_map_, key->data(), key->size(), &on, sizeof(on),
+                                       BPF_ANY);
+        err) {
+        addresses_.remove(*key);
+        update_armed();
+        return Unexpected{libbpf_error("watching address " + address, err)};
+    }
+    update_armed();
+    return {};
+}
+
+size_t KernelWatch::expire(uint64_t now_ns) {
+    const auto gone = addresses_.expire(now_ns);
+    for (const auto& key : gone) bpf_map__delete_elem(addresses_map_, key.data(), key.size(), 0);
+    if (!gone.empty()) update_armed();
+    return gone.size();
+}
+
+}  // namespace gpuguard::agent

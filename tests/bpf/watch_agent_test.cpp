@@ -1,0 +1,220 @@
+// The whole agent (`gpuguard run`) and its kernel watch list (WatchAgentTest):
+// a process that holds no GPU, whose argv names a pool
+// (`xmrig -o stratum+tcp://127.0.0.1:PORT -u WALLET`), connects to a port
+// that is not in sensor.watched_ports; the agent watches it from its exec on,
+// so its connect and its login are captured and GG-CORR-0003 names it. The
+// same client named innocuously, without a pool URL, is not captured.
+// `gpuguard status` shows the list. The client: test_pool_client.cpp.
+#include <csignal>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/bpf/stratum_test_pool.h"
+#include "tests/support/child_process.h"
+#include "tests/support/privileged.h"
+#include "tests/support/run_command.h"
+#include "tests/support/temp_dir.h"
+
+namespace gpuguard::agent {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+// The pool client exec'ed with `argv`, after `delay_ms`; it stays connected
+// until close_stdin(). Killed and reaped at the end of the scope.
+class PoolClient {
+  public:
+    PoolClient(const std::vector<std::string>& argv, int delay_ms) {
+        int input[2];
+        if (pipe2(input, O_CLOEXEC) != 0) return;
+        const pid_t parent = getpid();
+        std::vector<char*> args;
+        for (const auto& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+        args.push_back(nullptr);
+        const std::string delay = "GG_CLIENT_DELAY_MS=" + std::to_string(delay_ms);
+        char* env[] = {const_cast<char*>(delay.c_str()), nullptr};
+        pid_ = fork();
+        if (pid_ == 0) {
+            gpuguard::testing::end_with_parent(parent, SIGKILL);
+            dup2(input[0], STDIN_FILENO);
+            execve(GPUGUARD_POOL_CLIENT, args.data(), env);
+            _exit(127);
+        }
+        close(input[0]);
+        stdin_ = input[1];
+    }
+    ~PoolClient() {
+        close_stdin();
+        if (pid_ > 0 && !reaped_) {
+            kill(pid_, SIGKILL);
+            waitpid(pid_, nullptr, 0);
+        }
+    }
+    PoolClient(const PoolClient&) = delete;
+    PoolClient& operator=(const PoolClient&) = delete;
+
+    pid_t pid() const { return pid_; }
+    void close_stdin() {
+        if (stdin_ >= 0) close(stdin_);
+        stdin_ = -1;
+    }
+    // Its exit status once it ended within `timeout` (reaped then).
+    std::optional<int> wait_exit(std::chrono::milliseconds timeout) {
+        const auto deadline = std::chrono::steady_clock::now() + timeout;
+        while (std::chrono::steady_clock::now() < deadline) {
+            int status = 0;
+            if (waitpid(pid_, &status, WNOHANG) == pid_) {
+                reaped_ = true;
+                return status;
+            }
+            std::this_thread::sleep_for(20ms);
+        }
+        return std::nullopt;
+    }
+
+  private:
+    pid_t pid_ = -1;
+    int stdin_ = -1;
+    bool reaped_ = false;
+};
+
+// What the agent printed about one pid: its connect and payload events and
+// its GG-CORR-0003 detection.
+struct Seen {
+    std::optional<json> connect;
+    std::optional<json> payload;
+    std::optional<json> detection;
+};
+
+void read_agent_output(gpuguard::testing::Subprocess& agent, std::vector<json>& lines,
+                       std::chrono::milliseconds period) {
+    const auto deadline = std::chrono::steady_clock::now() + period;
+    while (std::chrono::steady_clock::now() < deadline) {
+        const auto line = agent.read_stdout_line(100ms);
+        if (!line) continue;
+        auto parsed = json::parse(*line, nullptr, false);
+        if (parsed.is_object()) lines.push_back(std::move(parsed));
+    }
+}
+
+Seen seen_for(const std::vector<json>& lines, pid_t pid) {
+    Seen seen;
+    for (const auto& line : lines) {
+        const json process = line.value("process", json::object());
+        if (process.value("pid", -1) != pid) continue;
+        const std::string type = line.value("type", "");
+        if (type == "connect" && !seen.connect) seen.connect = line["connect"];
+        if (type == "net_payload" && !seen.payload) seen.payload = line["net_payload"];
+        if (line.contains("rule") && line["rule"].value("id", "") == "GG-CORR-0003") {
+            seen.detection = line;
+        }
+    }
+    return seen;
+}
+
+json agent_status(const std::filesystem::path& socket) {
+    const auto status = gpuguard::testing::run_command(
+        {GPUGUARD_BINARY, "status", "--socket", socket.string(), "--json"});
+    if (status.exit_code != 0) return json();
+    return json::parse(status.stdout_text, nullptr, false);
+}
+
+TEST(WatchAgentTest, a_cpu_miner_named_by_its_argv_is_captured_on_an_unlisted_port) {
+    GG_REQUIRE_PRIVILEGED();
+    gpuguard::testing::TempDir dir("gg-watch-agent");
+    const auto socket_path = dir / "control.sock";
+    const auto config = dir / "gpuguard.yaml";
+    // No watched port at all: only the watch list can capture these connects.
+    std::ofstream(config) << "sensor:\n  connect_loopback: true\n  watched_ports: []\n"
+                          << "control:\n  socket: " << socket_path.string() << "\n"
+                          << "journal:\n  enabled: false\n"
+                          << "enforcement:\n  dry_run: true\n";
+    gpuguard::testing::Subprocess agent({GPUGUARD_BINARY, "run", "--config", config.string(),
+                                         "--json", "--print-events", "--event-types",
+                                         "connect,net_payload"});
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
+
+    const auto cryptonote = gpuguard::testing::dialects()[1];
+    ASSERT_STREQ(cryptonote.name, "cryptonote");
+    gpuguard::testing::TestServer pool("127.0.0.1", cryptonote.pool);
+    gpuguard::testing::TestServer other_pool("127.0.0.1", cryptonote.pool);
+    ASSERT_TRUE(pool.ok() && other_pool.ok());
+    const std::string wallet =
+        "44AFFq5kSiGBoZ4NMDwYtN18obc8AemS33DBLWs3H7otXft3XjrpDtQGv7SqSsaBYBb98uNbr2VBBEt7f2wfn3RVGQ"
+        "B"
+        "EP3A";
+    // The agent has a second to watch it after its exec (XMRig starts no faster).
+    PoolClient miner({"xmrig", "-o", "stratum+tcp://127.0.0.1:" + std::to_string(pool.port()), "-u",
+                      wallet, "-p", "x"},
+                     1000);
+    PoolClient worker(
+        {"worker", "--host", "127.0.0.1", "--port", std::to_string(other_pool.port())}, 1000);
+    ASSERT_GT(miner.pid(), 0);
+    ASSERT_GT(worker.pid(), 0);
+
+    std::vector<json> lines;
+    Seen miner_seen;
+    const auto deadline = std::chrono::steady_clock::now() + 15s;
+    while (!(miner_seen.connect && miner_seen.payload && miner_seen.detection) &&
+           std::chrono::steady_clock::now() < deadline) {
+        read_agent_output(agent, lines, 200ms);
+        miner_seen = seen_for(lines, miner.pid());
+    }
+    ASSERT_TRUE(miner_seen.connect) << agent.stderr_text();
+    EXPECT_EQ((*miner_seen.connect)["port"], pool.port());
+    const json reasons = (*miner_seen.connect)["reasons"];
+    EXPECT_NE(std::find(reasons.begin(), reasons.end(), "watched_process"), reasons.end())
+        << miner_seen.connect->dump();
+    ASSERT_TRUE(miner_seen.payload) << agent.stderr_text();
+    ASSERT_TRUE(miner_seen.detection) << agent.stderr_text();
+    EXPECT_EQ((*miner_seen.detection)["process"]["pid"], miner.pid());
+    EXPECT_EQ((*miner_seen.detection)["destination"]["port"], pool.port());
+    EXPECT_NE(agent.stderr_text().find("watch list: pid " + std::to_string(miner.pid())),
+              std::string::npos)
+        << agent.stderr_text();
+
+    // The worker connected at the same time as the miner: nothing of it.
+    read_agent_output(agent, lines, 1s);
+    const Seen worker_seen = seen_for(lines, worker.pid());
+    EXPECT_FALSE(worker_seen.connect) << worker_seen.connect->dump();
+    EXPECT_FALSE(worker_seen.payload);
+    EXPECT_FALSE(worker_seen.detection);
+
+    json status = agent_status(socket_path);
+    ASSERT_TRUE(status.is_object()) << agent.stderr_text();
+    EXPECT_EQ(status["watch_list"]["processes"]["entries"], 1) << status["watch_list"].dump();
+    EXPECT_EQ(status["watch_list"]["processes"]["added"], 1);
+    EXPECT_EQ(status["watch_list"]["processes"]["capacity"], 4096);
+    EXPECT_EQ(status["watch_list"]["processes"]["evicted"], 0);
+    const auto text = gpuguard::testing::run_command(
+        {GPUGUARD_BINARY, "status", "--socket", socket_path.string()});
+    EXPECT_NE(text.stdout_text.find("watch list, processes: 1 of 4096 (1 added"), std::string::npos)
+        << text.stdout_text;
+
+    // Its exit takes it out of the list.
+    miner.close_stdin();
+    worker.close_stdin();
+    ASSERT_TRUE(miner.wait_exit(5s));
+    ASSERT_TRUE(worker.wait_exit(5s));
+    const auto exit_deadline = std::chrono::steady_clock::now() + 5s;
+    do {
+        std::this_thread::sleep_for(100ms);
+        status = agent_status(socket_path);
+    } while (status["watch_list"]["processes"]["entries"] != 0 &&
+             std::chrono::steady_clock::now() < exit_deadline);
+    EXPECT_EQ(status["watch_list"]["processes"]["entries"], 0) << status["watch_list"].dump();
+    EXPECT_EQ(status["watch_list"]["processes"]["removed"], 1);
+}
+
+}  // namespace
+}  // namespace gpuguard::agent
