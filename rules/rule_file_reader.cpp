@@ -6,12 +6,15 @@
 #include "rules/rule_file_reader.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <map>
 
 #include <yaml-cpp/yaml.h>
 
+#include "gpuguard/common/sha256.h"
 #include "gpuguard/rules/rules.h"
 #include "rules/yaml_diagnostics.h"
 
@@ -118,6 +121,95 @@ void read_pattern(Diagnostics& diag, const YAML::Node& node, const std::string& 
     signature.patterns.push_back(std::move(pattern));
 }
 
+struct PatternKey {
+    const char* name;
+    Field field;
+    PatternKind kind;
+};
+constexpr PatternKey kPatternKeys[] = {
+    {"process_name", Field::kProcess, PatternKind::kGlob},
+    {"exe_path", Field::kProcess, PatternKind::kRegex},
+    {"cmdline", Field::kCmdline, PatternKind::kRegex},
+    {"config", Field::kConfig, PatternKind::kRegex},
+    {"pool_domains", Field::kDomain, PatternKind::kDomainSuffix},
+    {"payload", Field::kPayload, PatternKind::kRegex},
+};
+
+// What a derived id is made from: each pattern as written, under its key.
+struct IdBasis {
+    std::string text;     // hashed into the id
+    std::string summary;  // the rule's name: "process_name miner*"
+};
+
+// A pattern key's value: one pattern (a string, or a mapping as in a list)
+// or a list of them. GPU Kill's files write `process_name: "miner*"`.
+void read_patterns(Diagnostics& diag, const YAML::Node& map, const std::string& path,
+                   const PatternKey& key, Signature& signature, IdBasis& basis) {
+    const YAML::Node value = map[key.name];
+    const size_t before = signature.patterns.size();
+    if (value.IsNull()) {
+        diag.error(Diagnostics::key_of(map, key.name),
+                   path + ": is empty (give a pattern or a list of patterns)");
+    } else if (value.IsSequence()) {
+        for (size_t i = 0; i < value.size(); ++i) {
+            read_pattern(diag, value[i], path + "[" + std::to_string(i) + "]", key.field, key.kind,
+                         signature);
+        }
+    } else if (value.IsScalar() && key.kind == PatternKind::kGlob &&
+               value.Scalar().find(',') != std::string::npos &&
+               value.Scalar().find('[') == std::string::npos) {
+        // "miner*, xmrig" is two names meant as a list, never a process name.
+        diag.error(value, path + ": '" + value.Scalar() +
+                              "' holds a comma: write several names as a list, [a, b]");
+    } else {
+        read_pattern(diag, value, path, key.field, key.kind, signature);
+    }
+    for (size_t i = before; i < signature.patterns.size(); ++i) {
+        const auto& pattern = signature.patterns[i];
+        basis.text += std::string(key.name) + '\0' +
+                      std::to_string(static_cast<int>(pattern.kind)) +
+                      (pattern.caseless ? "i" : "c") +
+                      std::to_string(static_cast<int>(pattern.anchor)) + '\0' + pattern.text + '\n';
+        basis.summary +=
+            (basis.summary.empty() ? "" : "; ") + std::string(key.name) + " " + pattern.text;
+    }
+}
+
+// "local-<file stem>-<8 hex digits of sha256 of the patterns>": a rule
+// without an id gets the same one on every load and every host, and a
+// different one when its patterns change.
+std::string derived_id(const std::string& file, const IdBasis& basis) {
+    std::string stem = std::filesystem::path(file).stem().string();
+    for (char& c : stem) {
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '-') {
+            c = '-';
+        }
+    }
+    return "local-" + stem + "-" + sha256_hex(basis.text).substr(0, 8);
+}
+
+// A rule with the defaults; `node` is where it was written.
+ParsedRule new_rule(Diagnostics& diag, const YAML::Node& node) {
+    ParsedRule rule;
+    Signature& signature = rule.effective.signature;
+    signature.severity = Severity::kCritical;
+    signature.confidence = 0.8;
+    signature.mitre = "T1496";
+    rule.effective.origin = diag.line_of(node);
+    signature.source = rule.effective.origin;
+    return rule;
+}
+
+// Gives a rule written without an id its derived id (and that as its name
+// when it has none).
+void derive_id(Diagnostics& diag, const YAML::Node& node, const IdBasis& basis, ParsedRule& rule) {
+    Signature& signature = rule.effective.signature;
+    signature.id = derived_id(diag.file(), basis);
+    if (signature.name.empty()) signature.name = basis.summary;
+    rule.id_node.reset(node);
+    rule.effective.id_derived = true;
+}
+
 void read_rule(Diagnostics& diag, const YAML::Node& node, const std::string& path,
                ParsedFile& file) {
     if (!diag.check_keys(node, path,
@@ -126,13 +218,8 @@ void read_rule(Diagnostics& diag, const YAML::Node& node, const std::string& pat
                           "pool_ports", "payload", "tests"})) {
         return;
     }
-    ParsedRule rule;
+    ParsedRule rule = new_rule(diag, node);
     Signature& signature = rule.effective.signature;
-    signature.severity = Severity::kCritical;
-    signature.confidence = 0.8;
-    signature.mitre = "T1496";
-    rule.effective.origin = diag.line_of(node);
-    signature.source = rule.effective.origin;
     if (const auto id = node["id"]) {
         rule.id_node.reset(id);
         signature.id = diag.scalar(id, path + ".id").value_or("");
@@ -145,8 +232,6 @@ void read_rule(Diagnostics& diag, const YAML::Node& node, const std::string& pat
             diag.error(id, path + ".id: '" + signature.id +
                                "' may only contain letters, digits, '_', '.' and '-'");
         }
-    } else {
-        diag.error(node, path + ": missing required key 'id'");
     }
     const std::string where = path + (signature.id.empty() ? "" : " (" + signature.id + ")");
     signature.name = signature.id;
@@ -184,36 +269,18 @@ void read_rule(Diagnostics& diag, const YAML::Node& node, const std::string& pat
                                    "' is not one of alert, kill, kill_now, block_ip, deny_gpu");
         }
     }
-    struct Key {
-        const char* name;
-        Field field;
-        PatternKind kind;
-    };
-    static constexpr Key kPatternKeys[] = {
-        {"process_name", Field::kProcess, PatternKind::kGlob},
-        {"exe_path", Field::kProcess, PatternKind::kRegex},
-        {"cmdline", Field::kCmdline, PatternKind::kRegex},
-        {"config", Field::kConfig, PatternKind::kRegex},
-        {"pool_domains", Field::kDomain, PatternKind::kDomainSuffix},
-        {"payload", Field::kPayload, PatternKind::kRegex},
-    };
+    const size_t errors_before = diag.count();
+    IdBasis basis;
     for (const auto& key : kPatternKeys) {
-        const auto list = node[key.name];
-        if (!list) continue;
-        const std::string list_path = where + "." + key.name;
-        if (!list.IsSequence()) {
-            diag.error(list, list_path + ": must be a list");
-            continue;
-        }
-        for (size_t i = 0; i < list.size(); ++i) {
-            read_pattern(diag, list[i], list_path + "[" + std::to_string(i) + "]", key.field,
-                         key.kind, signature);
-        }
+        if (node[key.name])
+            read_patterns(diag, node, where + "." + key.name, key, signature, basis);
     }
     if (const auto ports = node["pool_ports"]) {
-        for (const auto& [text, item] : diag.scalar_list(ports, where + ".pool_ports")) {
+        for (const auto& [text, item] : diag.scalar_or_list(ports, where + ".pool_ports")) {
             if (auto port = parse_port(text)) {
                 signature.ports.push_back(*port);
+                basis.text += std::string("pool_ports") + '\0' + text + '\n';
+                basis.summary += (basis.summary.empty() ? "" : "; ") + ("pool_ports " + text);
             } else {
                 diag.error(item, where + ".pool_ports: '" + text + "' is not a port (1-65535)");
             }
@@ -221,12 +288,16 @@ void read_rule(Diagnostics& diag, const YAML::Node& node, const std::string& pat
     }
     const bool any_match_key =
         std::any_of(std::begin(kPatternKeys), std::end(kPatternKeys),
-                    [&](const Key& key) { return static_cast<bool>(node[key.name]); }) ||
+                    [&](const PatternKey& key) { return static_cast<bool>(node[key.name]); }) ||
         node["pool_ports"];
     if (!any_match_key) {
         diag.error(node, where +
                              ": matches nothing (give process_name, exe_path, cmdline, config, "
                              "pool_domains, pool_ports or payload)");
+    }
+    // A rule whose patterns are wrong gets no id: it is reported, not loaded.
+    if (!node["id"] && any_match_key && diag.count() == errors_before) {
+        derive_id(diag, node, basis, rule);
     }
     if (const auto tests = node["tests"]) {
         if (diag.check_keys(tests, where + ".tests", {"match", "no_match"})) {
@@ -238,6 +309,24 @@ void read_rule(Diagnostics& diag, const YAML::Node& node, const std::string& pat
             }
         }
     }
+    file.rules.push_back(std::move(rule));
+}
+
+// The top level's `process_name:` (a pattern or a list, as GPU Kill's files
+// write it): one rule on the process name, with the file's defaults and the
+// default action, and a derived id.
+void read_process_name_shorthand(Diagnostics& diag, const YAML::Node& root, ParsedFile& file) {
+    const YAML::Node value = root["process_name"];
+    ParsedRule rule = new_rule(diag, value);
+    const size_t errors_before = diag.count();
+    IdBasis basis;
+    read_patterns(diag, root, "process_name", kPatternKeys[0], rule.effective.signature, basis);
+    if (diag.count() != errors_before) return;
+    if (rule.effective.signature.patterns.empty()) {
+        diag.error(value, "process_name: an empty list matches nothing");
+        return;
+    }
+    derive_id(diag, value, basis, rule);
     file.rules.push_back(std::move(rule));
 }
 
@@ -324,8 +413,8 @@ void read_allowlist(Diagnostics& diag, const YAML::Node& node, Allowlist& allowl
 
 void read_root(Diagnostics& diag, const YAML::Node& root, ParsedFile& parsed) {
     if (!diag.check_keys(root, "",
-                         {"rules", "allowlist", "signatures", "known_bad", "hash_rate_threshold",
-                          "default_action"})) {
+                         {"rules", "process_name", "allowlist", "signatures", "known_bad",
+                          "hash_rate_threshold", "default_action"})) {
         return;
     }
     if (const auto known_bad = root["known_bad"];
@@ -355,6 +444,7 @@ void read_root(Diagnostics& diag, const YAML::Node& root, ParsedFile& parsed) {
                                    "' is not one of alert, kill, kill_now, block_ip, deny_gpu");
         }
     }
+    if (root["process_name"]) read_process_name_shorthand(diag, root, parsed);
     if (const auto list = root["rules"]) {
         if (!list.IsSequence()) {
             diag.error(list, "rules: must be a list");

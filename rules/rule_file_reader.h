@@ -19,7 +19,7 @@ namespace gpuguard::rules {
 struct ParsedRule {
     EffectiveSignature effective;
     std::optional<Action> action;  // unset: the default action
-    YAML::Node id_node;
+    YAML::Node id_node;  // the id, or the rule when its id is derived (effective.id_derived)
     std::vector<std::pair<std::string, YAML::Node>> must_match, must_not_match;
 };
 

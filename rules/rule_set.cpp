@@ -95,7 +95,10 @@ Result<RuleSet> RuleSet::build(std::shared_ptr<const signatures::Matcher> builti
             } else if (auto [it, inserted] = rule_ids.emplace(id, diag.where(rule.id_node));
                        !inserted) {
                 diag.error(rule.id_node,
-                           "duplicate id '" + id + "' (first defined at " + it->second + ")");
+                           rule.effective.id_derived
+                               ? "same patterns as the rule at " + it->second + " (derived id '" +
+                                     id + "'): remove one, or give each an id"
+                               : "duplicate id '" + id + "' (first defined at " + it->second + ")");
             } else {
                 rules.push_back(std::move(rule));
             }

@@ -21,6 +21,7 @@ class Diagnostics {
   public:
     explicit Diagnostics(std::string file) : file_(std::move(file)) {}
 
+    const std::string& file() const { return file_; }
     std::string where(const YAML::Node& node) const { return yaml_where(file_, node); }
     std::string line_of(const YAML::Node& node) const { return yaml_line(file_, node); }
     void error(const YAML::Node& node, const std::string& message) {
@@ -41,6 +42,17 @@ class Diagnostics {
         std::vector<std::string> out;
         for (auto& entry : sorted) out.push_back(std::move(entry.text));
         return out;
+    }
+
+    size_t count() const { return errors_.size(); }
+
+    // The key node of `name` in `map` (for a position when its value is
+    // empty: yaml-cpp places an empty value where the next token starts).
+    static YAML::Node key_of(const YAML::Node& map, const std::string& name) {
+        for (const auto& entry : map) {
+            if (entry.first.Scalar() == name) return entry.first;
+        }
+        return map;
     }
 
     // Reports keys of `map` outside `allowed`; false when `map` is not a map.
@@ -87,6 +99,14 @@ class Diagnostics {
             }
         }
         return out;
+    }
+
+    // A list of scalars, or one scalar standing for a list of one (for keys
+    // whose entries cannot hold a separator, such as port numbers).
+    std::vector<std::pair<std::string, YAML::Node>> scalar_or_list(const YAML::Node& node,
+                                                                   const std::string& path) {
+        if (!node.IsScalar()) return scalar_list(node, path);
+        return {{node.Scalar(), node}};
     }
 
   private:

@@ -1,6 +1,7 @@
 // gpuguard rules check FILE... | rules list: validate rule files the way the
 // agent loads them (built-in pack first, then the files in order), and print
 // the effective set.
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -50,6 +51,11 @@ int run_check(const RulesCommand& command) {
     size_t user_rules = 0;
     for (const auto& entry : set->effective()) user_rules += entry.origin != "builtin";
     for (const auto& path : command.files) std::cout << path << ": OK\n";
+    for (const auto& entry : set->effective()) {
+        if (!entry.id_derived) continue;
+        std::cout << entry.origin << ": rule without an id: " << entry.signature.id << " ("
+                  << entry.signature.name << ", action " << rules::to_string(entry.action) << ")\n";
+    }
     std::cout << set->effective().size() << " signatures active (" << set->disabled().size()
               << " disabled, " << user_rules << " added or changed by these files)\n";
     return 0;
@@ -78,11 +84,16 @@ int run_list(const RulesCommand& command) {
         std::cout << "unset";
     }
     std::cout << "\n# allowlist: " << allowlist_summary(set->allowlist()) << "\n";
-    std::printf("%-26s %-9s %-4s %-8s %-22s %s\n", "ID", "SEVERITY", "CONF", "ACTION", "ORIGIN",
-                "NAME");
+    // Derived ids (local-<file stem>-<hash>) can be longer than the pack's.
+    int id_width = 26;
+    for (const auto& entry : set->effective()) {
+        id_width = std::max(id_width, static_cast<int>(entry.signature.id.size()));
+    }
+    std::printf("%-*s %-9s %-4s %-8s %-22s %s\n", id_width, "ID", "SEVERITY", "CONF", "ACTION",
+                "ORIGIN", "NAME");
     for (const auto& entry : set->effective()) {
         const auto& signature = entry.signature;
-        std::printf("%-26s %-9s %-4.2f %-8s %-22s %s\n", signature.id.c_str(),
+        std::printf("%-*s %-9s %-4.2f %-8s %-22s %s\n", id_width, signature.id.c_str(),
                     signatures::to_string(signature.severity), signature.confidence,
                     rules::to_string(entry.action), entry.origin.c_str(), signature.name.c_str());
     }

@@ -16,6 +16,7 @@
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -133,6 +134,94 @@ TEST_F(AgentDetectTest, kill_action_stops_the_miner_and_outputs_get_both_records
     EXPECT_EQ(outputs[0]["name"], "file");
     EXPECT_GE(outputs[0]["sent"].get<int>(), 2);
     EXPECT_EQ(outputs[0]["dropped"], 0);
+    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+}
+
+// fnmatch globs (without FNM_PATHNAME) that match every cgroup path except
+// `path` and what lies below it: as enforcement.allowlist.cgroups they keep
+// an agent that kills on every signature off processes other than the test's.
+std::vector<std::string> cgroups_other_than(const std::string& path) {
+    std::vector<std::string> globs{"[!/]*", path + "[!/]*"};
+    for (size_t i = 1; i < path.size(); ++i) {
+        globs.push_back(path.substr(0, i));                          // a proper prefix
+        globs.push_back(path.substr(0, i) + "[!" + path[i] + "]*");  // differs at i
+    }
+    return globs;
+}
+
+// GPU Kill's miner-rules.yaml, exactly as its users write it (a top-level
+// process_name glob and a hash-rate threshold) with default_action: kill: a
+// bash named miner-x (a symlink's name is its comm) opening the GPU is
+// killed under the rule's derived id; the same bash named trainer is not.
+TEST_F(AgentDetectTest, gpu_kill_process_name_file_kills_miner_x_and_spares_trainer) {
+    std::ofstream(dir_ / "miner-rules.yaml")
+        << "process_name: \"miner*\"\nhash_rate_threshold: 100MH/s\ndefault_action: kill\n";
+    // default_action: kill is every signature's action: only this test's
+    // cgroup may be acted on.
+    TestCgroup cgroup("gg-snippet");
+    ASSERT_TRUE(cgroup.error().empty()) << cgroup.error();
+    const auto alerts = dir_ / "alerts.jsonl";
+    std::string globs;
+    for (const auto& glob : cgroups_other_than(cgroup.path())) {
+        globs += (globs.empty() ? "\"" : ", \"") + glob + "\"";
+    }
+    std::ofstream(config_, std::ios::app) << "enforcement:\n  grace_period_ms: 500\n"
+                                          << "  allowlist:\n    cgroups: [" << globs << "]\n";
+    add_file_output(alerts);
+    ASSERT_EQ(mkfifo((dir_ / "idle").c_str(), 0600), 0);
+    // Not under /tmp, where an executable is suspect of its own (GG-CORR-0005).
+    const auto bin =
+        std::filesystem::path("/var/lib") / ("gpuguard-test-snippet-" + std::to_string(getpid()));
+    std::filesystem::create_directories(bin);
+    struct RemoveBin {
+        std::filesystem::path path;
+        ~RemoveBin() {
+            std::error_code ec;
+            std::filesystem::remove_all(path, ec);
+        }
+    } remove_bin{bin};
+    for (const char* name : {"miner-x", "trainer"}) {
+        std::filesystem::create_symlink("/bin/bash", bin / name);
+    }
+    Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
+
+    // Joins the cgroup, opens the GPU, waits on a FIFO nobody writes.
+    const std::string script = "echo 0 > " + cgroup.dir() + "/cgroup.procs && exec 5<>" +
+                               node_.string() + " 6<>" + (dir_ / "idle").string() +
+                               " && read -t 30 -u 6";
+    auto start = [&](const char* name) {
+        const std::string program = (bin / name).string();
+        const pid_t pid = fork();
+        if (pid == 0) {
+            execl(program.c_str(), program.c_str(), "-c", script.c_str(), nullptr);
+            _exit(127);
+        }
+        return pid;
+    };
+    OwnChild trainer(start("trainer"));
+    OwnChild miner(start("miner-x"));
+    ASSERT_GT(trainer.pid, 0);
+    ASSERT_GT(miner.pid, 0);
+    auto detection = wait_for_detection(agent, miner.pid, "GG-CORR-0001", 5s);
+    ASSERT_TRUE(detection) << agent.stderr_text();
+    EXPECT_EQ((*detection)["event"]["action"], "kill");
+    EXPECT_EQ((*detection)["gpuguard"]["detection"]["signature_ids"][0],
+              "local-miner-rules-703991ac")
+        << detection->dump();
+    ASSERT_TRUE(miner.wait_exit(5s)) << "miner-x was not stopped\n" << agent.stderr_text();
+    EXPECT_TRUE(WIFSIGNALED(miner.status) && WTERMSIG(miner.status) == SIGTERM) << miner.status;
+    const auto outcome = wait_for_outcome(alerts, miner.pid, "kill");
+    ASSERT_TRUE(outcome) << agent.stderr_text();
+    EXPECT_EQ((*outcome)["event"]["outcome"], "success") << outcome->dump();
+
+    // The trainer held the GPU all along: no detection of any rule, still running.
+    EXPECT_FALSE(wait_for_detection(agent, trainer.pid, "GG-CORR-0001", 500ms));
+    for (const auto& line : seen_) {
+        EXPECT_NE(nlohmann::json::parse(line)["process"]["pid"], trainer.pid) << line;
+    }
+    EXPECT_FALSE(trainer.wait_exit(0ms)) << "trainer ended: " << trainer.status << "\n"
+                                         << file_bytes(alerts) << agent.stderr_text();
     EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
 }
 

@@ -32,7 +32,8 @@ TEST(RulesCli, check_prints_one_error_per_line_and_exits_1) {
     }
     EXPECT_EQ(lines, 11u) << result.stderr_text;
     EXPECT_NE(result.stderr_text.find(kFixtures + "/broken.yaml:17:19: rules[4] (wrong-types)."
-                                                  "process_name: must be a list\n"),
+                                                  "process_name: 'miner*, xmrig' holds a comma: "
+                                                  "write several names as a list, [a, b]\n"),
               std::string::npos)
         << result.stderr_text;
 }
@@ -51,6 +52,28 @@ TEST(RulesCli, list_prints_the_effective_set_with_overrides) {
     EXPECT_NE(result.stdout_text.find("GG-TREX-0001               critical  0.85 kill     "),
               std::string::npos)
         << result.stdout_text;
+}
+
+// GPU Kill's short form: `rules check` says which id the rule got, `rules
+// list` shows it with its action.
+TEST(RulesCli, a_rule_without_id_is_shown_with_its_derived_id) {
+    TempDir dir;
+    const auto file = dir / "miner-rules.yaml";
+    std::ofstream(file) << "process_name: \"miner*\"\nhash_rate_threshold: 100MH/s\n"
+                           "default_action: kill\n";
+    const auto check = run_command({kBinary, "rules", "check", file.string()});
+    EXPECT_EQ(check.exit_code, 0) << check.stderr_text;
+    EXPECT_NE(
+        check.stdout_text.find(file.string() + ":1: rule without an id: local-miner-rules-703991ac "
+                                               "(process_name miner*, action kill)\n"),
+        std::string::npos)
+        << check.stdout_text;
+    const auto list = run_command(
+        {kBinary, "rules", "list", "--file", file.string(), "--dir", (dir / "rules.d").string()});
+    EXPECT_EQ(list.exit_code, 0) << list.stderr_text;
+    EXPECT_NE(list.stdout_text.find("\nlocal-miner-rules-703991ac critical  0.80 kill     "),
+              std::string::npos)
+        << list.stdout_text;
 }
 
 TEST(ScanCli, a_miner_config_file_matches_and_exits_1) {

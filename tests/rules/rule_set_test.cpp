@@ -6,20 +6,10 @@
 #include <gtest/gtest.h>
 
 #include "gpuguard/rules/rules.h"
+#include "tests/rules/builtin_pack.h"
 
 namespace gpuguard::rules {
 namespace {
-
-using Ids = std::vector<std::string_view>;
-
-std::shared_ptr<const signatures::Matcher> builtin() {
-    static const auto compiled = [] {
-        auto matcher = compile_builtin_pack();
-        EXPECT_TRUE(matcher.ok()) << matcher.error().message;
-        return matcher.ok() ? matcher.value() : nullptr;
-    }();
-    return compiled;
-}
 
 RuleFile fixture(const std::string& name) {
     const std::string path = std::string(GPUGUARD_RULES_FIXTURES) + "/" + name;
@@ -27,10 +17,6 @@ RuleFile fixture(const std::string& name) {
     std::stringstream text;
     text << in.rdbuf();
     return {name, text.str()};
-}
-
-bool has(const Ids& ids, std::string_view id) {
-    return std::find(ids.begin(), ids.end(), id) != ids.end();
 }
 
 ProcessIdentity process(std::string user, int64_t uid, std::string exe, std::string sha256 = "",
@@ -125,7 +111,8 @@ TEST(RuleSet, every_problem_is_reported_with_file_line_and_column) {
         "broken.yaml:15:17: rules[4] (wrong-types).confidence: 'high' is not a number from 0 to 1",
         "broken.yaml:16:13: rules[4] (wrong-types).action: 'explode' is not one of alert, kill, "
         "kill_now, block_ip, deny_gpu",
-        "broken.yaml:17:19: rules[4] (wrong-types).process_name: must be a list",
+        "broken.yaml:17:19: rules[4] (wrong-types).process_name: 'miner*, xmrig' holds a comma: "
+        "write several names as a list, [a, b]",
         "broken.yaml:19:13: signatures.disable: unknown signature id 'GG-NOPE-0001'",
     };
     EXPECT_EQ(lines, expected);

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "gpuguard/rules/rules.h"
+#include "tests/rules/builtin_pack.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/time_bound.h"
 
@@ -16,15 +17,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using gpuguard::testing::TempDir;
-
-std::shared_ptr<const signatures::Matcher> builtin() {
-    static const auto compiled = [] {
-        auto matcher = compile_builtin_pack();
-        EXPECT_TRUE(matcher.ok()) << matcher.error().message;
-        return matcher.ok() ? matcher.value() : nullptr;
-    }();
-    return compiled;
-}
 
 // Writes a file the way editors do: a temporary file renamed over the target.
 void replace_file(const std::filesystem::path& path, const std::string& text) {

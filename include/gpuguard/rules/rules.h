@@ -73,6 +73,9 @@ struct EffectiveSignature {
     signatures::Signature signature;
     Action action = Action::kAlert;
     std::string origin;  // "builtin" or the rule file:line that defined/overrode it
+    // A user rule written without an id: its id is local-<file stem>-<8 hex
+    // digits of sha256 of its patterns>, the same on every load and host.
+    bool id_derived = false;
 };
 
 class RuleSet;
