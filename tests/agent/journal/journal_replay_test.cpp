@@ -171,10 +171,13 @@ TEST_F(JournalReplayTest, other_rules_and_a_time_range_rejudge_the_same_journal)
     EXPECT_FALSE(has_detection(json_lines(allowed.stdout_text), "GG-CORR-0001", kMinerPid))
         << allowed.stdout_text;
 
-    // Up to before the GPU was opened: nothing yet; from then on: the detection.
+    // Up to before the GPU was opened: only the exec's verdict (a known miner
+    // without a GPU, GG-CORR-0012); from then on: the GPU detection.
     const auto until = replay({journal_.string(), "--until", "2026-11-20T09:00:00.5Z"});
     ASSERT_EQ(until.exit_code, 0) << until.stderr_text;
-    EXPECT_TRUE(json_lines(until.stdout_text).empty()) << until.stdout_text;
+    const auto before_gpu = json_lines(until.stdout_text);
+    EXPECT_TRUE(has_detection(before_gpu, "GG-CORR-0012", kMinerPid)) << until.stdout_text;
+    EXPECT_FALSE(has_detection(before_gpu, "GG-CORR-0001", kMinerPid)) << until.stdout_text;
     const auto since = replay({journal_.string(), "--since", "2026-11-20T09:00:00.5Z"});
     ASSERT_EQ(since.exit_code, 0) << since.stderr_text;
     EXPECT_TRUE(has_detection(json_lines(since.stdout_text), "GG-CORR-0001", kMinerPid))
