@@ -210,8 +210,12 @@ TEST(WatchAgentTest, a_cpu_miner_named_by_its_argv_is_captured_on_an_unlisted_po
     // Its exit takes it out of the list.
     miner.close_stdin();
     worker.close_stdin();
-    ASSERT_TRUE(miner.wait_exit(5s));
-    ASSERT_TRUE(worker.wait_exit(5s));
+    const auto miner_status = miner.wait_exit(5s);
+    const auto worker_status = worker.wait_exit(5s);
+    ASSERT_TRUE(miner_status && worker_status);
+    // Both connected and sent their login (else the worker's silence proves nothing).
+    EXPECT_TRUE(WIFEXITED(*miner_status) && WEXITSTATUS(*miner_status) == 0) << *miner_status;
+    EXPECT_TRUE(WIFEXITED(*worker_status) && WEXITSTATUS(*worker_status) == 0) << *worker_status;
     const auto exit_deadline = std::chrono::steady_clock::now() + 5s;
     do {
         std::this_thread::sleep_for(100ms);
