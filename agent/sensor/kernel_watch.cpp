@@ -51,7 +51,7 @@ Status KernelWatch::watch_process(uint32_t pid) {
                                processes_.counts().capacity, oldest);
     }
     if (int err = bpf_map__update_elem(tgids_, &pid, sizeof(pid), &on, sizeof(on), BPF_ANY); err) {
-        processes_.remove(pid);
+        if (added.is_new) processes_.remove(pid, /*counted=*/false);
         update_armed();
         return Unexpected{libbpf_error("watching pid " + std::to_string(pid), err)};
     }
@@ -85,7 +85,7 @@ Status KernelWatch::watch_address(const std::string& address, uint64_t expires_n
     if (int err = bpf_map__update_elem(addresses_map_, key->data(), key->size(), &on, sizeof(on),
                                        BPF_ANY);
         err) {
-        addresses_.remove(*key);
+        if (added.is_new) addresses_.remove(*key, /*counted=*/false);
         update_armed();
         return Unexpected{libbpf_error("watching address " + address, err)};
     }

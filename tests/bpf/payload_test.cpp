@@ -45,6 +45,8 @@ namespace {
 using gpuguard::testing::connect_v4;
 using gpuguard::testing::Dialect;
 using gpuguard::testing::dialects;
+using gpuguard::testing::dns_query;
+using gpuguard::testing::DnsResponder;
 using gpuguard::testing::drain_input;
 using gpuguard::testing::free_loopback_port;
 using gpuguard::testing::id_of;
@@ -304,74 +306,6 @@ TEST_P(PayloadTracingTest, stratum_v2_handshake_on_a_long_lived_connection_is_de
               detection->signature_ids.end());
     ASSERT_TRUE(detection->peer);
     EXPECT_EQ(detection->peer->protocol, "stratum2");
-}
-
-// A DNS responder on 127.53.53.53:53 (not the host's resolver) that answers
-// every A query for `name` with `address`.
-class DnsResponder {
-  public:
-    DnsResponder(std::string name, std::array<uint8_t, 4> address)
-        : name_(std::move(name)), address_(address) {
-        fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-        sockaddr_in in{};
-        in.sin_family = AF_INET;
-        in.sin_port = htons(53);
-        inet_pton(AF_INET, "127.53.53.53", &in.sin_addr);
-        if (bind(fd_, reinterpret_cast<sockaddr*>(&in), sizeof(in)) != 0) {
-            close(fd_);
-            fd_ = -1;
-            return;
-        }
-        thread_ = std::thread([this] { serve(); });
-    }
-    ~DnsResponder() {
-        stop_ = true;
-        if (thread_.joinable()) thread_.join();
-        if (fd_ >= 0) close(fd_);
-    }
-    bool ok() const { return fd_ >= 0; }
-
-  private:
-    void serve() {
-        uint8_t query[512];
-        pollfd wait{fd_, POLLIN, 0};
-        while (!stop_) {
-            if (poll(&wait, 1, 50) <= 0) continue;
-            sockaddr_in from{};
-            socklen_t length = sizeof(from);
-            const ssize_t n =
-                recvfrom(fd_, query, sizeof(query), 0, reinterpret_cast<sockaddr*>(&from), &length);
-            if (n < 12) continue;
-            // Echo the header and question, one answer pointing at the question.
-            std::string reply(reinterpret_cast<char*>(query), static_cast<size_t>(n));
-            reply[2] = static_cast<char>(0x81);
-            reply[3] = static_cast<char>(0x80);
-            reply[7] = 1;  // ancount
-            reply += std::string{char(0xc0), 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4};
-            for (uint8_t byte : address_) reply += static_cast<char>(byte);
-            sendto(fd_, reply.data(), reply.size(), 0, reinterpret_cast<sockaddr*>(&from), length);
-        }
-    }
-
-    std::string name_;
-    std::array<uint8_t, 4> address_;
-    int fd_ = -1;
-    std::thread thread_;
-    std::atomic<bool> stop_{false};
-};
-
-std::string dns_query(const std::string& name) {
-    std::string out = {0x42, 0x42, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0};
-    size_t start = 0;
-    while (start <= name.size()) {
-        size_t end = name.find('.', start);
-        if (end == std::string::npos) end = name.size();
-        out += static_cast<char>(end - start);
-        out += name.substr(start, end - start);
-        start = end + 1;
-    }
-    out += std::string{0, 0, 1, 0, 1};
-    return out;
 }
 
 TEST_P(PayloadTracingTest, observed_dns_answer_names_the_connect_and_the_pool_domain_rule_fires) {

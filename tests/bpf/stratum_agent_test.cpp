@@ -35,31 +35,13 @@ using gpuguard::testing::Dialect;
 using gpuguard::testing::dialects;
 using gpuguard::testing::drain_input;
 using gpuguard::testing::free_loopback_port;
+using gpuguard::testing::http_get;
 using gpuguard::testing::kShareIntervalNs;
 using gpuguard::testing::kShares;
 using gpuguard::testing::read_lines;
 using gpuguard::testing::sleep_ns;
 using gpuguard::testing::TestServer;
 using gpuguard::testing::write_all;
-
-// GET `path` from 127.0.0.1:`port` (HTTP/1.0, 5 s at most): the body, "" on failure.
-std::string http_get(uint16_t port, const std::string& path) {
-    const int fd = connect_v4("127.0.0.1", port);
-    if (fd < 0) return "";
-    std::string response;
-    if (write_all(fd, "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")) {
-        char buffer[65536];
-        pollfd wait{fd, POLLIN, 0};
-        while (poll(&wait, 1, 5000) > 0) {
-            const ssize_t n = read(fd, buffer, sizeof(buffer));
-            if (n <= 0) break;
-            response.append(buffer, static_cast<size_t>(n));
-        }
-    }
-    close(fd);
-    const auto body = response.find("\r\n\r\n");
-    return body == std::string::npos ? "" : response.substr(body + 4);
-}
 
 // The whole agent (`gpuguard run`): a miner holding a fake GPU node mines
 // against a loopback pool; the agent raises GG-CORR-0003, and `gpuguard ps`

@@ -4,6 +4,8 @@
 
 #include <time.h>
 
+#include "tests/support/dns_wire.h"
+
 namespace gpuguard::testing {
 
 std::string id_of(const std::string& line) {
@@ -180,6 +182,30 @@ int connect_v4(const char* address, uint16_t port) {
         return -1;
     }
     return fd;
+}
+
+// GET `path` from 127.0.0.1:`port` (HTTP/1.0, 5 s at most): the body, "" on failure.
+std::string http_get(uint16_t port, const std::string& path) {
+    const int fd = connect_v4("127.0.0.1", port);
+    if (fd < 0) return "";
+    std::string response;
+    if (write_all(fd, "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")) {
+        char buffer[65536];
+        pollfd wait{fd, POLLIN, 0};
+        while (poll(&wait, 1, 5000) > 0) {
+            const ssize_t n = read(fd, buffer, sizeof(buffer));
+            if (n <= 0) break;
+            response.append(buffer, static_cast<size_t>(n));
+        }
+    }
+    close(fd);
+    const auto body = response.find("\r\n\r\n");
+    return body == std::string::npos ? "" : response.substr(body + 4);
+}
+
+std::string dns_query(const std::string& name) {
+    const std::string header = {0x42, 0x42, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0};
+    return header + dns_question_a(name);
 }
 
 }  // namespace gpuguard::testing

@@ -1,9 +1,11 @@
 // A scripted loopback mining pool (TestServer), the mining dialects it
-// speaks (dialects()), and the child-safe socket helpers a test's miner
-// uses; shared by payload_test.cpp and stratum_agent_test.cpp, defined in
+// speaks (dialects()), a loopback DNS responder (DnsResponder), and the
+// child-safe socket helpers a test's miner uses; shared by payload_test.cpp,
+// stratum_agent_test.cpp and watch_agent_test.cpp, defined in
 // stratum_test_pool.cpp.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -92,6 +94,63 @@ class TestServer {
     std::atomic<bool> stop_{false};
 };
 
+// A DNS responder on 127.53.53.53:53 (not the host's resolver) that answers
+// every A query for `name` with `address`.
+class DnsResponder {
+  public:
+    DnsResponder(std::string name, std::array<uint8_t, 4> address)
+        : name_(std::move(name)), address_(address) {
+        fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        sockaddr_in in{};
+        in.sin_family = AF_INET;
+        in.sin_port = htons(53);
+        inet_pton(AF_INET, "127.53.53.53", &in.sin_addr);
+        if (bind(fd_, reinterpret_cast<sockaddr*>(&in), sizeof(in)) != 0) {
+            close(fd_);
+            fd_ = -1;
+            return;
+        }
+        thread_ = std::thread([this] { serve(); });
+    }
+    ~DnsResponder() {
+        stop_ = true;
+        if (thread_.joinable()) thread_.join();
+        if (fd_ >= 0) close(fd_);
+    }
+    bool ok() const { return fd_ >= 0; }
+
+  private:
+    void serve() {
+        uint8_t query[512];
+        pollfd wait{fd_, POLLIN, 0};
+        while (!stop_) {
+            if (poll(&wait, 1, 50) <= 0) continue;
+            sockaddr_in from{};
+            socklen_t length = sizeof(from);
+            const ssize_t n =
+                recvfrom(fd_, query, sizeof(query), 0, reinterpret_cast<sockaddr*>(&from), &length);
+            if (n < 12) continue;
+            // Echo the header and question, one answer pointing at the question.
+            std::string reply(reinterpret_cast<char*>(query), static_cast<size_t>(n));
+            reply[2] = static_cast<char>(0x81);
+            reply[3] = static_cast<char>(0x80);
+            reply[7] = 1;  // ancount
+            reply += std::string{char(0xc0), 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4};
+            for (uint8_t byte : address_) reply += static_cast<char>(byte);
+            sendto(fd_, reply.data(), reply.size(), 0, reinterpret_cast<sockaddr*>(&from), length);
+        }
+    }
+
+    std::string name_;
+    std::array<uint8_t, 4> address_;
+    int fd_ = -1;
+    std::thread thread_;
+    std::atomic<bool> stop_{false};
+};
+
+// A DNS query (id 0x4242, recursion desired) for the A record of `name`.
+std::string dns_query(const std::string& name);
+
 // The JSON-RPC id of a request line, as text ("" when none).
 std::string id_of(const std::string& line);
 
@@ -126,5 +185,9 @@ void drain_input(int fd);
 uint16_t free_loopback_port(int type = SOCK_STREAM);
 
 int connect_v4(const char* address, uint16_t port);
+
+// GET `path` from 127.0.0.1:`port` (HTTP/1.0, 5 s at most): the body, "" on
+// failure. Not child-safe.
+std::string http_get(uint16_t port, const std::string& path);
 
 }  // namespace gpuguard::testing

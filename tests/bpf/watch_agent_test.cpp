@@ -5,6 +5,9 @@
 // so its connect and its login are captured and GG-CORR-0003 names it. The
 // same client named innocuously, without a pool URL, is not captured.
 // `gpuguard status` shows the list. The client: test_pool_client.cpp.
+// And the list of addresses: a DNS answer naming a pool domain (from a
+// resolver the test plays on loopback, stratum_test_pool.h) puts its address
+// in the list, and a connect there from any process is reported, on any port.
 #include <csignal>
 #include <fstream>
 #include <optional>
@@ -12,9 +15,12 @@
 #include <thread>
 #include <vector>
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -204,8 +210,12 @@ TEST(WatchAgentTest, a_cpu_miner_named_by_its_argv_is_captured_on_an_unlisted_po
     // Its exit takes it out of the list.
     miner.close_stdin();
     worker.close_stdin();
-    ASSERT_TRUE(miner.wait_exit(5s));
-    ASSERT_TRUE(worker.wait_exit(5s));
+    const auto miner_status = miner.wait_exit(5s);
+    const auto worker_status = worker.wait_exit(5s);
+    ASSERT_TRUE(miner_status && worker_status);
+    // Both connected and sent their login (else the worker's silence proves nothing).
+    EXPECT_TRUE(WIFEXITED(*miner_status) && WEXITSTATUS(*miner_status) == 0) << *miner_status;
+    EXPECT_TRUE(WIFEXITED(*worker_status) && WEXITSTATUS(*worker_status) == 0) << *worker_status;
     const auto exit_deadline = std::chrono::steady_clock::now() + 5s;
     do {
         std::this_thread::sleep_for(100ms);
@@ -214,6 +224,95 @@ TEST(WatchAgentTest, a_cpu_miner_named_by_its_argv_is_captured_on_an_unlisted_po
              std::chrono::steady_clock::now() < exit_deadline);
     EXPECT_EQ(status["watch_list"]["processes"]["entries"], 0) << status["watch_list"].dump();
     EXPECT_EQ(status["watch_list"]["processes"]["removed"], 1);
+}
+
+TEST(WatchAgentTest, an_address_resolved_from_a_pool_domain_is_watched_on_any_port) {
+    GG_REQUIRE_PRIVILEGED();
+    gpuguard::testing::TempDir dir("gg-watch-agent");
+    const auto socket_path = dir / "control.sock";
+    const auto config = dir / "gpuguard.yaml";
+    const uint16_t metrics_port = gpuguard::testing::free_loopback_port();
+    std::ofstream(config) << "sensor:\n  connect_loopback: true\n  watched_ports: []\n"
+                          << "metrics:\n  enabled: true\n  listen: 127.0.0.1\n  port: "
+                          << metrics_port << "\n"
+                          << "control:\n  socket: " << socket_path.string() << "\n"
+                          << "journal:\n  enabled: false\n"
+                          << "enforcement:\n  dry_run: true\n";
+    gpuguard::testing::Subprocess agent({GPUGUARD_BINARY, "run", "--config", config.string(),
+                                         "--json", "--print-events", "--event-types", "connect"});
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
+
+    // The pool, and an address nobody resolved, both on loopback, unlisted ports.
+    gpuguard::testing::TestServer pool("127.77.0.9", gpuguard::testing::dialects()[1].pool);
+    gpuguard::testing::TestServer elsewhere("127.77.0.10", gpuguard::testing::dialects()[1].pool);
+    ASSERT_TRUE(pool.ok() && elsewhere.ok());
+    // A process looks the pool up (a real UDP query and answer on the wire,
+    // from a resolver on 127.53.53.53:53).
+    gpuguard::testing::DnsResponder resolver("xmr-eu1.nanopool.org", {127, 77, 0, 9});
+    ASSERT_TRUE(resolver.ok());
+    const std::string query = gpuguard::testing::dns_query("xmr-eu1.nanopool.org");
+    int lookup_status = -1;
+    gpuguard::testing::run_in_child(
+        "gg-lookup",
+        [&] {
+            const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+            sockaddr_in server{};
+            server.sin_family = AF_INET;
+            server.sin_port = htons(53);
+            inet_pton(AF_INET, "127.53.53.53", &server.sin_addr);
+            if (connect(fd, reinterpret_cast<const sockaddr*>(&server), sizeof(server)) != 0) {
+                return 1;
+            }
+            if (send(fd, query.data(), query.size(), 0) < 0) return 2;
+            char reply[512];
+            pollfd ready{fd, POLLIN, 0};
+            if (poll(&ready, 1, 5000) <= 0) return 3;
+            return recv(fd, reply, sizeof(reply), 0) > 12 ? 0 : 4;
+        },
+        &lookup_status);
+    ASSERT_EQ(lookup_status, 0);
+
+    // Its address is in the list once the agent has read the answer.
+    json status;
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    do {
+        std::this_thread::sleep_for(100ms);
+        status = agent_status(socket_path);
+    } while (status["watch_list"]["addresses"]["entries"] != 1 &&
+             std::chrono::steady_clock::now() < deadline);
+    ASSERT_EQ(status["watch_list"]["addresses"]["entries"], 1) << agent.stderr_text();
+    EXPECT_EQ(status["watch_list"]["addresses"]["capacity"], 4096);
+    const std::string metrics = gpuguard::testing::http_get(metrics_port, "/metrics");
+    EXPECT_NE(metrics.find("gpuguard_watch_list_entries{list=\"addresses\"} 1\n"),
+              std::string::npos)
+        << metrics.substr(0, 3000);
+    EXPECT_NE(metrics.find("gpuguard_watch_list_evictions_total{list=\"processes\"} 0\n"),
+              std::string::npos);
+
+    // Any process connecting there is reported; to the other address, not.
+    const pid_t to_pool = gpuguard::testing::run_in_child("gg-plain", [&] {
+        const int fd = gpuguard::testing::connect_v4("127.77.0.9", pool.port());
+        return fd < 0 ? 1 : 0;
+    });
+    const pid_t to_elsewhere = gpuguard::testing::run_in_child("gg-plain", [&] {
+        const int fd = gpuguard::testing::connect_v4("127.77.0.10", elsewhere.port());
+        return fd < 0 ? 1 : 0;
+    });
+    std::vector<json> lines;
+    std::optional<json> connect;
+    const auto connect_deadline = std::chrono::steady_clock::now() + 5s;
+    while (!connect && std::chrono::steady_clock::now() < connect_deadline) {
+        read_agent_output(agent, lines, 200ms);
+        connect = seen_for(lines, to_pool).connect;
+    }
+    ASSERT_TRUE(connect) << agent.stderr_text();
+    EXPECT_EQ((*connect)["address"], "127.77.0.9");
+    EXPECT_EQ((*connect)["port"], pool.port());
+    EXPECT_EQ((*connect)["domain"], "xmr-eu1.nanopool.org");
+    const json reasons = (*connect)["reasons"];
+    EXPECT_EQ(reasons, json::array({"watched_address"})) << connect->dump();
+    read_agent_output(agent, lines, 500ms);
+    EXPECT_FALSE(seen_for(lines, to_elsewhere).connect);
 }
 
 }  // namespace

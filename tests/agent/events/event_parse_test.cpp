@@ -29,6 +29,8 @@ std::vector<Event> one_of_each() {
     GpuIoctl ioctl{195, 255, 4, 0xc020462a, 0x7ffd1234};
     Connect connect{7, -115, 4, "10.1.2.3", 3333, true, false, false, true, false};
     Connect connect6{8, 0, 6, "2001:db8::1", 443, false, true, true, false, false};
+    connect6.watched_tgid = true;  // reasons watched_process, watched_address
+    connect6.watched_addr = true;
     Exec exec{
         "/tmp/.x/xmrig", {"xmrig", "-o", "stratum+tcp://pool:3333", "--cuda"}, true, false, 4243};
     Telemetry telemetry{
@@ -241,6 +243,9 @@ TEST(EventParse, ErrorsNameTheInputAndTheField) {
          "f.jsonl:3: connect.port: expected an integer 0..65535"},
         {R"({"type":"connect","ts_ns":1,"process":{"pid":1},"connect":{"address":"pool.example","port":1}})",
          "f.jsonl:3: connect.address: expected an IPv4 or IPv6 address"},
+        {R"({"type":"connect","ts_ns":1,"process":{"pid":1},"connect":{"address":"10.0.0.1","port":1,"reasons":["watched"]}})",
+         "f.jsonl:3: connect.reasons: unknown reason \"watched\" (gpu_holder, watched_port, "
+         "connect_all, watched_process, watched_address)"},
         {R"({"type":"exec","ts_ns":1,"process":{"pid":"x"},"exec":{"filename":"/x"}})",
          "f.jsonl:3: process.pid: expected an integer"},
         {R"({"type":"exec","ts_ns":1,"process":{"pid":1},"exec":{"filename":"/x","argv":[1]}})",

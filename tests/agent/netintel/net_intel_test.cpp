@@ -13,6 +13,7 @@
 #include "gpuguard/events/event_json.h"
 #include "gpuguard/rules/correlation.h"
 #include "gpuguard/siem/siem.h"
+#include "tests/support/dns_wire.h"
 
 namespace gpuguard::agent {
 namespace {
@@ -37,15 +38,7 @@ std::shared_ptr<const rules::RuleSet> rule_set(const std::string& user_yaml = ""
 // A DNS response: `name` A `address` (dotted quad), TTL 300.
 std::string dns_answer(const std::string& name, std::array<uint8_t, 4> address) {
     std::string out = {0x12, 0x34, char(0x81), char(0x80), 0, 1, 0, 1, 0, 0, 0, 0};
-    size_t start = 0;
-    while (start <= name.size()) {
-        size_t end = name.find('.', start);
-        if (end == std::string::npos) end = name.size();
-        out += static_cast<char>(end - start);
-        out += name.substr(start, end - start);
-        start = end + 1;
-    }
-    out += std::string{0, 0, 1, 0, 1};
+    out += gpuguard::testing::dns_question_a(name);
     out += std::string{char(0xc0), 12, 0, 1, 0, 1, 0, 0, 1, 44, 0, 4};
     for (uint8_t byte : address) out += static_cast<char>(byte);
     return out;

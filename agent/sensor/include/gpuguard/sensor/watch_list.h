@@ -77,13 +77,18 @@ class WatchList {
         return result;
     }
 
-    // Takes `key` out; false when it was not there.
-    bool remove(const Key& key) {
+    // Takes `key` out; false when it was not there. `counted`: false to
+    // take back an add() the kernel map then refused.
+    bool remove(const Key& key, bool counted = true) {
         const auto found = index_.find(key);
         if (found == index_.end()) return false;
         order_.erase(found->second);
         index_.erase(found);
-        ++counts_.removed;
+        if (counted) {
+            ++counts_.removed;
+        } else {
+            --counts_.added;
+        }
         return true;
     }
 
