@@ -60,9 +60,10 @@ constexpr char kModelConfig[] = R"({
 )";
 
 // Programs placed outside /tmp (whose executables GG-CORR-0005 reports on
-// its own): in the test's working directory, the build tree under CTest.
+// its own), and not in the build tree either (a clean clone may live under
+// /tmp): a directory of the test's own under /var/lib, removed at the end.
 struct ProgramTree {
-    fs::path path = fs::current_path() / ("gg-config-programs-" + std::to_string(getpid()));
+    fs::path path = fs::path("/var/lib") / ("gpuguard-test-config-" + std::to_string(getpid()));
     ProgramTree() { fs::create_directories(path); }
     ~ProgramTree() {
         std::error_code ec;
