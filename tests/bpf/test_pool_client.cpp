@@ -2,7 +2,9 @@
 // it connects, sends one XMRig login and waits). Exec'ed with argv like
 // XMRig's:   xmrig -o stratum+tcp://127.0.0.1:PORT -u WALLET [-p x]
 // or with no pool URL at all:   worker --host 127.0.0.1 --port PORT
-// It waits GG_CLIENT_DELAY_MS (default 0) before connecting, then sends the
+// It waits GG_CLIENT_DELAY_MS (default 0), and with GG_CLIENT_WAIT set for a
+// byte on its stdin (it ends if stdin closes first), before connecting; then
+// sends the
 // login line, reads one answer line (2 s at most), and stays connected
 // until its stdin closes or 20 s pass. Exit codes: 0 done, 2 bad usage,
 // 3 connect failed, 4 send failed.
@@ -53,6 +55,8 @@ int main(int argc, char** argv) {
         timespec wait{ms / 1000, (ms % 1000) * 1'000'000};
         nanosleep(&wait, nullptr);
     }
+    char go = 0;
+    if (std::getenv("GG_CLIENT_WAIT") && read(STDIN_FILENO, &go, 1) != 1) return 0;
     const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in peer{};
     peer.sin_family = AF_INET;
