@@ -163,7 +163,11 @@ std::unique_ptr<RequestChild> start_io_worker(const IoWorkerOptions& options) {
             }
             return EINVAL;
         },
-        [comm = options.comm] { prctl(PR_SET_NAME, comm.c_str(), 0, 0, 0); });
+        [comm = options.comm] {
+            prctl(PR_SET_NAME, comm.c_str(), 0, 0, 0);
+            // A test that dies must not leave its workers holding its sockets.
+            prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+        });
 }
 
 }  // namespace gpuguard::testing
