@@ -67,6 +67,18 @@ static __always_inline void task__fill(struct gg_task_info *info, struct task_st
  * The array slot itself is a pointer-to-pointer, which BTF does not type, so
  * it is the one helper read.
  */
+/* The syscall number in a task's saved registers (at sys_exit: the one returning). */
+static __always_inline long regs__syscall_nr(struct pt_regs *regs)
+{
+#if defined(__TARGET_ARCH_x86)
+	return regs->orig_ax;
+#elif defined(__TARGET_ARCH_arm64)
+	return regs->syscallno;
+#else
+	return -1; /* the loader keeps the syscall tracepoints on other architectures */
+#endif
+}
+
 static __always_inline struct file *task__fd_file(struct task_struct *task, int fd)
 {
 	struct fdtable *fdt = task->files->fdt;

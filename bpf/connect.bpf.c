@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * Outbound connects: one program at sys_exit_connect, where the result (0,
- * -EINPROGRESS, -errno) is known. The sockaddr is read there from the
+ * Outbound connects: at connect exit (sys_exit_connect, or gg_hook_connect_exit
+ * from the other attachments), where the result (0, -EINPROGRESS, -errno) is
+ * known. The sockaddr is read there from the
  * syscall's saved argument registers, as for opens: the kernel has copied it
  * (move_addr_to_kernel), so its page is resident, and no enter program or
  * per-thread stash is needed -- every connect(2) on the host pays one
@@ -26,6 +27,7 @@
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_endian.h>
 #include "common.bpf.h"
+#include "hooks.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -88,8 +90,7 @@ static __always_inline bool addr__watched(const __u8 *addr, bool v4_mapped)
 	return bpf_map_lookup_elem(&watched_addrs, &key) != NULL;
 }
 
-SEC("tracepoint/syscalls/sys_exit_connect")
-int gg_exit_connect(struct trace_event_raw_sys_exit *ctx)
+static __always_inline int connect__handle_exit(long ret)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tgid = pid_tgid >> 32;
@@ -159,11 +160,22 @@ int gg_exit_connect(struct trace_event_raw_sys_exit *ctx)
 		return 0;
 	task__fill(&e->task, task);
 	e->fd = (__s32)PT_REGS_PARM1_CORE_SYSCALL(regs);
-	e->ret = (__s32)ctx->ret;
+	e->ret = (__s32)ret;
 	e->family = head.family;
 	e->port = port;
 	e->flags = flags;
 	__builtin_memcpy(e->addr, addr, sizeof(e->addr));
 	event__submit(e, GG_EVENT_CONNECT);
 	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_exit_connect")
+int gg_exit_connect(struct trace_event_raw_sys_exit *ctx)
+{
+	return connect__handle_exit(ctx->ret);
+}
+
+GG_HOOK int gg_hook_connect_exit(long ret)
+{
+	return connect__handle_exit(ret);
 }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * GPU ioctls: sys_enter_ioctl.
+ * GPU ioctls: at ioctl entry (sys_enter_ioctl, or gg_hook_ioctl_enter from
+ * the other attachments, bpf/syscalls.bpf.c).
  *
  * Processes that never held a GPU fd stop at one gpu_tgids lookup. For the
  * others the fd is resolved to its device number as for opens, and calls on
@@ -14,6 +15,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "common.bpf.h"
+#include "hooks.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -44,24 +46,17 @@ static __always_inline void ioctl__count(const struct gg_ioctl_key *key, __u64 n
 	}
 }
 
-SEC("tracepoint/syscalls/sys_enter_ioctl")
-int gg_enter_ioctl(struct trace_event_raw_sys_enter *ctx)
+/* One ioctl of @tgid, a GPU holder (@proc: its gpu_tgids entry). */
+static __always_inline int ioctl__handle(__u32 tgid, struct gg_gpu_proc *proc, int fd, __u32 cmd,
+					 __u64 arg)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u32 tgid = pid_tgid >> 32;
-	struct gg_gpu_proc *proc = bpf_map_lookup_elem(&gpu_tgids, &tgid);
-	struct task_struct *task;
+	struct task_struct *task = bpf_get_current_task_btf();
 	struct gg_gpu_ioctl_event *e;
 	struct gg_ioctl_key key = {};
 	struct file *file;
 	__u32 major, minor;
 	__u64 now;
-	int fd;
 
-	if (!proc)
-		return 0;
-	task = bpf_get_current_task_btf();
-	fd = (int)ctx->args[0];
 	file = task__fd_file(task, fd);
 	if (!file || !file__is_gpu(file, &major, &minor))
 		return 0;
@@ -69,7 +64,7 @@ int gg_enter_ioctl(struct trace_event_raw_sys_enter *ctx)
 	now = bpf_ktime_get_ns();
 	key.tgid = tgid;
 	key.dev = major << GG_MINORBITS | minor;
-	key.cmd = (__u32)ctx->args[1];
+	key.cmd = cmd;
 	ioctl__count(&key, now);
 
 	if (proc->flags & GG_PROC_IOCTL_REPORTED)
@@ -85,8 +80,33 @@ int gg_enter_ioctl(struct trace_event_raw_sys_enter *ctx)
 	e->major = major;
 	e->minor = minor;
 	e->fd = fd;
-	e->cmd = key.cmd;
-	e->arg = ctx->args[2];
+	e->cmd = cmd;
+	e->arg = arg;
 	event__submit(e, GG_EVENT_GPU_IOCTL);
 	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_enter_ioctl")
+int gg_enter_ioctl(struct trace_event_raw_sys_enter *ctx)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct gg_gpu_proc *proc = bpf_map_lookup_elem(&gpu_tgids, &tgid);
+
+	if (!proc)
+		return 0;
+	return ioctl__handle(tgid, proc, (int)ctx->args[0], (__u32)ctx->args[1], ctx->args[2]);
+}
+
+/* ioctl(fd, cmd, arg), the arguments from the saved registers. */
+GG_HOOK int gg_hook_ioctl_enter(void)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct gg_gpu_proc *proc = bpf_map_lookup_elem(&gpu_tgids, &tgid);
+	struct pt_regs *regs;
+
+	if (!proc)
+		return 0;
+	regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	return ioctl__handle(tgid, proc, (int)PT_REGS_PARM1_CORE_SYSCALL(regs),
+			     (__u32)PT_REGS_PARM2_CORE_SYSCALL(regs), PT_REGS_PARM3_CORE_SYSCALL(regs));
 }

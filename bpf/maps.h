@@ -25,6 +25,25 @@ const volatile __u32 cfg_ignore_tgid __weak = 0;
 /* Bytes of argv copied per exec, at most GG_ARGV_MAX - 1; 0 = none. */
 const volatile __u32 cfg_argv_max __weak = 1024;
 
+/* System call numbers of this ABI (from <sys/syscall.h>, -1 where the ABI
+ * lacks the call): the raw sys_enter/sys_exit programs dispatch on them, the
+ * socket-layer payload programs tell sends and receives apart by them. */
+const volatile __s64 cfg_nr_openat __weak = -1;
+const volatile __s64 cfg_nr_openat2 __weak = -1;
+const volatile __s64 cfg_nr_open __weak = -1;
+const volatile __s64 cfg_nr_creat __weak = -1;
+const volatile __s64 cfg_nr_ioctl __weak = -1;
+const volatile __s64 cfg_nr_connect __weak = -1;
+const volatile __s64 cfg_nr_write __weak = -1;
+const volatile __s64 cfg_nr_sendto __weak = -1;
+const volatile __s64 cfg_nr_sendmsg __weak = -1;
+const volatile __s64 cfg_nr_read __weak = -1;
+const volatile __s64 cfg_nr_recvfrom __weak = -1;
+const volatile __s64 cfg_nr_recvmsg __weak = -1;
+/* The raw dispatchers also sample payloads by syscall (the socket layer's
+ * tracepoints are missing); 0 = no. */
+const volatile __u8 cfg_dispatch_payload __weak = 0;
+
 /* Device numbers the agent treats as GPUs; filled from /proc/devices, backends, config. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);

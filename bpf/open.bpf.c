@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * GPU device opens: sys_exit_openat, sys_exit_openat2, and where the ABI has
- * them sys_exit_open and sys_exit_creat. Not seen: io_uring opens
- * (IORING_OP_OPENAT) and 32-bit compat syscalls, which the syscall
- * tracepoints do not fire for.
+ * GPU device opens: at the exit of openat, openat2, and where the ABI has
+ * them open and creat -- from this file's sys_exit_* tracepoints or, through
+ * gg_hook_open_exit, from the other attachments (bpf/syscalls.bpf.c). Not
+ * seen: io_uring opens (IORING_OP_OPENAT) and 32-bit compat syscalls, which
+ * no attachment reports.
  *
  * Everything is decided at syscall exit, where the outcome is known:
  *  - success: the returned fd is resolved through current->files to its
@@ -26,6 +27,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "common.bpf.h"
+#include "hooks.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -151,6 +153,11 @@ static __always_inline int open__handle_exit(long ret, __u16 syscall)
 	e->flags = flags;
 	event__submit(e, GG_EVENT_GPU_OPEN);
 	return 0;
+}
+
+GG_HOOK int gg_hook_open_exit(long ret, __u32 syscall)
+{
+	return open__handle_exit(ret, (__u16)syscall);
 }
 
 SEC("tracepoint/syscalls/sys_exit_openat")

@@ -38,6 +38,7 @@
 #include <bpf/bpf_endian.h>
 #include "common.bpf.h"
 #include "payload.h"
+#include "hooks.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -57,13 +58,6 @@ const volatile __u8 cfg_payload_dns = 1;
 const volatile __u32 cfg_payload_msgs = 4;
 /* ... for a flow whose first sent byte is '{'. */
 const volatile __u32 cfg_payload_follow_msgs = 4096;
-/* System call numbers of this ABI, for the sock_* variant (from <sys/syscall.h>). */
-const volatile __s64 cfg_nr_write = -1;
-const volatile __s64 cfg_nr_sendto = -1;
-const volatile __s64 cfg_nr_sendmsg = -1;
-const volatile __s64 cfg_nr_read = -1;
-const volatile __s64 cfg_nr_recvfrom = -1;
-const volatile __s64 cfg_nr_recvmsg = -1;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -334,18 +328,6 @@ static __always_inline int payload__recvmsg(int fd, const struct user_msghdr *um
 	return payload__capture(fd, buf, len, GG_PAYLOAD_IN, GG_PSYS_RECVMSG, true, name);
 }
 
-/* The syscall number at sys_exit: where each ABI keeps it in pt_regs. */
-static __always_inline long regs__syscall_nr(struct pt_regs *regs)
-{
-#if defined(__TARGET_ARCH_x86)
-	return regs->orig_ax;
-#elif defined(__TARGET_ARCH_arm64)
-	return regs->syscallno;
-#else
-	return -1; /* the loader picks the tracepoint variant on other architectures */
-#endif
-}
-
 /*
  * sock_* variant: the system call behind a socket send or receive, from the
  * task's saved registers. Returns the syscall (enum gg_payload_syscall) or
@@ -507,4 +489,43 @@ int gg_exit_recvmsg(struct trace_event_raw_sys_exit *ctx)
 	return payload__recvmsg((int)PT_REGS_PARM1_CORE_SYSCALL(regs),
 				(const struct user_msghdr *)PT_REGS_PARM2_CORE_SYSCALL(regs),
 				ctx->ret);
+}
+
+/* The same calls for the raw dispatchers and the syscall functions' hooks. */
+GG_HOOK int gg_hook_payload_enter(long id)
+{
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	int fd = (int)PT_REGS_PARM1_CORE_SYSCALL(regs);
+	const char *buf = (const char *)PT_REGS_PARM2_CORE_SYSCALL(regs);
+
+	if (id == cfg_nr_write)
+		return payload__capture(fd, buf, PT_REGS_PARM3_CORE_SYSCALL(regs), GG_PAYLOAD_OUT,
+					GG_PSYS_WRITE, false, NULL);
+	if (id == cfg_nr_sendto)
+		return payload__capture(fd, buf, PT_REGS_PARM3_CORE_SYSCALL(regs), GG_PAYLOAD_OUT,
+					GG_PSYS_SENDTO, false, NULL);
+	if (id == cfg_nr_sendmsg)
+		return payload__sendmsg(fd, (const struct user_msghdr *)buf);
+	return 0;
+}
+
+GG_HOOK int gg_hook_payload_exit(long id, long ret)
+{
+	struct pt_regs *regs;
+	const char *buf;
+	int fd;
+
+	if (ret <= 0)
+		return 0;
+	regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	fd = (int)PT_REGS_PARM1_CORE_SYSCALL(regs);
+	buf = (const char *)PT_REGS_PARM2_CORE_SYSCALL(regs);
+	if (id == cfg_nr_read)
+		return payload__capture(fd, buf, ret, GG_PAYLOAD_IN, GG_PSYS_READ, false, NULL);
+	if (id == cfg_nr_recvfrom)
+		return payload__capture(fd, buf, ret, GG_PAYLOAD_IN, GG_PSYS_RECVFROM, true,
+					(const void *)PT_REGS_PARM5_CORE_SYSCALL(regs));
+	if (id == cfg_nr_recvmsg)
+		return payload__recvmsg(fd, (const struct user_msghdr *)buf, ret);
+	return 0;
 }

@@ -76,6 +76,11 @@ ctest_stage() {
     local summary
     summary="$(grep -E '^[0-9]+% tests passed' "$log" | tail -n 1 || true)"
     summaries+=("$name: ${summary:-no summary (ctest status $result)}")
+    # The failed tests' names again at the very end, where CI's tail shows them.
+    local failed
+    while IFS= read -r failed; do
+        summaries+=("  failed: ${failed#"${failed%%[![:space:]]*}"}")
+    done < <(sed -n '/^The following tests FAILED:/,/^$/p' "$log" | grep -E '^\s+[0-9]+ - ' || true)
     return "$result"
 }
 
@@ -172,8 +177,8 @@ if [[ "$sanitize_suite" == 1 && "$(cat "$background_dir/sanitize.status" 2>/dev/
     # and targets not built here (CTest lists them as *_NOT_BUILT).
     kernel_suites='OpenTracingTest|IoctlTracingTest|ConnectTracingTest|ConnectLoopbackFilter'
     kernel_suites+='|ConnectAll|SchedTracingTest|RingBufferDrops|KillNowTest|CgroupEnforceTest'
-    kernel_suites+='|NftBlockerTest|SensorLoaderTest|SensorProbe|PayloadTracingTest|LsmEnforce'
-    sanitize_exclude="(_NOT_BUILT\$|^([A-Za-z]+/)?($kernel_suites)\\.|^(fuzz|vmtests)\\.)"
+    kernel_suites+='|NftBlockerTest|SensorLoaderTest|SensorProbe|PayloadTracingTest|LsmEnforce|ConnectWatchList'
+    sanitize_exclude="(_NOT_BUILT\$|^([A-Za-z_]+/)*($kernel_suites)\\.|^(fuzz|vmtests)\\.)"
     # ctest keeps only the last -E: a caller's own exclusion joins ours.
     ctest_args=()
     while (($#)); do

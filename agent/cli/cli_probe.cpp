@@ -3,9 +3,9 @@
 #include <iostream>
 
 #include "cli.h"
+#include "gpuguard/common/logging.h"
 #include "gpuguard/sensor/sensor_probe.h"
 #include "gpuguard/sensor/sensor_support.h"
-#include "gpuguard/common/logging.h"
 
 namespace gpuguard::agent::cli {
 namespace {
@@ -26,6 +26,7 @@ int run_probe(const Context& context, const ProbeCommand& command) {
     ProbeOptions options;
     options.allow_mount_tracefs = config->sensor.mount_tracefs;
     options.btf_path = command.btf_path.empty() ? config->sensor.btf_path : command.btf_path;
+    options.attach = config->sensor.attach;
     const auto features = probe_kernel_features(options);
     const bool as_json = command.as_json;
     bool required_missing = false;

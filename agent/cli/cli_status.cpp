@@ -9,12 +9,12 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
+#include "gpuguard/common/logging.h"
+#include "gpuguard/common/printable.h"
 #include "gpuguard/daemon/control_socket.h"
 #include "gpuguard/events/event.h"
 #include "gpuguard/events/gpu_devices.h"
 #include "gpuguard/state/process_table.h"
-#include "gpuguard/common/logging.h"
-#include "gpuguard/common/printable.h"
 
 namespace gpuguard::agent::cli {
 namespace {
@@ -110,7 +110,8 @@ std::string device_column(const json& gpus) {
         if (std::find(devices.begin(), devices.end(), device) == devices.end())
             devices.push_back(std::move(device));
     }
-    return gpuguard::join(devices, ",");  // gpuguard/events/event.h's (this file's join() takes a JSON list)
+    return gpuguard::join(devices,
+                          ",");  // gpuguard/events/event.h's (this file's join() takes a JSON list)
 }
 
 void print_ps_table(const json& processes) {
@@ -219,6 +220,8 @@ int run_status(const Context& context, const QueryOptions& options) {
                 static_cast<unsigned long long>(rules["rejected"].get<uint64_t>()));
     std::string hooks;
     for (const auto& hook : s["hooks"]) hooks += " " + hook.get<std::string>();
+    std::printf("attach mode: %s (%s)\n", s.value("attach_mode", std::string("?")).c_str(),
+                s.value("attach_reason", std::string()).c_str());
     std::printf("hooks: %zu attached, ring buffer %u KiB:%s\n", s["hooks"].size(),
                 s["ring_buffer_kb"].get<uint32_t>(), hooks.c_str());
     const json& enforcement = s["enforcement"];

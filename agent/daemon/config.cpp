@@ -40,7 +40,18 @@ void read_sensor(const ConfigReader& reader, const YAML::Node& node, SensorConfi
         {"btf", "ring_buffer_kb", "report_failed_opens", "mount_tracefs", "extra_gpu_devices",
          "connect_all", "connect_loopback", "watched_ports", "argv_max_bytes", "payload_capture",
          "payload_all", "payload_dns", "payload_messages", "payload_syscall_hooks",
-         "watch_processes_max", "watch_addresses_max", "watch_address_min_ttl_s"});
+         "watch_processes_max", "watch_addresses_max", "watch_address_min_ttl_s", "attach"});
+    if (const auto attach = node["attach"]) {
+        const auto name = reader.scalar<std::string>(attach, "sensor.attach", "a string");
+        const auto mode = parse_attach_mode(name);
+        if (!mode) {
+            reader.fail_at(attach, "sensor.attach",
+                           "'" + name +
+                               "' is not one of auto, kernel_functions, raw_syscalls, "
+                               "syscall_tracepoints");
+        }
+        sensor.attach = *mode;
+    }
     for (const auto& [key, flag] :
          {std::pair{"payload_capture", &sensor.payload_capture},
           std::pair{"payload_all", &sensor.payload_all},

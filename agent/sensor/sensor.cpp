@@ -13,13 +13,14 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "events.h"
+#include "gpuguard/common/logging.h"
 #include "gpuguard/sensor/bpf_pins.h"
 #include "gpuguard/sensor/sensor_probe.h"
 #include "gpuguard/sensor/sensor_support.h"
-#include "events.h"
-#include "kernel_watch.h"
-#include "gpuguard/common/logging.h"
 #include "gpuguard_bpf.skel.h"
+#include "kernel_watch.h"
+#include "sensor_attach.h"
 
 namespace gpuguard::agent {
 namespace {
@@ -79,18 +80,6 @@ std::vector<Key> map_keys(const bpf_map* map) {
     return keys;
 }
 
-// A program and the tracepoint it needs, for per-hook probing before load.
-struct TracepointProgram {
-    bpf_program* program;
-    const char* category;  // tracefs events/<category>/<name>; "raw" for raw tracepoints
-    const char* name;
-    bool required;
-    // Outlives the agent when pinning is on: kill_now's checks (exec, GPU
-    // open, first GPU ioctl) and the lifecycle hooks that keep their maps
-    // clean. Connects and payloads are only seen, so they end with the agent.
-    bool pinned = false;
-};
-
 // Keeps kill_now_armed in step with the known-bad maps, so the hot paths
 // skip their lookups while a map is empty.
 void update_kill_now_armed(gpuguard_bpf* skel) {
@@ -117,7 +106,10 @@ struct Sensor::Impl {
     uint64_t delivered = 0;
     uint64_t decode_errors = 0;
     std::vector<std::string> hooks;
-    bool payload_attached = false;       // the payload programs count GPU processes' sends
+    bool payload_attached = false;  // the payload programs count GPU processes' sends
+    AttachMode mode = AttachMode::kSyscallTracepoints;
+    std::string reason;  // why this mode
+    PayloadHooks payload = PayloadHooks::kNone;
     std::unique_ptr<KernelWatch> watch;  // watched_tgids, watched_addrs
 
     static int on_record(void* context, void* data, size_t size) {
@@ -144,18 +136,61 @@ Sensor::~Sensor() = default;
 Result<Sensor> Sensor::open(const SensorOptions& options, EventHandler handler) {
     const auto log = logger("sensor");
     install_libbpf_logger();
-    const SensorConfig& config = options.config;
-
     if (auto privileges = check_privileges(); !privileges) return Unexpected{privileges.error()};
+    const SensorConfig& config = options.config;
     if (auto btf = check_btf(config.btf_path, options.kernel_btf_path); !btf) {
         return Unexpected{btf.error()};
     }
+    const std::string btf_path = !config.btf_path.empty() ? config.btf_path
+                                 : options.kernel_btf_path != kKernelBtfPath
+                                     ? options.kernel_btf_path
+                                     : std::string();
+    AttachDecision decision = decide_attach_mode(config.attach, btf_path);
+    if (decision.mode == AttachMode::kAuto) {
+        return fail(ErrorCode::kUnsupported, "sensor.attach " +
+                                                 std::string(attach_mode_name(config.attach)) +
+                                                 " is not possible on this kernel (" +
+                                                 decision.reason + "): set sensor.attach to auto");
+    }
+    if (options.raw_syscalls_untyped && decision.raw_btf) {
+        decision.raw_btf = false;
+        decision.reason += "; plain raw tracepoints asked for";
+    }
+    log->info("sensor attach mode {}: {}", attach_mode_name(decision.mode), decision.reason);
+    while (true) {
+        auto sensor = open_in_mode(options, handler, decision);
+        // auto falls back a mode when the kernel refuses this one's programs.
+        if (sensor || config.attach != AttachMode::kAuto ||
+            decision.mode == AttachMode::kSyscallTracepoints) {
+            return sensor;
+        }
+        const AttachMode next = decision.mode == AttachMode::kKernelFunctions
+                                    ? AttachMode::kRawSyscalls
+                                    : AttachMode::kSyscallTracepoints;
+        log->warn("sensor attach mode {} failed ({}); trying {}", attach_mode_name(decision.mode),
+                  sensor.error().message, attach_mode_name(next));
+        const std::string refused = std::string(attach_mode_name(decision.mode)) + " refused (" +
+                                    sensor.error().message + ")";
+        decision = decide_attach_mode(next, btf_path);
+        if (decision.mode == AttachMode::kAuto) {
+            decision = {AttachMode::kSyscallTracepoints, false, ""};
+        }
+        decision.reason = refused + "; " + decision.reason;
+    }
+}
+
+Result<Sensor> Sensor::open_in_mode(const SensorOptions& options, const EventHandler& handler,
+                                    const AttachDecision& decision) {
+    const auto log = logger("sensor");
+    install_libbpf_logger();
+    const SensorConfig& config = options.config;
+
     if (auto tracefs = ensure_tracefs(options.tracefs_dir, config.mount_tracefs); !tracefs) {
         return Unexpected{tracefs.error()};
     }
 
     auto impl = std::make_unique<Impl>();
-    impl->handler = std::move(handler);
+    impl->handler = handler;
 
     LIBBPF_OPTS(bpf_object_open_opts, open_opts);
     if (!config.btf_path.empty()) {
@@ -196,82 +231,36 @@ Result<Sensor> Sensor::open(const SensorOptions& options, EventHandler handler) 
         return Unexpected{libbpf_error("sizing ring buffer to " + std::to_string(ring_bytes), err)};
     }
 
-    // Hooks missing on this kernel or ABI (openat2 came in 5.6; arm64 has no
-    // open/creat) are skipped, not fatal.
-    const TracepointProgram programs[] = {
-        {skel->progs.gg_exit_openat, "syscalls", "sys_exit_openat", true, true},
-        {skel->progs.gg_exit_openat2, "syscalls", "sys_exit_openat2", false, true},
-        {skel->progs.gg_exit_open, "syscalls", "sys_exit_open", false, true},
-        {skel->progs.gg_exit_creat, "syscalls", "sys_exit_creat", false, true},
-        {skel->progs.gg_enter_ioctl, "syscalls", "sys_enter_ioctl", true, true},
-        {skel->progs.gg_exit_connect, "syscalls", "sys_exit_connect", true},
-        {skel->progs.gg_sched_exec, "sched", "sched_process_exec", true, true},
-        {skel->progs.gg_sched_fork, "raw", "sched_process_fork", true, true},
-        {skel->progs.gg_sched_exit, "sched", "sched_process_exit", true, true},
-        // Payload sampling (docs/network.md): one of two variants, or none.
-        {skel->progs.gg_sock_send, "tp_btf", "sock_send_length", false},
-        {skel->progs.gg_sock_recv, "tp_btf", "sock_recv_length", false},
-        {skel->progs.gg_enter_write, "syscalls", "sys_enter_write", false},
-        {skel->progs.gg_enter_sendto, "syscalls", "sys_enter_sendto", false},
-        {skel->progs.gg_enter_sendmsg, "syscalls", "sys_enter_sendmsg", false},
-        {skel->progs.gg_exit_read, "syscalls", "sys_exit_read", false},
-        {skel->progs.gg_exit_recvfrom, "syscalls", "sys_exit_recvfrom", false},
-        {skel->progs.gg_exit_recvmsg, "syscalls", "sys_exit_recvmsg", false},
-    };
     // The payload programs' preferred variant (bpf/payload.bpf.c): the socket
     // layer's sock_send_length/sock_recv_length tracepoints (6.3+), which only
-    // socket I/O reaches; the syscall tracepoints make every write and read of
-    // every process pay ~90 ns on 6.18. Decided by the probe `gpuguard probe`
-    // reports: the tracepoints must exist, load and attach here.
-    bool payload_btf = false;
-    if (config.payload_capture && !config.payload_syscall_hooks) {
-        const FeatureStatus socket_layer =
-            probe_socket_layer(open_opts.btf_custom_path ? open_opts.btf_custom_path : "");
-        payload_btf = socket_layer.available;
-        log->debug("probe sock_send_length: {} ({})",
-                   socket_layer.available ? "available" : "unavailable", socket_layer.detail);
-    }
-    skel->rodata->cfg_nr_write = SYS_write;
-    skel->rodata->cfg_nr_sendto = SYS_sendto;
-    skel->rodata->cfg_nr_sendmsg = SYS_sendmsg;
-    skel->rodata->cfg_nr_read = SYS_read;
-    skel->rodata->cfg_nr_recvfrom = SYS_recvfrom;
-    skel->rodata->cfg_nr_recvmsg = SYS_recvmsg;
-    for (bpf_program* program : {skel->progs.gg_sock_send, skel->progs.gg_sock_recv}) {
-        bpf_program__set_autoload(program, payload_btf);
-    }
-    for (bpf_program* program :
-         {skel->progs.gg_enter_write, skel->progs.gg_enter_sendto, skel->progs.gg_enter_sendmsg,
-          skel->progs.gg_exit_read, skel->progs.gg_exit_recvfrom, skel->progs.gg_exit_recvmsg}) {
-        if (!config.payload_capture || payload_btf) bpf_program__set_autoload(program, false);
+    // socket I/O reaches; syscall hooks make every write and read of every
+    // process pay. Decided by the probe `gpuguard probe` reports: the
+    // tracepoints must exist, load and attach here.
+    PayloadHooks payload = PayloadHooks::kNone;
+    if (config.payload_capture) {
+        payload = PayloadHooks::kSyscalls;
+        if (!config.payload_syscall_hooks) {
+            const FeatureStatus socket_layer =
+                probe_socket_layer(open_opts.btf_custom_path ? open_opts.btf_custom_path : "");
+            if (socket_layer.available) payload = PayloadHooks::kSocketLayer;
+            log->debug("probe sock_send_length: {} ({})",
+                       socket_layer.available ? "available" : "unavailable", socket_layer.detail);
+        }
     }
     impl->payload_attached = config.payload_capture;
-    log->debug("payload sampling: {}", !config.payload_capture ? "off (sensor.payload_capture)"
-                                       : payload_btf ? "tp_btf/sock_send_length, sock_recv_length"
-                                                     : "syscall tracepoints");
-    const std::filesystem::path tracefs = options.tracefs_dir;
-    for (const auto& tp : programs) {
-        if (std::string_view(tp.category) == "raw" || std::string_view(tp.category) == "tp_btf") {
-            continue;  // no tracefs entry needed
-        }
-        if (!bpf_program__autoload(tp.program)) continue;  // turned off above
-        std::error_code ec;
-        const bool present =
-            std::filesystem::exists(tracefs / "events" / tp.category / tp.name, ec) ||
-            std::filesystem::exists(
-                std::filesystem::path("/sys/kernel/debug/tracing/events") / tp.category / tp.name,
-                ec);
-        if (present) continue;
-        if (tp.required) {
-            const bool syscall = std::string_view(tp.category) == "syscalls";
-            return fail(ErrorCode::kUnsupported,
-                        std::string("tracepoint ") + tp.category + "/" + tp.name +
-                            " is missing: the kernel needs " +
-                            (syscall ? "CONFIG_FTRACE_SYSCALLS" : "CONFIG_TRACEPOINTS"));
-        }
-        log->info("tracepoint {}/{} not on this kernel: skipped", tp.category, tp.name);
-        bpf_program__set_autoload(tp.program, false);
-    }
+    // Hooks missing on this kernel or ABI (openat2 came in 5.6; arm64 has no
+    // open/creat) are skipped, not fatal.
+    auto plan = plan_attachment(
+        skel, AttachRequest{decision.mode, decision.raw_btf, payload, options.tracefs_dir,
+                            open_opts.btf_custom_path ? open_opts.btf_custom_path : ""});
+    if (!plan) return Unexpected{plan.error()};
+    impl->mode = decision.mode;
+    impl->reason = decision.reason;
+    impl->payload = payload;
+    log->debug("payload sampling: {}",
+               payload == PayloadHooks::kNone          ? "off (sensor.payload_capture)"
+               : payload == PayloadHooks::kSocketLayer ? "tp_btf/sock_send_length, sock_recv_length"
+                                                       : "syscall hooks");
 
     for (auto [map, entries, key] :
          {std::tuple{skel->maps.watched_tgids, config.watch_processes_max, "watch_processes_max"},
@@ -297,18 +286,16 @@ Result<Sensor> Sensor::open(const SensorOptions& options, EventHandler handler) 
     impl->watch =
         std::make_unique<KernelWatch>(skel->maps.watched_tgids, skel->maps.watched_addrs,
                                       skel->maps.net_watch_tgids, &skel->bss->net_watch_armed);
-    for (const auto& tp : programs) {
-        if (!bpf_program__autoload(tp.program)) continue;
-        bpf_link* link = bpf_program__attach(tp.program);
-        if (!link) {
-            return Unexpected{libbpf_error(
-                std::string("attaching to tracepoint ") + tp.category + "/" + tp.name, -errno)};
-        }
+    std::vector<std::string> pinned_names;
+    for (const auto& hook : plan->hooks) {
+        bpf_link* link = bpf_program__attach(hook.program);
+        if (!link) return Unexpected{libbpf_error("attaching to " + hook.name(), -errno)};
         impl->links.emplace_back(link);
-        impl->hooks.push_back(std::string(tp.category) + "/" + tp.name);
-        if (!pins || !tp.pinned) continue;
+        impl->hooks.push_back(hook.name());
+        if (!pins || !hook.pinned) continue;
         // Ours is attached; an earlier agent's, still running, goes now.
-        const std::string name = std::string("sensor-") + bpf_program__name(tp.program);
+        const std::string name = std::string("sensor-") + bpf_program__name(hook.program);
+        pinned_names.push_back(name);
         LinkPtr earlier(pins->open_link(name));
         if (auto pinned = pins->pin_link(link, name); !pinned) {
             log->warn("{}: this hook ends with the agent", pinned.error().message);
@@ -316,13 +303,24 @@ Result<Sensor> Sensor::open(const SensorOptions& options, EventHandler handler) 
         }
         if (earlier) ++pins->report().links_replaced;
     }
+    if (pins) {
+        // An earlier agent's hooks of another mode: ours do their work now.
+        for (const auto& name : pins->link_names("sensor-")) {
+            if (std::find(pinned_names.begin(), pinned_names.end(), name) != pinned_names.end()) {
+                continue;
+            }
+            LinkPtr earlier(pins->open_link(name));
+            pins->unpin_link(name);
+            ++pins->report().links_replaced;
+        }
+    }
 
     impl->ring.reset(
         ring_buffer__new(bpf_map__fd(skel->maps.events), &Impl::on_record, impl.get(), nullptr));
     if (!impl->ring) return Unexpected{libbpf_error("creating ring buffer consumer", -errno)};
 
-    log->info("sensor attached: {} hook(s), ring buffer {} KiB", impl->hooks.size(),
-              config.ring_buffer_kb);
+    log->info("sensor attached ({}): {} hook(s), ring buffer {} KiB", attach_mode_name(impl->mode),
+              impl->hooks.size(), config.ring_buffer_kb);
     Sensor sensor(std::move(impl));
     for (const auto& device : config.extra_gpu_devices) {
         if (auto added = sensor.add_gpu_device(device); !added) return Unexpected{added.error()};
@@ -558,5 +556,21 @@ std::vector<uint32_t> Sensor::program_ids() const {
 }
 
 std::vector<std::string> Sensor::attached_hooks() const { return impl_->hooks; }
+
+AttachMode Sensor::attach_mode() const { return impl_->mode; }
+
+const std::string& Sensor::attach_reason() const { return impl_->reason; }
+
+std::string_view Sensor::payload_hooks() const {
+    switch (impl_->payload) {
+        case PayloadHooks::kSocketLayer:
+            return "socket_layer";
+        case PayloadHooks::kSyscalls:
+            return "syscalls";
+        case PayloadHooks::kNone:
+            break;
+    }
+    return "off";
+}
 
 }  // namespace gpuguard::agent

@@ -9,8 +9,8 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "gpuguard/sensor/sensor_support.h"
 #include "gpuguard/common/logging.h"
+#include "gpuguard/sensor/sensor_support.h"
 #include "gpuguard_probe_bpf.skel.h"
 
 namespace gpuguard::agent {
@@ -170,11 +170,89 @@ std::vector<FeatureStatus> probe_kernel_features(const ProbeOptions& options) {
         "bpf_send_signal", "bpf_send_signal helper (in-kernel kill)", false,
         [](auto* s) { return s->progs.gg_probe_signal; }, false, btf));
 
+    {
+        const AttachDecision decision = decide_attach_mode(options.attach, btf);
+        FeatureStatus attach{"attach_mode",
+                             "how the sensor attaches (sensor.attach: " +
+                                 std::string(attach_mode_name(options.attach)) + ")",
+                             decision.mode != AttachMode::kAuto, true, ""};
+        attach.detail = (decision.mode == AttachMode::kAuto
+                             ? std::string("refused")
+                             : std::string(attach_mode_name(decision.mode)) +
+                                   (decision.mode == AttachMode::kRawSyscalls
+                                        ? (decision.raw_btf ? " (tp_btf)" : " (raw_tracepoint)")
+                                        : "")) +
+                        ": " + decision.reason;
+        features.push_back(attach);
+    }
+
     for (const auto& feature : features) {
         logger("sensor")->debug("probe {}: {} ({})", feature.name,
                                 feature.available ? "available" : "unavailable", feature.detail);
     }
     return features;
+}
+
+}  // namespace gpuguard::agent
+
+namespace gpuguard::agent {
+
+AttachDecision decide_attach_mode(AttachMode wanted, const std::string& btf_path) {
+    install_libbpf_logger();
+    QuietLibbpf quiet;  // refusals are answers here
+    AttachDecision decision;
+    if (wanted == AttachMode::kSyscallTracepoints) {
+        decision.mode = wanted;
+        decision.reason = "sensor.attach: syscall_tracepoints";
+        return decision;
+    }
+    std::string refusals;
+    if (wanted == AttachMode::kAuto || wanted == AttachMode::kKernelFunctions) {
+#if defined(__x86_64__) || defined(__aarch64__)
+        const std::string fentry =
+            load_one([](auto* s) { return s->progs.gg_probe_fentry; }, true, btf_path);
+#else
+        const std::string fentry = "the syscall functions are named for x86-64 and arm64 only";
+#endif
+        if (fentry.empty()) {
+            decision.mode = AttachMode::kKernelFunctions;
+            decision.reason = "fentry/fexit load and attach";
+            return decision;
+        }
+        refusals = "kernel_functions: fentry " + fentry;
+        if (wanted == AttachMode::kKernelFunctions) {
+            decision.reason = refusals;
+            return decision;
+        }
+    }
+#if defined(__x86_64__) || defined(__aarch64__)
+    const std::string btf =
+        load_one([](auto* s) { return s->progs.gg_probe_tpbtf; }, true, btf_path);
+    const std::string raw =
+        btf.empty() ? ""
+                    : load_one([](auto* s) { return s->progs.gg_probe_rawtp; }, true, btf_path);
+#else
+    const std::string btf = "the syscall number is read for x86-64 and arm64 only";
+    const std::string raw = btf;
+#endif
+    if (btf.empty() || raw.empty()) {
+        decision.mode = AttachMode::kRawSyscalls;
+        decision.raw_btf = btf.empty();
+        decision.reason =
+            (refusals.empty() ? "" : refusals + "; ") +
+            (btf.empty() ? "tp_btf sys_enter loads and attaches"
+                         : "raw tracepoint sys_enter loads and attaches (tp_btf " + btf + ")");
+        return decision;
+    }
+    refusals += (refusals.empty() ? "" : "; ") + std::string("raw_syscalls: tp_btf ") + btf +
+                ", raw tracepoint " + raw;
+    if (wanted == AttachMode::kRawSyscalls) {
+        decision.reason = refusals;
+        return decision;
+    }
+    decision.mode = AttachMode::kSyscallTracepoints;
+    decision.reason = refusals;
+    return decision;
 }
 
 }  // namespace gpuguard::agent

@@ -515,9 +515,14 @@ TEST_F(AgentDetectTest, pinned_enforcement_outlives_a_killed_agent_and_is_taken_
     const std::string cgroup_name = gpuguard::agent::escape_pin_name(cgroup.path());
     for (const std::string& name :
          {"dev@" + cgroup_name, "connect4@" + cgroup_name, "connect6@" + cgroup_name,
-          std::string("sensor-gg_sched_exec"), std::string("sensor-gg_exit_openat")}) {
+          std::string("sensor-gg_sched_exec")}) {
         ASSERT_TRUE(first.contains(name) && first[name].id != 0) << name << " is not pinned";
     }
+    // The GPU-open check, in whichever attachment mode auto chose.
+    EXPECT_TRUE(first.contains("sensor-gg_exit_openat") || first.contains("sensor-gg_fn_openat") ||
+                first.contains("sensor-gg_btf_sys_exit") ||
+                first.contains("sensor-gg_raw_sys_exit"))
+        << "no GPU-open hook pinned";
 
     // No agent runs: the kernel enforces on its own.
     EXPECT_TRUE(doomed_dies()) << "kill_now at exec without an agent";

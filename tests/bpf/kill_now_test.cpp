@@ -35,7 +35,7 @@ class KillNowTest : public ::testing::Test {
         GG_REQUIRE_PRIVILEGED();
         node_ = (dir_ / "gpu0").string();
         ASSERT_EQ(mknod(node_.c_str(), S_IFCHR | 0666, makedev(1, 7)), 0);
-        SensorOptions options;
+        SensorOptions options = gpuguard::testing::test_sensor_options();
         options.config.extra_gpu_devices = {GpuDeviceNumber{1, 7, "test"}};
         const auto error = harness_.open(options);
         ASSERT_FALSE(error) << *error;

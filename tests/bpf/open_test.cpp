@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "gpuguard/sensor/sensor.h"
+#include "tests/support/sensor_harness.h"
 #include "tests/support/child_process.h"
 #include "tests/support/privileged.h"
 #include "tests/support/temp_dir.h"
@@ -41,7 +42,7 @@ class OpenTracingTest : public ::testing::Test {
     }
 
     void open_sensor(const std::vector<GpuDeviceNumber>& devices, uint32_t ignore_tgid = 0) {
-        SensorOptions options;
+        SensorOptions options = gpuguard::testing::test_sensor_options();
         options.config.extra_gpu_devices = devices;
         options.ignore_tgid = ignore_tgid;
         auto opened =

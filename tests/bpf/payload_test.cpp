@@ -129,7 +129,7 @@ class PayloadTracingTest : public ::testing::TestWithParam<bool> {
         }
         node_ = (dir_ / "gpu0").string();
         ASSERT_EQ(mknod(node_.c_str(), S_IFCHR | 0666, makedev(1, 7)), 0);
-        SensorOptions options;
+        SensorOptions options = gpuguard::testing::test_sensor_options();
         options.config.extra_gpu_devices = {GpuDeviceNumber{1, 7, "test"}};
         options.config.connect_loopback = true;  // the tests' traffic is loopback only
         options.config.watched_ports = {};
@@ -137,10 +137,10 @@ class PayloadTracingTest : public ::testing::TestWithParam<bool> {
         const auto error = harness_.open(options);
         ASSERT_FALSE(error) << *error;
         const auto hooks = harness_.sensor().attached_hooks();
-        const bool syscall_hooks =
-            std::find(hooks.begin(), hooks.end(), "syscalls/sys_enter_write") != hooks.end();
         const bool socket_hooks =
             std::find(hooks.begin(), hooks.end(), "tp_btf/sock_send_length") != hooks.end();
+        EXPECT_EQ(harness_.sensor().payload_hooks(), socket_hooks ? "socket_layer" : "syscalls");
+        const bool syscall_hooks = harness_.sensor().payload_hooks() == "syscalls";
         ASSERT_TRUE(syscall_hooks != socket_hooks);
         EXPECT_EQ(socket_hooks, !GetParam());
     }

@@ -32,7 +32,7 @@ TEST(SensorProbe, reports_every_feature_with_a_reason) {
     }
     for (const char* expected : {"btf", "tracefs", "ring_buffer", "tracepoint", "raw_tracepoint",
                                  "tp_btf", "sock_send_length", "fentry", "bpf_lsm", "cgroup_device",
-                                 "cgroup_connect", "bpf_send_signal"}) {
+                                 "cgroup_connect", "bpf_send_signal", "attach_mode"}) {
         EXPECT_TRUE(names.contains(expected)) << expected;
     }
 }
@@ -43,7 +43,7 @@ TEST(SensorProbe, cli_prints_json_and_succeeds) {
     ASSERT_EQ(result.exit_code, 0) << result.stderr_text;
     const auto parsed = nlohmann::json::parse(result.stdout_text);
     ASSERT_TRUE(parsed.is_array());
-    EXPECT_EQ(parsed.size(), 12u);
+    EXPECT_EQ(parsed.size(), 13u);
     for (const auto& feature : parsed) {
         EXPECT_TRUE(feature["available"].is_boolean());
         EXPECT_TRUE(feature["detail"].is_string());
@@ -72,7 +72,7 @@ TEST(SensorProbe, socket_layer_hooks_decide_the_payload_variant) {
 
     for (const bool syscall_hooks : {false, true}) {
         gpuguard::testing::SensorHarness harness;
-        SensorOptions options;
+        SensorOptions options = gpuguard::testing::test_sensor_options();
         options.config.payload_syscall_hooks = syscall_hooks;
         const auto error = harness.open(options);
         ASSERT_FALSE(error) << *error;
@@ -83,8 +83,22 @@ TEST(SensorProbe, socket_layer_hooks_decide_the_payload_variant) {
         const bool socket_variant = socket_layer.available && !syscall_hooks;
         EXPECT_EQ(has("tp_btf/sock_send_length"), socket_variant);
         EXPECT_EQ(has("tp_btf/sock_recv_length"), socket_variant);
-        EXPECT_EQ(has("syscalls/sys_enter_write"), !socket_variant);
-        EXPECT_EQ(has("syscalls/sys_exit_recvfrom"), !socket_variant);
+        EXPECT_EQ(harness.sensor().payload_hooks(), socket_variant ? "socket_layer" : "syscalls");
+        // The syscall variant's own hooks where the mode has them (the raw
+        // dispatchers sample payloads in their sys_enter/sys_exit programs).
+        switch (harness.sensor().attach_mode()) {
+            case gpuguard::agent::AttachMode::kSyscallTracepoints:
+                EXPECT_EQ(has("syscalls/sys_enter_write"), !socket_variant);
+                EXPECT_EQ(has("syscalls/sys_exit_recvfrom"), !socket_variant);
+                break;
+            case gpuguard::agent::AttachMode::kKernelFunctions:
+                EXPECT_EQ(has("fentry/__x64_sys_write"), !socket_variant);
+                EXPECT_EQ(has("fexit/__x64_sys_recvfrom"), !socket_variant);
+                break;
+            default:
+                EXPECT_TRUE(has("tp_btf/sys_exit") || has("raw/sys_exit"));
+                break;
+        }
     }
 }
 

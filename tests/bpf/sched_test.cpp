@@ -26,7 +26,7 @@ class SchedTracingTest : public ::testing::Test {
   protected:
     void SetUp() override {
         GG_REQUIRE_PRIVILEGED();
-        SensorOptions options;
+        SensorOptions options = gpuguard::testing::test_sensor_options();
         options.config.argv_max_bytes = 64;
         const auto error = harness_.open(options);
         ASSERT_FALSE(error) << *error;
@@ -155,7 +155,7 @@ TEST(RingBufferDrops, overflow_is_counted_exactly_and_the_sensor_keeps_running) 
     const std::string node = (dir / "full").string();
     ASSERT_EQ(mknod(node.c_str(), S_IFCHR | 0666, makedev(1, 7)), 0);
     SensorHarness harness;
-    SensorOptions options;
+    SensorOptions options = gpuguard::testing::test_sensor_options();
     options.config.extra_gpu_devices = {GpuDeviceNumber{1, 7, "test"}};
     options.config.ring_buffer_kb = static_cast<uint32_t>(sysconf(_SC_PAGESIZE) / 1024);
     const auto error = harness.open(options);

@@ -1,11 +1,17 @@
 // Sensor::open error paths: each gives one clear, documented error.
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "gpuguard/sensor/bpf_pins.h"
 #include "gpuguard/sensor/sensor.h"
+#include "gpuguard/sensor/sensor_probe.h"
 #include "tests/support/privileged.h"
 #include "tests/support/temp_dir.h"
 
@@ -13,6 +19,18 @@ namespace gpuguard::agent {
 namespace {
 
 using gpuguard::testing::TempDir;
+
+// The first hook each mode attaches (opens come first).
+std::string first_hook(AttachMode mode) {
+    switch (mode) {
+        case AttachMode::kKernelFunctions:
+            return "fexit/__x64_sys_openat";
+        case AttachMode::kRawSyscalls:
+            return "tp_btf/sys_enter";
+        default:
+            return "syscalls/sys_exit_openat";
+    }
+}
 
 class SensorLoaderTest : public ::testing::Test {
   protected:
@@ -60,9 +78,89 @@ TEST_F(SensorLoaderTest, explicit_kernel_btf_file_loads) {
     auto sensor = Sensor::open(options, nullptr);
     ASSERT_TRUE(sensor.ok()) << sensor.error().message;
     const auto hooks = sensor->attached_hooks();
-    EXPECT_GE(hooks.size(), 2u);
-    EXPECT_EQ(hooks.at(0), "syscalls/sys_exit_openat");
-    EXPECT_EQ(hooks.at(1), "syscalls/sys_exit_openat2");
+    ASSERT_GE(hooks.size(), 2u);
+    EXPECT_EQ(hooks.at(0), first_hook(sensor->attach_mode()));
+}
+
+// Each mode the probe allows attaches its own hooks and says so; a mode it
+// refuses is an error naming the setting and why (kernel_functions on this
+// build host, which refuses fentry).
+TEST_F(SensorLoaderTest, each_attachment_mode_loads_where_the_probe_allows_it) {
+    size_t loaded = 0;
+    for (AttachMode mode : {AttachMode::kKernelFunctions, AttachMode::kRawSyscalls,
+                            AttachMode::kSyscallTracepoints}) {
+        const AttachDecision decision = decide_attach_mode(mode, "");
+        SensorOptions options;
+        options.config.attach = mode;
+        auto sensor = Sensor::open(options, nullptr);
+        const std::string name(attach_mode_name(mode));
+        if (decision.mode == AttachMode::kAuto) {
+            ASSERT_FALSE(sensor.ok()) << name;
+            EXPECT_EQ(sensor.error().code, ErrorCode::kUnsupported);
+            EXPECT_NE(sensor.error().message.find("sensor.attach " + name + " is not possible"),
+                      std::string::npos)
+                << sensor.error().message;
+            EXPECT_NE(sensor.error().message.find(decision.reason), std::string::npos);
+            continue;
+        }
+        ASSERT_TRUE(sensor.ok()) << name << ": " << sensor.error().message;
+        ++loaded;
+        EXPECT_EQ(sensor->attach_mode(), mode);
+        const auto hooks = sensor->attached_hooks();
+        ASSERT_FALSE(hooks.empty());
+        EXPECT_EQ(hooks.at(0), mode == AttachMode::kRawSyscalls && !decision.raw_btf
+                                   ? "raw/sys_enter"
+                                   : first_hook(mode))
+            << name;
+        // auto picks the first mode that loads, in this order.
+        if (loaded == 1) {
+            EXPECT_EQ(decide_attach_mode(AttachMode::kAuto, "").mode, mode);
+        }
+    }
+    // raw_syscalls and syscall_tracepoints are the floor of every supported kernel.
+    EXPECT_GE(loaded, 2u);
+}
+
+// Pinned hooks of an earlier agent in another mode are replaced, not left
+// attached beside this one's (each would run on every syscall).
+TEST_F(SensorLoaderTest, pinned_hooks_of_another_mode_are_removed) {
+    // A bpf filesystem of the test's own, never the host's /sys/fs/bpf.
+    TempDir dir;
+    const std::string bpffs = dir.path() / "bpffs";
+    std::filesystem::create_directory(bpffs);
+    ASSERT_EQ(mount("bpf", bpffs.c_str(), "bpf", 0, nullptr), 0) << std::strerror(errno);
+    struct Unmount {
+        std::string path;
+        ~Unmount() { umount2(path.c_str(), MNT_DETACH); }  // drops whatever is still pinned
+    } unmount{bpffs};
+    auto pins = PinDirectory::claim(bpffs + "/gpuguard");
+    ASSERT_TRUE(pins.ok()) << pins.error().message;
+    const auto sensor_pins = [&] { return (*pins)->link_names("sensor-"); };
+    // An agent in `mode` starts with these pins and exits leaving them.
+    const auto run_agent = [&](AttachMode mode) {
+        SensorOptions options;
+        options.config.attach = mode;
+        options.pins = *pins;
+        auto sensor = Sensor::open(options, nullptr);
+        return sensor.ok() ? std::string() : sensor.error().message;
+    };
+    ASSERT_EQ(run_agent(AttachMode::kSyscallTracepoints), "");
+    auto before = sensor_pins();
+    EXPECT_NE(std::find(before.begin(), before.end(), "sensor-gg_exit_openat"), before.end());
+    ASSERT_EQ(run_agent(AttachMode::kRawSyscalls), "");
+    auto after = sensor_pins();
+    std::sort(after.begin(), after.end());
+    const bool btf = decide_attach_mode(AttachMode::kRawSyscalls, "").raw_btf;
+    const std::vector<std::string> expected =
+        btf ? std::vector<std::string>{"sensor-gg_btf_sys_enter", "sensor-gg_btf_sys_exit",
+                                       "sensor-gg_sched_exec", "sensor-gg_sched_exit",
+                                       "sensor-gg_sched_fork"}
+            : std::vector<std::string>{"sensor-gg_raw_sys_enter", "sensor-gg_raw_sys_exit",
+                                       "sensor-gg_sched_exec", "sensor-gg_sched_exit",
+                                       "sensor-gg_sched_fork"};
+    EXPECT_EQ(after, expected);
+    EXPECT_GE((*pins)->report().links_replaced, before.size());
+    (*pins)->remove_all();
 }
 
 // A forked child drops to nobody (losing every capability) and tries.

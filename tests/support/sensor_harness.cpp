@@ -1,6 +1,28 @@
 #include "tests/support/sensor_harness.h"
 
+#include <cstdio>
+#include <cstdlib>
+#include <string_view>
+
 namespace gpuguard::testing {
+
+agent::SensorOptions test_sensor_options() {
+    agent::SensorOptions options;
+    const char* wanted = std::getenv("GPUGUARD_TEST_ATTACH");
+    if (!wanted || !*wanted) return options;
+    if (std::string_view(wanted) == "raw_tracepoints") {  // raw_syscalls, untyped
+        options.config.attach = agent::AttachMode::kRawSyscalls;
+        options.raw_syscalls_untyped = true;
+        return options;
+    }
+    const auto mode = agent::parse_attach_mode(wanted);
+    if (!mode) {
+        std::fprintf(stderr, "GPUGUARD_TEST_ATTACH=%s is not an attachment mode\n", wanted);
+        std::abort();
+    }
+    options.config.attach = *mode;
+    return options;
+}
 
 std::optional<std::string> SensorHarness::open(const agent::SensorOptions& options) {
     auto opened = agent::Sensor::open(

@@ -12,6 +12,12 @@
 
 namespace gpuguard::testing {
 
+// SensorOptions for the kernel suites: sensor.attach from the environment's
+// GPUGUARD_TEST_ATTACH (auto when unset; "raw_tracepoints": raw_syscalls
+// through plain raw tracepoints). CTest runs those suites once per
+// attachment mode the kernel allows (tests/bpf/CMakeLists.txt, vmtests/).
+agent::SensorOptions test_sensor_options();
+
 class SensorHarness {
   public:
     // Opens the sensor; the error message is returned for ASSERT reporting.

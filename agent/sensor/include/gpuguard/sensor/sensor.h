@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gpuguard/common/result.h"
@@ -45,8 +46,40 @@ struct WatchStats {
     WatchListCounts addresses;
 };
 
+// How the open, ioctl, connect (and payload fallback) programs attach
+// (bpf/syscalls.bpf.c, docs/configuration.md#sensorattach). The events are
+// the same in every mode; the cost per syscall is not.
+enum class AttachMode {
+    kAuto,                // the first of the three below this kernel allows
+    kKernelFunctions,     // fentry/fexit on the syscalls' functions: others pay nothing
+    kRawSyscalls,         // one program each at raw sys_enter/sys_exit, dispatching by number
+    kSyscallTracepoints,  // one syscalls/sys_* tracepoint per call: the last resort
+};
+// Inline: the config reader uses them without the sensor's library.
+constexpr std::string_view attach_mode_name(AttachMode mode) {
+    switch (mode) {
+        case AttachMode::kKernelFunctions:
+            return "kernel_functions";
+        case AttachMode::kRawSyscalls:
+            return "raw_syscalls";
+        case AttachMode::kSyscallTracepoints:
+            return "syscall_tracepoints";
+        case AttachMode::kAuto:
+            break;
+    }
+    return "auto";
+}
+constexpr std::optional<AttachMode> parse_attach_mode(std::string_view name) {
+    for (AttachMode mode : {AttachMode::kAuto, AttachMode::kKernelFunctions,
+                            AttachMode::kRawSyscalls, AttachMode::kSyscallTracepoints}) {
+        if (attach_mode_name(mode) == name) return mode;
+    }
+    return std::nullopt;
+}
+
 // The sensor's part of the agent config (docs/configuration.md).
 struct SensorConfig {
+    AttachMode attach = AttachMode::kAuto;
     std::string btf_path;  // empty: /sys/kernel/btf/vmlinux
     uint32_t ring_buffer_kb = 4096;
     bool report_failed_opens = true;
@@ -71,6 +104,7 @@ struct SensorConfig {
 };
 
 class PinDirectory;
+struct AttachDecision;
 
 struct SensorOptions {
     SensorConfig config;
@@ -83,6 +117,9 @@ struct SensorOptions {
     // on every telemetry sample). 0 = none; tests open nodes themselves.
     uint32_t ignore_tgid = 0;
     std::string kernel_btf_path = "/sys/kernel/btf/vmlinux";  // tests point it elsewhere
+    // raw_syscalls through plain raw tracepoints even where the BTF-typed
+    // ones work: the fallback's own tests and benchmarks.
+    bool raw_syscalls_untyped = false;
 };
 
 class Sensor {
@@ -163,12 +200,20 @@ class Sensor {
     // Kernel ids of the loaded programs (bpftool prog show id N).
     std::vector<uint32_t> program_ids() const;
 
-    // Names of hooks that were attached ("syscalls/sys_exit_openat", ...).
+    // Names of hooks that were attached ("tp_btf/sys_exit", "syscalls/sys_exit_openat", ...).
     std::vector<std::string> attached_hooks() const;
+    // The mode in use (never kAuto), and why it was chosen.
+    AttachMode attach_mode() const;
+    const std::string& attach_reason() const;
+    // How payloads are sampled: "socket_layer", "syscalls" (the mode's own
+    // syscall hooks), or "off" (sensor.payload_capture).
+    std::string_view payload_hooks() const;
 
   private:
     struct Impl;
     explicit Sensor(std::unique_ptr<Impl> impl);
+    static Result<Sensor> open_in_mode(const SensorOptions& options, const EventHandler& handler,
+                                       const AttachDecision& decision);
     std::unique_ptr<Impl> impl_;
 };
 

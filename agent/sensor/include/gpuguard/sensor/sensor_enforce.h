@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "gpuguard/events/gpu_devices.h"
 #include "gpuguard/common/result.h"
+#include "gpuguard/events/gpu_devices.h"
 
 namespace gpuguard::agent {
 

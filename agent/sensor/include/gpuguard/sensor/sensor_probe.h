@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "gpuguard/sensor/sensor.h"
+
 namespace gpuguard::agent {
 
 struct FeatureStatus {
@@ -20,6 +22,8 @@ struct ProbeOptions {
     std::string tracefs_dir = "/sys/kernel/tracing";
     bool allow_mount_tracefs = true;  // sensor.mount_tracefs
     std::string btf_path;             // sensor.btf; "" = the kernel's
+    AttachMode attach =
+        AttachMode::kAuto;  // sensor.attach: the "attach_mode" row says what it gives
 };
 
 // Runs every probe. Never fails as a whole: each unavailable feature carries
@@ -38,5 +42,18 @@ FeatureStatus probe_bpf_lsm(const std::string& btf_path);
 // (x86-64, arm64). The sensor picks the payload variant from it
 // (docs/network.md). `btf_path`: sensor.btf, "" = the kernel's.
 FeatureStatus probe_socket_layer(const std::string& btf_path);
+
+// Which attachment mode the sensor uses for `wanted` (sensor.attach) on this
+// kernel, decided by test programs: kernel_functions needs fentry/fexit
+// (trampolines), raw_syscalls a BTF-typed (tp_btf) or plain raw tracepoint
+// on sys_enter. kAuto takes the first of kernel_functions, raw_syscalls,
+// syscall_tracepoints that loads and attaches; a named mode the kernel
+// refuses is an error (mode kAuto returned, `reason` says why).
+struct AttachDecision {
+    AttachMode mode = AttachMode::kAuto;
+    bool raw_btf = false;  // raw_syscalls through tp_btf (else plain raw tracepoints)
+    std::string reason;    // one line: what the probes found
+};
+AttachDecision decide_attach_mode(AttachMode wanted, const std::string& btf_path);
 
 }  // namespace gpuguard::agent
