@@ -50,6 +50,9 @@
 
 namespace {
 
+// sensor.attach for the in-process sensor and the agent's config (--attach=).
+gpuguard::agent::AttachMode g_attach = gpuguard::agent::AttachMode::kAuto;
+
 using namespace gpuguard::agent;
 using gpuguard::DetectionProcess;
 
@@ -202,12 +205,14 @@ std::vector<uint64_t> run_full_agent(const std::filesystem::path& dir, const std
     std::fputs("signatures:\n  override:\n    - id: GG-PORT-0001\n      action: kill\n", rules);
     std::fclose(rules);
     std::fprintf(config,
-                 "sensor:\n  extra_gpu_devices: [\"1:7\"]\n  connect_loopback: true\n"
+                 "sensor:\n  attach: %s\n  extra_gpu_devices: [\"1:7\"]\n  connect_loopback: "
+                 "true\n"
                  "control:\n  socket: %s/control.sock\n"
                  "rules:\n  main_file: %s/miner-rules.yaml\n  drop_in_dir: %s/rules.d\n"
                  "journal:\n  enabled: false\n"
                  "enforcement:\n  dry_run: false\n  max_actions_per_minute: 0\n",
-                 dir.c_str(), dir.c_str(), dir.c_str());
+                 std::string(attach_mode_name(g_attach)).c_str(), dir.c_str(), dir.c_str(),
+                 dir.c_str());
     std::fclose(config);
     const std::string log = dir / "agent.log";
     const pid_t agent = fork();
@@ -318,6 +323,17 @@ int main(int argc, char** argv) {
     SensorOptions options;
     options.config.extra_gpu_devices = {GpuDeviceNumber{1, 7, "bench"}};
     options.config.connect_loopback = true;
+    // --attach=MODE: sensor.attach (auto by default), to compare modes.
+    for (int i = 1; i < argc; ++i) {
+        if (std::strncmp(argv[i], "--attach=", 9) != 0) continue;
+        const auto mode = gpuguard::agent::parse_attach_mode(argv[i] + 9);
+        if (!mode) {
+            std::fprintf(stderr, "enforce_bench: %s is not a sensor.attach mode\n", argv[i] + 9);
+            return 2;
+        }
+        options.config.attach = *mode;
+        g_attach = *mode;
+    }
     auto sensor = Sensor::open(options, [&](const Event& event) {
         if (const auto* connect = std::get_if<Connect>(&event.data)) {
             if (connect->gpu_holder && connect->port == 3333) connect_pid = event.task.pid;
@@ -332,6 +348,8 @@ int main(int argc, char** argv) {
         return 1;
     }
     std::optional<Sensor> held(std::move(sensor).value());
+    std::printf("sensor attach mode: %s\n",
+                std::string(attach_mode_name(held->attach_mode())).c_str());
     const Stats kernel = summarise(run_kernel(*held, miner, runs, stamp));
     (void)held->poll(std::chrono::milliseconds(200));
     std::vector<uint64_t> in_kernel;

@@ -6,7 +6,8 @@
 //   char_device    open of /dev/null-like node that is not a GPU (map lookups)
 //   gpu_node       open of a registered GPU node: an event is emitted and consumed
 //
-// Needs root. Usage: open_bench [--rounds=N] [google benchmark flags]
+// Needs root. Usage: open_bench [--rounds=N] [--attach=MODE] [google benchmark flags]
+// (MODE: sensor.attach's values; auto by default).
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -84,6 +85,8 @@ class AttachedSensor {
         consumer_.join();
     }
     uint64_t delivered() const { return sensor_.stats().delivered; }
+    uint64_t dropped() const { return sensor_.stats().total_dropped(); }
+    std::string mode() const { return std::string(attach_mode_name(sensor_.attach_mode())); }
 
   private:
     Sensor sensor_;
@@ -95,10 +98,18 @@ class AttachedSensor {
 
 int main(int argc, char** argv) {
     int rounds = 3;
+    auto attach = gpuguard::agent::AttachMode::kAuto;
     std::vector<char*> args;
     for (int i = 0; i < argc; ++i) {
         if (std::strncmp(argv[i], "--rounds=", 9) == 0) {
             rounds = std::max(1, std::atoi(argv[i] + 9));
+        } else if (std::strncmp(argv[i], "--attach=", 9) == 0) {
+            const auto mode = gpuguard::agent::parse_attach_mode(argv[i] + 9);
+            if (!mode) {
+                std::fprintf(stderr, "open_bench: %s is not a sensor.attach mode\n", argv[i] + 9);
+                return 2;
+            }
+            attach = *mode;
         } else {
             args.push_back(argv[i]);
         }
@@ -133,10 +144,12 @@ int main(int argc, char** argv) {
     }
 
     CollectingReporter reporter;
-    uint64_t gpu_events = 0;
+    uint64_t gpu_events = 0, gpu_drops = 0;
+    std::string mode_used;
     for (int round = 0; round < rounds; ++round) {
         benchmark::RunSpecifiedBenchmarks(&reporter, "/baseline$");
         gpuguard::agent::SensorOptions options;
+        options.config.attach = attach;
         // Registered like a GPU host's drivers, plus the test node.
         options.config.extra_gpu_devices = {GpuDeviceNumber{195, std::nullopt, "bench"},
                                             GpuDeviceNumber{226, std::nullopt, "bench"},
@@ -151,6 +164,8 @@ int main(int argc, char** argv) {
             benchmark::RunSpecifiedBenchmarks(&reporter, "/sensor$");
             std::this_thread::sleep_for(std::chrono::milliseconds(100));
             gpu_events += attached.delivered();
+            gpu_drops += attached.dropped();
+            mode_used = attached.mode();
         }
     }
     std::filesystem::remove_all(dir);
@@ -163,8 +178,12 @@ int main(int argc, char** argv) {
         const double with = median(reporter.times_ns[prefix + "sensor"]);
         std::printf("%-14s %14.1f %16.1f %7.2fx\n", name, base, with, base > 0 ? with / base : 0);
     }
-    std::printf("gpu_node events delivered while measuring: %llu\n",
-                static_cast<unsigned long long>(gpu_events));
+    const double gpu_ns = median(reporter.times_ns[std::string("BM_OpenClose_gpu_node/sensor")]);
+    std::printf(
+        "attach mode %s; gpu_node events delivered while measuring: %llu, dropped: %llu "
+        "(%.0f K GPU opens/s from one producer)\n",
+        mode_used.c_str(), static_cast<unsigned long long>(gpu_events),
+        static_cast<unsigned long long>(gpu_drops), gpu_ns > 0 ? 1e6 / gpu_ns : 0.0);
     if (gpu_events == 0) {
         std::fprintf(stderr,
                      "open_bench: the sensor delivered no GPU events: it was not attached\n");

@@ -65,9 +65,12 @@ struct open_args {
 	__u64 open_flags;
 };
 
-static __always_inline void open__read_args(struct pt_regs *regs, __u16 syscall,
+static __always_inline void open__read_args(struct task_struct *task, __u16 syscall,
 					    struct open_args *args)
 {
+	/* Only for opens that are reported: regular files never get here. */
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+
 	switch (syscall) {
 	case GG_SYS_OPEN: /* open(path, flags, mode) */
 		args->path = (const char *)PT_REGS_PARM1_CORE_SYSCALL(regs);
@@ -99,7 +102,6 @@ static __always_inline void open__read_args(struct pt_regs *regs, __u16 syscall,
 static __always_inline int open__handle_exit(long ret, __u16 syscall)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
 	struct gg_gpu_open_event *e;
 	struct open_args args = {};
 	__u32 major = 0, minor = 0;
@@ -117,11 +119,11 @@ static __always_inline int open__handle_exit(long ret, __u16 syscall)
 			return 0;
 		kill_now__check(task, GG_KILL_AT_GPU_OPEN, major, minor);
 		gpu_proc__mark(bpf_get_current_pid_tgid() >> 32, 0);
-		open__read_args(regs, syscall, &args);
+		open__read_args(task, syscall, &args);
 	} else {
 		if (!cfg_report_failed_opens)
 			return 0;
-		open__read_args(regs, syscall, &args);
+		open__read_args(task, syscall, &args);
 		if (!path__names_gpu(args.path))
 			return 0;
 		flags |= GG_OPEN_PATH_MATCH;

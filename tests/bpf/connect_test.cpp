@@ -97,7 +97,7 @@ class ConnectTracingTest : public ::testing::Test {
         ASSERT_TRUE(v4_.ok() && v6_.ok());
         node_ = (dir_ / "gpu0").string();
         ASSERT_EQ(mknod(node_.c_str(), S_IFCHR | 0666, makedev(1, 7)), 0);
-        SensorOptions options = gpuguard::testing::test_sensor_options();
+        SensorOptions options = gpuguard::testing::test_sensor_options(true);
         options.config.extra_gpu_devices = {GpuDeviceNumber{1, 7, "test"}};
         options.config.connect_loopback = true;  // the tests' traffic is loopback only
         options.config.watched_ports = {};
@@ -297,7 +297,7 @@ TEST(ConnectWatchList, a_full_list_evicts_its_oldest_entry_and_counts_it) {
     Listener v4(AF_INET);
     ASSERT_TRUE(v4.ok());
     gpuguard::testing::SensorHarness harness;
-    SensorOptions options = gpuguard::testing::test_sensor_options();
+    SensorOptions options = gpuguard::testing::test_sensor_options(true);
     options.config.connect_loopback = true;
     options.config.watched_ports = {};
     options.config.watch_processes_max = 2;
@@ -340,7 +340,7 @@ TEST(ConnectAll, every_inet_connect_is_reported_and_unix_ones_are_not) {
     Listener v4(AF_INET), v6(AF_INET6);
     ASSERT_TRUE(v4.ok() && v6.ok());
     gpuguard::testing::SensorHarness harness;
-    SensorOptions options = gpuguard::testing::test_sensor_options();
+    SensorOptions options = gpuguard::testing::test_sensor_options(true);
     options.config.connect_all = true;
     options.config.connect_loopback = true;
     options.config.watched_ports = {};
@@ -380,7 +380,7 @@ TEST(ConnectLoopbackFilter, loopback_is_excluded_unless_configured) {
     Listener v4(AF_INET);
     ASSERT_TRUE(v4.ok());
     gpuguard::testing::SensorHarness harness;
-    SensorOptions options = gpuguard::testing::test_sensor_options();
+    SensorOptions options = gpuguard::testing::test_sensor_options(true);
     options.config.extra_gpu_devices = {GpuDeviceNumber{1, 7, "test"}};
     options.config.watched_ports = {v4.port()};  // watched, but loopback still excluded
     const auto error = harness.open(options);

@@ -129,7 +129,7 @@ class PayloadTracingTest : public ::testing::TestWithParam<bool> {
         }
         node_ = (dir_ / "gpu0").string();
         ASSERT_EQ(mknod(node_.c_str(), S_IFCHR | 0666, makedev(1, 7)), 0);
-        SensorOptions options = gpuguard::testing::test_sensor_options();
+        SensorOptions options = gpuguard::testing::test_sensor_options(true);
         options.config.extra_gpu_devices = {GpuDeviceNumber{1, 7, "test"}};
         options.config.connect_loopback = true;  // the tests' traffic is loopback only
         options.config.watched_ports = {};

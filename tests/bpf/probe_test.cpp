@@ -72,7 +72,7 @@ TEST(SensorProbe, socket_layer_hooks_decide_the_payload_variant) {
 
     for (const bool syscall_hooks : {false, true}) {
         gpuguard::testing::SensorHarness harness;
-        SensorOptions options = gpuguard::testing::test_sensor_options();
+        SensorOptions options = gpuguard::testing::test_sensor_options(true);
         options.config.payload_syscall_hooks = syscall_hooks;
         const auto error = harness.open(options);
         ASSERT_FALSE(error) << *error;

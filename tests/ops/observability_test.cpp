@@ -462,8 +462,16 @@ TEST_F(ObservedAgentTest, status_is_one_screen_of_rules_hooks_gpus_rates_and_the
     EXPECT_NE(screen.find("rules: " + status["rules"]["version"].get<std::string>() + ", "),
               std::string::npos)
         << screen;
-    EXPECT_NE(screen.find(" syscalls/sys_exit_openat"), std::string::npos) << "hooks by name\n"
-                                                                           << screen;
+    // The mode auto chose, why, and its hooks by name.
+    const std::string mode = status["attach_mode"].get<std::string>();
+    EXPECT_NE(screen.find("attach mode: " + mode + " ("), std::string::npos) << screen;
+    EXPECT_FALSE(status["attach_reason"].get<std::string>().empty());
+    EXPECT_NE(screen.find(mode == "raw_syscalls"       ? " tp_btf/sys_exit"
+                          : mode == "kernel_functions" ? " fexit/__x64_sys_openat"
+                                                       : " syscalls/sys_exit_openat"),
+              std::string::npos)
+        << "hooks by name\n"
+        << screen;
     EXPECT_NE(screen.find("enforcement: dry run;"), std::string::npos) << screen;
     EXPECT_NE(screen.find("/s over the last minute"), std::string::npos) << screen;
     EXPECT_NE(screen.find("GPU 0: NVIDIA H100 80GB HBM3 (nvidia, 0000:3b:00.0), utilisation "

@@ -6,8 +6,9 @@
 
 namespace gpuguard::testing {
 
-agent::SensorOptions test_sensor_options() {
+agent::SensorOptions test_sensor_options(bool payload_capture) {
     agent::SensorOptions options;
+    options.config.payload_capture = payload_capture;
     const char* wanted = std::getenv("GPUGUARD_TEST_ATTACH");
     if (!wanted || !*wanted) return options;
     if (std::string_view(wanted) == "raw_tracepoints") {  // raw_syscalls, untyped

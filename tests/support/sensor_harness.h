@@ -16,7 +16,9 @@ namespace gpuguard::testing {
 // GPUGUARD_TEST_ATTACH (auto when unset; "raw_tracepoints": raw_syscalls
 // through plain raw tracepoints). CTest runs those suites once per
 // attachment mode the kernel allows (tests/bpf/CMakeLists.txt, vmtests/).
-agent::SensorOptions test_sensor_options();
+// Payload sampling only where a suite asks for it: it adds six programs to
+// kernel_functions on kernels before 6.3, each slow to load under emulation.
+agent::SensorOptions test_sensor_options(bool payload_capture = false);
 
 class SensorHarness {
   public:
