@@ -23,6 +23,7 @@
 //
 // Usage: idle_footprint_bench [--idle-seconds=60] [--rss-goal-mb=64]
 //                             [--cpu-goal-pct=0.5] [--config=FILE] [--keep-dir]
+//                             [--agent=PATH (another build's gpuguard)]
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -52,7 +53,8 @@ struct Options {
     int idle_seconds = 60;
     double rss_goal_mb = 64;
     double cpu_goal_pct = 0.5;
-    std::string config;  // empty: the embedded default, host paths moved
+    std::string config;                   // empty: the embedded default, host paths moved
+    std::string agent = GPUGUARD_BINARY;  // another build's, to compare
     bool keep_dir = false;
 };
 
@@ -72,6 +74,8 @@ bool parse_args(int argc, char** argv, Options& options) {
             options.cpu_goal_pct = std::atof(v->c_str());
         } else if (auto v = value("--config")) {
             options.config = *v;
+        } else if (auto v = value("--agent")) {
+            options.agent = *v;
         } else if (arg == "--keep-dir") {
             options.keep_dir = true;
         } else {
@@ -96,8 +100,8 @@ std::string read_text(const fs::path& path) {
 // `gpuguard config default` with its host paths replaced; empty (and a
 // message) when one of them is not where the bench expects it, so a changed
 // default cannot make the bench run on a host's paths unnoticed.
-std::string default_config_in(const fs::path& dir) {
-    const std::string command = std::string(GPUGUARD_BINARY) + " config default";
+std::string default_config_in(const std::string& agent, const fs::path& dir) {
+    const std::string command = agent + " config default";
     std::FILE* pipe = popen(command.c_str(), "r");
     if (!pipe) return {};
     std::string text;
@@ -125,7 +129,7 @@ std::string default_config_in(const fs::path& dir) {
 }
 
 // The agent, its output in `log`; dies with the bench (PR_SET_PDEATHSIG).
-pid_t start_agent(const fs::path& config, const fs::path& log) {
+pid_t start_agent(const std::string& agent, const fs::path& config, const fs::path& log) {
     const pid_t parent = getpid();
     const pid_t pid = fork();
     if (pid == 0) {
@@ -135,7 +139,7 @@ pid_t start_agent(const fs::path& config, const fs::path& log) {
         if (out < 0) _exit(127);
         dup2(out, STDOUT_FILENO);
         dup2(out, STDERR_FILENO);
-        execl(GPUGUARD_BINARY, "gpuguard", "run", "--config", config.c_str(),
+        execl(agent.c_str(), "gpuguard", "run", "--config", config.c_str(),
               static_cast<char*>(nullptr));
         _exit(127);
     }
@@ -193,17 +197,26 @@ unsigned long long host_forks() {
     return 0;
 }
 
-// "Key:   value kB" lines of /proc/PID/status, in kB (or a count).
-std::map<std::string, long> status_fields(pid_t pid) {
-    std::map<std::string, long> fields;
-    std::istringstream status(read_text("/proc/" + std::to_string(pid) + "/status"));
-    for (std::string line; std::getline(status, line);) {
+// "Key:   value kB" lines of a /proc file, in kB (or a count), added to `fields`.
+void read_fields(const std::string& path, std::map<std::string, long>& fields) {
+    std::istringstream text(read_text(path));
+    for (std::string line; std::getline(text, line);) {
         const size_t colon = line.find(':');
         if (colon == std::string::npos) continue;
         char* end = nullptr;
         const long value = std::strtol(line.c_str() + colon + 1, &end, 10);
         if (end != line.c_str() + colon + 1) fields[line.substr(0, colon)] = value;
     }
+}
+
+// /proc/PID/status, and Pss from smaps_rollup: RSS with each shared page
+// split among the processes (and mappings) that map it.
+std::map<std::string, long> status_fields(pid_t pid) {
+    std::map<std::string, long> fields;
+    read_fields("/proc/" + std::to_string(pid) + "/status", fields);
+    std::map<std::string, long> rollup;
+    read_fields("/proc/" + std::to_string(pid) + "/smaps_rollup", rollup);
+    if (rollup.contains("Pss")) fields["Pss (smaps_rollup)"] = rollup.at("Pss");
     return fields;
 }
 
@@ -333,13 +346,13 @@ int main(int argc, char** argv) {
     } remove_dir{dir, options.keep_dir};
     fs::path config = options.config;
     if (config.empty()) {
-        const std::string text = default_config_in(dir);
+        const std::string text = default_config_in(options.agent, dir);
         if (text.empty()) return 2;
         config = dir / "gpuguard.yaml";
         std::ofstream(config) << text;
     }
     const fs::path log = dir / "agent.log";
-    const pid_t agent = start_agent(config, log);
+    const pid_t agent = start_agent(options.agent, config, log);
     if (!wait_ready(agent, log, std::chrono::seconds(60))) {
         std::fprintf(stderr, "idle_footprint_bench: the agent did not get ready; its log:\n%s\n",
                      read_text(log).c_str());
@@ -372,11 +385,13 @@ int main(int argc, char** argv) {
     const double cpu_pct = static_cast<double>(*ticks_after - *ticks_before) /
                            static_cast<double>(sysconf(_SC_CLK_TCK)) / window_s * 100.0;
     std::printf(
-        "gpuguard run, %s, idle %.0f s (the host started %llu processes meanwhile)\n",
+        "%s run, %s, idle %.0f s (the host started %llu processes meanwhile)\n",
+        options.agent.c_str(),
         options.config.empty() ? "embedded default config (full pack)" : options.config.c_str(),
         window_s, forks);
     std::printf("\n%-24s %10s %10s\n", "/proc/PID/status", "at ready", "after idle");
-    for (const char* key : {"VmRSS", "VmHWM", "RssAnon", "RssFile", "RssShmem", "VmSwap"}) {
+    for (const char* key :
+         {"VmRSS", "VmHWM", "RssAnon", "RssFile", "RssShmem", "VmSwap", "Pss (smaps_rollup)"}) {
         const auto at = [&](const std::map<std::string, long>& fields) {
             const auto it = fields.find(key);
             return it == fields.end() ? 0.0 : mib(it->second);
