@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <string>
 #include <tuple>
 
 #include <fcntl.h>
@@ -54,6 +55,37 @@ ErrorCode code_for_errno(int err) {
     if (err == ENOENT || err == ESRCH) return ErrorCode::kNotFound;
     if (err == EACCES || err == EPERM) return ErrorCode::kPermission;
     return ErrorCode::kIo;
+}
+
+// The rules yr_compiler_get_rules returns live in the compiler's arena,
+// whose section buffers start at 1 MiB each and are written through: about
+// 8 MiB resident for the pack's ~40 strings. Saved and loaded again they
+// are one buffer of their own size (~20 KiB). Returns the compact copy, or
+// null (and the rules unchanged) when the round trip fails.
+YR_RULES* compact_rules(YR_RULES* rules) {
+    struct Buffer {
+        std::string bytes;
+        size_t read_at = 0;
+    } buffer;
+    YR_STREAM stream{};
+    stream.user_data = &buffer;
+    stream.write = [](const void* data, size_t size, size_t count, void* user) -> size_t {
+        static_cast<Buffer*>(user)->bytes.append(static_cast<const char*>(data), size * count);
+        return count;
+    };
+    stream.read = [](void* data, size_t size, size_t count, void* user) -> size_t {
+        auto* in = static_cast<Buffer*>(user);
+        if (size == 0 || in->bytes.size() - in->read_at < size * count) return 0;
+        std::memcpy(data, in->bytes.data() + in->read_at, size * count);
+        in->read_at += size * count;
+        return count;
+    };
+    YR_RULES* compact = nullptr;
+    if (yr_rules_save_stream(rules, &stream) != ERROR_SUCCESS ||
+        yr_rules_load_stream(&stream, &compact) != ERROR_SUCCESS) {
+        return nullptr;
+    }
+    return compact;
 }
 
 }  // namespace
@@ -199,6 +231,14 @@ Result<YaraScanner> YaraScanner::compile(const Pack& pack, YaraOptions options) 
         errors.lines.push_back("yr_compiler_get_rules failed");
     }
     yr_compiler_destroy(compiler);
+    if (impl->rules) {
+        if (YR_RULES* compact = compact_rules(impl->rules)) {
+            yr_rules_destroy(impl->rules);
+            impl->rules = compact;
+        } else {
+            logger("signatures")->warn("YARA rules not compacted: their save and load failed");
+        }
+    }
     if (!errors.lines.empty()) {
         std::string message = "YARA rules do not compile:";
         for (const auto& line : errors.lines) message += "\n" + line;

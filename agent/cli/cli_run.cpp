@@ -12,16 +12,17 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include "gpuguard/daemon/agent.h"
+#include "allocator.h"
 #include "cli.h"
-#include "gpuguard/daemon/config_reload.h"
-#include "gpuguard/events/event.h"
-#include "gpuguard/daemon/line_writer.h"
-#include "service_notify.h"
 #include "gpuguard/common/logging.h"
 #include "gpuguard/common/printable.h"
+#include "gpuguard/daemon/agent.h"
+#include "gpuguard/daemon/config_reload.h"
+#include "gpuguard/daemon/line_writer.h"
+#include "gpuguard/events/event.h"
 #include "gpuguard/siem/siem.h"
 #include "gpuguard/version.h"
+#include "service_notify.h"
 
 namespace gpuguard::agent::cli {
 namespace {
@@ -179,6 +180,7 @@ int run_agent(const Context& context, const RunOptions& options) {
     // writer counts what is lost). The agent starts no processes, so none
     // inherits the ignored signal.
     std::signal(SIGPIPE, SIG_IGN);
+    const std::string allocator = tune_allocator();
     const auto log = logger("agent");
     auto config = load_config_or_report(context, options.config_path);
     if (!config) return 2;
@@ -241,6 +243,9 @@ int run_agent(const Context& context, const RunOptions& options) {
         log->critical("cannot start the sensor: {}", agent.error().message);
         return 1;
     }
+    // Start-up's peak (Hyperscan and YARA compiles, the /proc bootstrap) is
+    // freed by now; the arenas would otherwise keep it resident.
+    log->info("start-up memory returned: {} ({})", release_free_memory(), allocator);
     log->info("ready{}", options.print_events ? ": printing events as JSON lines on stdout" : "");
     service.ready("running");
     auto ran = agent.value()->run(context.stop_signal);

@@ -438,6 +438,33 @@ TEST_F(AgentRunTest, sigint_also_detaches) {
     EXPECT_TRUE(wait_until_no_programs(3s));
 }
 
+// docs/operations.md, "Footprint": 2 arenas and a fixed mmap threshold
+// unless the environment sets them, start-up's free memory returned once
+// ready (bench/idle_footprint_bench measures what that saves).
+TEST_F(AgentRunTest, start_up_memory_is_returned_and_the_environment_keeps_its_malloc_settings) {
+    const auto config = dir_ / "gpuguard.yaml";
+    std::ofstream(config) << own_paths();
+    {
+        Subprocess agent({GPUGUARD_BINARY, "run", "--config", config.string()});
+        ASSERT_TRUE(agent.wait_for_agent_ready(20s)) << agent.stderr_text();
+        const std::string log = agent.stderr_text();
+        EXPECT_NE(log.find("start-up memory returned: RSS "), std::string::npos) << log;
+        EXPECT_NE(log.find("arenas: at most 2; blocks of 128 KiB and more mmapped"),
+                  std::string::npos)
+            << log;
+    }
+    ASSERT_EQ(setenv("MALLOC_ARENA_MAX", "4", 1), 0);
+    ASSERT_EQ(setenv("GLIBC_TUNABLES", "glibc.malloc.mmap_threshold=65536", 1), 0);
+    Subprocess agent({GPUGUARD_BINARY, "run", "--config", config.string()});
+    unsetenv("MALLOC_ARENA_MAX");
+    unsetenv("GLIBC_TUNABLES");
+    ASSERT_TRUE(agent.wait_for_agent_ready(20s)) << agent.stderr_text();
+    EXPECT_NE(agent.stderr_text().find("arenas: as the environment sets them; mmap threshold: as "
+                                       "the environment sets it"),
+              std::string::npos)
+        << agent.stderr_text();
+}
+
 TEST_F(AgentRunTest, bad_btf_path_fails_with_one_clear_line) {
     const auto result = run_command({GPUGUARD_BINARY, "run", "--btf", "/nonexistent/vmlinux"});
     EXPECT_EQ(result.exit_code, 1);

@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include <gtest/gtest.h>
+#include <malloc.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -128,6 +129,29 @@ TEST_F(YaraScannerTest, scans_a_process_executable_through_proc) {
     auto missing = scanner_->scan_pid(999999999);
     ASSERT_FALSE(missing.ok());
     EXPECT_EQ(missing.error().code, ErrorCode::kNotFound);
+}
+
+// Bytes malloc has handed out and not had back (arenas and mmapped blocks).
+size_t malloc_in_use() {
+    const struct mallinfo2 info = mallinfo2();
+    return info.uordblks + info.hblkhd;
+}
+
+// The rules are kept in a buffer of their own size, not in the compiler's
+// arena (1 MiB per section: ~12 MiB for the pack, docs/operations.md).
+TEST_F(YaraScannerTest, compiled_rules_keep_only_their_own_size) {
+    auto pack = load_builtin_pack();
+    ASSERT_TRUE(pack.ok());
+    const size_t before = malloc_in_use();
+    auto second = YaraScanner::compile(*pack);
+    ASSERT_TRUE(second.ok()) << second.error().message;
+    const size_t kept = malloc_in_use() - before;
+    EXPECT_LT(kept, 1u << 20) << kept << " bytes kept by a compiled pack";
+    write_file(dir_ / "xmrig",
+               fake_executable(raw("mining.subscribe\0mining.authorize\0mining.submit\0")));
+    auto report = second->scan_file(dir_ / "xmrig");
+    ASSERT_TRUE(report.ok()) << report.error().message;
+    EXPECT_EQ(report->rules, std::vector<std::string>{"GG_Stratum_Client_Executable"});
 }
 
 TEST_F(YaraScannerTest, unknown_rule_names_and_broken_rules_fail_to_compile) {
