@@ -17,9 +17,9 @@
 #include <unistd.h>
 
 #include "gpuguard/sensor/sensor.h"
-#include "tests/support/sensor_harness.h"
 #include "tests/support/child_process.h"
 #include "tests/support/privileged.h"
+#include "tests/support/sensor_harness.h"
 #include "tests/support/temp_dir.h"
 
 namespace gpuguard::agent {
