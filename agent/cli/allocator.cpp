@@ -42,12 +42,17 @@ std::string tune_allocator() {
         done += "arenas: as the environment sets them";
     } else if (mallopt(M_ARENA_MAX, kArenaMax) == 1) {
         done += "arenas: at most " + std::to_string(kArenaMax);
+    } else {
+        // Not glibc's malloc (a sanitizer's, a preloaded one): its own rules.
+        done += "arenas: left to this allocator, which refuses M_ARENA_MAX";
     }
     if (set_by_environment("MALLOC_MMAP_THRESHOLD_", "glibc.malloc.mmap_threshold")) {
         done += "; mmap threshold: as the environment sets it";
     } else if (mallopt(M_MMAP_THRESHOLD, kMmapThresholdBytes) == 1) {
         done +=
             "; blocks of " + std::to_string(kMmapThresholdBytes >> 10) + " KiB and more mmapped";
+    } else {
+        done += "; mmap threshold: left to this allocator";
     }
     return done;
 }
