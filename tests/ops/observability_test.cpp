@@ -248,10 +248,11 @@ TEST_F(ObservedAgentTest, every_metric_the_dashboard_and_alerts_query_is_exporte
         body.find("gpuguard_rule_detections_total{rule=\"GG-CORR-0001\",severity=\"critical\"}"),
         std::string::npos)
         << body;
-    EXPECT_TRUE(std::regex_search(
-        body,
-        std::regex(
-            R"(gpuguard_actions_total\{rule="GG-CORR-0001",action="kill",outcome="dry_run"\} [1-9])")))
+    EXPECT_TRUE(
+        std::regex_search(body,
+                          // The kill is the first rule's: 0012 at the exec or 0001 at the GPU open.
+                          std::regex(R"re(gpuguard_actions_total\{rule="GG-CORR-00(01|12)",)re"
+                                     R"re(action="kill",outcome="dry_run"\} [1-9])re")))
         << body;
     // Per sink and state: the file sink wrote the alerts, the refused
     // collector holds them queued (in memory: no queue_dir here, so none
