@@ -80,6 +80,13 @@ std::vector<Key> map_keys(const bpf_map* map) {
     return keys;
 }
 
+// The BTF CO-RE resolves against when it is not the running kernel's: the
+// configured sensor.btf, else the path a test points at; "" = the kernel's.
+std::string custom_btf_path(const SensorOptions& options) {
+    if (!options.config.btf_path.empty()) return options.config.btf_path;
+    return options.kernel_btf_path != kKernelBtfPath ? options.kernel_btf_path : std::string();
+}
+
 // Keeps kill_now_armed in step with the known-bad maps, so the hot paths
 // skip their lookups while a map is empty.
 void update_kill_now_armed(gpuguard_bpf* skel) {
@@ -106,11 +113,10 @@ struct Sensor::Impl {
     uint64_t delivered = 0;
     uint64_t decode_errors = 0;
     std::vector<std::string> hooks;
-    bool payload_attached = false;  // the payload programs count GPU processes' sends
     AttachMode mode = AttachMode::kSyscallTracepoints;
-    std::string reason;  // why this mode
-    PayloadHooks payload = PayloadHooks::kNone;
-    std::unique_ptr<KernelWatch> watch;  // watched_tgids, watched_addrs
+    std::string reason;                          // why this mode
+    PayloadHooks payload = PayloadHooks::kNone;  // kNone: no program counts GPU processes' sends
+    std::unique_ptr<KernelWatch> watch;          // watched_tgids, watched_addrs
 
     static int on_record(void* context, void* data, size_t size) {
         auto* self = static_cast<Impl*>(context);
@@ -141,10 +147,7 @@ Result<Sensor> Sensor::open(const SensorOptions& options, EventHandler handler) 
     if (auto btf = check_btf(config.btf_path, options.kernel_btf_path); !btf) {
         return Unexpected{btf.error()};
     }
-    const std::string btf_path = !config.btf_path.empty() ? config.btf_path
-                                 : options.kernel_btf_path != kKernelBtfPath
-                                     ? options.kernel_btf_path
-                                     : std::string();
+    const std::string btf_path = custom_btf_path(options);
     AttachDecision decision = decide_attach_mode(config.attach, btf_path);
     if (decision.mode == AttachMode::kAuto) {
         return fail(ErrorCode::kUnsupported, "sensor.attach " +
@@ -182,7 +185,6 @@ Result<Sensor> Sensor::open(const SensorOptions& options, EventHandler handler) 
 Result<Sensor> Sensor::open_in_mode(const SensorOptions& options, const EventHandler& handler,
                                     const AttachDecision& decision) {
     const auto log = logger("sensor");
-    install_libbpf_logger();
     const SensorConfig& config = options.config;
 
     if (auto tracefs = ensure_tracefs(options.tracefs_dir, config.mount_tracefs); !tracefs) {
@@ -192,12 +194,9 @@ Result<Sensor> Sensor::open_in_mode(const SensorOptions& options, const EventHan
     auto impl = std::make_unique<Impl>();
     impl->handler = handler;
 
+    const std::string btf_path = custom_btf_path(options);
     LIBBPF_OPTS(bpf_object_open_opts, open_opts);
-    if (!config.btf_path.empty()) {
-        open_opts.btf_custom_path = config.btf_path.c_str();
-    } else if (options.kernel_btf_path != kKernelBtfPath) {
-        open_opts.btf_custom_path = options.kernel_btf_path.c_str();
-    }
+    if (!btf_path.empty()) open_opts.btf_custom_path = btf_path.c_str();
     impl->skeleton.reset(gpuguard_bpf__open_opts(&open_opts));
     if (!impl->skeleton) return Unexpected{libbpf_error("opening BPF object gpuguard_bpf", -errno)};
     gpuguard_bpf* skel = impl->skeleton.get();
@@ -240,19 +239,16 @@ Result<Sensor> Sensor::open_in_mode(const SensorOptions& options, const EventHan
     if (config.payload_capture) {
         payload = PayloadHooks::kSyscalls;
         if (!config.payload_syscall_hooks) {
-            const FeatureStatus socket_layer =
-                probe_socket_layer(open_opts.btf_custom_path ? open_opts.btf_custom_path : "");
+            const FeatureStatus socket_layer = probe_socket_layer(btf_path);
             if (socket_layer.available) payload = PayloadHooks::kSocketLayer;
             log->debug("probe sock_send_length: {} ({})",
                        socket_layer.available ? "available" : "unavailable", socket_layer.detail);
         }
     }
-    impl->payload_attached = config.payload_capture;
     // Hooks missing on this kernel or ABI (openat2 came in 5.6; arm64 has no
     // open/creat) are skipped, not fatal.
-    auto plan = plan_attachment(
-        skel, AttachRequest{decision.mode, decision.raw_btf, payload, options.tracefs_dir,
-                            open_opts.btf_custom_path ? open_opts.btf_custom_path : ""});
+    auto plan = plan_attachment(skel, AttachRequest{decision.mode, decision.raw_btf, payload,
+                                                    options.tracefs_dir, btf_path});
     if (!plan) return Unexpected{plan.error()};
     impl->mode = decision.mode;
     impl->reason = decision.reason;
@@ -412,7 +408,7 @@ Result<std::vector<IoctlAggregate>> Sensor::read_ioctl_stats() const {
 }
 
 std::optional<NetSends> Sensor::net_sends(uint32_t pid) const {
-    if (!impl_->payload_attached) return std::nullopt;
+    if (impl_->payload == PayloadHooks::kNone) return std::nullopt;
     gg_gpu_proc proc{};
     if (bpf_map__lookup_elem(impl_->skeleton->maps.gpu_tgids, &pid, sizeof(pid), &proc,
                              sizeof(proc), 0) != 0) {
