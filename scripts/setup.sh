@@ -81,6 +81,15 @@ ctest_stage() {
     while IFS= read -r failed; do
         summaries+=("  failed: ${failed#"${failed%%[![:space:]]*}"}")
     done < <(sed -n '/^The following tests FAILED:/,/^$/p' "$log" | grep -E '^\s+[0-9]+ - ' || true)
+    # vmtests is one CTest test for many gtest cases in two VMs: its failed
+    # kernels and cases too, or the tail cannot tell a flake from a hang.
+    if grep -qE '^\s+[0-9]+ - vmtests ' "$log" && [[ -d $dir/vmtests ]]; then
+        local line
+        while IFS= read -r line; do
+            summaries+=("    $line")
+        done < <(grep -h '^FAIL ' "$dir"/vmtests/*.summary 2>/dev/null
+            grep -ah '^\[  FAILED  \] .* ms)$' "$dir"/vmtests/*.log 2>/dev/null | head -n 20)
+    fi
     return "$result"
 }
 
