@@ -5,7 +5,8 @@
 // that exists only in a private mount namespace the test makes (an overlay
 // on /etc there; the host's /etc is never written) — still lists it in
 // `gpuguard ps` (its /proc reads use getdents64) and raises GG-CORR-0017
-// naming the library. Without a hiding library nothing is raised.
+// naming the library, and replaying the journal raises it again. Without a
+// hiding library nothing is raised.
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -138,6 +139,25 @@ class HiddenProcessTest : public AgentDetectTest {
         EXPECT_NE(table.stdout_text.find("(hidden from /proc listings)"), std::string::npos)
             << table.stdout_text;
         ASSERT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+
+        // The journal's hidden_process event makes replay judge it the same way.
+        const auto replayed = run_command(
+            {GPUGUARD_BINARY, "replay", "--rules-file", (dir_ / "miner-rules.yaml").string(),
+             "--rules-dir", rules_dir_.string(), (dir_ / "journal").string()},
+            60s);
+        ASSERT_EQ(replayed.exit_code, 0) << replayed.stderr_text;
+        bool replayed_detection = false;
+        std::istringstream lines(replayed.stdout_text);
+        for (std::string line; std::getline(lines, line);) {
+            const auto record = nlohmann::json::parse(line, nullptr, false);
+            if (record.is_discarded() || record["rule"]["id"] != "GG-CORR-0017" ||
+                record["process"]["pid"] != miner.pid) {
+                continue;
+            }
+            replayed_detection = true;
+            EXPECT_EQ(record["log"]["level"], "critical") << line;
+        }
+        EXPECT_TRUE(replayed_detection) << replayed.stdout_text;
     }
 
     std::string comm_;
