@@ -8,6 +8,7 @@
 #include <sys/sysmacros.h>
 
 #include "backends/file_reader.h"
+#include "gpuguard/common/dir_entries.h"
 #include "gpuguard/common/logging.h"
 
 namespace gpuguard::backends {
@@ -71,22 +72,23 @@ std::vector<ProcessFd> sweep_gpu_fds(const fs::path& proc_root,
                                      std::span<const DeviceNumber> gpu_devices) {
     std::vector<ProcessFd> found;
     if (gpu_devices.empty()) return found;
-    std::error_code ec;
-    for (const auto& process : fs::directory_iterator(proc_root, ec)) {
-        const auto pid = detail::parse_u64(process.path().filename().string());
-        if (!pid) continue;
-        std::error_code fd_ec;
+    // getdents64, not readdir: a process a preloaded library hides is still found.
+    auto pids = list_numbered_entries(proc_root);
+    if (!pids) return found;
+    for (const uint32_t pid : *pids) {
+        const fs::path fd_dir = proc_root / std::to_string(pid) / "fd";
         // Racy by nature: processes exit and fds close while we look.
-        for (const auto& fd_entry : fs::directory_iterator(process.path() / "fd", fd_ec)) {
-            const auto fd = detail::parse_u64(fd_entry.path().filename().string());
-            if (!fd) continue;
+        auto fds = list_numbered_entries(fd_dir);
+        if (!fds) continue;
+        for (const uint32_t fd : *fds) {
+            const fs::path fd_path = fd_dir / std::to_string(fd);
             struct stat st {};
-            if (::stat(fd_entry.path().c_str(), &st) != 0 || !S_ISCHR(st.st_mode)) continue;
+            if (::stat(fd_path.c_str(), &st) != 0 || !S_ISCHR(st.st_mode)) continue;
             const DeviceNumber number{major(st.st_rdev), minor(st.st_rdev)};
             if (std::find(gpu_devices.begin(), gpu_devices.end(), number) == gpu_devices.end()) {
                 continue;
             }
-            found.push_back(ProcessFd{static_cast<pid_t>(*pid), static_cast<int>(*fd), number});
+            found.push_back(ProcessFd{static_cast<pid_t>(pid), static_cast<int>(fd), number});
         }
     }
     std::sort(found.begin(), found.end());

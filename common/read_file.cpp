@@ -7,19 +7,24 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "gpuguard/common/file_error.h"
 #include "gpuguard/common/unique_fd.h"
 
 namespace gpuguard {
 namespace {
 
 Unexpected read_error(const std::filesystem::path& path, int err) {
-    ErrorCode code = ErrorCode::kIo;
-    if (err == ENOENT || err == ENOTDIR) code = ErrorCode::kNotFound;
-    if (err == EACCES || err == EPERM) code = ErrorCode::kPermission;
-    return fail(code, "cannot read " + path.string() + ": " + std::strerror(err), err);
+    return file_error("cannot read " + path.string(), err);
 }
 
 }  // namespace
+
+Unexpected file_error(const std::string& what, int err) {
+    ErrorCode code = ErrorCode::kIo;
+    if (err == ENOENT || err == ENOTDIR) code = ErrorCode::kNotFound;
+    if (err == EACCES || err == EPERM) code = ErrorCode::kPermission;
+    return fail(code, what + ": " + std::strerror(err), err);
+}
 
 Result<std::string> read_file(const std::filesystem::path& path) {
     const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));

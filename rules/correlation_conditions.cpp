@@ -88,7 +88,7 @@ int RuleReader::read_conditions(const YAML::Node& when, const std::string& path,
             {"gpu_held", "signature", "exe_location", "disguised", "known_bad_executable",
              "memory_growth", "sustained_utilization", "scope", "gpu_memory_above",
              "gpu_index_not_in", "gpu_vendor_not_in", "time_window", "max_gpu_processes",
-             "hash_rate_above_threshold", "quiet_io", "opaque_peer"})) {
+             "hash_rate_above_threshold", "quiet_io", "opaque_peer", "hidden_from_proc"})) {
         return -1;  // reported already
     }
     int conditions = 0;
@@ -119,6 +119,10 @@ int RuleReader::read_conditions(const YAML::Node& when, const std::string& path,
     }
     if (const YAML::Node node = when["opaque_peer"]) {
         rule.opaque_peer = boolean(node, path + ".opaque_peer").value_or(false);
+        ++conditions;
+    }
+    if (const YAML::Node node = when["hidden_from_proc"]) {
+        rule.hidden_from_proc = boolean(node, path + ".hidden_from_proc").value_or(false);
         ++conditions;
     }
     if (const YAML::Node node = when["memory_growth"]) {

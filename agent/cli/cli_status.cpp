@@ -148,12 +148,13 @@ void print_ps_table(const json& processes) {
         const std::string memory_text =
             memory_mib ? std::to_string(static_cast<long long>(*memory_mib)) + "MiB" : "-";
         const std::string util_text = util ? std::to_string(static_cast<int>(*util)) : "-";
-        std::printf("%-8u %-10s %-16s %-14s %9s %6s %10llu %9.0f %-13s %s%s\n",
+        std::printf("%-8u %-10s %-16s %-14s %9s %6s %10llu %9.0f %-13s %s%s%s\n",
                     p["pid"].get<uint32_t>(), user.c_str(), comm.c_str(), gpus.c_str(),
                     memory_text.c_str(), util_text.c_str(),
                     static_cast<unsigned long long>(p["ioctl_total"].get<uint64_t>()),
                     p["ioctl_rate_per_s"].get<double>(), container.c_str(), what.c_str(),
-                    p["exited"].get<bool>() ? "  (exited)" : "");
+                    p["exited"].get<bool>() ? "  (exited)" : "",
+                    p.value("hidden", false) ? "  (hidden from /proc listings)" : "");
         if (p.contains("stratum_sessions")) print_stratum_sessions(p["stratum_sessions"]);
     }
 }

@@ -415,6 +415,11 @@ void Agent::Impl::bootstrap_processes() {
         log->info("process table: {} processes, {} already holding a GPU", bootstrap->processes,
                   bootstrap->gpu_processes);
     }
+    if (this->options.config.process_table.hidden_check_interval_s > 0) {
+        HiddenCheckOptions hidden;
+        hidden.proc_root = this->options.proc_root;
+        this->hidden_check = std::make_unique<HiddenProcessCheck>(std::move(hidden));
+    }
 }
 
 // The forensic journal (docs/journal.md); the agent goes on without one.
@@ -518,6 +523,7 @@ Status Agent::run(const volatile std::sig_atomic_t* stop) {
                 impl.on_event(event);
             }
         }
+        impl.check_hidden_processes(now);
         if (now < next_ioctl_read && now < next_drop_check && now < next_rate_sample) continue;
         std::lock_guard lock(impl.mutex);
         if (now >= next_rate_sample) {

@@ -11,6 +11,7 @@ namespace gpuguard::agent {
 
 void Agent::Impl::emit(const Detection& detection) {
     ++detections_total;
+    if (detection.rule_id != "GG-CORR-0017") check_hidden_soon(detection.last_seen_ns);
     activity->record(detection);
     if (options.detection_sink) options.detection_sink(detection);
     if (router) router->publish(detection);
@@ -264,6 +265,9 @@ void Agent::Impl::build_pipeline() {
         }
     };
     hooks.on_judged = [this](const Event& event) {
+        if (const auto* open = std::get_if<GpuOpen>(&event.data); open && open->succeeded()) {
+            check_hidden_soon(event.ts_ns);
+        }
         if (correlator && (exe_scans || config_scans)) submit_scans();
         if (correlator && sensor) update_watch_lists(event);
         if (const auto* telemetry = std::get_if<Telemetry>(&event.data);

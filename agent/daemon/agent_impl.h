@@ -4,12 +4,14 @@
 // agent_report.cpp (status, ps and metrics).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,6 +48,7 @@
 #include "gpuguard/sensor/sensor_probe.h"
 #include "gpuguard/siem/siem.h"
 #include "gpuguard/state/ioctl_names.h"
+#include "gpuguard/state/proc_listing.h"
 #include "gpuguard/state/process_handle.h"
 #include "gpuguard/state/process_io.h"
 #include "gpuguard/state/process_table.h"
@@ -96,6 +99,12 @@ struct Agent::Impl {
     std::unique_ptr<ConfigScanWorker> config_scans;     // null when rules.config_scan is off
     std::map<std::string, std::string> kill_now_names;  // in the kernel map: comm -> signature id
     uint64_t telemetry_sequence = 0;
+    // Hidden processes (hidden_processes.cpp): null when
+    // process_table.hidden_check_interval_s is 0.
+    std::unique_ptr<HiddenProcessCheck> hidden_check;
+    std::set<uint32_t> hidden_pids;                 // hidden at the last check: reported once each
+    std::atomic<uint64_t> next_hidden_check_ns{0};  // monotonic
+    uint64_t hidden_checks = 0;                     // comparisons made (under mutex)
     std::unique_ptr<ProcessIoSampler> process_io;  // GPU processes' writes, per sample
     uint64_t detections_total = 0;
     uint64_t rule_reloads_rejected = 0;
@@ -156,6 +165,14 @@ struct Agent::Impl {
     // live agent does: in-kernel kill reports, YARA scans, the priority
     // guard, --print-events.
     void build_pipeline();
+
+    // Compares libc's listing of /proc with the kernel's when due
+    // (hidden_processes.cpp); new hidden processes become hidden_process
+    // events. Takes `mutex` itself, not across the listings.
+    void check_hidden_processes(uint64_t now_ns);
+    // A check about a second from now (a new GPU process, a detection),
+    // unless one is due sooner.
+    void check_hidden_soon(uint64_t now_ns);
 
     // What the agent shows: status page, ps, metrics (agent_report.cpp).
     // Driver of a device number, for naming its ioctls: the /proc/devices

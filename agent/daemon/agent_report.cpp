@@ -102,7 +102,9 @@ json Agent::Impl::process_json(const ProcessInfo& info, const backends::Snapshot
              {"ioctl_rate_per_s", rate},
              {"ioctls", ioctls},
              {"connects", connects},
-             {"exited", info.exited}};
+             {"exited", info.exited},
+             // libc's readdir of /proc did not list it at the last check
+             {"hidden", hidden_pids.contains(info.pid)}};
     if (info.container) {
         out["container"] = json{{"runtime", info.container->runtime}, {"id", info.container->id}};
     }
@@ -449,6 +451,8 @@ std::string Agent::status_json_of(const Impl& impl) {
               {"max_entries", impl.options.config.process_table.max_entries},
               {"gpu_processes", live_gpu},
               {"evicted_live", impl.table->evicted_live()},
+              {"hidden_checks", impl.hidden_checks},
+              {"hidden", impl.hidden_pids.size()},
               {"bootstrap", json{{"processes", impl.bootstrap.processes},
                                  {"gpu_processes", impl.bootstrap.gpu_processes}}}}}}
         .dump(-1, ' ', false, json::error_handler_t::replace);

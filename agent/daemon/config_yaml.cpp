@@ -73,6 +73,8 @@ std::string config_to_yaml(const Config& config) {
     out << YAML::Key << "exit_grace_s" << YAML::Value << config.process_table.exit_grace_s;
     out << YAML::Key << "ioctl_interval_ms" << YAML::Value
         << config.process_table.ioctl_interval_ms;
+    out << YAML::Key << "hidden_check_interval_s" << YAML::Value
+        << config.process_table.hidden_check_interval_s;
     out << YAML::EndMap;
     out << YAML::Key << "sensor" << YAML::Value << YAML::BeginMap;
     out << YAML::Key << "btf" << YAML::Value << YAML::DoubleQuoted << config.sensor.btf_path;

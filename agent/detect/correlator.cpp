@@ -263,6 +263,10 @@ void Correlator::observe(const Event& event, std::vector<const Detection*>& out)
             self.observe_config_file(pid, event.ts_ns, file);
             judge(pid);
         }
+        void operator()(const HiddenProcess& hidden) {
+            Correlator::observe_hidden(self.states_[pid], event.ts_ns, hidden);
+            judge(pid);
+        }
         // Raw samples: net_intel.h derives Stratum events from them; here only
         // what protocol a connection's first message speaks (opaque_peer).
         void operator()(const NetPayload& payload) {
@@ -580,6 +584,11 @@ bool Correlator::rule_holds(const CorrelationRule& rule, size_t cache_index, uin
         std::string detail;
         if (!opaque_peer(state, detail)) return false;
         in.extra.push_back(Evidence{ts_ns, "event", "connect", "", "peer", detail});
+    }
+    if (rule.hidden_from_proc) {
+        if (state.hidden_ns == 0) return false;
+        in.extra.push_back(
+            Evidence{state.hidden_ns, "event", "hidden_process", "", "hidden", state.hidden});
     }
     if (rule.time_window) {
         // Last: the window alone never makes a violation, it scopes one.

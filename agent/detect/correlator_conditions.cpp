@@ -157,6 +157,18 @@ bool Correlator::quiet_io(const rules::QuietIoCondition& condition, const Proces
     return true;
 }
 
+void Correlator::observe_hidden(ProcessState& state, uint64_t ts_ns, const HiddenProcess& hidden) {
+    std::string detail = "not listed by libc's readdir of /proc, listed by " + hidden.seen_by;
+    if (hidden.mechanisms.empty()) {
+        detail += "; hiding mechanism not found";
+    } else {
+        detail += "; " + join(hidden.mechanisms, "; ");
+    }
+    if (detail != state.hidden) state.dirty = true;
+    state.hidden = std::move(detail);
+    state.hidden_ns = ts_ns;
+}
+
 bool Correlator::opaque_peer(const ProcessState& state, std::string& detail) {
     for (const Peer& peer : state.peers) {
         // What it said must be seen to be opaque, unless the port is a miner's.

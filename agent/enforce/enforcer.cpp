@@ -22,6 +22,7 @@
 
 #include "gpuguard/common/clock.h"
 #include "gpuguard/common/logging.h"
+#include "gpuguard/state/proc_listing.h"
 #include "gpuguard/state/process_handle.h"
 
 namespace gpuguard::agent {
@@ -37,11 +38,10 @@ std::string seconds_text(milliseconds duration) {
 // Pids whose process group is `pgrp`, from one /proc sweep.
 std::vector<uint32_t> process_group_members(int32_t pgrp, const std::string& proc_root) {
     std::vector<uint32_t> pids;
-    std::error_code ec;
-    for (const auto& entry : std::filesystem::directory_iterator(proc_root, ec)) {
-        const std::string name = entry.path().filename().string();
-        if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
-        const auto pid = static_cast<uint32_t>(std::strtoul(name.c_str(), nullptr, 10));
+    // getdents64: a member a preloaded library hides from readdir is still killed.
+    auto listed = list_proc_pids(proc_root);
+    if (!listed) return pids;
+    for (const uint32_t pid : *listed) {
         auto stat = read_proc_stat(pid, proc_root);
         if (stat && stat->pgrp == pgrp) pids.push_back(pid);
     }

@@ -257,6 +257,19 @@ ConfigFile read_config_file(const Reader<Node>& reader) {
 }
 
 template <typename Node>
+HiddenProcess read_hidden_process(const Reader<Node>& reader) {
+    HiddenProcess hidden;
+    hidden.seen_by = reader.string("seen_by", "getdents64");
+    if (hidden.seen_by != "getdents64" && hidden.seen_by != "process_table") {
+        reader.error("seen_by", "expected \"getdents64\" or \"process_table\", got \"" +
+                                    hidden.seen_by + "\"");
+    }
+    hidden.libraries = reader.strings("libraries");
+    hidden.mechanisms = reader.strings("mechanisms");
+    return hidden;
+}
+
+template <typename Node>
 ProcessIo read_process_io(const Reader<Node>& reader) {
     ProcessIo io;
     io.file_write_bytes = reader.template optional_integer<uint64_t>("file_write_bytes");
@@ -431,6 +444,8 @@ void read_body(std::string_view type, const Reader<Node>& top, const std::option
         body = read_process_io(object());
     } else if (type == "config_file") {
         body = read_config_file(object());
+    } else if (type == "hidden_process") {
+        body = read_hidden_process(object());
     } else {
         top.error("type", "unknown event type \"" + std::string(type) + "\" (" +
                               join(event_type_names(), ", ") + ")");

@@ -172,6 +172,11 @@ struct EncodeVisitor {
             w.str(line.text);
         }
     }
+    void operator()(const HiddenProcess& hidden) const {
+        w.str(hidden.seen_by);
+        w.strings(hidden.libraries);
+        w.strings(hidden.mechanisms);
+    }
 };
 
 EventTag tag_of(const EventData& data) {
@@ -191,6 +196,7 @@ EventTag tag_of(const EventData& data) {
         EventTag operator()(const Stratum&) const { return EventTag::kStratum; }
         EventTag operator()(const ProcessIo&) const { return EventTag::kProcessIo; }
         EventTag operator()(const ConfigFile&) const { return EventTag::kConfigFile; }
+        EventTag operator()(const HiddenProcess&) const { return EventTag::kHiddenProcess; }
     };
     return std::visit(Visitor{}, data);
 }
@@ -387,6 +393,13 @@ void decode_body(Reader& r, EventTag tag, EventData& data) {
                 line.line = r.uint<uint32_t>();
                 r.str(line.text);
             }
+            return;
+        }
+        case EventTag::kHiddenProcess: {
+            auto& hidden = emplace<HiddenProcess>(data);
+            r.str(hidden.seen_by);
+            r.strings(hidden.libraries);
+            r.strings(hidden.mechanisms);
             return;
         }
     }

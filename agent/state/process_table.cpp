@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "gpuguard/common/read_file.h"
+#include "gpuguard/state/proc_listing.h"
 
 namespace gpuguard::agent {
 namespace {
@@ -60,38 +61,31 @@ ProcessTable::ProcessTable(ProcessTableOptions options, IsGpuDevice is_gpu)
 
 Result<BootstrapReport> ProcessTable::bootstrap() {
     BootstrapReport report;
-    std::error_code ec;
-    std::filesystem::directory_iterator entries(options_.proc_root, ec);
-    if (ec) {
-        return fail(ErrorCode::kIo,
-                    "cannot list " + options_.proc_root.string() + ": " + ec.message(), ec.value());
-    }
-    for (const auto& dirent : entries) {
-        const auto pid = parse_decimal_u32(dirent.path().filename().string());
-        if (!pid) continue;
+    // getdents64, not readdir: a preloaded library cannot hide a process here.
+    auto pids = list_proc_pids(options_.proc_root);
+    if (!pids) return Unexpected{pids.error()};
+    for (const uint32_t pid : *pids) {
+        const auto pid_dir = options_.proc_root / std::to_string(pid);
         ProcessInfo info;
-        info.pid = *pid;
+        info.pid = pid;
         load_from_proc(info);
         if (info.comm.empty() && info.cmdline.empty()) {
             ++report.unreadable;  // exited while we looked, or a kernel we cannot read
             continue;
         }
         // Each fd once: stat() follows the /proc symlink to the opened inode.
-        std::filesystem::directory_iterator fds(dirent.path() / "fd", ec);
-        if (!ec && info.pid != options_.ignore_pid) {
-            for (const auto& fd_entry : fds) {
-                const auto fd = parse_decimal_u32(fd_entry.path().filename().string());
+        if (info.pid != options_.ignore_pid) {
+            for (const uint32_t fd : list_proc_fds(options_.proc_root, pid)) {
+                const auto fd_path = pid_dir / "fd" / std::to_string(fd);
                 struct stat st {};
-                if (!fd || stat(fd_entry.path().c_str(), &st) != 0 || !S_ISCHR(st.st_mode))
-                    continue;
+                if (stat(fd_path.c_str(), &st) != 0 || !S_ISCHR(st.st_mode)) continue;
                 const uint32_t major_number = major(st.st_rdev), minor_number = minor(st.st_rdev);
                 if (is_gpu_(major_number, minor_number)) {
-                    add_gpu(info, GpuHandle{major_number, minor_number, static_cast<int32_t>(*fd),
-                                            0, false});
+                    add_gpu(info, GpuHandle{major_number, minor_number, static_cast<int32_t>(fd), 0,
+                                            false});
                 }
             }
         }
-        ec.clear();
         if (info.holds_gpu()) {
             enrich_from_proc(info);
             ++report.gpu_processes;
@@ -255,6 +249,11 @@ void ProcessTable::apply(const Event& event) {
         }  // raw samples: gpuguard/netintel/net_intel.h reads them
         void operator()(const ProcessIo&) {}  // write counters: the correlator keeps them
         void operator()(const ConfigFile&) {}  // matched config lines: the correlator keeps them
+        void operator()(const HiddenProcess&) {  // the correlator judges it
+            ProcessInfo& info = table.entry(task.pid);
+            if (!task.comm.empty()) take_identity(info, task);
+            if (info.exe.empty()) table.enrich_from_proc(info);
+        }
         void operator()(const Stratum&) {     // a mining session: the correlator judges it
             ProcessInfo& info = identified();
             if (info.exe.empty()) table.enrich_from_proc(info);
@@ -470,6 +469,15 @@ std::vector<ProcessInfo> ProcessTable::gpu_processes() const {
 
 std::vector<ProcessInfo> ProcessTable::live_processes() const {
     return processes_where([](const ProcessInfo& info) { return !info.exited; });
+}
+
+std::vector<uint32_t> ProcessTable::live_pids() const {
+    std::vector<uint32_t> out;
+    for (const auto& [pid, info] : processes_) {
+        if (!info.exited) out.push_back(pid);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
 }
 
 Event snapshot_event(const ProcessInfo& info, uint64_t ts_ns) {

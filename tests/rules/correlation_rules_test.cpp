@@ -1,5 +1,6 @@
 // Correlation rule files: the built-in set loads, every problem in a bad file
 // is reported as file:line:col, and files replace or extend built-in rules.
+#include <algorithm>
 #include <ctime>
 #include <fstream>
 
@@ -431,6 +432,45 @@ TEST(CorrelationRules, SupportingSignalsAreReadWithTheirProblemsPlaced) {
         EXPECT_NE(bad.error().message.find(expected), std::string::npos) << expected << "\nin:\n"
                                                                          << bad.error().message;
     }
+}
+
+}  // namespace
+}  // namespace gpuguard::rules
+
+namespace gpuguard::rules {
+namespace {
+
+TEST(CorrelationRules, HiddenFromProcIsAConditionAndTheBuiltInRuleUsesIt) {
+    auto parsed = parse_correlation_rules(R"(rules:
+  - id: S-3
+    name: hidden
+    severity: error
+    when: {hidden_from_proc: true}
+)",
+                                          "site.yaml");
+    ASSERT_TRUE(parsed) << parsed.error().message;
+    EXPECT_TRUE(parsed->at(0).hidden_from_proc);
+    auto bad = parse_correlation_rules(R"(rules:
+  - id: S-4
+    name: hidden
+    severity: error
+    when: {hidden_from_proc: maybe}
+)",
+                                       "site.yaml");
+    ASSERT_FALSE(bad);
+    EXPECT_NE(bad.error().message.find("site.yaml:5:"), std::string::npos) << bad.error().message;
+    EXPECT_NE(bad.error().message.find("hidden_from_proc"), std::string::npos)
+        << bad.error().message;
+
+    auto builtin = builtin_correlation_rules();
+    ASSERT_TRUE(builtin) << builtin.error().message;
+    const auto rule = std::find_if(builtin->begin(), builtin->end(),
+                                   [](const auto& each) { return each.id == "GG-CORR-0017"; });
+    ASSERT_NE(rule, builtin->end());
+    EXPECT_TRUE(rule->hidden_from_proc);
+    EXPECT_EQ(rule->severity, Severity::kError);
+    ASSERT_TRUE(rule->supporting);
+    EXPECT_EQ(rule->supporting->severity, Severity::kCritical);
 }
 
 }  // namespace

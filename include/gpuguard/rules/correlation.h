@@ -203,6 +203,10 @@ struct CorrelationRule {
     // port a port signature lists (a miner's port), unless what it sent there
     // was a recognised protocol.
     bool opaque_peer = false;
+    // libc's readdir of /proc does not list the live process while the
+    // kernel does (a hidden_process event: a preloaded library hooking
+    // readdir hides it from ps and top).
+    bool hidden_from_proc = false;
 
     // Optional signals that raise confidence and severity.
     std::shared_ptr<const SupportingSignals> supporting;

@@ -71,29 +71,34 @@ std::vector<Event> one_of_each() {
     stratum.shares_submitted = 3;
     stratum.share_hashes = 65536;
     stratum.hash_rate = 1.5e6;
-    return {with_task(open),
-            with_task(failed),
-            with_task(ioctl),
-            with_task(connect),
-            with_task(connect6),
-            with_task(exec),
-            with_task(Fork{4300, true}),
-            with_task(Exit{0x0900, true}),
-            with_task(Exit{0x0300, false}),
-            with_task(telemetry),
-            with_task(snapshot),
-            with_task(kill),
-            with_task(scan),
-            with_task(payload),
-            with_task(stratum),
-            with_task(ProcessIo{1 << 20, 4096, 3}),
-            with_task(ConfigFile{"/opt/x/config.json",
-                                 "argument",
-                                 812,
-                                 std::string(64, 'e'),
-                                 true,
-                                 {{9, "\"url\": \"pool.supportxmr.com:3333\","},
-                                  {12, "a\nb \u00e9"}}})};
+    return {
+        with_task(open),
+        with_task(failed),
+        with_task(ioctl),
+        with_task(connect),
+        with_task(connect6),
+        with_task(exec),
+        with_task(Fork{4300, true}),
+        with_task(Exit{0x0900, true}),
+        with_task(Exit{0x0300, false}),
+        with_task(telemetry),
+        with_task(snapshot),
+        with_task(kill),
+        with_task(scan),
+        with_task(payload),
+        with_task(stratum),
+        with_task(ProcessIo{1 << 20, 4096, 3}),
+        with_task(ConfigFile{"/opt/x/config.json",
+                             "argument",
+                             812,
+                             std::string(64, 'e'),
+                             true,
+                             {{9, "\"url\": \"pool.supportxmr.com:3333\","}, {12, "a\nb \u00e9"}}}),
+        with_task(HiddenProcess{"getdents64",
+                                {"/usr/local/lib/libsystem.so"},
+                                {"/etc/ld.so.preload (the agent's mount namespace) preloads "
+                                 "/usr/local/lib/libsystem.so"}}),
+        with_task(HiddenProcess{"process_table", {}, {}})};
 }
 
 TEST(EventParse, EveryTypeRoundTripsByteForByte) {
@@ -264,6 +269,10 @@ TEST(EventParse, ErrorsNameTheInputAndTheField) {
          "f.jsonl:3: config_file.reason: expected \"argument\" or \"default\""},
         {R"({"type":"config_file","ts_ns":1,"process":{"pid":1},"config_file":{"path":"/c","lines":[{"text":"x"}]}})",
          "f.jsonl:3: config_file.lines[0].line: missing"},
+        {R"({"type":"hidden_process","ts_ns":1,"process":{"pid":1},"hidden_process":{"seen_by":"ps"}})",
+         "f.jsonl:3: hidden_process.seen_by: expected \"getdents64\" or \"process_table\""},
+        {R"({"type":"hidden_process","ts_ns":1,"process":{"pid":1},"hidden_process":{"libraries":"/x.so"}})",
+         "f.jsonl:3: hidden_process.libraries"},
     };
     for (const auto& c : cases) {
         auto parsed = event_from_json(c.line, "f.jsonl:3");

@@ -125,6 +125,12 @@ std::vector<Event> every_event_type(uint64_t ts_ns, uint32_t pid) {
                    {{3, "    \"randomx\": {\n        \"1gb-pages\": false"},
                     {9, "\"url\": \"pool.supportxmr.com:3333\","}}});
     add(ConfigFile{"rig.ini", "argument", 1ull << 33, std::string(64, 'd'), true, {}});
+    // A hidden process with its hiding library found, and one without.
+    add(HiddenProcess{"getdents64",
+                      {"/usr/local/lib/libsystem.so", "/tmp/.x/libhide.so"},
+                      {"LD_PRELOAD of the agent names /tmp/.x/libhide.so",
+                       "the agent's readdir resolves to /usr/local/lib/libsystem.so, not libc's"}});
+    add(HiddenProcess{"process_table", {}, {}});
     return events;
 }
 

@@ -50,6 +50,9 @@ struct ProcessTableConfig {
     uint32_t max_entries = 32768;
     uint32_t exit_grace_s = 30;
     uint32_t ioctl_interval_ms = 1000;  // how often the kernel's ioctl aggregates are read
+    // How often libc's view of /proc is compared with the kernel's (hidden
+    // processes, GG-CORR-0017); also soon after a new GPU process. 0 = never.
+    uint32_t hidden_check_interval_s = 30;
 };
 
 // The forensic journal (docs/journal.md).

@@ -196,6 +196,9 @@ class Correlator {
         std::optional<double> hash_rate;        // fastest estimate of its mining sessions, H/s
         uint64_t hash_rate_ns = 0;              // when it was reported
         uint64_t first_gpu_ns = 0;
+        // The latest hidden_process event: how it is hidden (hidden_from_proc).
+        std::string hidden;
+        uint64_t hidden_ns = 0;
     };
     struct Open {
         Detection detection;
@@ -249,6 +252,8 @@ class Correlator {
     uint32_t add_support(const rules::CorrelationRule& rule, uint32_t pid, const ProcessInfo& info,
                          const ProcessState& state, uint64_t ts_ns, RuleInputs& in);
     static bool opaque_peer(const ProcessState& state, std::string& detail);
+    // Keeps a hidden_process event's evidence in `state`.
+    static void observe_hidden(ProcessState& state, uint64_t ts_ns, const HiddenProcess& hidden);
     // Appends `detection` to `out`; one reported twice by the same observe()
     // is kept as it was the first time (a copy in reported_twice_).
     void report(const Detection& detection, std::vector<const Detection*>& out);

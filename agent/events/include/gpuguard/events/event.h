@@ -252,9 +252,23 @@ struct ProcessIo {
     bool operator==(const ProcessIo&) const = default;
 };
 
+// A live process that libc's readdir of /proc does not list while the
+// kernel does (getdents64, the process table): hidden from ps, top and
+// every libc program by a preloaded library hooking readdir
+// (gpuguard/state/proc_listing.h). Made by the agent's periodic comparison,
+// not from the ring buffer. The task is the hidden process.
+struct HiddenProcess {
+    // What still shows it: "getdents64" (the kernel's own /proc listing) or
+    // "process_table" (kernel events only).
+    std::string seen_by;
+    std::vector<std::string> libraries;   // hiding libraries found, each once
+    std::vector<std::string> mechanisms;  // how each was found, one line each
+    bool operator==(const HiddenProcess&) const = default;
+};
+
 using EventData =
     std::variant<GpuOpen, GpuIoctl, Connect, Exec, Fork, Exit, Telemetry, ProcessSnapshot, KillNow,
-                 ExeScan, NetPayload, Stratum, ProcessIo, ConfigFile>;
+                 ExeScan, NetPayload, Stratum, ProcessIo, ConfigFile, HiddenProcess>;
 
 struct Event {
     uint64_t ts_ns = 0;  // CLOCK_MONOTONIC nanoseconds
@@ -264,7 +278,8 @@ struct Event {
 
 // Name of an event's type as used in JSON ("gpu_open", "gpu_ioctl", "connect",
 // "exec", "fork", "exit", "telemetry", "process_snapshot", "kill_now",
-// "exe_scan", "net_payload", "stratum", "process_io", "config_file").
+// "exe_scan", "net_payload", "stratum", "process_io", "config_file",
+// "hidden_process").
 const char* event_type_name(const Event& event);
 
 // Every type's name, in EventData's order: what --event-types, `journal

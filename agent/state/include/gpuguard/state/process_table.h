@@ -177,6 +177,7 @@ class ProcessTable {
     const ProcessInfo* find(uint32_t pid) const;
     std::vector<ProcessInfo> gpu_processes() const;   // sorted by pid
     std::vector<ProcessInfo> live_processes() const;  // not exited, sorted by pid
+    std::vector<uint32_t> live_pids() const;          // the same, pids only
     size_t size() const { return processes_.size(); }
     uint64_t evicted_live() const { return evicted_live_; }  // bound hit: live entries dropped
 
