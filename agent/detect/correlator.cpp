@@ -263,6 +263,10 @@ void Correlator::observe(const Event& event, std::vector<const Detection*>& out)
             self.observe_config_file(pid, event.ts_ns, file);
             judge(pid);
         }
+        void operator()(const ModuleLoad& module) {
+            self.observe_module_load(pid, event.ts_ns, module);
+            judge(pid);
+        }
         // Raw samples: net_intel.h derives Stratum events from them; here only
         // what protocol a connection's first message speaks (opaque_peer).
         void operator()(const NetPayload& payload) {
@@ -333,6 +337,7 @@ void Correlator::observe(const Event& event, std::vector<const Detection*>& out)
         void operator()(const KillNow&) {}  // already enforced in the kernel; exit follows
         void operator()(const Exit&) {
             self.states_.erase(pid);
+            self.flagged_.erase(pid);
             auto first = self.open_.lower_bound({pid, std::string()});
             auto last = first;
             while (last != self.open_.end() && last->first.first == pid) ++last;
@@ -580,6 +585,10 @@ bool Correlator::rule_holds(const CorrelationRule& rule, size_t cache_index, uin
         std::string detail;
         if (!opaque_peer(state, detail)) return false;
         in.extra.push_back(Evidence{ts_ns, "event", "connect", "", "peer", detail});
+    }
+    if (rule.module_load &&
+        !module_load_holds(*rule.module_load, rule.window, info, state, ts_ns, in.extra)) {
+        return false;
     }
     if (rule.time_window) {
         // Last: the window alone never makes a violation, it scopes one.

@@ -256,6 +256,27 @@ ConfigFile read_config_file(const Reader<Node>& reader) {
     return file;
 }
 
+// "taint_bits" when given (what the agent writes: exact, bits without a
+// letter included), else the letters of "taints" (hand-written events).
+template <typename Node>
+ModuleLoad read_module_load(const Reader<Node>& reader) {
+    ModuleLoad module;
+    module.name = reader.string("name");
+    if (module.name.empty()) reader.error("name", "must name the module");
+    if (reader.has("taint_bits")) {
+        module.taints = reader.template integer<uint32_t>("taint_bits");
+        return module;
+    }
+    const std::string letters = reader.string("taints", "");
+    const auto bits = module_taint_bits(letters);
+    if (!bits) {
+        reader.error("taints", "expected the kernel's taint letters (P, O, E, C, ...), got \"" +
+                                   letters + "\"");
+    }
+    module.taints = *bits;
+    return module;
+}
+
 template <typename Node>
 ProcessIo read_process_io(const Reader<Node>& reader) {
     ProcessIo io;
@@ -431,6 +452,8 @@ void read_body(std::string_view type, const Reader<Node>& top, const std::option
         body = read_process_io(object());
     } else if (type == "config_file") {
         body = read_config_file(object());
+    } else if (type == "module_load") {
+        body = read_module_load(object());
     } else {
         top.error("type", "unknown event type \"" + std::string(type) + "\" (" +
                               join(event_type_names(), ", ") + ")");

@@ -34,6 +34,7 @@ enum class EventTag : uint8_t {
     kStratum = 12,
     kProcessIo = 13,
     kConfigFile = 14,
+    kModuleLoad = 17,
 };
 
 // --- writing --------------------------------------------------------------

@@ -172,6 +172,10 @@ struct EncodeVisitor {
             w.str(line.text);
         }
     }
+    void operator()(const ModuleLoad& module) const {
+        w.str(module.name);
+        w.varint(module.taints);
+    }
 };
 
 EventTag tag_of(const EventData& data) {
@@ -191,6 +195,7 @@ EventTag tag_of(const EventData& data) {
         EventTag operator()(const Stratum&) const { return EventTag::kStratum; }
         EventTag operator()(const ProcessIo&) const { return EventTag::kProcessIo; }
         EventTag operator()(const ConfigFile&) const { return EventTag::kConfigFile; }
+        EventTag operator()(const ModuleLoad&) const { return EventTag::kModuleLoad; }
     };
     return std::visit(Visitor{}, data);
 }
@@ -387,6 +392,12 @@ void decode_body(Reader& r, EventTag tag, EventData& data) {
                 line.line = r.uint<uint32_t>();
                 r.str(line.text);
             }
+            return;
+        }
+        case EventTag::kModuleLoad: {
+            auto& module = emplace<ModuleLoad>(data);
+            r.str(module.name);
+            module.taints = r.uint<uint32_t>();
             return;
         }
     }

@@ -71,29 +71,32 @@ std::vector<Event> one_of_each() {
     stratum.shares_submitted = 3;
     stratum.share_hashes = 65536;
     stratum.hash_rate = 1.5e6;
-    return {with_task(open),
-            with_task(failed),
-            with_task(ioctl),
-            with_task(connect),
-            with_task(connect6),
-            with_task(exec),
-            with_task(Fork{4300, true}),
-            with_task(Exit{0x0900, true}),
-            with_task(Exit{0x0300, false}),
-            with_task(telemetry),
-            with_task(snapshot),
-            with_task(kill),
-            with_task(scan),
-            with_task(payload),
-            with_task(stratum),
-            with_task(ProcessIo{1 << 20, 4096, 3}),
-            with_task(ConfigFile{"/opt/x/config.json",
-                                 "argument",
-                                 812,
-                                 std::string(64, 'e'),
-                                 true,
-                                 {{9, "\"url\": \"pool.supportxmr.com:3333\","},
-                                  {12, "a\nb \u00e9"}}})};
+    std::vector<Event> events{with_task(open),
+                              with_task(failed),
+                              with_task(ioctl),
+                              with_task(connect),
+                              with_task(connect6),
+                              with_task(exec),
+                              with_task(Fork{4300, true}),
+                              with_task(Exit{0x0900, true}),
+                              with_task(Exit{0x0300, false}),
+                              with_task(telemetry),
+                              with_task(snapshot),
+                              with_task(kill),
+                              with_task(scan),
+                              with_task(payload),
+                              with_task(stratum),
+                              with_task(ProcessIo{1 << 20, 4096, 3}),
+                              with_task(ConfigFile{"/opt/x/config.json",
+                                                   "argument",
+                                                   812,
+                                                   std::string(64, 'e'),
+                                                   true,
+                                                   {{9, "\"url\": \"pool.supportxmr.com:3333\","},
+                                                    {12, "a\nb \u00e9"}}})};
+    events.push_back(with_task(ModuleLoad{"diamorphine", (1u << 12) | (1u << 13)}));
+    events.push_back(with_task(ModuleLoad{"dummy", 0}));
+    return events;
 }
 
 TEST(EventParse, EveryTypeRoundTripsByteForByte) {
@@ -227,6 +230,22 @@ TEST(EventParse, HandWrittenEventsNeedOnlyTheDefiningFields) {
     EXPECT_EQ(file.lines[0].line, 9u);
 }
 
+// Hand-written module loads give the kernel's taint letters; the agent's
+// taint_bits, when present, are the exact mask.
+TEST(EventParse, ModuleLoadTaintsFromLettersOrBits) {
+    auto letters = event_from_json(
+        R"({"type":"module_load","ts_ns":1,"process":{"pid":7},"module_load":{"name":"rk","taints":"POE"}})",
+        "x");
+    ASSERT_TRUE(letters) << letters.error().message;
+    EXPECT_EQ(std::get<ModuleLoad>(letters->event.data).taints,
+              (1u << 0) | (1u << 12) | (1u << 13));
+    auto bits = event_from_json(
+        R"({"type":"module_load","ts_ns":1,"process":{"pid":7},"module_load":{"name":"rk","taint_bits":2147483648}})",
+        "x");
+    ASSERT_TRUE(bits) << bits.error().message;
+    EXPECT_EQ(std::get<ModuleLoad>(bits->event.data).taints, 1u << 31);
+}
+
 TEST(EventParse, ErrorsNameTheInputAndTheField) {
     struct Case {
         const char* line;
@@ -264,6 +283,10 @@ TEST(EventParse, ErrorsNameTheInputAndTheField) {
          "f.jsonl:3: config_file.reason: expected \"argument\" or \"default\""},
         {R"({"type":"config_file","ts_ns":1,"process":{"pid":1},"config_file":{"path":"/c","lines":[{"text":"x"}]}})",
          "f.jsonl:3: config_file.lines[0].line: missing"},
+        {R"({"type":"module_load","ts_ns":1,"process":{"pid":1},"module_load":{"name":"x","taints":"OZ"}})",
+         "f.jsonl:3: module_load.taints: expected the kernel's taint letters"},
+        {R"({"type":"module_load","ts_ns":1,"process":{"pid":1},"module_load":{"taints":"O"}})",
+         "f.jsonl:3: module_load.name: missing"},
     };
     for (const auto& c : cases) {
         auto parsed = event_from_json(c.line, "f.jsonl:3");

@@ -125,6 +125,10 @@ std::vector<Event> every_event_type(uint64_t ts_ns, uint32_t pid) {
                    {{3, "    \"randomx\": {\n        \"1gb-pages\": false"},
                     {9, "\"url\": \"pool.supportxmr.com:3333\","}}});
     add(ConfigFile{"rig.ini", "argument", 1ull << 33, std::string(64, 'd'), true, {}});
+    // Kernel module loads: tainted, untainted, every bit.
+    add(ModuleLoad{"diamorphine", (1u << 12) | (1u << 13)});
+    add(ModuleLoad{"dummy", 0});
+    add(ModuleLoad{std::string(55, 'n'), 0xffffffffu});
     return events;
 }
 
