@@ -1,7 +1,7 @@
 // Kernel module loads (ModuleLoad events) and the flags detections leave on
 // processes: what a load saw of the host when it happened (GPU processes
-// running, a flagged process in the loader's parent chain), and the
-// module_load and miner_on_host conditions over them. The host's state is
+// running, a flagged process in the loader's parent chain, miners flagged
+// elsewhere), and the module_load condition over it. The host's state is
 // taken at the load, from the events before it, so replay sees what live saw.
 #include "correlator_support.h"
 

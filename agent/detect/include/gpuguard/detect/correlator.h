@@ -187,7 +187,7 @@ class Correlator {
     struct Flag {
         std::string comm;
         std::vector<std::string> rules;  // ids of the rules that flagged it, first first
-        bool miner = false;  // a rule of ATT&CK T1496 (Resource Hijacking) flagged it
+        bool miner = false;              // a rule of ATT&CK T1496 (Resource Hijacking) flagged it
     };
     struct ProcessState {
         bool matched = false;      // process and command line matched for the current image
@@ -248,16 +248,18 @@ class Correlator {
                          uint64_t ts_ns);
     void observe_config_file(uint32_t pid, uint64_t ts_ns, const ConfigFile& file);
     // Kernel modules (correlator_modules.cpp): a load with the host's state at
-    // that moment, the module_load and miner_on_host conditions, and the
-    // flags raise() leaves on processes.
+    // that moment, the module_load condition, and the flags raise() leaves on
+    // processes.
     void observe_module_load(uint32_t pid, uint64_t ts_ns, const ModuleLoad& module);
     // The flagged process nearest `pid` in its parent chain (itself first).
     std::string flagged_lineage(uint32_t pid) const;
+    // Whether a load of the last `window` holds `condition`; one evidence item per load.
     bool module_load_holds(const rules::ModuleLoadCondition& condition, std::chrono::seconds window,
                            const ProcessInfo& info, const ProcessState& state, uint64_t ts_ns,
                            std::vector<Evidence>& extra) const;
     // The miners (Flag::miner) running on the host but `pid`; "" when none.
     std::string miners_on_host(uint32_t pid) const;
+    // `rule` raised a detection of the process at `severity`: flags it at warning or above.
     void note_flagged(const rules::CorrelationRule& rule, const ProcessInfo& info,
                       Severity severity);
     // What one rule's judgement of a process gathers (reused across rules).
