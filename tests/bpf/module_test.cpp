@@ -168,8 +168,9 @@ TEST_F(ModuleLoadAgentTest, a_load_beside_a_gpu_process_is_a_notice_and_beside_a
     // database alone takes a minute; no latency is claimed here.
     ASSERT_TRUE(agent.wait_for_agent_ready(300s)) << agent.stderr_text();
 
-    // A GPU process (it holds the fake GPU node) and nothing flagged.
-    const pid_t render = start_child("gg-render", {});
+    // A GPU process (it holds the fake GPU node) and nothing flagged: /bin/sleep,
+    // not a fork of this binary, whose test strings YARA takes for a miner's.
+    const pid_t render = start_child("gg-render", {"/bin/sleep", "30"});
     ASSERT_GT(render, 0);
     ChildReaper reap_render(render);
     std::this_thread::sleep_for(1s);  // it has opened the node by the load
@@ -178,8 +179,10 @@ TEST_F(ModuleLoadAgentTest, a_load_beside_a_gpu_process_is_a_notice_and_beside_a
     EXPECT_EQ((*notice)["log"]["level"], "notice") << notice->dump();
     std::string evidence = evidence_of(*notice);
     EXPECT_NE(evidence.find("kernel module dummy"), std::string::npos) << evidence;
-    EXPECT_NE(evidence.find(std::to_string(render) + " (gg-render)"), std::string::npos)
+    EXPECT_NE(evidence.find("GPU processes running: " + std::to_string(render) + " (sleep)"),
+              std::string::npos)
         << evidence;
+    EXPECT_EQ(evidence.find("flagged"), std::string::npos) << evidence;
     unload_module();
 
     // A miner on the GPU (its command line names a pool): flagged, so the
@@ -194,7 +197,8 @@ TEST_F(ModuleLoadAgentTest, a_load_beside_a_gpu_process_is_a_notice_and_beside_a
     ASSERT_TRUE(error);
     EXPECT_EQ((*error)["log"]["level"], "error") << error->dump();
     evidence = evidence_of(*error);
-    EXPECT_NE(evidence.find("miners running on the host: " + std::to_string(miner)),
+    EXPECT_NE(evidence.find("miners running on the host: "), std::string::npos) << evidence;
+    EXPECT_NE(evidence.find(std::to_string(miner) + " (bash) flagged by GG-CORR-"),
               std::string::npos)
         << evidence;
     EXPECT_EQ(agent.stop(SIGTERM, 60s), 0) << agent.stderr_text();
