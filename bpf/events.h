@@ -21,7 +21,7 @@
 #endif
 
 #define GG_ABI_MAJOR 1
-#define GG_ABI_MINOR 4
+#define GG_ABI_MINOR 5
 
 #define GG_COMM_LEN 16
 /* Bounded copy of the path argument of open*(2), NUL included. */
@@ -52,9 +52,10 @@ enum gg_event_type {
 	GG_EVENT_EXEC = 4,
 	GG_EVENT_FORK = 5,
 	GG_EVENT_EXIT = 6,
-	GG_EVENT_KILL_NOW = 7,	  /* bpf_send_signal(SIGKILL) sent to a known-bad executable */
-	GG_EVENT_NET_PAYLOAD = 8, /* first bytes of socket traffic (bpf/payload.h) */
-	GG_EVENT_TYPE_MAX,	  /* size of per-type arrays */
+	GG_EVENT_KILL_NOW = 7,	   /* bpf_send_signal(SIGKILL) sent to a known-bad executable */
+	GG_EVENT_NET_PAYLOAD = 8,  /* first bytes of socket traffic (bpf/payload.h) */
+	GG_EVENT_MODULE_LOAD = 10, /* a kernel module was loaded (module:module_load), ABI 1.5 */
+	GG_EVENT_TYPE_MAX,	   /* size of per-type arrays */
 };
 
 /* Which system call a struct gg_gpu_open_event comes from. */
@@ -344,6 +345,23 @@ enum gg_enforce_counter {
 	GG_DENIED_LSM_OPEN = 3, /* lsm/file_open refused a GPU open */
 	GG_DENIED_MAX,
 };
+
+/* The kernel's MODULE_NAME_LEN is 64 - sizeof(unsigned long): 56 on 64-bit. */
+#define GG_MODULE_NAME_LEN 64
+
+/*
+ * A kernel module was loaded (tracepoint module:module_load, in load_module()
+ * of the init_module(2)/finit_module(2) caller): task is the loader.
+ */
+struct gg_module_load_event {
+	struct gg_event_header hdr;
+	struct gg_task_info task;
+	__u32 taints; /* the module's taint bits (TAINT_*: 1 << 12 out-of-tree, 1 << 13 unsigned) */
+	__u32 name_len; /* bytes in name including the NUL, 0 if unreadable */
+	char name[GG_MODULE_NAME_LEN];
+};
+GG_STATIC_ASSERT(sizeof(struct gg_module_load_event) == 16 + 48 + 8 + GG_MODULE_NAME_LEN,
+		 "gg_module_load_event ABI");
 
 /* Per-CPU counters, indexed by enum gg_event_type. */
 struct gg_counters {

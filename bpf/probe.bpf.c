@@ -90,3 +90,9 @@ int gg_probe_rb(void *ctx)
 		bpf_ringbuf_discard(slot, 0);
 	return 0;
 }
+
+SEC("tracepoint/module/module_load")
+int gg_probe_module(void *ctx)
+{
+	return 0;
+}

@@ -68,6 +68,20 @@ const char* to_string(ExeLocation location) {
     return "unknown";
 }
 
+const char* to_string(ModuleLoadContext context) {
+    switch (context) {
+        case ModuleLoadContext::kGpuProcess:
+            return "gpu_process";
+        case ModuleLoadContext::kFlaggedLineage:
+            return "flagged_lineage";
+        case ModuleLoadContext::kMinerOnHost:
+            return "miner_on_host";
+        case ModuleLoadContext::kAny:
+            return "any";
+    }
+    return "unknown";
+}
+
 namespace {
 
 // The directory part of `exe` below a temporary directory, or "" when it is

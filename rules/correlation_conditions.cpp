@@ -88,7 +88,8 @@ int RuleReader::read_conditions(const YAML::Node& when, const std::string& path,
             {"gpu_held", "signature", "exe_location", "disguised", "known_bad_executable",
              "memory_growth", "sustained_utilization", "scope", "gpu_memory_above",
              "gpu_index_not_in", "gpu_vendor_not_in", "time_window", "max_gpu_processes",
-             "hash_rate_above_threshold", "quiet_io", "opaque_peer", "hidden_from_proc"})) {
+             "hash_rate_above_threshold", "quiet_io", "opaque_peer", "hidden_from_proc",
+             "module_load"})) {
         return -1;  // reported already
     }
     int conditions = 0;
@@ -123,6 +124,10 @@ int RuleReader::read_conditions(const YAML::Node& when, const std::string& path,
     }
     if (const YAML::Node node = when["hidden_from_proc"]) {
         rule.hidden_from_proc = boolean(node, path + ".hidden_from_proc").value_or(false);
+        ++conditions;
+    }
+    if (const YAML::Node node = when["module_load"]) {
+        rule.module_load = read_module_load(node, path + ".module_load");
         ++conditions;
     }
     if (const YAML::Node node = when["memory_growth"]) {
@@ -254,6 +259,42 @@ QuietIoCondition RuleReader::read_quiet_io(const YAML::Node& node, const std::st
                 condition.max_send_gap = *value;
             }
         }
+    }
+    return condition;
+}
+
+ModuleLoadCondition RuleReader::read_module_load(const YAML::Node& node, const std::string& where) {
+    ModuleLoadCondition condition;
+    if (!diag_.check_keys(node, where, {"while", "driver_modules", "driver_loaders"})) {
+        return condition;
+    }
+    static constexpr ModuleLoadContext kContexts[] = {
+        ModuleLoadContext::kGpuProcess, ModuleLoadContext::kFlaggedLineage,
+        ModuleLoadContext::kMinerOnHost, ModuleLoadContext::kAny};
+    if (!node["while"]) {
+        diag_.error(node,
+                    where + ": needs while: (gpu_process, flagged_lineage, miner_on_host, any)");
+    } else {
+        for (auto& [text, item] : diag_.scalar_list(node["while"], where + ".while")) {
+            const auto found =
+                std::find_if(std::begin(kContexts), std::end(kContexts),
+                             [&text = text](auto context) { return text == to_string(context); });
+            if (found == std::end(kContexts)) {
+                diag_.error(item, where + ".while: unknown context '" + text +
+                                      "' (gpu_process, flagged_lineage, miner_on_host, any)");
+            } else {
+                condition.when.push_back(*found);
+            }
+        }
+    }
+    if (node["driver_modules"]) {
+        condition.driver_modules = globs(node["driver_modules"], where + ".driver_modules");
+    }
+    if (node["driver_loaders"]) {
+        condition.driver_loaders = globs(node["driver_loaders"], where + ".driver_loaders");
+    }
+    if (condition.driver_modules.empty() != condition.driver_loaders.empty()) {
+        diag_.error(node, where + ": driver_modules and driver_loaders go together");
     }
     return condition;
 }

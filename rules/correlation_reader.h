@@ -69,6 +69,7 @@ class RuleReader {
     SustainedUtilizationCondition read_sustained_utilization(const YAML::Node& node,
                                                              const std::string& where);
     QuietIoCondition read_quiet_io(const YAML::Node& node, const std::string& where);
+    ModuleLoadCondition read_module_load(const YAML::Node& node, const std::string& where);
     std::optional<uint64_t> read_gpu_memory_above(const YAML::Node& node, const std::string& where);
     void read_gpu_index_not_in(const YAML::Node& node, const std::string& where,
                                std::vector<uint32_t>& indexes);

@@ -41,7 +41,7 @@ $bb mount -t cgroup2 cgroup2 /sys/fs/cgroup
 $bb mount -t bpf bpffs /sys/fs/bpf
 
 # Written by run.sh: VMTEST_LABEL, VMTEST_FILTER, VMTEST_MODES, VMTEST_MODE_FILTER,
-# VMTEST_TESTS, VMTEST_GPUGUARD.
+# VMTEST_TESTS, VMTEST_GPUGUARD, VMTEST_MODULE (the module the tests load).
 . /vmtests/config
 
 echo "VMTEST-BOOT kernel=$($bb uname -r) label=$VMTEST_LABEL lsm=$($bb cat /sys/kernel/security/lsm)"
@@ -72,7 +72,8 @@ filter="$VMTEST_FILTER"
 for mode in ${VMTEST_MODES:-auto}; do
     echo "VMTEST-MODE $mode"
     {
-        GPUGUARD_TEST_ATTACH=$mode GPUGUARD_REQUIRE_PRIVILEGED=1 "$VMTEST_TESTS" --gtest_color=no \
+        GPUGUARD_TEST_ATTACH=$mode GPUGUARD_REQUIRE_PRIVILEGED=1 \
+            GPUGUARD_VMTEST_MODULE="$VMTEST_MODULE" "$VMTEST_TESTS" --gtest_color=no \
             "--gtest_filter=$filter"
         echo $? >/tmp/tests.rc
     } 2>&1 | $bb tee -a /tmp/tests.log

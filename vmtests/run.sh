@@ -40,6 +40,9 @@ default_filter="SensorLoaderTest.*:SensorProbe.*:OpenTracingTest.*:IoctlTracingT
 default_filter+=":ConnectTracingTest.*:ConnectLoopbackFilter.*:SchedTracingTest.*"
 default_filter+=":RingBufferDrops.*:KillNowTest.*:CgroupEnforceTest.*:LsmEnforce.*"
 default_filter+=":NftBlockerTest.*"
+# Kernel module loads (never on a build host): the sensor's module_load event
+# and GG-CORR-0018 from the real agent (no latency bound: it runs here).
+default_filter+=":ModuleLoadTest.*:ModuleLoadAgentTest.*"
 
 # The sensor's attachment modes (sensor.attach): the filter above runs in the
 # first, the sensor's own suites again in each other one; the events must
@@ -69,6 +72,12 @@ lsm_list="landlock,lockdown,yama,integrity,apparmor,bpf"
 # Modules the tests load through the kernel: veth pairs (connect and cgroup
 # connect tests) and nf_tables (the nftables blocker). Dependencies follow.
 wanted_modules=(veth nf_tables)
+# Modules the tests load themselves (ModuleLoadTest): in the image, not loaded
+# by /init; the last one's path (after its dependencies) reaches them as
+# GPUGUARD_VMTEST_MODULE.
+# dummy (drivers/net/dummy.ko): in-tree, no dependencies, does nothing until
+# a dummy link is made.
+test_modules=(dummy)
 
 # Host programs the tests execute, copied in with their libraries. The tests
 # exec these exact paths (/bin/sleep and /bin/sh are copied and renamed by the
@@ -296,6 +305,12 @@ build_kernel_image() {
     }
     for name in "${wanted_modules[@]}"; do add_module "$name"; done
     log "$release: modules $(tr '\n' ' ' <"$list")"
+    # The tests' own (add_module writes to whatever $list names).
+    local boot_list="$list"
+    list="$root/vmtests/test-modules"
+    : >"$list"
+    for name in "${test_modules[@]}"; do add_module "$name"; done
+    list="$boot_list"
 
     {
         printf 'VMTEST_LABEL=%q\n' "$label"
@@ -304,6 +319,7 @@ build_kernel_image() {
         printf 'VMTEST_MODE_FILTER=%q\n' "$mode_filter"
         printf 'VMTEST_TESTS=%q\n' "$tests"
         printf 'VMTEST_GPUGUARD=%q\n' "$gpuguard"
+        printf 'VMTEST_MODULE=%q\n' "$(tail -n 1 "$root/vmtests/test-modules")"
     } >"$root/vmtests/config"
 
     (cd "$root" && find . | LC_ALL=C sort | cpio -o -H newc --quiet) >"$part.cpio"

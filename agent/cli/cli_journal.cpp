@@ -209,6 +209,10 @@ std::string event_details(const Event& event) {
             return "hidden from libc readdir of /proc (listed by " + hidden.seen_by + ")" +
                    (hidden.libraries.empty() ? "" : " by " + join(hidden.libraries, ", "));
         }
+        std::string operator()(const ModuleLoad& module) const {
+            const std::string taints = module_taint_letters(module.taints);
+            return "kernel module " + module.name + (taints.empty() ? "" : " taints " + taints);
+        }
         std::string operator()(const ExeScan& scan) const {
             if (!scan.error.empty()) return "yara: " + scan.path + " not scanned: " + scan.error;
             return "yara: " + scan.path + " sha256 " + scan.sha256.substr(0, 16) + " " +
@@ -452,7 +456,7 @@ void add_filter_options(CLI::App* app, JournalCommand& command) {
     app->add_option("--type", command.types,
                     "only these types (repeatable or comma-separated): gpu_open, gpu_ioctl, "
                     "connect, exec, fork, exit, telemetry, process_snapshot, kill_now, exe_scan, "
-                    "net_payload, stratum, process_io, config_file, hidden_process, "
+                    "net_payload, stratum, process_io, config_file, hidden_process, module_load, "
                     "detection, enforcement, note, gap")
         ->allow_extra_args(false);
     app->add_option("--limit", command.limit, "stop after this many records");

@@ -267,6 +267,10 @@ void Correlator::observe(const Event& event, std::vector<const Detection*>& out)
             Correlator::observe_hidden(self.states_[pid], event.ts_ns, hidden);
             judge(pid);
         }
+        void operator()(const ModuleLoad& module) {
+            self.observe_module_load(pid, event.ts_ns, module);
+            judge(pid);
+        }
         // Raw samples: net_intel.h derives Stratum events from them; here only
         // what protocol a connection's first message speaks (opaque_peer).
         void operator()(const NetPayload& payload) {
@@ -337,6 +341,7 @@ void Correlator::observe(const Event& event, std::vector<const Detection*>& out)
         void operator()(const KillNow&) {}  // already enforced in the kernel; exit follows
         void operator()(const Exit&) {
             self.states_.erase(pid);
+            self.flagged_.erase(pid);
             auto first = self.open_.lower_bound({pid, std::string()});
             auto last = first;
             while (last != self.open_.end() && last->first.first == pid) ++last;
@@ -589,6 +594,10 @@ bool Correlator::rule_holds(const CorrelationRule& rule, size_t cache_index, uin
         if (state.hidden_ns == 0) return false;
         in.extra.push_back(
             Evidence{state.hidden_ns, "event", "hidden_process", "", "hidden", state.hidden});
+    }
+    if (rule.module_load &&
+        !module_load_holds(*rule.module_load, rule.window, info, state, ts_ns, in.extra)) {
+        return false;
     }
     if (rule.time_window) {
         // Last: the window alone never makes a violation, it scopes one.

@@ -59,7 +59,7 @@ bool Correlator::adds_evidence(const Detection& detection, const std::vector<con
     if (detection.evidence.size() >= options_.max_evidence) return false;
     const auto known = [&](std::string_view kind, std::string_view signature_id,
                            std::string_view field, std::string_view detail) {
-        const bool by_value = kind == "signature" || kind == "yara";
+        const bool by_value = kind == "signature" || kind == "yara" || field == "module";
         return std::any_of(detection.evidence.begin(), detection.evidence.end(),
                            [&](const Evidence& seen) {
                                return seen.kind == kind && seen.signature_id == signature_id &&
@@ -116,6 +116,7 @@ void Correlator::raise(const CorrelationRule& rule, const ProcessInfo& info,
         ++stats_.allowlisted;
         return;
     }
+    note_flagged(rule, info, severity);
     const auto key = std::make_pair(info.pid, rule.id);
     auto found = open_.find(key);
     const bool open = found != open_.end() && ts_ns < found->second.window_end_ns;
@@ -154,7 +155,8 @@ void Correlator::raise(const CorrelationRule& rule, const ProcessInfo& info,
         for (auto& item : evidence) {
             // Signature evidence is new when its value is; an event or a
             // telemetry condition once per field (its numbers change every sample).
-            const bool by_value = item.kind == "signature" || item.kind == "yara";
+            const bool by_value =
+                item.kind == "signature" || item.kind == "yara" || item.field == "module";
             const bool known = std::any_of(
                 detection.evidence.begin(), detection.evidence.end(), [&](const Evidence& seen) {
                     return seen.kind == item.kind && seen.signature_id == item.signature_id &&

@@ -258,7 +258,38 @@ Result<Event> decode_net_payload(std::span<const std::byte> record) {
     return event;
 }
 
+Result<Event> decode_module_load(std::span<const std::byte> record) {
+    gg_module_load_event raw;
+    if (auto copied = copy_record(record, "module_load", raw); !copied)
+        return Unexpected{copied.error()};
+    Event event = event_base(raw);
+    event.data = ModuleLoad{bounded_string(raw.name, sizeof(raw.name)), raw.taints};
+    return event;
+}
+
+// kernel/panic.c's taint_flags, by bit.
+constexpr char kTaintLetters[] = "PFSRMBUDAWCIOELKXTNJ";
+
 }  // namespace
+
+std::string module_taint_letters(uint32_t taints) {
+    std::string letters;
+    for (uint32_t bit = 0; bit < 32; ++bit) {
+        if (!(taints & (1u << bit))) continue;
+        letters += bit + 1 < sizeof(kTaintLetters) ? kTaintLetters[bit] : '?';
+    }
+    return letters;
+}
+
+std::optional<uint32_t> module_taint_bits(std::string_view letters) {
+    uint32_t bits = 0;
+    for (char letter : letters) {
+        const char* found = std::strchr(kTaintLetters, letter);
+        if (letter == '\0' || !found) return std::nullopt;
+        bits |= 1u << (found - kTaintLetters);
+    }
+    return bits;
+}
 
 std::vector<std::string> split_nul_separated(std::string_view bytes) {
     std::vector<std::string> parts;
@@ -304,6 +335,7 @@ const char* event_type_name(const Event& event) {
         const char* operator()(const ProcessIo&) const { return "process_io"; }
         const char* operator()(const ConfigFile&) const { return "config_file"; }
         const char* operator()(const HiddenProcess&) const { return "hidden_process"; }
+        const char* operator()(const ModuleLoad&) const { return "module_load"; }
     };
     return std::visit(Visitor{}, event.data);
 }
@@ -354,6 +386,8 @@ Result<Event> decode_record(std::span<const std::byte> record) {
             return decode_kill_now(body);
         case GG_EVENT_NET_PAYLOAD:
             return decode_net_payload(body);
+        case GG_EVENT_MODULE_LOAD:
+            return decode_module_load(body);
         default:
             return fail(ErrorCode::kParse, "unknown record type " + std::to_string(header.type));
     }

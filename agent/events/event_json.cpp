@@ -391,6 +391,11 @@ std::string event_to_json(const Event& event, int64_t realtime_offset_ns) {
                                          {"libraries", hidden.libraries},
                                          {"mechanisms", hidden.mechanisms}};
         }
+        void operator()(const ModuleLoad& module) const {
+            out["module_load"] = json{{"name", module.name},
+                                      {"taints", module_taint_letters(module.taints)},
+                                      {"taint_bits", module.taints}};
+        }
     };
     std::visit(Visitor{out}, event.data);
     // Replace invalid UTF-8 (paths and comm are bytes) instead of throwing.

@@ -256,6 +256,27 @@ ConfigFile read_config_file(const Reader<Node>& reader) {
     return file;
 }
 
+// "taint_bits" when given (what the agent writes: exact, bits without a
+// letter included), else the letters of "taints" (hand-written events).
+template <typename Node>
+ModuleLoad read_module_load(const Reader<Node>& reader) {
+    ModuleLoad module;
+    module.name = reader.string("name");
+    if (module.name.empty()) reader.error("name", "must name the module");
+    if (reader.has("taint_bits")) {
+        module.taints = reader.template integer<uint32_t>("taint_bits");
+        return module;
+    }
+    const std::string letters = reader.string("taints", "");
+    const auto bits = module_taint_bits(letters);
+    if (!bits) {
+        reader.error("taints", "expected the kernel's taint letters (P, O, E, C, ...), got \"" +
+                                   letters + "\"");
+    }
+    module.taints = *bits;
+    return module;
+}
+
 template <typename Node>
 HiddenProcess read_hidden_process(const Reader<Node>& reader) {
     HiddenProcess hidden;
@@ -446,6 +467,8 @@ void read_body(std::string_view type, const Reader<Node>& top, const std::option
         body = read_config_file(object());
     } else if (type == "hidden_process") {
         body = read_hidden_process(object());
+    } else if (type == "module_load") {
+        body = read_module_load(object());
     } else {
         top.error("type", "unknown event type \"" + std::string(type) + "\" (" +
                               join(event_type_names(), ", ") + ")");

@@ -35,6 +35,7 @@ enum class EventTag : uint8_t {
     kProcessIo = 13,
     kConfigFile = 14,
     kHiddenProcess = 21,
+    kModuleLoad = 17,
 };
 
 // --- writing --------------------------------------------------------------

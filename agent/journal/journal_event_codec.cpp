@@ -177,6 +177,10 @@ struct EncodeVisitor {
         w.strings(hidden.libraries);
         w.strings(hidden.mechanisms);
     }
+    void operator()(const ModuleLoad& module) const {
+        w.str(module.name);
+        w.varint(module.taints);
+    }
 };
 
 EventTag tag_of(const EventData& data) {
@@ -197,6 +201,7 @@ EventTag tag_of(const EventData& data) {
         EventTag operator()(const ProcessIo&) const { return EventTag::kProcessIo; }
         EventTag operator()(const ConfigFile&) const { return EventTag::kConfigFile; }
         EventTag operator()(const HiddenProcess&) const { return EventTag::kHiddenProcess; }
+        EventTag operator()(const ModuleLoad&) const { return EventTag::kModuleLoad; }
     };
     return std::visit(Visitor{}, data);
 }
@@ -400,6 +405,12 @@ void decode_body(Reader& r, EventTag tag, EventData& data) {
             r.str(hidden.seen_by);
             r.strings(hidden.libraries);
             r.strings(hidden.mechanisms);
+            return;
+        }
+        case EventTag::kModuleLoad: {
+            auto& module = emplace<ModuleLoad>(data);
+            r.str(module.name);
+            module.taints = r.uint<uint32_t>();
             return;
         }
     }

@@ -82,6 +82,7 @@ void JournalWriter::Writer::update_state(std::string_view payload) {
         void operator()(const ProcessIo&) {}
         void operator()(const ConfigFile&) {}
         void operator()(const HiddenProcess&) {}
+        void operator()(const ModuleLoad&) {}
     };
     std::visit(Visitor{*this, task, full}, decoded.data);
 }

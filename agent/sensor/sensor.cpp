@@ -58,8 +58,10 @@ const char* record_type_name(uint32_t type) {
             return "kill_now";
         case GG_EVENT_NET_PAYLOAD:
             return "net_payload";
+        case GG_EVENT_MODULE_LOAD:
+            return "module_load";
         default:
-            return "unknown";
+            return nullptr;  // a number no program emits
     }
 }
 
@@ -525,6 +527,7 @@ SensorStats Sensor::stats() const {
     if (cpus <= 0) return stats;
     std::vector<gg_counters> per_cpu(static_cast<size_t>(cpus));
     for (uint32_t type = 1; type < GG_EVENT_TYPE_MAX; ++type) {
+        if (!record_type_name(type)) continue;
         SensorStats::PerType counts{record_type_name(type)};
         if (bpf_map__lookup_elem(impl_->skeleton->maps.counters, &type, sizeof(type),
                                  per_cpu.data(), per_cpu.size() * sizeof(gg_counters), 0) == 0) {

@@ -139,6 +139,9 @@ Result<AttachPlan> plan_attachment(gpuguard_bpf* skel, const AttachRequest& requ
     wanted.insert(wanted.end(), {{p.gg_sched_exec, "sched", "sched_process_exec", true, true},
                                  {p.gg_sched_fork, "raw", "sched_process_fork", true, true},
                                  {p.gg_sched_exit, "sched", "sched_process_exit", true, true}});
+    // Not a syscall: the same program in every mode. Missing where the kernel
+    // has no CONFIG_MODULES (and loads no module).
+    wanted.push_back({p.gg_module_load, "module", "module_load", false});
     if (request.payload == PayloadHooks::kSocketLayer) {
         wanted.insert(wanted.end(), {{p.gg_sock_send, "tp_btf", "sock_send_length", false},
                                      {p.gg_sock_recv, "tp_btf", "sock_recv_length", false}});
@@ -166,7 +169,8 @@ Result<AttachPlan> plan_attachment(gpuguard_bpf* skel, const AttachRequest& requ
                          : hook.kind == "syscalls" ? "the kernel needs CONFIG_FTRACE_SYSCALLS"
                                                    : "the kernel needs CONFIG_TRACEPOINTS"));
             }
-            log->info("{} not on this kernel: skipped", hook.name());
+            log->info("{} not on this kernel: skipped{}", hook.name(),
+                      hook.kind == "module" ? " (kernel module loads are not reported)" : "");
             continue;
         }
         if (hook.kind == "fentry" || hook.kind == "fexit") {

@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -57,6 +58,22 @@ FeatureStatus program_feature(const char* name, const char* description, bool re
                         ? (attach ? "test program loaded and attached" : "test program loaded")
                         : failure;
     return status;
+}
+
+// Kernel module loads (bpf/module.bpf.c): the tracepoint exists only in a
+// kernel built with CONFIG_MODULES, which is also the only kind that loads one.
+FeatureStatus probe_module_load(const std::string& tracefs_dir, const std::string& btf_path) {
+    std::error_code ec;
+    if (!std::filesystem::exists(tracefs_dir + "/events/module/module_load", ec)) {
+        return FeatureStatus{"module_load", "module:module_load tracepoint (kernel module loads)",
+                             false, false,
+                             "no tracepoint module/module_load under " + tracefs_dir +
+                                 "/events: a kernel without CONFIG_MODULES (it loads no "
+                                 "modules either); module loads are not reported"};
+    }
+    return program_feature(
+        "module_load", "module:module_load tracepoint (kernel module loads)", false,
+        [](auto* s) { return s->progs.gg_probe_module; }, true, btf_path);
 }
 
 std::string read_first_line(const char* path) {
@@ -166,6 +183,7 @@ std::vector<FeatureStatus> probe_kernel_features(const ProbeOptions& options) {
     features.push_back(program_feature(
         "cgroup_connect", "cgroup/connect4 programs (block pool connects)", false,
         [](auto* s) { return s->progs.gg_probe_conn4; }, false, btf));
+    features.push_back(probe_module_load(options.tracefs_dir, btf));
     features.push_back(program_feature(
         "bpf_send_signal", "bpf_send_signal helper (in-kernel kill)", false,
         [](auto* s) { return s->progs.gg_probe_signal; }, false, btf));

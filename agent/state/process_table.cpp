@@ -247,14 +247,18 @@ void ProcessTable::apply(const Event& event) {
         void operator()(const ExeScan&) {}    // a verdict: the correlator keeps it
         void operator()(const NetPayload&) {
         }  // raw samples: gpuguard/netintel/net_intel.h reads them
-        void operator()(const ProcessIo&) {}  // write counters: the correlator keeps them
+        void operator()(const ProcessIo&) {}   // write counters: the correlator keeps them
         void operator()(const ConfigFile&) {}  // matched config lines: the correlator keeps them
         void operator()(const HiddenProcess&) {  // the correlator judges it
             ProcessInfo& info = table.entry(task.pid);
             if (!task.comm.empty()) take_identity(info, task);
             if (info.exe.empty()) table.enrich_from_proc(info);
         }
-        void operator()(const Stratum&) {     // a mining session: the correlator judges it
+        void operator()(const ModuleLoad&) {  // the loader: the correlator judges it
+            ProcessInfo& info = identified();
+            if (info.exe.empty()) table.enrich_from_proc(info);
+        }
+        void operator()(const Stratum&) {  // a mining session: the correlator judges it
             ProcessInfo& info = identified();
             if (info.exe.empty()) table.enrich_from_proc(info);
         }

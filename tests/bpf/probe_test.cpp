@@ -1,6 +1,7 @@
 // `gpuguard probe`: every feature is decided by loading a program and
 // reported with a reason; what this host refuses is reported, not fatal.
 #include <algorithm>
+#include <filesystem>
 #include <set>
 
 #include <bpf/libbpf.h>
@@ -25,14 +26,16 @@ TEST(SensorProbe, reports_every_feature_with_a_reason) {
         if (feature.required) {
             EXPECT_TRUE(feature.available) << feature.name << ": " << feature.detail;
         }
-        if (!feature.available && feature.name != "btf" && feature.name != "tracefs") {
+        if (!feature.available && feature.name != "btf" && feature.name != "tracefs" &&
+            feature.name != "module_load") {
             // A refused load names its errno, e.g. "load refused: EPERM (...)".
             EXPECT_NE(feature.detail.find(": E"), std::string::npos) << feature.detail;
         }
     }
-    for (const char* expected : {"btf", "tracefs", "ring_buffer", "tracepoint", "raw_tracepoint",
-                                 "tp_btf", "sock_send_length", "fentry", "bpf_lsm", "cgroup_device",
-                                 "cgroup_connect", "bpf_send_signal", "attach_mode"}) {
+    for (const char* expected :
+         {"btf", "tracefs", "ring_buffer", "tracepoint", "raw_tracepoint", "tp_btf",
+          "sock_send_length", "fentry", "bpf_lsm", "cgroup_device", "cgroup_connect", "module_load",
+          "bpf_send_signal", "attach_mode"}) {
         EXPECT_TRUE(names.contains(expected)) << expected;
     }
 }
@@ -43,11 +46,36 @@ TEST(SensorProbe, cli_prints_json_and_succeeds) {
     ASSERT_EQ(result.exit_code, 0) << result.stderr_text;
     const auto parsed = nlohmann::json::parse(result.stdout_text);
     ASSERT_TRUE(parsed.is_array());
-    EXPECT_EQ(parsed.size(), 13u);
+    EXPECT_EQ(parsed.size(), 14u);
     for (const auto& feature : parsed) {
         EXPECT_TRUE(feature["available"].is_boolean());
         EXPECT_TRUE(feature["detail"].is_string());
     }
+}
+
+// Kernel module loads: the probe row and the sensor's program follow the
+// module:module_load tracepoint, which only a kernel with CONFIG_MODULES has
+// (this build host has none: both say so; the vmtests kernels have it).
+TEST(SensorProbe, module_load_follows_the_kernels_tracepoint) {
+    GG_REQUIRE_PRIVILEGED();
+    const auto features = probe_kernel_features(ProbeOptions{});  // mounts tracefs if needed
+    const auto row = std::find_if(features.begin(), features.end(),
+                                  [](const auto& f) { return f.name == "module_load"; });
+    ASSERT_NE(row, features.end());
+    const bool tracepoint =
+        std::filesystem::exists(ProbeOptions{}.tracefs_dir + "/events/module/module_load");
+    EXPECT_EQ(row->available, tracepoint) << row->detail;
+    EXPECT_FALSE(row->required);
+    if (!tracepoint) {
+        EXPECT_NE(row->detail.find("CONFIG_MODULES"), std::string::npos) << row->detail;
+    }
+
+    gpuguard::testing::SensorHarness harness;
+    const auto error = harness.open(gpuguard::testing::test_sensor_options());
+    ASSERT_FALSE(error) << *error;
+    const auto hooks = harness.sensor().attached_hooks();
+    EXPECT_EQ(std::find(hooks.begin(), hooks.end(), "module/module_load") != hooks.end(),
+              tracepoint);
 }
 
 // The socket-layer payload hooks: available exactly where the kernel's BTF

@@ -434,6 +434,56 @@ TEST(CorrelationRules, SupportingSignalsAreReadWithTheirProblemsPlaced) {
     }
 }
 
+TEST(CorrelationRules, ModuleLoadConditionIsReadAndItsMistakesNamed) {
+    auto builtin = builtin_correlation_rules();
+    ASSERT_TRUE(builtin) << builtin.error().message;
+    const auto module_rule = std::find_if(builtin->begin(), builtin->end(), [](const auto& rule) {
+        return rule.id == "GG-CORR-0018";
+    });
+    ASSERT_NE(module_rule, builtin->end());
+    ASSERT_TRUE(module_rule->module_load);
+    EXPECT_EQ(module_rule->module_load->when,
+              (std::vector<ModuleLoadContext>{ModuleLoadContext::kGpuProcess,
+                                              ModuleLoadContext::kFlaggedLineage,
+                                              ModuleLoadContext::kMinerOnHost}));
+    EXPECT_FALSE(module_rule->module_load->driver_modules.empty());
+    ASSERT_TRUE(module_rule->supporting);
+    EXPECT_EQ(module_rule->supporting->severity, gpuguard::Severity::kError);
+
+    const char* yaml = R"(rules:
+  - id: M-1
+    name: modules
+    severity: notice
+    when:
+      module_load: {while: [gpu_process, always]}
+  - id: M-2
+    name: drivers alone
+    severity: notice
+    when:
+      module_load: {while: [any], driver_modules: [nvidia]}
+  - id: M-3
+    name: no contexts
+    severity: notice
+    when:
+      module_load: {driver_loaders: [modprobe], driver_modules: [nvidia], loaders: [x]}
+)";
+    auto parsed = parse_correlation_rules(yaml, "site.yaml");
+    ASSERT_FALSE(parsed);
+    const std::string& message = parsed.error().message;
+    for (const char* expected : {
+             "site.yaml:6:42: rules[0] (M-1).when.module_load.while: unknown context 'always' "
+             "(gpu_process, flagged_lineage, miner_on_host, any)",
+             "site.yaml:11:20: rules[1] (M-2).when.module_load: driver_modules and "
+             "driver_loaders go together",
+             "site.yaml:16:20: rules[2] (M-3).when.module_load: needs while: (gpu_process, "
+             "flagged_lineage, miner_on_host, any)",
+             "site.yaml:16:75: rules[2] (M-3).when.module_load: unknown key 'loaders'",
+         }) {
+        EXPECT_NE(message.find(expected), std::string::npos) << "missing: " << expected << "\nin:\n"
+                                                             << message;
+    }
+}
+
 }  // namespace
 }  // namespace gpuguard::rules
 

@@ -138,6 +138,27 @@ struct TimeWindowCondition {
     bool contains(int64_t unix_ns) const;
 };
 
+// When a kernel module load (a module_load event) counts, for `module_load`.
+enum class ModuleLoadContext {
+    kGpuProcess,      // a process holding a GPU was running on the host at the load
+    kFlaggedLineage,  // the loader or one of its ancestors had a detection at warning or above
+    kMinerOnHost,     // another process flagged by a rule of ATT&CK T1496 (a miner) was running
+    kAny,             // every load
+};
+const char* to_string(ModuleLoadContext context);
+
+// The process loaded a kernel module within the rule's window, in one of
+// the contexts `when` lists. A load of one of `driver_modules` (globs over
+// the module name) by one of `driver_loaders` (globs over the loader's
+// comm) counts only under kFlaggedLineage: the GPU driver's own modules,
+// which modprobe and udev load at boot and nvidia-modprobe when the first
+// CUDA program starts (docs/detections.md).
+struct ModuleLoadCondition {
+    std::vector<ModuleLoadContext> when;
+    std::vector<std::string> driver_modules;
+    std::vector<std::string> driver_loaders;
+};
+
 enum class Combine { kMax, kNoisyOr };
 
 struct CorrelationRule;
@@ -207,6 +228,8 @@ struct CorrelationRule {
     // kernel does (a hidden_process event: a preloaded library hooking
     // readdir hides it from ps and top).
     bool hidden_from_proc = false;
+    // It loaded a kernel module (ModuleLoadCondition).
+    std::optional<ModuleLoadCondition> module_load;
 
     // Optional signals that raise confidence and severity.
     std::shared_ptr<const SupportingSignals> supporting;

@@ -59,6 +59,43 @@ TEST(EventDecode, decodes_a_gpu_open_record) {
     EXPECT_STREQ(event_type_name(*event), "gpu_open");
 }
 
+TEST(EventDecode, decodes_a_module_load_record_with_the_kernels_taint_letters) {
+    gg_module_load_event raw{};
+    raw.hdr.type = GG_EVENT_MODULE_LOAD;
+    raw.hdr.abi_major = GG_ABI_MAJOR;
+    raw.hdr.size = sizeof(raw);
+    raw.hdr.ts_ns = 77;
+    raw.task.tgid = 900;
+    raw.task.pid = 900;
+    raw.task.ppid = 899;
+    std::memcpy(raw.task.comm, "insmod", 7);
+    raw.taints = (1u << 12) | (1u << 13);          // TAINT_OOT_MODULE | TAINT_UNSIGNED_MODULE
+    std::memset(raw.name, 'm', sizeof(raw.name));  // no NUL: bounded by the array
+    auto event = decode_record(bytes_of(&raw, sizeof(raw)));
+    ASSERT_TRUE(event.ok()) << event.error().message;
+    EXPECT_EQ(event->task.pid, 900u);
+    EXPECT_EQ(event->task.comm, "insmod");
+    const auto& module = std::get<ModuleLoad>(event->data);
+    EXPECT_EQ(module.name, std::string(GG_MODULE_NAME_LEN, 'm'));
+    EXPECT_EQ(module_taint_letters(module.taints), "OE");
+    EXPECT_STREQ(event_type_name(*event), "module_load");
+    EXPECT_FALSE(decode_record(bytes_of(&raw, sizeof(raw) - 1)).ok()) << "short record";
+}
+
+TEST(EventDecode, taint_letters_follow_the_kernels_table_both_ways) {
+    EXPECT_EQ(module_taint_letters(0), "");
+    EXPECT_EQ(module_taint_letters(1u << 0), "P");
+    EXPECT_EQ(module_taint_letters((1u << 0) | (1u << 12)), "PO");
+    EXPECT_EQ(module_taint_letters((1u << 10) | (1u << 15)), "CK");
+    EXPECT_EQ(module_taint_letters(1u << 31), "?");
+    EXPECT_EQ(module_taint_bits("OE"), (1u << 12) | (1u << 13));
+    EXPECT_EQ(module_taint_bits(""), 0u);
+    EXPECT_FALSE(module_taint_bits("Z"));
+    for (uint32_t bit = 0; bit < 20; ++bit) {
+        EXPECT_EQ(module_taint_bits(module_taint_letters(1u << bit)), 1u << bit) << bit;
+    }
+}
+
 TEST(EventDecode, comm_and_path_without_nul_stay_bounded) {
     auto raw = sample_record();
     std::memset(raw.task.comm, 'c', sizeof(raw.task.comm));

@@ -71,7 +71,7 @@ std::vector<Event> one_of_each() {
     stratum.shares_submitted = 3;
     stratum.share_hashes = 65536;
     stratum.hash_rate = 1.5e6;
-    return {
+    std::vector<Event> events{
         with_task(open),
         with_task(failed),
         with_task(ioctl),
@@ -99,6 +99,9 @@ std::vector<Event> one_of_each() {
                                 {"/etc/ld.so.preload (the agent's mount namespace) preloads "
                                  "/usr/local/lib/libsystem.so"}}),
         with_task(HiddenProcess{"process_table", {}, {}})};
+    events.push_back(with_task(ModuleLoad{"diamorphine", (1u << 12) | (1u << 13)}));
+    events.push_back(with_task(ModuleLoad{"dummy", 0}));
+    return events;
 }
 
 TEST(EventParse, EveryTypeRoundTripsByteForByte) {
@@ -232,6 +235,22 @@ TEST(EventParse, HandWrittenEventsNeedOnlyTheDefiningFields) {
     EXPECT_EQ(file.lines[0].line, 9u);
 }
 
+// Hand-written module loads give the kernel's taint letters; the agent's
+// taint_bits, when present, are the exact mask.
+TEST(EventParse, ModuleLoadTaintsFromLettersOrBits) {
+    auto letters = event_from_json(
+        R"({"type":"module_load","ts_ns":1,"process":{"pid":7},"module_load":{"name":"rk","taints":"POE"}})",
+        "x");
+    ASSERT_TRUE(letters) << letters.error().message;
+    EXPECT_EQ(std::get<ModuleLoad>(letters->event.data).taints,
+              (1u << 0) | (1u << 12) | (1u << 13));
+    auto bits = event_from_json(
+        R"({"type":"module_load","ts_ns":1,"process":{"pid":7},"module_load":{"name":"rk","taint_bits":2147483648}})",
+        "x");
+    ASSERT_TRUE(bits) << bits.error().message;
+    EXPECT_EQ(std::get<ModuleLoad>(bits->event.data).taints, 1u << 31);
+}
+
 TEST(EventParse, ErrorsNameTheInputAndTheField) {
     struct Case {
         const char* line;
@@ -273,6 +292,10 @@ TEST(EventParse, ErrorsNameTheInputAndTheField) {
          "f.jsonl:3: hidden_process.seen_by: expected \"getdents64\" or \"process_table\""},
         {R"({"type":"hidden_process","ts_ns":1,"process":{"pid":1},"hidden_process":{"libraries":"/x.so"}})",
          "f.jsonl:3: hidden_process.libraries"},
+        {R"({"type":"module_load","ts_ns":1,"process":{"pid":1},"module_load":{"name":"x","taints":"OZ"}})",
+         "f.jsonl:3: module_load.taints: expected the kernel's taint letters"},
+        {R"({"type":"module_load","ts_ns":1,"process":{"pid":1},"module_load":{"taints":"O"}})",
+         "f.jsonl:3: module_load.name: missing"},
     };
     for (const auto& c : cases) {
         auto parsed = event_from_json(c.line, "f.jsonl:3");

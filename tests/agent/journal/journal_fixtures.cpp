@@ -131,6 +131,10 @@ std::vector<Event> every_event_type(uint64_t ts_ns, uint32_t pid) {
                       {"LD_PRELOAD of the agent names /tmp/.x/libhide.so",
                        "the agent's readdir resolves to /usr/local/lib/libsystem.so, not libc's"}});
     add(HiddenProcess{"process_table", {}, {}});
+    // Kernel module loads: tainted, untainted, every bit.
+    add(ModuleLoad{"diamorphine", (1u << 12) | (1u << 13)});
+    add(ModuleLoad{"dummy", 0});
+    add(ModuleLoad{std::string(55, 'n'), 0xffffffffu});
     return events;
 }
 

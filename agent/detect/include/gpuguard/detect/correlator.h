@@ -174,6 +174,21 @@ class Correlator {
         std::string protocol;    // of the first bytes sent: "tls", "http", "ssh", "json", "opaque";
                                  // "" none seen
     };
+    // A kernel module the process loaded, with the host as it was at the load.
+    struct ModuleSeen {
+        uint64_t ts_ns = 0;
+        ModuleLoad module;
+        std::vector<std::string> gpu_processes;  // "PID COMM" of each GPU process running
+        std::string flagged;  // the flagged process of its lineage and why; "" when none
+        std::string miners;   // the other miners flagged on the host; "" when none
+    };
+    // A process with a detection at warning or above (module_load's
+    // flagged_lineage, miner_on_host), until it exits.
+    struct Flag {
+        std::string comm;
+        std::vector<std::string> rules;  // ids of the rules that flagged it, first first
+        bool miner = false;              // a rule of ATT&CK T1496 (Resource Hijacking) flagged it
+    };
     struct ProcessState {
         bool matched = false;      // process and command line matched for the current image
         std::string matched_comm;  // the name they were matched with (prctl can change it)
@@ -199,6 +214,7 @@ class Correlator {
         // The latest hidden_process event: how it is hidden (hidden_from_proc).
         std::string hidden;
         uint64_t hidden_ns = 0;
+        std::vector<ModuleSeen> modules;  // newest last, bounded
     };
     struct Open {
         Detection detection;
@@ -234,6 +250,21 @@ class Correlator {
     void request_configs(uint32_t pid, const ProcessInfo& info, ProcessState& state,
                          uint64_t ts_ns);
     void observe_config_file(uint32_t pid, uint64_t ts_ns, const ConfigFile& file);
+    // Kernel modules (correlator_modules.cpp): a load with the host's state at
+    // that moment, the module_load condition, and the flags raise() leaves on
+    // processes.
+    void observe_module_load(uint32_t pid, uint64_t ts_ns, const ModuleLoad& module);
+    // The flagged process nearest `pid` in its parent chain (itself first).
+    std::string flagged_lineage(uint32_t pid) const;
+    // Whether a load of the last `window` holds `condition`; one evidence item per load.
+    bool module_load_holds(const rules::ModuleLoadCondition& condition, std::chrono::seconds window,
+                           const ProcessInfo& info, const ProcessState& state, uint64_t ts_ns,
+                           std::vector<Evidence>& extra) const;
+    // The miners (Flag::miner) running on the host but `pid`; "" when none.
+    std::string miners_on_host(uint32_t pid) const;
+    // `rule` raised a detection of the process at `severity`: flags it at warning or above.
+    void note_flagged(const rules::CorrelationRule& rule, const ProcessInfo& info,
+                      Severity severity);
     // What one rule's judgement of a process gathers (reused across rules).
     struct RuleInputs {
         std::vector<rules::ExeLocation> locations;  // of the executable, read once
@@ -291,6 +322,7 @@ class Correlator {
     bool has_time_rules_ = false;  // some rule looks at telemetry over time
     int64_t realtime_offset_ns_ = 0;
     PidMap<ProcessState> states_;
+    PidMap<Flag> flagged_;
     std::map<std::pair<uint32_t, std::string>, Open> open_;
     std::map<std::string, GpuTelemetry, std::less<>> gpu_by_device_;  // "195:0" -> latest reading
     std::unordered_map<std::string_view, const rules::EffectiveSignature*> signatures_;

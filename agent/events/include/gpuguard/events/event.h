@@ -69,7 +69,7 @@ struct Connect {
     bool all = false;           // ... because sensor.connect_all is on
     bool v4_mapped = false;     // the socket was AF_INET6 with a ::ffff:a.b.c.d address
     bool loopback = false;
-    std::string domain{};  // name an observed DNS answer gave `address` (net_intel.h), or ""
+    std::string domain{};       // name an observed DNS answer gave `address` (net_intel.h), or ""
     bool watched_tgid = false;  // reported because the process is in the kernel watch list
     bool watched_addr = false;  // ... because the address is (resolved from a pool domain)
 };
@@ -266,9 +266,27 @@ struct HiddenProcess {
     bool operator==(const HiddenProcess&) const = default;
 };
 
+// A kernel module was loaded (tracepoint module:module_load, fired in
+// load_module() of the init_module(2)/finit_module(2) caller): the task is
+// the loader (modprobe, insmod, or a rootkit's own loader).
+struct ModuleLoad {
+    std::string name;     // the module's name as the kernel knows it ("dummy", "nvidia_uvm")
+    uint32_t taints = 0;  // the module's taint bits (kernel TAINT_*), see module_taint_letters()
+    bool operator==(const ModuleLoad&) const = default;
+};
+
+// The kernel's letters for taint bits, in bit order, as /proc/modules and
+// `lsmod` show them: 1 << 12 (out-of-tree) is "O", 1 << 13 (unsigned) "E",
+// both "OE"; 1 << 0 (proprietary licence) "P". A bit the kernel has no
+// letter for is "?".
+std::string module_taint_letters(uint32_t taints);
+// The inverse, for hand-written events; nullopt naming nothing when a
+// letter is unknown (the caller reports it).
+std::optional<uint32_t> module_taint_bits(std::string_view letters);
+
 using EventData =
     std::variant<GpuOpen, GpuIoctl, Connect, Exec, Fork, Exit, Telemetry, ProcessSnapshot, KillNow,
-                 ExeScan, NetPayload, Stratum, ProcessIo, ConfigFile, HiddenProcess>;
+                 ExeScan, NetPayload, Stratum, ProcessIo, ConfigFile, HiddenProcess, ModuleLoad>;
 
 struct Event {
     uint64_t ts_ns = 0;  // CLOCK_MONOTONIC nanoseconds
@@ -279,7 +297,7 @@ struct Event {
 // Name of an event's type as used in JSON ("gpu_open", "gpu_ioctl", "connect",
 // "exec", "fork", "exit", "telemetry", "process_snapshot", "kill_now",
 // "exe_scan", "net_payload", "stratum", "process_io", "config_file",
-// "hidden_process").
+// "hidden_process", "module_load").
 const char* event_type_name(const Event& event);
 
 // Every type's name, in EventData's order: what --event-types, `journal
