@@ -88,7 +88,8 @@ int RuleReader::read_conditions(const YAML::Node& when, const std::string& path,
             {"gpu_held", "signature", "exe_location", "disguised", "known_bad_executable",
              "memory_growth", "sustained_utilization", "scope", "gpu_memory_above",
              "gpu_index_not_in", "gpu_vendor_not_in", "time_window", "max_gpu_processes",
-             "hash_rate_above_threshold", "quiet_io", "opaque_peer"})) {
+             "hash_rate_above_threshold", "quiet_io", "opaque_peer", "file_changed",
+             "library_injection", "persistence_after_detection"})) {
         return -1;  // reported already
     }
     int conditions = 0;
@@ -119,6 +120,29 @@ int RuleReader::read_conditions(const YAML::Node& when, const std::string& path,
     }
     if (const YAML::Node node = when["opaque_peer"]) {
         rule.opaque_peer = boolean(node, path + ".opaque_peer").value_or(false);
+        ++conditions;
+    }
+    if (const YAML::Node node = when["file_changed"]) {
+        static constexpr std::string_view kKinds[] = {
+            "preload", "cron", "systemd", "shell_rc", "ssh_keys", "agent_pins", "other"};
+        for (auto& [text, item] : diag_.scalar_list(node, path + ".file_changed")) {
+            if (std::find(std::begin(kKinds), std::end(kKinds), text) == std::end(kKinds)) {
+                diag_.error(item, path + ".file_changed: unknown kind '" + text +
+                                      "' (preload, cron, systemd, shell_rc, ssh_keys, "
+                                      "agent_pins, other)");
+            } else {
+                rule.file_changed.push_back(text);
+            }
+        }
+        ++conditions;
+    }
+    if (const YAML::Node node = when["library_injection"]) {
+        rule.library_injection = boolean(node, path + ".library_injection").value_or(false);
+        ++conditions;
+    }
+    if (const YAML::Node node = when["persistence_after_detection"]) {
+        rule.persistence_after_detection =
+            boolean(node, path + ".persistence_after_detection").value_or(false);
         ++conditions;
     }
     if (const YAML::Node node = when["memory_growth"]) {

@@ -263,6 +263,13 @@ void Correlator::observe(const Event& event, std::vector<const Detection*>& out)
             self.observe_config_file(pid, event.ts_ns, file);
             judge(pid);
         }
+        void operator()(const FileChange& change) { self.observe_file_change(event, change, out); }
+        void operator()(const ProcessEnv& env) {
+            ProcessState& state = self.states_[pid];
+            state.env = env;
+            state.env_ns = event.ts_ns;
+            state.dirty = true;  // judged with the GPU event that follows
+        }
         // Raw samples: net_intel.h derives Stratum events from them; here only
         // what protocol a connection's first message speaks (opaque_peer).
         void operator()(const NetPayload& payload) {
@@ -432,6 +439,7 @@ void Correlator::evaluate(uint32_t pid, uint64_t ts_ns, std::vector<const Detect
             rule.supporting ? add_support(rule, pid, *info, state, ts_ns, inputs) : 0;
         raise(rule, *info, state, inputs.hits, inputs.extra, supported, ts_ns, out, allowlisted);
     }
+    note_flagged(pid, state, ts_ns, out);
 }
 
 uint32_t Correlator::add_support(const CorrelationRule& rule, uint32_t pid, const ProcessInfo& info,
@@ -580,6 +588,9 @@ bool Correlator::rule_holds(const CorrelationRule& rule, size_t cache_index, uin
         std::string detail;
         if (!opaque_peer(state, detail)) return false;
         in.extra.push_back(Evidence{ts_ns, "event", "connect", "", "peer", detail});
+    }
+    if (!file_conditions_hold(rule, state, ts_ns, cache_index != kUncached, in.extra)) {
+        return false;
     }
     if (rule.time_window) {
         // Last: the window alone never makes a violation, it scopes one.

@@ -57,9 +57,10 @@ bool Correlator::adds_evidence(const Detection& detection, const std::vector<con
     // The test raise() applies to each item; an item it would take is one
     // that no evidence of the open detection already covers.
     if (detection.evidence.size() >= options_.max_evidence) return false;
-    const auto known = [&](std::string_view kind, std::string_view signature_id,
-                           std::string_view field, std::string_view detail) {
-        const bool by_value = kind == "signature" || kind == "yara";
+    const auto known = [&](std::string_view kind, std::string_view event_type,
+                           std::string_view signature_id, std::string_view field,
+                           std::string_view detail) {
+        const bool by_value = evidence_by_value(kind, event_type);
         return std::any_of(detection.evidence.begin(), detection.evidence.end(),
                            [&](const Evidence& seen) {
                                return seen.kind == kind && seen.signature_id == signature_id &&
@@ -67,13 +68,13 @@ bool Correlator::adds_evidence(const Detection& detection, const std::vector<con
                            });
     };
     for (const Hit* hit : hits) {
-        if (!known(hit->field == EvidenceField::kYara ? "yara" : "signature", hit->id,
+        if (!known(hit->field == EvidenceField::kYara ? "yara" : "signature", "", hit->id,
                    rules::to_string(hit->field), hit->detail)) {
             return true;
         }
     }
     return std::any_of(extra.begin(), extra.end(), [&](const Evidence& item) {
-        return !known(item.kind, item.signature_id, item.field, item.detail);
+        return !known(item.kind, item.event_type, item.signature_id, item.field, item.detail);
     });
 }
 
@@ -154,7 +155,7 @@ void Correlator::raise(const CorrelationRule& rule, const ProcessInfo& info,
         for (auto& item : evidence) {
             // Signature evidence is new when its value is; an event or a
             // telemetry condition once per field (its numbers change every sample).
-            const bool by_value = item.kind == "signature" || item.kind == "yara";
+            const bool by_value = evidence_by_value(item.kind, item.event_type);
             const bool known = std::any_of(
                 detection.evidence.begin(), detection.evidence.end(), [&](const Evidence& seen) {
                     return seen.kind == item.kind && seen.signature_id == item.signature_id &&

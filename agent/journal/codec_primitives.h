@@ -34,6 +34,8 @@ enum class EventTag : uint8_t {
     kStratum = 12,
     kProcessIo = 13,
     kConfigFile = 14,
+    kFileChange = 15,
+    kProcessEnv = 16,
 };
 
 // --- writing --------------------------------------------------------------

@@ -172,6 +172,24 @@ struct EncodeVisitor {
             w.str(line.text);
         }
     }
+    void operator()(const FileChange& change) const {
+        w.str(change.operation);
+        w.str(change.syscall);
+        w.str(change.kind);
+        w.str(change.path);
+        w.str(change.raw_path);
+        w.svarint(change.result);
+        w.svarint(change.dirfd);
+        w.varint(change.flags);
+        w.u8((change.path_truncated ? 1 : 0) | (change.watched_process ? 2 : 0));
+        w.strings(change.libraries);
+    }
+    void operator()(const ProcessEnv& env) const {
+        w.u8((env.ld_preload ? 1 : 0) | (env.ld_library_path ? 2 : 0));
+        if (env.ld_preload) w.str(*env.ld_preload);
+        if (env.ld_library_path) w.str(*env.ld_library_path);
+        w.str(env.error);
+    }
 };
 
 EventTag tag_of(const EventData& data) {
@@ -191,6 +209,8 @@ EventTag tag_of(const EventData& data) {
         EventTag operator()(const Stratum&) const { return EventTag::kStratum; }
         EventTag operator()(const ProcessIo&) const { return EventTag::kProcessIo; }
         EventTag operator()(const ConfigFile&) const { return EventTag::kConfigFile; }
+        EventTag operator()(const FileChange&) const { return EventTag::kFileChange; }
+        EventTag operator()(const ProcessEnv&) const { return EventTag::kProcessEnv; }
     };
     return std::visit(Visitor{}, data);
 }
@@ -387,6 +407,32 @@ void decode_body(Reader& r, EventTag tag, EventData& data) {
                 line.line = r.uint<uint32_t>();
                 r.str(line.text);
             }
+            return;
+        }
+        case EventTag::kFileChange: {
+            auto& change = emplace<FileChange>(data);
+            r.str(change.operation);
+            r.str(change.syscall);
+            r.str(change.kind);
+            r.str(change.path);
+            r.str(change.raw_path);
+            change.result = r.sint<int32_t>();
+            change.dirfd = r.sint<int32_t>();
+            change.flags = r.varint();
+            const uint8_t bits = r.u8();
+            change.path_truncated = (bits & 1) != 0;
+            change.watched_process = (bits & 2) != 0;
+            r.strings(change.libraries);
+            return;
+        }
+        case EventTag::kProcessEnv: {
+            auto& env = emplace<ProcessEnv>(data);
+            const uint8_t present = r.u8();
+            env.ld_preload.reset();
+            env.ld_library_path.reset();
+            if (present & 1) r.str(env.ld_preload.emplace());
+            if (present & 2) r.str(env.ld_library_path.emplace());
+            r.str(env.error);
             return;
         }
     }

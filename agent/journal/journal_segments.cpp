@@ -81,6 +81,8 @@ void JournalWriter::Writer::update_state(std::string_view payload) {
         void operator()(const Stratum&) {}
         void operator()(const ProcessIo&) {}
         void operator()(const ConfigFile&) {}
+        void operator()(const FileChange&) {}
+        void operator()(const ProcessEnv&) {}
     };
     std::visit(Visitor{*this, task, full}, decoded.data);
 }

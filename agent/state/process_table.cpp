@@ -253,9 +253,11 @@ void ProcessTable::apply(const Event& event) {
         void operator()(const ExeScan&) {}    // a verdict: the correlator keeps it
         void operator()(const NetPayload&) {
         }  // raw samples: gpuguard/netintel/net_intel.h reads them
-        void operator()(const ProcessIo&) {}  // write counters: the correlator keeps them
+        void operator()(const ProcessIo&) {}   // write counters: the correlator keeps them
         void operator()(const ConfigFile&) {}  // matched config lines: the correlator keeps them
-        void operator()(const Stratum&) {     // a mining session: the correlator judges it
+        void operator()(const FileChange&) {}  // persistence and preload: the correlator judges
+        void operator()(const ProcessEnv&) {}  // its library variables: the correlator judges
+        void operator()(const Stratum&) {      // a mining session: the correlator judges it
             ProcessInfo& info = identified();
             if (info.exe.empty()) table.enrich_from_proc(info);
         }

@@ -49,6 +49,9 @@ struct CorrelatorOptions {
     bool request_configs = false;
     // Collect WatchRequests (take_watch_requests()). Live only.
     bool request_watches = false;
+    // Persistence written this long before a process was flagged still
+    // counts as its own (persistence_after_detection).
+    uint64_t persistence_lookback_ns = 600'000'000'000ull;
 };
 
 // The correlator wants a YARA scan of a process's executable: at its first
@@ -174,6 +177,25 @@ class Correlator {
         std::string protocol;    // of the first bytes sent: "tls", "http", "ssh", "json", "opaque";
                                  // "" none seen
     };
+    // A watched file the process changed (file_change events with a kind).
+    struct FileRecord {
+        uint64_t ts_ns = 0;
+        std::string operation;
+        std::string kind;
+        std::string path;
+        std::vector<std::string> libraries;
+    };
+    // Persistence written on the host (cron, systemd, shell_rc, ssh_keys),
+    // with the writer's ancestry then: whose it is may be known only later.
+    struct PersistenceWrite {
+        uint64_t ts_ns = 0;
+        uint32_t writer = 0;
+        std::string comm;
+        std::string operation;
+        std::string kind;
+        std::string path;
+        std::vector<uint32_t> chain;  // writer, parent, ... up to (not including) pid 1
+    };
     struct ProcessState {
         bool matched = false;      // process and command line matched for the current image
         std::string matched_comm;  // the name they were matched with (prctl can change it)
@@ -196,6 +218,11 @@ class Correlator {
         std::optional<double> hash_rate;        // fastest estimate of its mining sessions, H/s
         uint64_t hash_rate_ns = 0;              // when it was reported
         uint64_t first_gpu_ns = 0;
+        std::vector<FileRecord> files;  // newest last, bounded
+        std::optional<ProcessEnv> env;  // at its first GPU use
+        uint64_t env_ns = 0;
+        bool flagged = false;                       // a detection of it was raised
+        std::vector<PersistenceWrite> persistence;  // attributed to it since (or just before)
     };
     struct Open {
         Detection detection;
@@ -231,6 +258,22 @@ class Correlator {
     void request_configs(uint32_t pid, const ProcessInfo& info, ProcessState& state,
                          uint64_t ts_ns);
     void observe_config_file(uint32_t pid, uint64_t ts_ns, const ConfigFile& file);
+    // File changes and environments (correlator_files.cpp).
+    void observe_file_change(const Event& event, const FileChange& change,
+                             std::vector<const Detection*>& out);
+    std::vector<uint32_t> ancestry(uint32_t pid) const;
+    bool related(uint32_t pid, const PersistenceWrite& write) const;
+    // A newly flagged process takes the persistence written in the look-back window.
+    bool attribute_recent_persistence(uint32_t pid, ProcessState& state, uint64_t ts_ns);
+    // file_changed, library_injection, persistence_after_detection.
+    // Once a detection of `pid` is open: flagged, and given recent persistence.
+    void note_flagged(uint32_t pid, ProcessState& state, uint64_t ts_ns,
+                      std::vector<const Detection*>& out);
+    // file_changed, library_injection, persistence_after_detection; with
+    // `with_persistence` a flagged process's persistence is evidence of any rule.
+    bool file_conditions_hold(const rules::CorrelationRule& rule, const ProcessState& state,
+                              uint64_t ts_ns, bool with_persistence,
+                              std::vector<Evidence>& extra) const;
     // What one rule's judgement of a process gathers (reused across rules).
     struct RuleInputs {
         std::vector<rules::ExeLocation> locations;  // of the executable, read once
@@ -297,7 +340,8 @@ class Correlator {
     std::vector<ScanRequest> scan_requests_;
     std::vector<ConfigRequest> config_requests_;
     std::vector<WatchRequest> watch_requests_;
-    std::deque<Detection> reported_twice_;  // see report(); emptied by each observe()
+    std::deque<Detection> reported_twice_;             // see report(); emptied by each observe()
+    std::deque<PersistenceWrite> recent_persistence_;  // newest last, within the look-back
     CorrelatorStats stats_;
 };
 
