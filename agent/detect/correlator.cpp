@@ -378,7 +378,8 @@ void Correlator::observe(const Event& event, std::vector<const Detection*>& out)
     std::visit(Visitor{*this, event, pid, out}, event.data);
 }
 
-void Correlator::evaluate(uint32_t pid, uint64_t ts_ns, std::vector<const Detection*>& out) {
+void Correlator::evaluate(uint32_t pid, uint64_t ts_ns, std::vector<const Detection*>& out,
+                          bool persistence_only) {
     const ProcessInfo* info = table_.find(pid);
     if (!info) return;
     ProcessState& state = states_[pid];
@@ -434,6 +435,7 @@ void Correlator::evaluate(uint32_t pid, uint64_t ts_ns, std::vector<const Detect
     RuleInputs inputs;
     for (size_t index = 0; index < rules_.size(); ++index) {
         const CorrelationRule& rule = rules_[index];
+        if (persistence_only && !rule.persistence_after_detection) continue;
         if (!rule_holds(rule, index, pid, *info, state, ts_ns, inputs)) continue;
         const uint32_t supported =
             rule.supporting ? add_support(rule, pid, *info, state, ts_ns, inputs) : 0;

@@ -162,7 +162,7 @@ void Correlator::note_flagged(uint32_t pid, ProcessState& state, uint64_t ts_ns,
     state.flagged = true;
     if (attribute_recent_persistence(pid, state, ts_ns)) {
         state.dirty = true;
-        evaluate(pid, ts_ns, out);
+        evaluate(pid, ts_ns, out, /*persistence_only=*/true);
     }
 }
 

@@ -252,7 +252,11 @@ class Correlator {
     void add_hits(ProcessState& state, rules::EvidenceField field,
                   const std::vector<std::string_view>& ids, uint64_t ts_ns,
                   const std::string& detail);
-    void evaluate(uint32_t pid, uint64_t ts_ns, std::vector<const Detection*>& out);
+    // `persistence_only`: only the persistence_after_detection rules (a
+    // process just flagged: its other detections were reported this very
+    // evaluation and must reach the caller as they were).
+    void evaluate(uint32_t pid, uint64_t ts_ns, std::vector<const Detection*>& out,
+                  bool persistence_only = false);
     // Config files (correlator_config.cpp): the request at the image's first
     // sign of mining, and the matched lines of a config_file event as hits.
     void request_configs(uint32_t pid, const ProcessInfo& info, ProcessState& state,
