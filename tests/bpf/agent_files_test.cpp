@@ -113,6 +113,22 @@ TEST_F(AgentFilesTest, miner_persistence_after_its_detection_is_listed_in_the_ev
     EXPECT_FALSE(std::filesystem::exists("/etc/cron.d/gg-update"));
     EXPECT_FALSE(std::filesystem::exists("/etc/systemd/system/gg-update.service"));
     EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+
+    // The incident bundle of the first detection lists the writes in its summary.
+    std::set<std::string> summarised;
+    for (const auto& incident :
+         std::filesystem::directory_iterator(dir_ / "journal" / "incidents")) {
+        const auto summary = nlohmann::json::parse(
+            gpuguard::testing::file_bytes(incident.path() / "summary.json"), nullptr, false);
+        if (summary.is_discarded() || !summary.contains("file_changes")) continue;
+        for (const auto& change : summary["file_changes"]) {
+            if (change["pid"] == child) summarised.insert(change["path"].get<std::string>());
+        }
+    }
+    EXPECT_EQ(summarised,
+              (std::set<std::string>{
+                  "/etc/cron.d/gg-update", "/etc/systemd/system/gg-update.service",
+                  (home / ".bashrc").string(), (home / ".ssh/authorized_keys").string()}));
 }
 
 TEST_F(AgentFilesTest, a_process_writing_ld_so_preload_is_detected_with_the_libraries) {
