@@ -125,6 +125,25 @@ std::vector<Event> every_event_type(uint64_t ts_ns, uint32_t pid) {
                    {{3, "    \"randomx\": {\n        \"1gb-pages\": false"},
                     {9, "\"url\": \"pool.supportxmr.com:3333\","}}});
     add(ConfigFile{"rig.ini", "argument", 1ull << 33, std::string(64, 'd'), true, {}});
+    // File changes: a preload write with its libraries, a resolved relative
+    // rename, a watched process's unlink of an unlisted path.
+    add(FileChange{"write",
+                   "openat",
+                   "preload",
+                   "/etc/ld.so.preload",
+                   "",
+                   3,
+                   -100,
+                   01101,
+                   false,
+                   false,
+                   {"/tmp/x/libhide.so", "/usr/lib/libfoo.so"}});
+    add(FileChange{"rename", "renameat2", "cron", "/etc/cron.d/x", "x", 0, 5, 1, true, false, {}});
+    add(FileChange{"unlink", "unlinkat", "", "/srv/y", "", 0, -100, 0x200, false, true, {}});
+    // Environments: both variables (one empty), none, and unreadable.
+    add(ProcessEnv{"/tmp/x/libinject.so", "", ""});
+    add(ProcessEnv{});
+    add(ProcessEnv{std::nullopt, std::nullopt, "process 4242 is gone"});
     return events;
 }
 
