@@ -266,9 +266,9 @@ void Correlator::observe(const Event& event, std::vector<const Detection*>& out)
         void operator()(const FileChange& change) { self.observe_file_change(event, change, out); }
         void operator()(const ProcessEnv& env) {
             ProcessState& state = self.states_[pid];
-            state.env = env;
+            state.env = env;  // judged with the GPU event that follows
             state.env_ns = event.ts_ns;
-            state.dirty = true;  // judged with the GPU event that follows
+            state.dirty = true;
         }
         // Raw samples: net_intel.h derives Stratum events from them; here only
         // what protocol a connection's first message speaks (opaque_peer).
@@ -442,30 +442,6 @@ void Correlator::evaluate(uint32_t pid, uint64_t ts_ns, std::vector<const Detect
         raise(rule, *info, state, inputs.hits, inputs.extra, supported, ts_ns, out, allowlisted);
     }
     note_flagged(pid, state, ts_ns, out);
-}
-
-uint32_t Correlator::add_support(const CorrelationRule& rule, uint32_t pid, const ProcessInfo& info,
-                                 const ProcessState& state, uint64_t ts_ns, RuleInputs& in) {
-    uint32_t held = 0;
-    RuleInputs signal_inputs;
-    for (const CorrelationRule& signal : rule.supporting->signals) {
-        signal_inputs.locations_known = false;
-        if (!rule_holds(signal, kUncached, pid, info, state, ts_ns, signal_inputs)) continue;
-        ++held;
-        for (const Hit* hit : signal_inputs.hits) {
-            if (std::find(in.hits.begin(), in.hits.end(), hit) == in.hits.end()) {
-                in.hits.push_back(hit);
-            }
-        }
-        for (Evidence& item : signal_inputs.extra) {
-            item.detail = signal.name + ": " + item.detail;
-            in.extra.push_back(std::move(item));
-        }
-        if (signal_inputs.hits.empty() && signal_inputs.extra.empty()) {
-            in.extra.push_back(Evidence{ts_ns, "supporting", "", "", "signal", signal.name});
-        }
-    }
-    return held;
 }
 
 // Whether `rule` holds for the process now; its hits and the evidence

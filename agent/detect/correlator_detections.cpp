@@ -1,4 +1,4 @@
-// Detections from rules that hold: raising one (allowlist, dry run,
+// Detections from rules that hold: their supporting signals, raising one (allowlist, dry run,
 // action), refreshing it with new evidence, and the GPUs it names.
 #include "correlator_support.h"
 
@@ -50,6 +50,30 @@ void Correlator::refresh(Detection& detection, const ProcessInfo& info, const Pr
     detection.process = describe_process(info);
     detection.gpus = gpus_of(info);
     if (state.peer) detection.peer = state.peer;
+}
+
+uint32_t Correlator::add_support(const CorrelationRule& rule, uint32_t pid, const ProcessInfo& info,
+                                 const ProcessState& state, uint64_t ts_ns, RuleInputs& in) {
+    uint32_t held = 0;
+    RuleInputs signal_inputs;
+    for (const CorrelationRule& signal : rule.supporting->signals) {
+        signal_inputs.locations_known = false;
+        if (!rule_holds(signal, kUncached, pid, info, state, ts_ns, signal_inputs)) continue;
+        ++held;
+        for (const Hit* hit : signal_inputs.hits) {
+            if (std::find(in.hits.begin(), in.hits.end(), hit) == in.hits.end()) {
+                in.hits.push_back(hit);
+            }
+        }
+        for (Evidence& item : signal_inputs.extra) {
+            item.detail = signal.name + ": " + item.detail;
+            in.extra.push_back(std::move(item));
+        }
+        if (signal_inputs.hits.empty() && signal_inputs.extra.empty()) {
+            in.extra.push_back(Evidence{ts_ns, "supporting", "", "", "signal", signal.name});
+        }
+    }
+    return held;
 }
 
 bool Correlator::adds_evidence(const Detection& detection, const std::vector<const Hit*>& hits,
