@@ -42,6 +42,11 @@
 /* Default sizes of the agent-fed watch lists (sensor.watch_processes_max, watch_addresses_max). */
 #define GG_MAX_WATCHED_TGIDS 4096
 #define GG_MAX_WATCHED_ADDRS 4096
+/* watch_paths / watch_names: the file-change watch list (sensor.watch_files). */
+#define GG_MAX_WATCH_PATHS 256
+#define GG_MAX_WATCH_NAMES 64
+#define GG_WATCH_PATH_LEN 128 /* bytes of a path compared with watch_paths */
+#define GG_WATCH_NAME_LEN 32  /* bytes of a basename compared with watch_names */
 /* GG_GPU_DEV_ANY_MINOR in a key's minor field matches every minor of a major. */
 #define GG_GPU_DEV_ANY_MINOR 0xffffffffu
 
@@ -54,6 +59,7 @@ enum gg_event_type {
 	GG_EVENT_EXIT = 6,
 	GG_EVENT_KILL_NOW = 7,	   /* bpf_send_signal(SIGKILL) sent to a known-bad executable */
 	GG_EVENT_NET_PAYLOAD = 8,  /* first bytes of socket traffic (bpf/payload.h) */
+	GG_EVENT_FILE_CHANGE = 9,  /* a watched file changed (ABI 1.5) */
 	GG_EVENT_MODULE_LOAD = 10, /* a kernel module was loaded (module:module_load), ABI 1.5 */
 	GG_EVENT_TYPE_MAX,	   /* size of per-type arrays */
 };
@@ -362,6 +368,78 @@ struct gg_module_load_event {
 };
 GG_STATIC_ASSERT(sizeof(struct gg_module_load_event) == 16 + 48 + 8 + GG_MODULE_NAME_LEN,
 		 "gg_module_load_event ABI");
+
+/* Which system call a struct gg_file_change_event comes from (the opens as gg_open_syscall). */
+enum gg_file_syscall {
+	GG_FILE_SYS_OPENAT = 0,
+	GG_FILE_SYS_OPENAT2 = 1,
+	GG_FILE_SYS_OPEN = 2,
+	GG_FILE_SYS_CREAT = 3,
+	GG_FILE_SYS_RENAME = 4,
+	GG_FILE_SYS_RENAMEAT = 5,
+	GG_FILE_SYS_RENAMEAT2 = 6,
+	GG_FILE_SYS_UNLINK = 7,
+	GG_FILE_SYS_UNLINKAT = 8,
+};
+
+/* Kind of watched path (value of watch_paths and watch_names). */
+enum gg_file_category {
+	GG_FILE_CAT_NONE = 0, /* not on the watch list: reported for a watched process */
+	GG_FILE_CAT_PRELOAD = 1,
+	GG_FILE_CAT_CRON = 2,
+	GG_FILE_CAT_SYSTEMD = 3,
+	GG_FILE_CAT_SHELL_RC = 4,
+	GG_FILE_CAT_SSH_KEYS = 5,
+	GG_FILE_CAT_AGENT_PINS = 6,
+	GG_FILE_CAT_OTHER = 7, /* a user-given pattern without a kind */
+};
+
+/* Flags of struct gg_file_change_event. */
+enum gg_file_change_flags {
+	GG_FILE_PATH_TRUNCATED = 1 << 0, /* path longer than GG_PATH_LEN - 1 bytes */
+	GG_FILE_WATCHED_TGID = 1 << 1,	 /* the process is in watched_tgids */
+};
+
+/*
+ * Key of watch_paths (an LPM trie over path bytes): a directory prefix
+ * ("/etc/cron.d/", prefixlen = 8 * its length) or a whole path with its NUL
+ * ("/etc/ld.so.preload", prefixlen = 8 * (length + 1)).
+ */
+struct gg_watch_path_key {
+	__u32 prefixlen; /* bits */
+	char path[GG_WATCH_PATH_LEN];
+};
+GG_STATIC_ASSERT(sizeof(struct gg_watch_path_key) == 4 + GG_WATCH_PATH_LEN,
+		 "gg_watch_path_key ABI");
+
+/* Key of watch_names: a basename (".bashrc", "authorized_keys"), NUL-padded. */
+struct gg_watch_name_key {
+	char name[GG_WATCH_NAME_LEN];
+};
+GG_STATIC_ASSERT(sizeof(struct gg_watch_name_key) == GG_WATCH_NAME_LEN, "gg_watch_name_key ABI");
+
+/*
+ * A successful change of a watched file: an open for writing
+ * (FMODE_WRITE: O_WRONLY/O_RDWR, which O_CREAT/O_TRUNC/O_APPEND writers
+ * use), a rename onto it (the target path) or an unlink of it. Reported when
+ * the path matches watch_paths (absolute paths) or watch_names (the
+ * basename), or whatever the path when the process is in watched_tgids.
+ */
+struct gg_file_change_event {
+	struct gg_event_header hdr;
+	struct gg_task_info task;
+	__s32 ret;	  /* the fd of an open, 0 for a rename or unlink */
+	__s32 dirfd;	  /* dfd the path is relative to (AT_FDCWD = -100) */
+	__u64 open_flags; /* O_* flags of an open, renameat2 flags, unlinkat flags */
+	__u16 syscall;	  /* enum gg_file_syscall */
+	__u16 flags;	  /* enum gg_file_change_flags */
+	__u32 category;	  /* enum gg_file_category of the match */
+	__u32 path_len;	  /* bytes in path including the NUL, 0 if unreadable */
+	__u32 _pad;
+	char path[GG_PATH_LEN]; /* as passed (a rename: the new path) */
+};
+GG_STATIC_ASSERT(sizeof(struct gg_file_change_event) == 16 + 48 + 32 + GG_PATH_LEN,
+		 "gg_file_change_event ABI");
 
 /* Per-CPU counters, indexed by enum gg_event_type. */
 struct gg_counters {

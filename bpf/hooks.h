@@ -27,4 +27,10 @@ GG_HOOK int gg_hook_connect_exit(long ret);
 GG_HOOK int gg_hook_payload_enter(long id);
 GG_HOOK int gg_hook_payload_exit(long id, long ret);
 
+/* File changes (files.bpf.c): a successful open for writing, from the open
+ * hook (@fd: its result); renames and unlinks at their exit. */
+GG_HOOK int gg_hook_file_open(long fd, __u32 syscall, __u64 path, __s32 dirfd, __u64 open_flags);
+GG_HOOK int gg_hook_rename_exit(long ret, __u32 syscall);
+GG_HOOK int gg_hook_unlink_exit(long ret, __u32 syscall);
+
 #endif

@@ -40,6 +40,13 @@ const volatile __s64 cfg_nr_sendmsg __weak = -1;
 const volatile __s64 cfg_nr_read __weak = -1;
 const volatile __s64 cfg_nr_recvfrom __weak = -1;
 const volatile __s64 cfg_nr_recvmsg __weak = -1;
+const volatile __s64 cfg_nr_rename __weak = -1;
+const volatile __s64 cfg_nr_renameat __weak = -1;
+const volatile __s64 cfg_nr_renameat2 __weak = -1;
+const volatile __s64 cfg_nr_unlink __weak = -1;
+const volatile __s64 cfg_nr_unlinkat __weak = -1;
+/* Report changes of watched files (files.bpf.c); 0 = off. */
+const volatile __u8 cfg_watch_files __weak = 0;
 /* The raw dispatchers also sample payloads by syscall (the socket layer's
  * tracepoints are missing); 0 = no. */
 const volatile __u8 cfg_dispatch_payload __weak = 0;

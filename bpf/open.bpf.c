@@ -10,7 +10,9 @@
  *  - success: the returned fd is resolved through current->files to its
  *    inode; only character devices reach the gpu_devices lookup (exact
  *    major:minor, then the whole major), so opens of regular files cost a
- *    handful of CO-RE reads and no map lookup at all.
+ *    handful of CO-RE reads and no map lookup at all. A file opened for
+ *    writing (f_mode FMODE_WRITE, one more load) goes on to the file-change
+ *    watch list (files.bpf.c); read-only opens stop there.
  *  - failure: the path is compared with the GPU node prefixes and reported
  *    with its errno when it names one.
  *
@@ -37,6 +39,8 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define GG_O_WRONLY 01
 #define GG_O_CREAT 0100
 #define GG_O_TRUNC 01000
+/* linux/fs.h: the file was opened for writing (O_WRONLY, O_RDWR). */
+#define GG_FMODE_WRITE 0x2
 
 static __always_inline bool path__has_prefix(const char *s, const char *prefix, int len)
 {
@@ -111,8 +115,16 @@ static __always_inline int open__handle_exit(long ret, __u16 syscall)
 	if (ret >= 0) {
 		struct file *file = task__fd_file(task, (int)ret);
 
-		if (!file || !file__is_gpu(file, &major, &minor))
+		if (!file)
 			return 0;
+		if (!file__is_gpu(file, &major, &minor)) {
+			/* Read-only opens stop at this one load of f_mode. */
+			if (!cfg_watch_files || !(BPF_CORE_READ(file, f_mode) & GG_FMODE_WRITE))
+				return 0;
+			open__read_args(task, syscall, &args);
+			return gg_hook_file_open(ret, syscall, (__u64)args.path, args.dirfd,
+						 args.open_flags);
+		}
 		/* The agent's own: never a GPU user, so its ioctls, connects and
 		 * children stay unmarked too. */
 		if (cfg_ignore_tgid && (bpf_get_current_pid_tgid() >> 32) == cfg_ignore_tgid)

@@ -74,7 +74,19 @@ static __always_inline int dispatch__exit(long id, long ret)
 		open_syscall = GG_SYS_OPEN;
 	else if (id == cfg_nr_creat)
 		open_syscall = GG_SYS_CREAT;
-	else {
+	else if (cfg_watch_files &&
+		 (id == cfg_nr_renameat2 || id == cfg_nr_renameat || id == cfg_nr_rename ||
+		  id == cfg_nr_unlinkat || id == cfg_nr_unlink)) {
+		if (task__in_compat_syscall())
+			return 0;
+		if (id == cfg_nr_unlinkat)
+			return gg_hook_unlink_exit(ret, GG_FILE_SYS_UNLINKAT);
+		if (id == cfg_nr_unlink)
+			return gg_hook_unlink_exit(ret, GG_FILE_SYS_UNLINK);
+		return gg_hook_rename_exit(ret, id == cfg_nr_renameat2	? GG_FILE_SYS_RENAMEAT2
+						: id == cfg_nr_renameat ? GG_FILE_SYS_RENAMEAT
+									: GG_FILE_SYS_RENAME);
+	} else {
 		if (cfg_dispatch_payload &&
 		    (id == cfg_nr_read || id == cfg_nr_recvfrom || id == cfg_nr_recvmsg) &&
 		    !task__in_compat_syscall())
@@ -148,6 +160,36 @@ SEC("fexit/__x64_sys_creat")
 int BPF_PROG(gg_fn_creat, struct pt_regs *regs, long ret)
 {
 	return gg_hook_open_exit(ret, GG_SYS_CREAT);
+}
+
+SEC("fexit/__x64_sys_rename")
+int BPF_PROG(gg_fn_rename, struct pt_regs *regs, long ret)
+{
+	return gg_hook_rename_exit(ret, GG_FILE_SYS_RENAME);
+}
+
+SEC("fexit/__x64_sys_renameat")
+int BPF_PROG(gg_fn_renameat, struct pt_regs *regs, long ret)
+{
+	return gg_hook_rename_exit(ret, GG_FILE_SYS_RENAMEAT);
+}
+
+SEC("fexit/__x64_sys_renameat2")
+int BPF_PROG(gg_fn_renameat2, struct pt_regs *regs, long ret)
+{
+	return gg_hook_rename_exit(ret, GG_FILE_SYS_RENAMEAT2);
+}
+
+SEC("fexit/__x64_sys_unlink")
+int BPF_PROG(gg_fn_unlink, struct pt_regs *regs, long ret)
+{
+	return gg_hook_unlink_exit(ret, GG_FILE_SYS_UNLINK);
+}
+
+SEC("fexit/__x64_sys_unlinkat")
+int BPF_PROG(gg_fn_unlinkat, struct pt_regs *regs, long ret)
+{
+	return gg_hook_unlink_exit(ret, GG_FILE_SYS_UNLINKAT);
 }
 
 SEC("fentry/__x64_sys_ioctl")

@@ -89,7 +89,7 @@ int RuleReader::read_conditions(const YAML::Node& when, const std::string& path,
              "memory_growth", "sustained_utilization", "scope", "gpu_memory_above",
              "gpu_index_not_in", "gpu_vendor_not_in", "time_window", "max_gpu_processes",
              "hash_rate_above_threshold", "quiet_io", "opaque_peer", "hidden_from_proc",
-             "module_load"})) {
+             "module_load", "file_changed", "library_injection", "persistence_after_detection"})) {
         return -1;  // reported already
     }
     int conditions = 0;
@@ -128,6 +128,29 @@ int RuleReader::read_conditions(const YAML::Node& when, const std::string& path,
     }
     if (const YAML::Node node = when["module_load"]) {
         rule.module_load = read_module_load(node, path + ".module_load");
+        ++conditions;
+    }
+    if (const YAML::Node node = when["file_changed"]) {
+        static constexpr std::string_view kKinds[] = {
+            "preload", "cron", "systemd", "shell_rc", "ssh_keys", "agent_pins", "other"};
+        for (auto& [text, item] : diag_.scalar_list(node, path + ".file_changed")) {
+            if (std::find(std::begin(kKinds), std::end(kKinds), text) == std::end(kKinds)) {
+                diag_.error(item, path + ".file_changed: unknown kind '" + text +
+                                      "' (preload, cron, systemd, shell_rc, ssh_keys, "
+                                      "agent_pins, other)");
+            } else {
+                rule.file_changed.push_back(text);
+            }
+        }
+        ++conditions;
+    }
+    if (const YAML::Node node = when["library_injection"]) {
+        rule.library_injection = boolean(node, path + ".library_injection").value_or(false);
+        ++conditions;
+    }
+    if (const YAML::Node node = when["persistence_after_detection"]) {
+        rule.persistence_after_detection =
+            boolean(node, path + ".persistence_after_detection").value_or(false);
         ++conditions;
     }
     if (const YAML::Node node = when["memory_growth"]) {

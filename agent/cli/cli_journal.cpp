@@ -213,6 +213,17 @@ std::string event_details(const Event& event) {
             const std::string taints = module_taint_letters(module.taints);
             return "kernel module " + module.name + (taints.empty() ? "" : " taints " + taints);
         }
+        std::string operator()(const FileChange& change) const {
+            std::string text = change.operation + " " + change.path + " (" + change.syscall +
+                               (change.kind.empty() ? "" : ", " + change.kind) + ")";
+            if (!change.libraries.empty()) text += " libraries " + join(change.libraries, ",");
+            return text;
+        }
+        std::string operator()(const ProcessEnv& env) const {
+            if (!env.error.empty()) return "environment not read: " + env.error;
+            return "LD_PRELOAD=" + env.ld_preload.value_or("(unset)") +
+                   " LD_LIBRARY_PATH=" + env.ld_library_path.value_or("(unset)");
+        }
         std::string operator()(const ExeScan& scan) const {
             if (!scan.error.empty()) return "yara: " + scan.path + " not scanned: " + scan.error;
             return "yara: " + scan.path + " sha256 " + scan.sha256.substr(0, 16) + " " +

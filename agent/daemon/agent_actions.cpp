@@ -257,6 +257,10 @@ void Agent::Impl::build_pipeline() {
     stages.journal = journal.get();
     stages.correlator = correlator.get();
     stages.snapshot_new_gpu_holders = journal != nullptr;
+    // The live agent completes file changes and reads GPU processes'
+    // environments from /proc; a recording already carries both.
+    stages.read_proc_context = sensor.has_value();
+    if (sensor) stages.watch_files = &sensor->watched_files();
     PipelineHooks hooks;
     hooks.emit = [this](const Detection& detection) { emit(detection); };
     hooks.on_applied = [this](const Event& event) {

@@ -35,12 +35,12 @@ void read_log(const ConfigReader& reader, const YAML::Node& node, LogConfig& log
 }
 
 void read_sensor(const ConfigReader& reader, const YAML::Node& node, SensorConfig& sensor) {
-    reader.check_keys(
-        node, "sensor",
-        {"btf", "ring_buffer_kb", "report_failed_opens", "mount_tracefs", "extra_gpu_devices",
-         "connect_all", "connect_loopback", "watched_ports", "argv_max_bytes", "payload_capture",
-         "payload_all", "payload_dns", "payload_messages", "payload_syscall_hooks",
-         "watch_processes_max", "watch_addresses_max", "watch_address_min_ttl_s", "attach"});
+    reader.check_keys(node, "sensor",
+                      {"btf", "ring_buffer_kb", "report_failed_opens", "mount_tracefs",
+                       "extra_gpu_devices", "connect_all", "connect_loopback", "watched_ports",
+                       "argv_max_bytes", "payload_capture", "payload_all", "payload_dns",
+                       "payload_messages", "payload_syscall_hooks", "watch_processes_max",
+                       "watch_addresses_max", "watch_address_min_ttl_s", "attach", "watch_files"});
     if (const auto attach = node["attach"]) {
         const auto name = reader.scalar<std::string>(attach, "sensor.attach", "a string");
         const auto mode = parse_attach_mode(name);
@@ -125,6 +125,20 @@ void read_sensor(const ConfigReader& reader, const YAML::Node& node, SensorConfi
                 reader.fail_at(list[i], key, std::to_string(port) + " is not a port (1-65535)");
             }
             sensor.watched_ports.push_back(static_cast<uint16_t>(port));
+        }
+    }
+    if (const auto list = node["watch_files"]) {
+        if (!list.IsSequence()) {
+            reader.fail_at(list, "sensor.watch_files", "must be a list of paths and file names");
+        }
+        sensor.watch_files.clear();
+        for (size_t i = 0; i < list.size(); ++i) {
+            const std::string key = "sensor.watch_files[" + std::to_string(i) + "]";
+            auto entry = reader.scalar<std::string>(list[i], key, "a path or a file name");
+            if (auto parsed = parse_watch_entry(entry, {"/root"}); !parsed) {
+                reader.fail_at(list[i], key, parsed.error().message);
+            }
+            sensor.watch_files.push_back(std::move(entry));
         }
     }
     // Watch lists: kernel hash maps, preallocated (about 100 bytes an entry).

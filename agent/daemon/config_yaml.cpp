@@ -89,6 +89,7 @@ std::string config_to_yaml(const Config& config) {
     out << YAML::Key << "connect_all" << YAML::Value << config.sensor.connect_all;
     out << YAML::Key << "connect_loopback" << YAML::Value << config.sensor.connect_loopback;
     out << YAML::Key << "watched_ports" << YAML::Value << YAML::Flow << config.sensor.watched_ports;
+    out << YAML::Key << "watch_files" << YAML::Value << config.sensor.watch_files;
     out << YAML::Key << "argv_max_bytes" << YAML::Value << config.sensor.argv_max_bytes;
     out << YAML::Key << "watch_processes_max" << YAML::Value << config.sensor.watch_processes_max;
     out << YAML::Key << "watch_addresses_max" << YAML::Value << config.sensor.watch_addresses_max;

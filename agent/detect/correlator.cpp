@@ -271,6 +271,13 @@ void Correlator::observe(const Event& event, std::vector<const Detection*>& out)
             self.observe_module_load(pid, event.ts_ns, module);
             judge(pid);
         }
+        void operator()(const FileChange& change) { self.observe_file_change(event, change, out); }
+        void operator()(const ProcessEnv& env) {
+            ProcessState& state = self.states_[pid];
+            state.env = env;  // judged with the GPU event that follows
+            state.env_ns = event.ts_ns;
+            state.dirty = true;
+        }
         // Raw samples: net_intel.h derives Stratum events from them; here only
         // what protocol a connection's first message speaks (opaque_peer).
         void operator()(const NetPayload& payload) {
@@ -380,7 +387,8 @@ void Correlator::observe(const Event& event, std::vector<const Detection*>& out)
     std::visit(Visitor{*this, event, pid, out}, event.data);
 }
 
-void Correlator::evaluate(uint32_t pid, uint64_t ts_ns, std::vector<const Detection*>& out) {
+void Correlator::evaluate(uint32_t pid, uint64_t ts_ns, std::vector<const Detection*>& out,
+                          bool persistence_only) {
     const ProcessInfo* info = table_.find(pid);
     if (!info) return;
     ProcessState& state = states_[pid];
@@ -436,35 +444,13 @@ void Correlator::evaluate(uint32_t pid, uint64_t ts_ns, std::vector<const Detect
     RuleInputs inputs;
     for (size_t index = 0; index < rules_.size(); ++index) {
         const CorrelationRule& rule = rules_[index];
+        if (persistence_only && !rule.persistence_after_detection) continue;
         if (!rule_holds(rule, index, pid, *info, state, ts_ns, inputs)) continue;
         const uint32_t supported =
             rule.supporting ? add_support(rule, pid, *info, state, ts_ns, inputs) : 0;
         raise(rule, *info, state, inputs.hits, inputs.extra, supported, ts_ns, out, allowlisted);
     }
-}
-
-uint32_t Correlator::add_support(const CorrelationRule& rule, uint32_t pid, const ProcessInfo& info,
-                                 const ProcessState& state, uint64_t ts_ns, RuleInputs& in) {
-    uint32_t held = 0;
-    RuleInputs signal_inputs;
-    for (const CorrelationRule& signal : rule.supporting->signals) {
-        signal_inputs.locations_known = false;
-        if (!rule_holds(signal, kUncached, pid, info, state, ts_ns, signal_inputs)) continue;
-        ++held;
-        for (const Hit* hit : signal_inputs.hits) {
-            if (std::find(in.hits.begin(), in.hits.end(), hit) == in.hits.end()) {
-                in.hits.push_back(hit);
-            }
-        }
-        for (Evidence& item : signal_inputs.extra) {
-            item.detail = signal.name + ": " + item.detail;
-            in.extra.push_back(std::move(item));
-        }
-        if (signal_inputs.hits.empty() && signal_inputs.extra.empty()) {
-            in.extra.push_back(Evidence{ts_ns, "supporting", "", "", "signal", signal.name});
-        }
-    }
-    return held;
+    note_flagged(pid, state, ts_ns, out);
 }
 
 // Whether `rule` holds for the process now; its hits and the evidence
@@ -597,6 +583,9 @@ bool Correlator::rule_holds(const CorrelationRule& rule, size_t cache_index, uin
     }
     if (rule.module_load &&
         !module_load_holds(*rule.module_load, rule.window, info, state, ts_ns, in.extra)) {
+        return false;
+    }
+    if (!file_conditions_hold(rule, state, ts_ns, cache_index != kUncached, in.extra)) {
         return false;
     }
     if (rule.time_window) {

@@ -1,4 +1,4 @@
-// Detections from rules that hold: raising one (allowlist, dry run,
+// Detections from rules that hold: their supporting signals, raising one (allowlist, dry run,
 // action), refreshing it with new evidence, and the GPUs it names.
 #include "correlator_support.h"
 
@@ -52,14 +52,39 @@ void Correlator::refresh(Detection& detection, const ProcessInfo& info, const Pr
     if (state.peer) detection.peer = state.peer;
 }
 
+uint32_t Correlator::add_support(const CorrelationRule& rule, uint32_t pid, const ProcessInfo& info,
+                                 const ProcessState& state, uint64_t ts_ns, RuleInputs& in) {
+    uint32_t held = 0;
+    RuleInputs signal_inputs;
+    for (const CorrelationRule& signal : rule.supporting->signals) {
+        signal_inputs.locations_known = false;
+        if (!rule_holds(signal, kUncached, pid, info, state, ts_ns, signal_inputs)) continue;
+        ++held;
+        for (const Hit* hit : signal_inputs.hits) {
+            if (std::find(in.hits.begin(), in.hits.end(), hit) == in.hits.end()) {
+                in.hits.push_back(hit);
+            }
+        }
+        for (Evidence& item : signal_inputs.extra) {
+            item.detail = signal.name + ": " + item.detail;
+            in.extra.push_back(std::move(item));
+        }
+        if (signal_inputs.hits.empty() && signal_inputs.extra.empty()) {
+            in.extra.push_back(Evidence{ts_ns, "supporting", "", "", "signal", signal.name});
+        }
+    }
+    return held;
+}
+
 bool Correlator::adds_evidence(const Detection& detection, const std::vector<const Hit*>& hits,
                                const std::vector<Evidence>& extra) const {
     // The test raise() applies to each item; an item it would take is one
     // that no evidence of the open detection already covers.
     if (detection.evidence.size() >= options_.max_evidence) return false;
-    const auto known = [&](std::string_view kind, std::string_view signature_id,
-                           std::string_view field, std::string_view detail) {
-        const bool by_value = kind == "signature" || kind == "yara" || field == "module";
+    const auto known = [&](std::string_view kind, std::string_view event_type,
+                           std::string_view signature_id, std::string_view field,
+                           std::string_view detail) {
+        const bool by_value = evidence_by_value(kind, event_type, field);
         return std::any_of(detection.evidence.begin(), detection.evidence.end(),
                            [&](const Evidence& seen) {
                                return seen.kind == kind && seen.signature_id == signature_id &&
@@ -67,13 +92,13 @@ bool Correlator::adds_evidence(const Detection& detection, const std::vector<con
                            });
     };
     for (const Hit* hit : hits) {
-        if (!known(hit->field == EvidenceField::kYara ? "yara" : "signature", hit->id,
+        if (!known(hit->field == EvidenceField::kYara ? "yara" : "signature", "", hit->id,
                    rules::to_string(hit->field), hit->detail)) {
             return true;
         }
     }
     return std::any_of(extra.begin(), extra.end(), [&](const Evidence& item) {
-        return !known(item.kind, item.signature_id, item.field, item.detail);
+        return !known(item.kind, item.event_type, item.signature_id, item.field, item.detail);
     });
 }
 
@@ -155,8 +180,7 @@ void Correlator::raise(const CorrelationRule& rule, const ProcessInfo& info,
         for (auto& item : evidence) {
             // Signature evidence is new when its value is; an event or a
             // telemetry condition once per field (its numbers change every sample).
-            const bool by_value =
-                item.kind == "signature" || item.kind == "yara" || item.field == "module";
+            const bool by_value = evidence_by_value(item.kind, item.event_type, item.field);
             const bool known = std::any_of(
                 detection.evidence.begin(), detection.evidence.end(), [&](const Evidence& seen) {
                     return seen.kind == item.kind && seen.signature_id == item.signature_id &&

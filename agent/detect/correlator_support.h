@@ -29,6 +29,17 @@ inline int action_rank(std::string_view action) {
     return 0;
 }
 
+// Evidence of these kinds is new when its value is (each signature hit,
+// each file changed); of others once per field (an event or a telemetry
+// condition, whose numbers change every sample).
+// Evidence compared by its value, not only by its event: each matched
+// signature, each changed file and each loaded module is its own item.
+inline bool evidence_by_value(std::string_view kind, std::string_view event_type,
+                              std::string_view field) {
+    return kind == "signature" || kind == "yara" || event_type == "file_change" ||
+           field == "module";
+}
+
 inline std::string basename_of(std::string_view path) {
     const auto slash = path.rfind('/');
     return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));

@@ -4,6 +4,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "gpuguard/state/file_context.h"
+
 namespace gpuguard::agent {
 namespace {
 
@@ -46,6 +48,15 @@ void Pipeline::feed_event(AnEvent&& event, bool judge_it) {
                      std::holds_alternative<Stratum>(event.data);
     if (!intel || !net) {
         recently_derived_.clear();
+        if (stages_.read_proc_context && std::holds_alternative<FileChange>(event.data)) {
+            Event completed = std::forward<AnEvent>(event);
+            static const std::vector<WatchPattern> kNone;
+            complete_file_change(completed.task.pid, std::get<FileChange>(completed.data),
+                                 stages_.watch_files ? *stages_.watch_files : kNone,
+                                 stages_.proc_root);
+            pass(std::move(completed), judge_it);
+            return;
+        }
         pass(std::forward<AnEvent>(event), judge_it);
         return;
     }
@@ -91,8 +102,14 @@ bool Pipeline::note_derived(const Event& event) {
 template <typename AnEvent>
 void Pipeline::pass(AnEvent&& event, bool judge_it) {
     ProcessTable& table = *stages_.table;
-    if (stages_.snapshot_new_gpu_holders && becomes_gpu_holder(table, event)) {
+    const bool new_holder = (stages_.snapshot_new_gpu_holders || stages_.read_proc_context) &&
+                            becomes_gpu_holder(table, event);
+    if (new_holder && stages_.snapshot_new_gpu_holders) {
         pass(snapshot_event(table.enriched(event.task), event.ts_ns), judge_it);
+    }
+    if (new_holder && stages_.read_proc_context) {
+        pass(Event{event.ts_ns, event.task, read_process_env(event.task.pid, stages_.proc_root)},
+             judge_it);
     }
     ++stats_.events;
     if (stages_.journal) stages_.journal->append(event, realtime_offset_ns_);  // never blocks

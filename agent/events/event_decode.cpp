@@ -167,6 +167,35 @@ Result<Event> decode_gpu_open(std::span<const std::byte> record) {
     return event;
 }
 
+Result<Event> decode_file_change(std::span<const std::byte> record) {
+    gg_file_change_event raw;
+    if (auto copied = copy_record(record, "file_change", raw); !copied)
+        return Unexpected{copied.error()};
+    const char* operation = file_change_operation(raw.syscall);
+    if (!operation) {
+        return fail(ErrorCode::kParse,
+                    "file_change record with unknown syscall " + std::to_string(raw.syscall));
+    }
+    const char* kind = file_change_kind(raw.category);
+    if (!kind) {
+        return fail(ErrorCode::kParse,
+                    "file_change record with unknown category " + std::to_string(raw.category));
+    }
+    Event event = event_base(raw);
+    FileChange change;
+    change.operation = operation;
+    change.syscall = file_change_syscall(raw.syscall);
+    change.kind = kind;
+    change.result = raw.ret;
+    change.dirfd = raw.dirfd;
+    change.flags = raw.open_flags;
+    change.path_truncated = (raw.flags & GG_FILE_PATH_TRUNCATED) != 0;
+    change.watched_process = (raw.flags & GG_FILE_WATCHED_TGID) != 0;
+    change.path = bounded_string(raw.path, std::min<size_t>(raw.path_len, sizeof(raw.path)));
+    event.data = std::move(change);
+    return event;
+}
+
 Result<Event> decode_kill_now(std::span<const std::byte> record) {
     gg_kill_now_event raw;
     if (auto copied = copy_record(record, "kill_now", raw); !copied) {
@@ -336,8 +365,53 @@ const char* event_type_name(const Event& event) {
         const char* operator()(const ConfigFile&) const { return "config_file"; }
         const char* operator()(const HiddenProcess&) const { return "hidden_process"; }
         const char* operator()(const ModuleLoad&) const { return "module_load"; }
+        const char* operator()(const FileChange&) const { return "file_change"; }
+        const char* operator()(const ProcessEnv&) const { return "process_env"; }
     };
     return std::visit(Visitor{}, event.data);
+}
+
+const char* file_change_operation(uint16_t syscall) {
+    switch (syscall) {
+        case GG_FILE_SYS_OPENAT:
+        case GG_FILE_SYS_OPENAT2:
+        case GG_FILE_SYS_OPEN:
+        case GG_FILE_SYS_CREAT:
+            return "write";
+        case GG_FILE_SYS_RENAME:
+        case GG_FILE_SYS_RENAMEAT:
+        case GG_FILE_SYS_RENAMEAT2:
+            return "rename";
+        case GG_FILE_SYS_UNLINK:
+        case GG_FILE_SYS_UNLINKAT:
+            return "unlink";
+        default:
+            return nullptr;
+    }
+}
+
+const char* file_change_syscall(uint16_t syscall) {
+    static constexpr const char* kNames[] = {"openat",   "openat2",   "open",   "creat",   "rename",
+                                             "renameat", "renameat2", "unlink", "unlinkat"};
+    return syscall < std::size(kNames) ? kNames[syscall] : nullptr;
+}
+
+namespace {
+// Indexed by enum gg_file_category.
+constexpr const char* kFileKinds[] = {"",         "preload",  "cron",       "systemd",
+                                      "shell_rc", "ssh_keys", "agent_pins", "other"};
+static_assert(std::size(kFileKinds) == GG_FILE_CAT_OTHER + 1);
+}  // namespace
+
+const char* file_change_kind(uint32_t category) {
+    return category < std::size(kFileKinds) ? kFileKinds[category] : nullptr;
+}
+
+uint32_t file_change_category(std::string_view kind) {
+    for (uint32_t i = 1; i < std::size(kFileKinds); ++i) {
+        if (kind == kFileKinds[i]) return i;
+    }
+    return 0;
 }
 
 const std::vector<std::string>& event_type_names() {
@@ -388,6 +462,8 @@ Result<Event> decode_record(std::span<const std::byte> record) {
             return decode_net_payload(body);
         case GG_EVENT_MODULE_LOAD:
             return decode_module_load(body);
+        case GG_EVENT_FILE_CHANGE:
+            return decode_file_change(body);
         default:
             return fail(ErrorCode::kParse, "unknown record type " + std::to_string(header.type));
     }

@@ -396,6 +396,24 @@ std::string event_to_json(const Event& event, int64_t realtime_offset_ns) {
                                       {"taints", module_taint_letters(module.taints)},
                                       {"taint_bits", module.taints}};
         }
+        void operator()(const FileChange& change) const {
+            json body{{"operation", change.operation}, {"syscall", change.syscall},
+                      {"kind", change.kind},           {"path", change.path},
+                      {"result", change.result},       {"dirfd", change.dirfd},
+                      {"flags", change.flags}};
+            if (!change.raw_path.empty()) body["raw_path"] = change.raw_path;
+            if (change.path_truncated) body["path_truncated"] = true;
+            if (change.watched_process) body["watched_process"] = true;
+            if (!change.libraries.empty()) body["libraries"] = change.libraries;
+            out["file_change"] = std::move(body);
+        }
+        void operator()(const ProcessEnv& env) const {
+            json body = json::object();
+            if (env.ld_preload) body["ld_preload"] = *env.ld_preload;
+            if (env.ld_library_path) body["ld_library_path"] = *env.ld_library_path;
+            if (!env.error.empty()) body["error"] = env.error;
+            out["process_env"] = std::move(body);
+        }
     };
     std::visit(Visitor{out}, event.data);
     // Replace invalid UTF-8 (paths and comm are bytes) instead of throwing.

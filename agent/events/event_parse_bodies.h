@@ -291,6 +291,44 @@ HiddenProcess read_hidden_process(const Reader<Node>& reader) {
 }
 
 template <typename Node>
+FileChange read_file_change(const Reader<Node>& reader) {
+    FileChange change;
+    change.operation = reader.string("operation");
+    if (change.operation != "write" && change.operation != "rename" &&
+        change.operation != "unlink") {
+        reader.error("operation", "expected \"write\", \"rename\" or \"unlink\", got \"" +
+                                      change.operation + "\"");
+    }
+    change.syscall = reader.string("syscall", "");
+    change.kind = reader.string("kind", "");
+    if (!change.kind.empty() && file_change_category(change.kind) == 0) {
+        reader.error("kind", "unknown kind \"" + change.kind +
+                                 "\" (preload, cron, systemd, shell_rc, ssh_keys, agent_pins, "
+                                 "other)");
+    }
+    change.path = reader.string("path");
+    change.raw_path = reader.string("raw_path", "");
+    change.result = reader.template integer<int32_t>("result", 0);
+    change.dirfd = reader.template integer<int32_t>("dirfd", AT_FDCWD);
+    change.flags = reader.template integer<uint64_t>("flags", 0);
+    change.path_truncated = reader.boolean("path_truncated", false);
+    change.watched_process = reader.boolean("watched_process", false);
+    change.libraries = reader.strings("libraries");
+    return change;
+}
+
+template <typename Node>
+ProcessEnv read_process_env(const Reader<Node>& reader) {
+    ProcessEnv env;
+    if (auto value = reader.optional_text("ld_preload")) env.ld_preload = std::string(*value);
+    if (auto value = reader.optional_text("ld_library_path")) {
+        env.ld_library_path = std::string(*value);
+    }
+    env.error = reader.string("error", "");
+    return env;
+}
+
+template <typename Node>
 ProcessIo read_process_io(const Reader<Node>& reader) {
     ProcessIo io;
     io.file_write_bytes = reader.template optional_integer<uint64_t>("file_write_bytes");
@@ -469,6 +507,10 @@ void read_body(std::string_view type, const Reader<Node>& top, const std::option
         body = read_hidden_process(object());
     } else if (type == "module_load") {
         body = read_module_load(object());
+    } else if (type == "file_change") {
+        body = read_file_change(object());
+    } else if (type == "process_env") {
+        body = read_process_env(object(false));
     } else {
         top.error("type", "unknown event type \"" + std::string(type) + "\" (" +
                               join(event_type_names(), ", ") + ")");

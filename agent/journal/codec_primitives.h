@@ -36,6 +36,8 @@ enum class EventTag : uint8_t {
     kConfigFile = 14,
     kHiddenProcess = 21,
     kModuleLoad = 17,
+    kFileChange = 15,
+    kProcessEnv = 16,
 };
 
 // --- writing --------------------------------------------------------------

@@ -181,6 +181,24 @@ struct EncodeVisitor {
         w.str(module.name);
         w.varint(module.taints);
     }
+    void operator()(const FileChange& change) const {
+        w.str(change.operation);
+        w.str(change.syscall);
+        w.str(change.kind);
+        w.str(change.path);
+        w.str(change.raw_path);
+        w.svarint(change.result);
+        w.svarint(change.dirfd);
+        w.varint(change.flags);
+        w.u8((change.path_truncated ? 1 : 0) | (change.watched_process ? 2 : 0));
+        w.strings(change.libraries);
+    }
+    void operator()(const ProcessEnv& env) const {
+        w.u8((env.ld_preload ? 1 : 0) | (env.ld_library_path ? 2 : 0));
+        if (env.ld_preload) w.str(*env.ld_preload);
+        if (env.ld_library_path) w.str(*env.ld_library_path);
+        w.str(env.error);
+    }
 };
 
 EventTag tag_of(const EventData& data) {
@@ -202,6 +220,8 @@ EventTag tag_of(const EventData& data) {
         EventTag operator()(const ConfigFile&) const { return EventTag::kConfigFile; }
         EventTag operator()(const HiddenProcess&) const { return EventTag::kHiddenProcess; }
         EventTag operator()(const ModuleLoad&) const { return EventTag::kModuleLoad; }
+        EventTag operator()(const FileChange&) const { return EventTag::kFileChange; }
+        EventTag operator()(const ProcessEnv&) const { return EventTag::kProcessEnv; }
     };
     return std::visit(Visitor{}, data);
 }
@@ -411,6 +431,32 @@ void decode_body(Reader& r, EventTag tag, EventData& data) {
             auto& module = emplace<ModuleLoad>(data);
             r.str(module.name);
             module.taints = r.uint<uint32_t>();
+            return;
+        }
+        case EventTag::kFileChange: {
+            auto& change = emplace<FileChange>(data);
+            r.str(change.operation);
+            r.str(change.syscall);
+            r.str(change.kind);
+            r.str(change.path);
+            r.str(change.raw_path);
+            change.result = r.sint<int32_t>();
+            change.dirfd = r.sint<int32_t>();
+            change.flags = r.varint();
+            const uint8_t bits = r.u8();
+            change.path_truncated = (bits & 1) != 0;
+            change.watched_process = (bits & 2) != 0;
+            r.strings(change.libraries);
+            return;
+        }
+        case EventTag::kProcessEnv: {
+            auto& env = emplace<ProcessEnv>(data);
+            const uint8_t present = r.u8();
+            env.ld_preload.reset();
+            env.ld_library_path.reset();
+            if (present & 1) r.str(env.ld_preload.emplace());
+            if (present & 2) r.str(env.ld_library_path.emplace());
+            r.str(env.error);
             return;
         }
     }

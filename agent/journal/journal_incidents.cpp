@@ -1,5 +1,7 @@
 // Incident bundles: a detection's look-back window and what follows it,
 // written by the journal writer thread into incidents/, and their pruning.
+#include "codec_primitives.h"
+#include "gpuguard/journal/journal_codec.h"
 #include "journal_writer.h"
 
 namespace gpuguard::agent::journal {
@@ -102,6 +104,7 @@ void JournalWriter::Writer::start_incident(TriggerCommand& command) {
         append_frame(static_cast<RecordKind>(kind), 0, payload, bundle.out);
         ++bundle.records;
         ++bundle.lookback_events;
+        note_file_change(bundle, static_cast<RecordKind>(kind), payload);
     }
     scratch.clear();
     encode_alert(detection, scratch);
@@ -129,6 +132,31 @@ void JournalWriter::Writer::incident_record(RecordKind kind, std::string_view pa
     append_frame(kind, 0, payload, incident->out);
     ++incident->records;
     if (kind == RecordKind::kEvent) ++incident->events;
+    note_file_change(*incident, kind, payload);
+}
+
+void JournalWriter::Writer::note_file_change(Incident& bundle, RecordKind kind,
+                                             std::string_view payload) {
+    // Only file_change events are decoded (their tag is the payload's first byte).
+    if (kind != RecordKind::kEvent || payload.empty() ||
+        static_cast<uint8_t>(payload[0]) != static_cast<uint8_t>(EventTag::kFileChange)) {
+        return;
+    }
+    Event event;
+    std::string error;
+    if (!decode_event(payload, event, error)) return;
+    const auto* change = std::get_if<FileChange>(&event.data);
+    if (!change || change->kind.empty()) return;
+    nlohmann::ordered_json item{
+        {"time", format_rfc3339(static_cast<int64_t>(event.ts_ns) + realtime_offset_ns)},
+        {"kind", change->kind},
+        {"operation", change->operation},
+        {"path", change->path},
+        {"pid", event.task.pid},
+        {"ppid", event.task.ppid},
+        {"comm", event.task.comm}};
+    if (!change->libraries.empty()) item["libraries"] = change->libraries;
+    bundle.file_changes.push_back(std::move(item));
 }
 
 void JournalWriter::Writer::write_incident() {
@@ -161,7 +189,8 @@ void JournalWriter::Writer::close_incident() {
         {"events_after", incident->events},
         {"detections", incident->detections},
         {"records", incident->records + 1},
-        {"complete", !incident->failed}};
+        {"complete", !incident->failed},
+        {"file_changes", std::move(incident->file_changes)}};
     write_file(incident->dir / "summary.json",
                summary.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
     const bool ok = !incident->failed;

@@ -83,6 +83,8 @@ void JournalWriter::Writer::update_state(std::string_view payload) {
         void operator()(const ConfigFile&) {}
         void operator()(const HiddenProcess&) {}
         void operator()(const ModuleLoad&) {}
+        void operator()(const FileChange&) {}
+        void operator()(const ProcessEnv&) {}
     };
     std::visit(Visitor{*this, task, full}, decoded.data);
 }

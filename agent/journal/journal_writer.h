@@ -144,6 +144,9 @@ struct JournalWriter::Writer {
         uint64_t detections = 0;
         std::string out;
         bool failed = false;
+        // The watched-file changes among its events (file_change with a
+        // kind): summary.json lists them, the responder's checklist.
+        nlohmann::ordered_json file_changes = nlohmann::ordered_json::array();
     };
 
     Writer(const JournalOptions& options_in, JournalIdentity identity_in)
@@ -286,6 +289,8 @@ struct JournalWriter::Writer {
     void start_incident(TriggerCommand& command);
 
     void incident_record(RecordKind kind, std::string_view payload, uint64_t ts);
+    // A file_change among the bundle's events goes into its summary.
+    void note_file_change(Incident& bundle, RecordKind kind, std::string_view payload);
 
     void write_incident();
 

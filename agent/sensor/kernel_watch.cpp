@@ -1,9 +1,11 @@
 #include "kernel_watch.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include <arpa/inet.h>
 #include <bpf/libbpf.h>
+#include <pwd.h>
 
 #include "events.h"
 #include "gpuguard/common/logging.h"
@@ -21,6 +23,65 @@ std::optional<AddressKey> watch_address_key(const std::string& address) {
         std::memset(key.data() + 4, 0, key.size() - 4);
     }
     return key;
+}
+
+Result<std::vector<WatchPattern>> watch_patterns(const std::vector<std::string>& entries,
+                                                 const PinDirectory* pins) {
+    std::vector<std::string> homes;
+    if (std::any_of(entries.begin(), entries.end(),
+                    [](const std::string& entry) { return entry.starts_with("~/"); })) {
+        setpwent();
+        while (const passwd* user = getpwent()) {
+            if (user->pw_dir &&
+                std::find(homes.begin(), homes.end(), user->pw_dir) == homes.end()) {
+                homes.emplace_back(user->pw_dir);
+            }
+        }
+        endpwent();
+    }
+    std::vector<WatchPattern> patterns;
+    for (const auto& entry : entries) {
+        auto parsed = parse_watch_entry(entry, homes);
+        if (!parsed) return Unexpected{parsed.error()};
+        patterns.insert(patterns.end(), parsed->begin(), parsed->end());
+    }
+    if (pins && !entries.empty()) {
+        patterns.push_back(
+            WatchPattern{WatchPattern::Form::kPrefix, pins->path() + "/", "agent_pins"});
+    }
+    return patterns;
+}
+
+Status load_watch_files(bpf_map* paths, bpf_map* names, const std::vector<WatchPattern>& patterns) {
+    // Replace the whole list: drop every entry, then add the wanted ones.
+    for (const auto& key : map_keys<gg_watch_path_key>(paths)) {
+        bpf_map__delete_elem(paths, &key, sizeof(key), 0);
+    }
+    for (const auto& key : map_keys<gg_watch_name_key>(names)) {
+        bpf_map__delete_elem(names, &key, sizeof(key), 0);
+    }
+    for (const auto& pattern : patterns) {
+        const uint32_t category = file_change_category(pattern.kind);
+        int err = 0;
+        if (pattern.form == WatchPattern::Form::kBasename) {
+            gg_watch_name_key key{};
+            std::memcpy(key.name, pattern.text.data(),
+                        std::min(pattern.text.size(), sizeof(key.name) - 1));
+            err = bpf_map__update_elem(names, &key, sizeof(key), &category, sizeof(category),
+                                       BPF_ANY);
+        } else {
+            gg_watch_path_key key{};
+            const size_t length = std::min(pattern.text.size(), sizeof(key.path) - 1);
+            std::memcpy(key.path, pattern.text.data(), length);
+            // An exact path matches with its NUL, so only that path does.
+            const bool exact = pattern.form == WatchPattern::Form::kExact;
+            key.prefixlen = static_cast<uint32_t>((length + (exact ? 1 : 0)) * 8);
+            err = bpf_map__update_elem(paths, &key, sizeof(key), &category, sizeof(category),
+                                       BPF_ANY);
+        }
+        if (err) return Unexpected{libbpf_error("watching file " + pattern.text, err)};
+    }
+    return {};
 }
 
 KernelWatch::KernelWatch(bpf_map* tgids, bpf_map* addresses, bpf_map* net_watch,

@@ -6,14 +6,40 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include <bpf/libbpf.h>
 
 #include "gpuguard/common/result.h"
+#include "gpuguard/events/file_watch.h"
+#include "gpuguard/sensor/bpf_pins.h"
 #include "gpuguard/sensor/sensor.h"
 #include "gpuguard/sensor/watch_list.h"
 
-struct bpf_map;
-
 namespace gpuguard::agent {
+
+// Every key of a map, snapshotted first so callers may delete while using them.
+template <typename Key>
+std::vector<Key> map_keys(const bpf_map* map) {
+    std::vector<Key> keys;
+    Key next{};
+    const void* previous = nullptr;
+    while (bpf_map__get_next_key(map, previous, &next, sizeof(next)) == 0) {
+        keys.push_back(next);
+        previous = &keys.back();
+    }
+    return keys;
+}
+
+// sensor.watch_files as patterns, "~/" expanded for every home directory
+// of the passwd database, and the agent's own pin directory (kind
+// "agent_pins") when `pins` is set. Fails naming a bad entry.
+Result<std::vector<WatchPattern>> watch_patterns(const std::vector<std::string>& entries,
+                                                 const PinDirectory* pins);
+
+// Replaces the file-change watch list in the kernel (bpf/files.bpf.c):
+// exact paths and prefixes in `paths` (LPM trie), file names in `names`.
+Status load_watch_files(bpf_map* paths, bpf_map* names, const std::vector<WatchPattern>& patterns);
 
 class KernelWatch {
   public:

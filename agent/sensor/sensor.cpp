@@ -69,19 +69,6 @@ gg_gpu_dev_key device_key(const GpuDeviceNumber& device) {
     return gg_gpu_dev_key{device.major, device.minor ? *device.minor : GG_GPU_DEV_ANY_MINOR};
 }
 
-// Every key of a hash map, snapshotted first so callers may delete while using them.
-template <typename Key>
-std::vector<Key> map_keys(const bpf_map* map) {
-    std::vector<Key> keys;
-    Key next{};
-    const void* previous = nullptr;
-    while (bpf_map__get_next_key(map, previous, &next, sizeof(next)) == 0) {
-        keys.push_back(next);
-        previous = &keys.back();
-    }
-    return keys;
-}
-
 // The BTF CO-RE resolves against when it is not the running kernel's: the
 // configured sensor.btf, else the path a test points at; "" = the kernel's.
 std::string custom_btf_path(const SensorOptions& options) {
@@ -119,6 +106,7 @@ struct Sensor::Impl {
     std::string reason;                          // why this mode
     PayloadHooks payload = PayloadHooks::kNone;  // kNone: no program counts GPU processes' sends
     std::unique_ptr<KernelWatch> watch;          // watched_tgids, watched_addrs
+    std::vector<WatchPattern> watch_files;       // as loaded into watch_paths, watch_names
 
     static int on_record(void* context, void* data, size_t size) {
         auto* self = static_cast<Impl*>(context);
@@ -249,8 +237,9 @@ Result<Sensor> Sensor::open_in_mode(const SensorOptions& options, const EventHan
     }
     // Hooks missing on this kernel or ABI (openat2 came in 5.6; arm64 has no
     // open/creat) are skipped, not fatal.
-    auto plan = plan_attachment(skel, AttachRequest{decision.mode, decision.raw_btf, payload,
-                                                    options.tracefs_dir, btf_path});
+    auto plan = plan_attachment(
+        skel, AttachRequest{decision.mode, decision.raw_btf, payload, !config.watch_files.empty(),
+                            options.tracefs_dir, btf_path});
     if (!plan) return Unexpected{plan.error()};
     impl->mode = decision.mode;
     impl->reason = decision.reason;
@@ -325,6 +314,11 @@ Result<Sensor> Sensor::open_in_mode(const SensorOptions& options, const EventHan
     }
     if (auto ports = sensor.set_watched_ports(config.watched_ports); !ports) {
         return Unexpected{ports.error()};
+    }
+    auto files = watch_patterns(config.watch_files, options.pins.get());
+    if (!files) return Unexpected{files.error()};
+    if (auto watched = sensor.set_watched_files(*files); !watched) {
+        return Unexpected{watched.error()};
     }
     return sensor;
 }
@@ -438,6 +432,17 @@ Status Sensor::watch_address(const std::string& address, uint64_t expires_ns) {
 }
 
 size_t Sensor::expire_watched_addresses(uint64_t now_ns) { return impl_->watch->expire(now_ns); }
+
+Status Sensor::set_watched_files(const std::vector<WatchPattern>& patterns) {
+    auto& maps = impl_->skeleton->maps;
+    if (auto loaded = load_watch_files(maps.watch_paths, maps.watch_names, patterns); !loaded) {
+        return loaded;
+    }
+    impl_->watch_files = patterns;
+    return {};
+}
+
+const std::vector<WatchPattern>& Sensor::watched_files() const { return impl_->watch_files; }
 
 bool Sensor::process_watched(uint32_t pid) const { return impl_->watch->process_watched(pid); }
 

@@ -32,6 +32,21 @@ constexpr long kNrCreat = SYS_creat;
 #else
 constexpr long kNrCreat = -1;
 #endif
+#ifdef SYS_rename
+constexpr long kNrRename = SYS_rename;
+#else
+constexpr long kNrRename = -1;
+#endif
+#ifdef SYS_renameat
+constexpr long kNrRenameat = SYS_renameat;
+#else
+constexpr long kNrRenameat = -1;
+#endif
+#ifdef SYS_unlink
+constexpr long kNrUnlink = SYS_unlink;
+#else
+constexpr long kNrUnlink = -1;
+#endif
 
 struct BtfDeleter {
     void operator()(btf* handle) const { btf__free(handle); }
@@ -51,9 +66,15 @@ void set_syscall_numbers(gpuguard_bpf* skel) {
     rodata->cfg_nr_read = SYS_read;
     rodata->cfg_nr_recvfrom = SYS_recvfrom;
     rodata->cfg_nr_recvmsg = SYS_recvmsg;
+    rodata->cfg_nr_rename = kNrRename;
+    rodata->cfg_nr_renameat = kNrRenameat;
+    rodata->cfg_nr_renameat2 = SYS_renameat2;
+    rodata->cfg_nr_unlink = kNrUnlink;
+    rodata->cfg_nr_unlinkat = SYS_unlinkat;
 }
 
-// The hooks of `mode` for opens, ioctls, connects and (kSyscalls) payloads.
+// The hooks of `mode` for opens, ioctls, connects, renames and unlinks (watch_files) and
+// (kSyscalls) payloads. raw_syscalls dispatches them all from its two programs.
 std::vector<HookProgram> syscall_hooks(gpuguard_bpf* skel, const AttachRequest& request) {
     auto& p = skel->progs;
     const bool payload = request.payload == PayloadHooks::kSyscalls;
@@ -68,6 +89,13 @@ std::vector<HookProgram> syscall_hooks(gpuguard_bpf* skel, const AttachRequest& 
                 {p.gg_fn_ioctl, "fentry", fn + "ioctl", true, true},
                 {p.gg_fn_connect, "fexit", fn + "connect", true},
             };
+            if (request.watch_files) {
+                hooks.insert(hooks.end(), {{p.gg_fn_rename, "fexit", fn + "rename", false},
+                                           {p.gg_fn_renameat, "fexit", fn + "renameat", false},
+                                           {p.gg_fn_renameat2, "fexit", fn + "renameat2", true},
+                                           {p.gg_fn_unlink, "fexit", fn + "unlink", false},
+                                           {p.gg_fn_unlinkat, "fexit", fn + "unlinkat", true}});
+            }
             if (payload) {
                 hooks.insert(hooks.end(), {{p.gg_fn_write, "fentry", fn + "write", false},
                                            {p.gg_fn_sendto, "fentry", fn + "sendto", false},
@@ -95,6 +123,14 @@ std::vector<HookProgram> syscall_hooks(gpuguard_bpf* skel, const AttachRequest& 
                 {p.gg_enter_ioctl, "syscalls", "sys_enter_ioctl", true, true},
                 {p.gg_exit_connect, "syscalls", "sys_exit_connect", true},
             };
+            if (request.watch_files) {
+                hooks.insert(hooks.end(),
+                             {{p.gg_exit_rename, "syscalls", "sys_exit_rename", false},
+                              {p.gg_exit_renameat, "syscalls", "sys_exit_renameat", false},
+                              {p.gg_exit_renameat2, "syscalls", "sys_exit_renameat2", true},
+                              {p.gg_exit_unlink, "syscalls", "sys_exit_unlink", false},
+                              {p.gg_exit_unlinkat, "syscalls", "sys_exit_unlinkat", true}});
+            }
             if (payload) {
                 hooks.insert(hooks.end(),
                              {{p.gg_enter_write, "syscalls", "sys_enter_write", false},
@@ -129,6 +165,7 @@ bool hook_present(const HookProgram& hook, const AttachRequest& request, const b
 Result<AttachPlan> plan_attachment(gpuguard_bpf* skel, const AttachRequest& request) {
     const auto log = logger("sensor");
     set_syscall_numbers(skel);
+    skel->rodata->cfg_watch_files = request.watch_files ? 1 : 0;
     skel->rodata->cfg_dispatch_payload =
         request.mode == AttachMode::kRawSyscalls && request.payload == PayloadHooks::kSyscalls;
 

@@ -45,6 +45,7 @@ struct AttachRequest {
     AttachMode mode;  // never kAuto
     bool raw_btf;     // raw_syscalls through tp_btf
     PayloadHooks payload;
+    bool watch_files;  // file changes (bpf/files.bpf.c): renames and unlinks hooked
     std::string tracefs_dir;
     std::string btf_path;  // "" = the kernel's
 };

@@ -17,6 +17,7 @@
 
 #include "gpuguard/common/read_file.h"
 #include "gpuguard/events/event.h"
+#include "proc_links.h"
 
 namespace gpuguard::agent {
 namespace {
@@ -94,6 +95,8 @@ std::string joined(const std::string& dir, std::string_view name) {
     return dir.back() == '/' ? dir + std::string(name) : dir + "/" + std::string(name);
 }
 
+}  // namespace
+
 std::string link_target(const std::string& path) {
     char buffer[PATH_MAX];
     const ssize_t n = ::readlink(path.c_str(), buffer, sizeof(buffer));
@@ -110,8 +113,6 @@ std::string inside_root(std::string path, const std::string& root) {
     if (path.starts_with(root) && path[root.size()] == '/') return path.substr(root.size());
     return path;
 }
-
-}  // namespace
 
 std::vector<ConfigCandidate> config_candidates(const ConfigContext& context) {
     std::vector<ConfigCandidate> out;

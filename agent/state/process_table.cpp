@@ -258,7 +258,9 @@ void ProcessTable::apply(const Event& event) {
             ProcessInfo& info = identified();
             if (info.exe.empty()) table.enrich_from_proc(info);
         }
-        void operator()(const Stratum&) {  // a mining session: the correlator judges it
+        void operator()(const FileChange&) {}  // persistence and preload: the correlator judges
+        void operator()(const ProcessEnv&) {}  // its library variables: the correlator judges
+        void operator()(const Stratum&) {      // a mining session: the correlator judges it
             ProcessInfo& info = identified();
             if (info.exe.empty()) table.enrich_from_proc(info);
         }

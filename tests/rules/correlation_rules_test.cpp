@@ -28,6 +28,38 @@ TEST(CorrelationRules, BuiltinSetLoads) {
     EXPECT_EQ((*rules)[7].memory_growth->within, std::chrono::seconds(300));
 }
 
+TEST(CorrelationRules, FileConditionsParseAndUnknownKindsAreNamed) {
+    auto parsed = parse_correlation_rules(R"(rules:
+  - id: F-1
+    name: files
+    severity: error
+    when:
+      file_changed: [preload, cron]
+      library_injection: true
+      persistence_after_detection: true
+)",
+                                          "files.yaml");
+    ASSERT_TRUE(parsed) << parsed.error().message;
+    const auto& rule = parsed->front();
+    EXPECT_EQ(rule.file_changed, (std::vector<std::string>{"preload", "cron"}));
+    EXPECT_TRUE(rule.library_injection);
+    EXPECT_TRUE(rule.persistence_after_detection);
+
+    auto bad = parse_correlation_rules(R"(rules:
+  - id: F-2
+    name: files
+    severity: error
+    when:
+      file_changed: [preload, crontab]
+)",
+                                       "files.yaml");
+    ASSERT_FALSE(bad);
+    EXPECT_NE(bad.error().message.find("files.yaml:6:31: rules[0] (F-2).when.file_changed: "
+                                       "unknown kind 'crontab'"),
+              std::string::npos)
+        << bad.error().message;
+}
+
 TEST(CorrelationRules, EveryProblemNamesFileLineAndColumn) {
     const char* yaml = R"(rules:
   - id: A-1

@@ -230,6 +230,18 @@ struct CorrelationRule {
     bool hidden_from_proc = false;
     // It loaded a kernel module (ModuleLoadCondition).
     std::optional<ModuleLoadCondition> module_load;
+    // It wrote or renamed onto a watched file of one of these kinds
+    // ("preload", "cron", "systemd", "shell_rc", "ssh_keys", "agent_pins",
+    // "other"; file_change events) within the rule's window.
+    std::vector<std::string> file_changed;
+    // It holds a GPU and its environment at its first GPU use (a process_env
+    // event) has LD_PRELOAD, or LD_LIBRARY_PATH naming a directory, outside
+    // the system library directories (docs/detections.md).
+    bool library_injection = false;
+    // Another rule flagged it, and it, an ancestor or a descendant wrote
+    // persistence (cron, systemd, shell_rc, ssh_keys file changes) after
+    // that or within persistence_lookback before it.
+    bool persistence_after_detection = false;
 
     // Optional signals that raise confidence and severity.
     std::shared_ptr<const SupportingSignals> supporting;

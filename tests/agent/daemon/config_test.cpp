@@ -37,6 +37,7 @@ sensor:
   watch_processes_max: 128
   watch_addresses_max: 64
   watch_address_min_ttl_s: 30
+  watch_files: [/etc/ld.so.preload, "/etc/cron*", .bashrc, "~/.config/systemd/user/"]
 )",
                                    "test.yaml");
     ASSERT_TRUE(config.ok()) << config.error().message;
@@ -51,6 +52,9 @@ sensor:
     EXPECT_EQ(config->sensor.watch_processes_max, 128u);
     EXPECT_EQ(config->sensor.watch_addresses_max, 64u);
     EXPECT_EQ(config->sensor.watch_address_min_ttl_s, 30u);
+    EXPECT_EQ(config->sensor.watch_files,
+              (std::vector<std::string>{"/etc/ld.so.preload", "/etc/cron*", ".bashrc",
+                                        "~/.config/systemd/user/"}));
 }
 
 TEST(Config, empty_document_means_defaults) {
@@ -94,6 +98,12 @@ TEST(Config, bad_values_name_the_key_and_line) {
          "sensor.extra_gpu_devices[0]: bad GPU device number '4096:1': major"},
         {"log:\n  level: loud\n", "x.yaml:2:10: log.level: 'loud' is not one of"},
         {"sensor: [1, 2]\n", "x.yaml:1:9: sensor: must be a mapping"},
+        {"sensor:\n  watch_files: [/etc/x, cron.d/y]\n",
+         "x.yaml:2:25: sensor.watch_files[1]: sensor.watch_files entry 'cron.d/y': a relative "
+         "entry is a file name, without '/'"},
+        {"sensor:\n  watch_files: [\"/etc/cr*n\"]\n",
+         "x.yaml:2:17: sensor.watch_files[0]: sensor.watch_files entry '/etc/cr*n': '*' may only "
+         "end an entry"},
         {"sensor:\n  watch_processes_max: 0\n",
          "x.yaml:2:24: sensor.watch_processes_max: 0 is not 1-262144"},
         {"sensor:\n  watch_addresses_max: many\n",

@@ -96,6 +96,42 @@ TEST(EventDecode, taint_letters_follow_the_kernels_table_both_ways) {
     }
 }
 
+TEST(EventDecode, decodes_file_change_records_and_rejects_unknown_syscalls_and_kinds) {
+    gg_file_change_event raw{};
+    raw.hdr.type = GG_EVENT_FILE_CHANGE;
+    raw.hdr.abi_major = GG_ABI_MAJOR;
+    raw.hdr.size = sizeof(raw);
+    raw.hdr.ts_ns = 7;
+    raw.task.tgid = 31;
+    std::memcpy(raw.task.comm, "mv", 3);
+    raw.dirfd = 9;
+    raw.open_flags = 1;
+    raw.syscall = GG_FILE_SYS_RENAMEAT2;
+    raw.category = GG_FILE_CAT_PRELOAD;
+    raw.flags = GG_FILE_WATCHED_TGID;
+    const char path[] = "ld.so.preload";
+    std::memcpy(raw.path, path, sizeof(path));
+    raw.path_len = sizeof(path);
+    auto event = decode_record(bytes_of(&raw, sizeof(raw)));
+    ASSERT_TRUE(event.ok()) << event.error().message;
+    const auto& change = std::get<FileChange>(event->data);
+    EXPECT_EQ(change.operation, "rename");
+    EXPECT_EQ(change.syscall, "renameat2");
+    EXPECT_EQ(change.kind, "preload");
+    EXPECT_EQ(change.path, "ld.so.preload");
+    EXPECT_EQ(change.dirfd, 9);
+    EXPECT_EQ(change.flags, 1u);
+    EXPECT_TRUE(change.watched_process);
+    EXPECT_FALSE(change.path_truncated);
+    EXPECT_STREQ(event_type_name(*event), "file_change");
+
+    raw.syscall = GG_FILE_SYS_UNLINKAT + 1;
+    EXPECT_FALSE(decode_record(bytes_of(&raw, sizeof(raw))).ok());
+    raw.syscall = GG_FILE_SYS_UNLINK;
+    raw.category = GG_FILE_CAT_OTHER + 1;
+    EXPECT_FALSE(decode_record(bytes_of(&raw, sizeof(raw))).ok());
+}
+
 TEST(EventDecode, comm_and_path_without_nul_stay_bounded) {
     auto raw = sample_record();
     std::memset(raw.task.comm, 'c', sizeof(raw.task.comm));

@@ -101,6 +101,18 @@ std::vector<Event> one_of_each() {
         with_task(HiddenProcess{"process_table", {}, {}})};
     events.push_back(with_task(ModuleLoad{"diamorphine", (1u << 12) | (1u << 13)}));
     events.push_back(with_task(ModuleLoad{"dummy", 0}));
+    events.push_back(with_task(FileChange{"rename",
+                                          "renameat",
+                                          "preload",
+                                          "/etc/ld.so.preload",
+                                          "ld.so.preload",
+                                          0,
+                                          7,
+                                          0,
+                                          true,
+                                          true,
+                                          {"/tmp/x/libhide.so"}}));
+    events.push_back(with_task(ProcessEnv{"/tmp/x/libinject.so", "/opt/x:/usr/lib", ""}));
     return events;
 }
 
@@ -296,6 +308,12 @@ TEST(EventParse, ErrorsNameTheInputAndTheField) {
          "f.jsonl:3: module_load.taints: expected the kernel's taint letters"},
         {R"({"type":"module_load","ts_ns":1,"process":{"pid":1},"module_load":{"taints":"O"}})",
          "f.jsonl:3: module_load.name: missing"},
+        {R"({"type":"file_change","ts_ns":1,"process":{"pid":1},"file_change":{"operation":"truncate","path":"/etc/crontab"}})",
+         "f.jsonl:3: file_change.operation: expected \"write\", \"rename\" or \"unlink\""},
+        {R"({"type":"file_change","ts_ns":1,"process":{"pid":1},"file_change":{"operation":"write","kind":"crontab","path":"/etc/crontab"}})",
+         "f.jsonl:3: file_change.kind: unknown kind \"crontab\""},
+        {R"({"type":"file_change","ts_ns":1,"process":{"pid":1},"file_change":{"operation":"write"}})",
+         "f.jsonl:3: file_change.path: missing"},
     };
     for (const auto& c : cases) {
         auto parsed = event_from_json(c.line, "f.jsonl:3");

@@ -135,6 +135,25 @@ std::vector<Event> every_event_type(uint64_t ts_ns, uint32_t pid) {
     add(ModuleLoad{"diamorphine", (1u << 12) | (1u << 13)});
     add(ModuleLoad{"dummy", 0});
     add(ModuleLoad{std::string(55, 'n'), 0xffffffffu});
+    // File changes: a preload write with its libraries, a resolved relative
+    // rename, a watched process's unlink of an unlisted path.
+    add(FileChange{"write",
+                   "openat",
+                   "preload",
+                   "/etc/ld.so.preload",
+                   "",
+                   3,
+                   -100,
+                   01101,
+                   false,
+                   false,
+                   {"/tmp/x/libhide.so", "/usr/lib/libfoo.so"}});
+    add(FileChange{"rename", "renameat2", "cron", "/etc/cron.d/x", "x", 0, 5, 1, true, false, {}});
+    add(FileChange{"unlink", "unlinkat", "", "/srv/y", "", 0, -100, 0x200, false, true, {}});
+    // Environments: both variables (one empty), none, and unreadable.
+    add(ProcessEnv{"/tmp/x/libinject.so", "", ""});
+    add(ProcessEnv{});
+    add(ProcessEnv{std::nullopt, std::nullopt, "process 4242 is gone"});
     return events;
 }
 

@@ -49,6 +49,9 @@ struct CorrelatorOptions {
     bool request_configs = false;
     // Collect WatchRequests (take_watch_requests()). Live only.
     bool request_watches = false;
+    // Persistence written this long before a process was flagged still
+    // counts as its own (persistence_after_detection).
+    uint64_t persistence_lookback_ns = 600'000'000'000ull;
 };
 
 // The correlator wants a YARA scan of a process's executable: at its first
@@ -189,6 +192,25 @@ class Correlator {
         std::vector<std::string> rules;  // ids of the rules that flagged it, first first
         bool miner = false;              // a rule of ATT&CK T1496 (Resource Hijacking) flagged it
     };
+    // A watched file the process changed (file_change events with a kind).
+    struct FileRecord {
+        uint64_t ts_ns = 0;
+        std::string operation;
+        std::string kind;
+        std::string path;
+        std::vector<std::string> libraries;
+    };
+    // Persistence written on the host (cron, systemd, shell_rc, ssh_keys),
+    // with the writer's ancestry then: whose it is may be known only later.
+    struct PersistenceWrite {
+        uint64_t ts_ns = 0;
+        uint32_t writer = 0;
+        std::string comm;
+        std::string operation;
+        std::string kind;
+        std::string path;
+        std::vector<uint32_t> chain;  // writer, parent, ... up to (not including) pid 1
+    };
     struct ProcessState {
         bool matched = false;      // process and command line matched for the current image
         std::string matched_comm;  // the name they were matched with (prctl can change it)
@@ -215,6 +237,11 @@ class Correlator {
         std::string hidden;
         uint64_t hidden_ns = 0;
         std::vector<ModuleSeen> modules;  // newest last, bounded
+        std::vector<FileRecord> files;  // newest last, bounded
+        std::optional<ProcessEnv> env;  // at its first GPU use
+        uint64_t env_ns = 0;
+        bool flagged = false;                       // a detection of it was raised
+        std::vector<PersistenceWrite> persistence;  // attributed to it since (or just before)
     };
     struct Open {
         Detection detection;
@@ -244,7 +271,11 @@ class Correlator {
     void add_hits(ProcessState& state, rules::EvidenceField field,
                   const std::vector<std::string_view>& ids, uint64_t ts_ns,
                   const std::string& detail);
-    void evaluate(uint32_t pid, uint64_t ts_ns, std::vector<const Detection*>& out);
+    // `persistence_only`: only the persistence_after_detection rules (a
+    // process just flagged: its other detections were reported this very
+    // evaluation and must reach the caller as they were).
+    void evaluate(uint32_t pid, uint64_t ts_ns, std::vector<const Detection*>& out,
+                  bool persistence_only = false);
     // Config files (correlator_config.cpp): the request at the image's first
     // sign of mining, and the matched lines of a config_file event as hits.
     void request_configs(uint32_t pid, const ProcessInfo& info, ProcessState& state,
@@ -265,6 +296,22 @@ class Correlator {
     // `rule` raised a detection of the process at `severity`: flags it at warning or above.
     void note_flagged(const rules::CorrelationRule& rule, const ProcessInfo& info,
                       Severity severity);
+    // File changes and environments (correlator_files.cpp).
+    void observe_file_change(const Event& event, const FileChange& change,
+                             std::vector<const Detection*>& out);
+    std::vector<uint32_t> ancestry(uint32_t pid) const;
+    bool related(uint32_t pid, const PersistenceWrite& write) const;
+    // A newly flagged process takes the persistence written in the look-back window.
+    bool attribute_recent_persistence(uint32_t pid, ProcessState& state, uint64_t ts_ns);
+    // file_changed, library_injection, persistence_after_detection.
+    // Once a detection of `pid` is open: flagged, and given recent persistence.
+    void note_flagged(uint32_t pid, ProcessState& state, uint64_t ts_ns,
+                      std::vector<const Detection*>& out);
+    // file_changed, library_injection, persistence_after_detection; with
+    // `with_persistence` a flagged process's persistence is evidence of any rule.
+    bool file_conditions_hold(const rules::CorrelationRule& rule, const ProcessState& state,
+                              uint64_t ts_ns, bool with_persistence,
+                              std::vector<Evidence>& extra) const;
     // What one rule's judgement of a process gathers (reused across rules).
     struct RuleInputs {
         std::vector<rules::ExeLocation> locations;  // of the executable, read once
@@ -334,7 +381,8 @@ class Correlator {
     std::vector<ScanRequest> scan_requests_;
     std::vector<ConfigRequest> config_requests_;
     std::vector<WatchRequest> watch_requests_;
-    std::deque<Detection> reported_twice_;  // see report(); emptied by each observe()
+    std::deque<Detection> reported_twice_;             // see report(); emptied by each observe()
+    std::deque<PersistenceWrite> recent_persistence_;  // newest last, within the look-back
     CorrelatorStats stats_;
 };
 

@@ -18,6 +18,7 @@
 #include "gpuguard/common/detection.h"
 #include "gpuguard/detect/correlator.h"
 #include "gpuguard/events/event.h"
+#include "gpuguard/events/file_watch.h"
 #include "gpuguard/journal/journal.h"
 #include "gpuguard/netintel/net_intel.h"
 #include "gpuguard/state/process_table.h"
@@ -34,6 +35,14 @@ struct PipelineStages {
     // the identity the live correlator sees. Live with a journal only: a
     // recorded stream already holds the snapshots it was given.
     bool snapshot_new_gpu_holders = false;
+    // Live only (a recording carries what live read): complete each
+    // file_change from /proc (a relative path made absolute and named with
+    // `watch_files`, the libraries ld.so.preload names) before it is
+    // journaled, and put a process_env event (LD_PRELOAD, LD_LIBRARY_PATH)
+    // into the stream before a process's first GPU event.
+    bool read_proc_context = false;
+    const std::vector<WatchPattern>* watch_files = nullptr;
+    std::string proc_root = "/proc";
 };
 
 struct PipelineHooks {

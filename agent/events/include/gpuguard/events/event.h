@@ -284,9 +284,48 @@ std::string module_taint_letters(uint32_t taints);
 // letter is unknown (the caller reports it).
 std::optional<uint32_t> module_taint_bits(std::string_view letters);
 
+// A successful change of a watched file (bpf/files.bpf.c, sensor.watch_files):
+// an open for writing, a rename onto the path, or an unlink. Reported when the
+// path is on the watch list (`kind` says which entry's kind), or whatever
+// the path when a watched (flagged) process made it (`kind` ""). The agent
+// makes a relative path absolute (through /proc/PID/cwd or the dirfd) and,
+// for ld.so.preload, reads the libraries the file names after the change,
+// before the event is journaled: replay judges what live judged. The task is
+// the writer.
+struct FileChange {
+    std::string operation;  // "write", "rename" (onto path) or "unlink"
+    std::string syscall;    // "openat", "openat2", "open", "creat", "rename", "renameat",
+                            // "renameat2", "unlink", "unlinkat"
+    // "preload", "cron", "systemd", "shell_rc", "ssh_keys", "agent_pins",
+    // "other" (a configured entry of no known kind), "" (not on the list)
+    std::string kind;
+    std::string path;        // absolute when known (see resolved_from)
+    std::string raw_path{};  // as the process passed it, when the agent resolved it
+    int32_t result = 0;      // the fd of an open, else 0
+    int32_t dirfd = -100;    // AT_FDCWD for absolute and cwd-relative paths
+    uint64_t flags = 0;      // open flags, renameat2 or unlinkat flags
+    bool path_truncated = false;
+    bool watched_process = false;  // reported because the writer is in the kernel watch list
+    // kind "preload": the libraries the file names after the change, as the
+    // agent read it (empty when unlinked, empty or unreadable)
+    std::vector<std::string> libraries{};
+    bool operator==(const FileChange&) const = default;
+};
+
+// The library-loading variables of a process's environment, read by the
+// agent from /proc/PID/environ at its first GPU use (before the GPU open is
+// judged) and journaled, so replay judges the same. The task is the process.
+struct ProcessEnv {
+    std::optional<std::string> ld_preload;       // unset: nullopt
+    std::optional<std::string> ld_library_path;  // unset: nullopt
+    std::string error;                           // why environ could not be read; "" when it was
+    bool operator==(const ProcessEnv&) const = default;
+};
+
 using EventData =
     std::variant<GpuOpen, GpuIoctl, Connect, Exec, Fork, Exit, Telemetry, ProcessSnapshot, KillNow,
-                 ExeScan, NetPayload, Stratum, ProcessIo, ConfigFile, HiddenProcess, ModuleLoad>;
+                 ExeScan, NetPayload, Stratum, ProcessIo, ConfigFile, HiddenProcess, ModuleLoad,
+                 FileChange, ProcessEnv>;
 
 struct Event {
     uint64_t ts_ns = 0;  // CLOCK_MONOTONIC nanoseconds
@@ -297,7 +336,7 @@ struct Event {
 // Name of an event's type as used in JSON ("gpu_open", "gpu_ioctl", "connect",
 // "exec", "fork", "exit", "telemetry", "process_snapshot", "kill_now",
 // "exe_scan", "net_payload", "stratum", "process_io", "config_file",
-// "hidden_process", "module_load").
+// "hidden_process", "module_load", "file_change", "process_env").
 const char* event_type_name(const Event& event);
 
 // Every type's name, in EventData's order: what --event-types, `journal
@@ -312,6 +351,14 @@ std::vector<std::string> split_nul_separated(std::string_view bytes);
 // short, oversized, unknown-type or wrong-ABI record; never reads past
 // `record`.
 Result<Event> decode_record(std::span<const std::byte> record);
+
+// The operation and syscall names of a gg_file_change_event's syscall, and
+// the kind name of its category (bpf/events.h); nullptr when unknown.
+const char* file_change_operation(uint16_t syscall);
+const char* file_change_syscall(uint16_t syscall);
+const char* file_change_kind(uint32_t category);
+// The category of a kind name ("preload" -> GG_FILE_CAT_PRELOAD), 0 when unknown.
+uint32_t file_change_category(std::string_view kind);
 
 // In-kernel count of one (process, GPU device, ioctl request) triple.
 struct IoctlAggregate {

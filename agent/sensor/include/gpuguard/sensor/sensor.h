@@ -20,6 +20,7 @@
 
 #include "gpuguard/common/result.h"
 #include "gpuguard/events/event.h"
+#include "gpuguard/events/file_watch.h"
 #include "gpuguard/events/gpu_devices.h"
 #include "gpuguard/sensor/watch_list.h"
 
@@ -101,6 +102,10 @@ struct SensorConfig {
     bool payload_dns = true;             // DNS answers of any process
     uint32_t payload_messages = 4;       // messages sampled per connection and direction (1-64)
     bool payload_syscall_hooks = false;  // use the syscall tracepoints even where sock_* exist
+    // Changes of watched files (bpf/files.bpf.c, docs/configuration.md):
+    // entries as gpuguard/events/file_watch.h reads them; empty: the hooks
+    // stay off.
+    std::vector<std::string> watch_files = default_watch_files();
 };
 
 class PinDirectory;
@@ -154,6 +159,12 @@ class Sensor {
 
     // Replaces the set of destination ports whose connects are reported from any process.
     Status set_watched_ports(const std::vector<uint16_t>& ports);
+    // Replaces the file-change watch list (bpf/files.bpf.c): exact paths and
+    // prefixes in the kernel's LPM trie, file names in its name map. kIo when
+    // the kernel refuses an entry (more than 256 paths or 64 names).
+    Status set_watched_files(const std::vector<WatchPattern>& patterns);
+    // The list as last set (user space names the kind of paths it resolved).
+    const std::vector<WatchPattern>& watched_files() const;
 
     // Watch lists (bpf/connect.bpf.c): a watched process's connects are
     // reported on any port, and so are connects to a watched address; both

@@ -1,0 +1,91 @@
+#include "gpuguard/state/file_context.h"
+
+#include <cctype>
+
+#include "gpuguard/common/read_file.h"
+#include "gpuguard/state/config_files.h"
+#include "proc_links.h"
+
+namespace gpuguard::agent {
+namespace {
+
+constexpr int kAtFdcwd = -100;
+constexpr size_t kPreloadMaxBytes = 4096;
+
+// The directory a relative path of `pid` starts from, as the process sees it.
+std::string base_directory(const std::string& dir, const FileChange& change,
+                           const std::string& root) {
+    const std::string link =
+        change.dirfd == kAtFdcwd ? dir + "/cwd" : dir + "/fd/" + std::to_string(change.dirfd);
+    const std::string target = link_target(link);
+    return target.empty() ? target : inside_root(target, root);
+}
+
+}  // namespace
+
+std::vector<std::string> preload_libraries(std::string_view contents) {
+    std::vector<std::string> out;
+    std::string current;
+    bool comment = false;
+    for (char c : contents) {
+        if (c == '\n') comment = false;
+        if (comment) continue;
+        if (c == '#') {
+            comment = true;
+        } else if (!std::isspace(static_cast<unsigned char>(c)) && c != ':') {
+            current.push_back(c);
+            continue;
+        }
+        if (!current.empty()) out.push_back(std::exchange(current, {}));
+    }
+    if (!current.empty()) out.push_back(std::move(current));
+    return out;
+}
+
+void complete_file_change(uint32_t pid, FileChange& change,
+                          const std::vector<WatchPattern>& patterns, const std::string& proc_root) {
+    const std::string dir = proc_root + "/" + std::to_string(pid);
+    const std::string root = link_target(dir + "/root");
+    if (!change.path.empty() && change.path.front() != '/') {
+        std::string absolute;
+        if (change.operation == "write" && change.result >= 0) {
+            // The file it opened, unless the fd was closed (or reused) since.
+            const std::string target = link_target(dir + "/fd/" + std::to_string(change.result));
+            const std::string name = change.path.substr(change.path.rfind('/') + 1);
+            if (target.starts_with("/") && target.ends_with("/" + name)) {
+                absolute = inside_root(target, root);
+            }
+        }
+        if (absolute.empty()) {
+            const std::string base = base_directory(dir, change, root);
+            if (!base.empty()) absolute = (base == "/" ? "" : base) + "/" + change.path;
+        }
+        if (!absolute.empty()) {
+            change.raw_path = std::exchange(change.path, absolute);
+            if (change.kind.empty()) change.kind = watch_kind(patterns, change.path);
+        }
+    }
+    if (change.kind != "preload" || change.operation == "unlink") return;
+    auto file = open_config_file(pid, ConfigCandidate{change.path, "default"}, "/", proc_root);
+    if (!file) return;
+    bool truncated = false;
+    if (auto contents = file->read(kPreloadMaxBytes, truncated)) {
+        change.libraries = preload_libraries(*contents);
+    }
+}
+
+ProcessEnv read_process_env(uint32_t pid, const std::string& proc_root) {
+    ProcessEnv env;
+    auto environ = read_file(proc_root + "/" + std::to_string(pid) + "/environ");
+    if (!environ) {
+        env.error = environ.error().message;
+        return env;
+    }
+    for (const auto& entry : split_nul_separated(*environ)) {
+        if (entry.starts_with("LD_PRELOAD=")) env.ld_preload = entry.substr(11);
+        if (entry.starts_with("LD_LIBRARY_PATH=")) env.ld_library_path = entry.substr(16);
+    }
+    return env;
+}
+
+}  // namespace gpuguard::agent

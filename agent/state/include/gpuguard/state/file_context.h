@@ -1,0 +1,34 @@
+// What the agent adds from /proc to a file change and to a new GPU
+// process before either is journaled (so replay judges the same): the
+// absolute path of a relative one, the libraries /etc/ld.so.preload names
+// after a change, and the library variables of a process's environment.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gpuguard/events/event.h"
+#include "gpuguard/events/file_watch.h"
+
+namespace gpuguard::agent {
+
+// Completes `change`, written by `pid`: a relative path is made absolute
+// through the fd it opened (/proc/PID/fd/N), else the dirfd or the working
+// directory (raw_path keeps what the process passed); a change of kind ""
+// is named by `patterns` once absolute; for kind "preload" (not an unlink)
+// the libraries the file names are read through the process's root. Parts
+// that cannot be read (the process is gone) are left as they were.
+void complete_file_change(uint32_t pid, FileChange& change,
+                          const std::vector<WatchPattern>& patterns,
+                          const std::string& proc_root = "/proc");
+
+// The library names of an ld.so.preload file's contents: separated by
+// white space or ':', '#' to the end of a line a comment.
+std::vector<std::string> preload_libraries(std::string_view contents);
+
+// LD_PRELOAD and LD_LIBRARY_PATH of `pid`'s environment as it started
+// (/proc/PID/environ); error says why when it could not be read.
+ProcessEnv read_process_env(uint32_t pid, const std::string& proc_root = "/proc");
+
+}  // namespace gpuguard::agent

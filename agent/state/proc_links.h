@@ -1,0 +1,17 @@
+// Links of /proc/PID (private to the state room): config_files.cpp and
+// file_context.cpp read a process's cwd, root, exe and fds through them.
+#pragma once
+
+#include <string>
+
+namespace gpuguard::agent {
+
+// The target of the symlink `path`, "" when it cannot be read.
+std::string link_target(const std::string& path);
+
+// `path` as the process sees it: the agent reads /proc/PID/exe and cwd
+// relative to its own root, so a process in another root shows that root's
+// path in front. A " (deleted)" suffix is dropped.
+std::string inside_root(std::string path, const std::string& root);
+
+}  // namespace gpuguard::agent
