@@ -88,7 +88,7 @@ int RuleReader::read_conditions(const YAML::Node& when, const std::string& path,
             {"gpu_held", "signature", "exe_location", "disguised", "known_bad_executable",
              "memory_growth", "sustained_utilization", "scope", "gpu_memory_above",
              "gpu_index_not_in", "gpu_vendor_not_in", "time_window", "max_gpu_processes",
-             "hash_rate_above_threshold", "quiet_io", "opaque_peer"})) {
+             "hash_rate_above_threshold", "quiet_io", "opaque_peer", "agent_tamper"})) {
         return -1;  // reported already
     }
     int conditions = 0;
@@ -119,6 +119,10 @@ int RuleReader::read_conditions(const YAML::Node& when, const std::string& path,
     }
     if (const YAML::Node node = when["opaque_peer"]) {
         rule.opaque_peer = boolean(node, path + ".opaque_peer").value_or(false);
+        ++conditions;
+    }
+    if (const YAML::Node node = when["agent_tamper"]) {
+        read_agent_tamper(node, path + ".agent_tamper", rule.agent_tamper);
         ++conditions;
     }
     if (const YAML::Node node = when["memory_growth"]) {
@@ -166,6 +170,21 @@ int RuleReader::read_conditions(const YAML::Node& when, const std::string& path,
         // A scope narrows other conditions; it is not evidence by itself.
     }
     return conditions;
+}
+
+void RuleReader::read_agent_tamper(const YAML::Node& node, const std::string& where,
+                                   std::vector<std::string>& kinds) {
+    for (auto& [text, item] : diag_.scalar_list(node, where)) {
+        const auto known = std::find_if(std::begin(kAgentTamperKinds), std::end(kAgentTamperKinds),
+                                        [&text = text](const char* kind) { return text == kind; });
+        if (known == std::end(kAgentTamperKinds)) {
+            diag_.error(item, where + ": unknown kind '" + text +
+                                  "' (stop, signal, bpf_command, pin_removed, down)");
+        } else {
+            kinds.push_back(text);
+        }
+    }
+    if (kinds.empty()) diag_.error(node, where + ": name at least one kind");
 }
 
 void RuleReader::read_exe_location(const YAML::Node& node, const std::string& where,

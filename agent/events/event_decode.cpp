@@ -303,6 +303,7 @@ const char* event_type_name(const Event& event) {
         const char* operator()(const Stratum&) const { return "stratum"; }
         const char* operator()(const ProcessIo&) const { return "process_io"; }
         const char* operator()(const ConfigFile&) const { return "config_file"; }
+        const char* operator()(const AgentTamper&) const { return "agent_tamper"; }
     };
     return std::visit(Visitor{}, event.data);
 }

@@ -34,6 +34,8 @@ enum class EventTag : uint8_t {
     kStratum = 12,
     kProcessIo = 13,
     kConfigFile = 14,
+    // 15-17: file change, module load (issue 28, helpers A and E)
+    kAgentTamper = 18,  // 19-20 kept for the agent's own records
 };
 
 // --- writing --------------------------------------------------------------

@@ -172,6 +172,18 @@ struct EncodeVisitor {
             w.str(line.text);
         }
     }
+    void operator()(const AgentTamper& tamper) const {
+        w.str(tamper.kind);
+        w.svarint(tamper.signal);
+        w.svarint(tamper.result);
+        w.varint(tamper.command);
+        w.varint(tamper.agent_pid);
+        w.str(tamper.exe);
+        w.strings(tamper.cmdline);
+        w.str(tamper.detail);
+        w.svarint(tamper.down_from_unix_ns);
+        w.svarint(tamper.down_to_unix_ns);
+    }
 };
 
 EventTag tag_of(const EventData& data) {
@@ -191,6 +203,7 @@ EventTag tag_of(const EventData& data) {
         EventTag operator()(const Stratum&) const { return EventTag::kStratum; }
         EventTag operator()(const ProcessIo&) const { return EventTag::kProcessIo; }
         EventTag operator()(const ConfigFile&) const { return EventTag::kConfigFile; }
+        EventTag operator()(const AgentTamper&) const { return EventTag::kAgentTamper; }
     };
     return std::visit(Visitor{}, data);
 }
@@ -387,6 +400,20 @@ void decode_body(Reader& r, EventTag tag, EventData& data) {
                 line.line = r.uint<uint32_t>();
                 r.str(line.text);
             }
+            return;
+        }
+        case EventTag::kAgentTamper: {
+            auto& tamper = emplace<AgentTamper>(data);
+            r.str(tamper.kind);
+            tamper.signal = r.sint<int32_t>();
+            tamper.result = r.sint<int32_t>();
+            tamper.command = r.uint<uint32_t>();
+            tamper.agent_pid = r.uint<uint32_t>();
+            r.str(tamper.exe);
+            r.strings(tamper.cmdline);
+            r.str(tamper.detail);
+            tamper.down_from_unix_ns = r.svarint();
+            tamper.down_to_unix_ns = r.svarint();
             return;
         }
     }

@@ -81,6 +81,7 @@ void JournalWriter::Writer::update_state(std::string_view payload) {
         void operator()(const Stratum&) {}
         void operator()(const ProcessIo&) {}
         void operator()(const ConfigFile&) {}
+        void operator()(const AgentTamper&) {}
     };
     std::visit(Visitor{*this, task, full}, decoded.data);
 }

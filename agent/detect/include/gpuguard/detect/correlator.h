@@ -174,6 +174,11 @@ class Correlator {
         std::string protocol;    // of the first bytes sent: "tls", "http", "ssh", "json", "opaque";
                                  // "" none seen
     };
+    struct Tamper {
+        uint64_t ts_ns = 0;
+        std::string kind;    // AgentTamper::kind
+        std::string detail;  // the evidence's words
+    };
     struct ProcessState {
         bool matched = false;      // process and command line matched for the current image
         std::string matched_comm;  // the name they were matched with (prctl can change it)
@@ -196,6 +201,8 @@ class Correlator {
         std::optional<double> hash_rate;        // fastest estimate of its mining sessions, H/s
         uint64_t hash_rate_ns = 0;              // when it was reported
         uint64_t first_gpu_ns = 0;
+        // What it did to the agent (agent_tamper events), oldest first, bounded.
+        std::vector<Tamper> tampers;
     };
     struct Open {
         Detection detection;
@@ -249,6 +256,11 @@ class Correlator {
     uint32_t add_support(const rules::CorrelationRule& rule, uint32_t pid, const ProcessInfo& info,
                          const ProcessState& state, uint64_t ts_ns, RuleInputs& in);
     static bool opaque_peer(const ProcessState& state, std::string& detail);
+    // correlator_tamper.cpp: an agent_tamper event kept as the process's
+    // evidence, and the tampering a rule's `agent_tamper:` names.
+    static void note_tamper(ProcessState& state, const Event& event, const AgentTamper& tamper);
+    static bool tampered(const rules::CorrelationRule& rule, const ProcessState& state,
+                         std::vector<Evidence>& evidence);
     // Appends `detection` to `out`; one reported twice by the same observe()
     // is kept as it was the first time (a copy in reported_twice_).
     void report(const Detection& detection, std::vector<const Detection*>& out);
