@@ -28,6 +28,7 @@ namespace {
 using namespace std::chrono_literals;
 using gpuguard::testing::AgentDetectTest;
 using gpuguard::testing::ChildReaper;
+using gpuguard::testing::file_bytes;
 using gpuguard::testing::run_command;
 using gpuguard::testing::Subprocess;
 namespace fs = std::filesystem;
@@ -42,12 +43,13 @@ constexpr char kLocalRule[] = R"(rules:
 )";
 
 TEST_F(AgentDetectTest, start_refuses_config_and_rule_files_others_can_write) {
-    // A group-writable drop-in: one line naming it, its mode and owner; exit 2.
+    // A group-writable drop-in: one line naming it, its mode and owner. Rule
+    // files are read once the sensor is loaded: start-up fails with 1.
     const fs::path drop_in = rules_dir_ / "60-local.yaml";
     std::ofstream(drop_in) << kLocalRule;
     fs::permissions(drop_in, fs::perms(0664));
     auto run = run_command({GPUGUARD_BINARY, "run", "--config", config_.string()}, 30s);
-    EXPECT_EQ(run.exit_code, 2) << run.stderr_text;
+    EXPECT_EQ(run.exit_code, 1) << run.stderr_text;
     EXPECT_NE(
         run.stderr_text.find(drop_in.string() + ": writable by group (mode 0664, owner root:"),
         std::string::npos)
@@ -60,13 +62,13 @@ TEST_F(AgentDetectTest, start_refuses_config_and_rule_files_others_can_write) {
     fs::permissions(drop_in, fs::perms(0644));
     fs::permissions(rules_dir_, fs::perms(0777));
     run = run_command({GPUGUARD_BINARY, "run", "--config", config_.string()}, 30s);
-    EXPECT_EQ(run.exit_code, 2) << run.stderr_text;
+    EXPECT_EQ(run.exit_code, 1) << run.stderr_text;
     EXPECT_NE(run.stderr_text.find(rules_dir_.string() + ": writable by group and others"),
               std::string::npos)
         << run.stderr_text;
     fs::permissions(rules_dir_, fs::perms(0755));
 
-    // The config file, owned by someone else.
+    // The config file, owned by someone else: refused before anything loads (2).
     ASSERT_EQ(chown(config_.c_str(), 65534, static_cast<gid_t>(-1)), 0);
     run = run_command({GPUGUARD_BINARY, "run", "--config", config_.string()}, 30s);
     EXPECT_EQ(run.exit_code, 2) << run.stderr_text;
@@ -130,9 +132,8 @@ TEST_F(AgentDetectTest, sigterm_from_a_process_is_a_record_naming_it_before_the_
     std::error_code ec;
     const std::string own_exe = fs::read_symlink("/proc/self/exe", ec).string();
     EXPECT_EQ((*detection)["process"]["executable"], own_exe) << detection->dump();
-    EXPECT_NE((*detection)["process"]["command_line"].get<std::string>().find(own_exe),
-              std::string::npos)
-        << detection->dump();
+    const std::string own_argv0 = file_bytes("/proc/self/cmdline").c_str();
+    EXPECT_EQ((*detection)["process"]["args"][0], own_argv0) << detection->dump();
     const std::string evidence = (*detection)["gpuguard"]["detection"]["evidence"][0]["detail"];
     EXPECT_NE(evidence.find("SIGTERM to the agent (pid " + std::to_string(agent_pid) +
                             ") from pid " + std::to_string(stopper) + " (gg-stopper)"),
