@@ -29,14 +29,18 @@ Unexpected file_error(const std::string& what, int err) {
 Result<std::string> read_file(const std::filesystem::path& path) {
     const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd) return read_error(path, errno);
+    return read_open_file(fd.get(), path);
+}
+
+Result<std::string> read_open_file(int fd, const std::filesystem::path& path) {
     std::string data;
     struct stat st {};
-    if (::fstat(fd.get(), &st) == 0 && st.st_size > 0) {
+    if (::fstat(fd, &st) == 0 && st.st_size > 0) {
         data.reserve(static_cast<size_t>(st.st_size));
     }
     char buffer[1 << 16];
     for (;;) {
-        const ssize_t n = ::read(fd.get(), buffer, sizeof buffer);
+        const ssize_t n = ::read(fd, buffer, sizeof buffer);
         if (n < 0) {
             if (errno == EINTR) continue;
             return read_error(path, errno);

@@ -89,7 +89,8 @@ int RuleReader::read_conditions(const YAML::Node& when, const std::string& path,
              "memory_growth", "sustained_utilization", "scope", "gpu_memory_above",
              "gpu_index_not_in", "gpu_vendor_not_in", "time_window", "max_gpu_processes",
              "hash_rate_above_threshold", "quiet_io", "opaque_peer", "hidden_from_proc",
-             "module_load", "file_changed", "library_injection", "persistence_after_detection"})) {
+             "module_load", "file_changed", "library_injection", "persistence_after_detection",
+             "agent_tamper"})) {
         return -1;  // reported already
     }
     int conditions = 0;
@@ -153,6 +154,10 @@ int RuleReader::read_conditions(const YAML::Node& when, const std::string& path,
             boolean(node, path + ".persistence_after_detection").value_or(false);
         ++conditions;
     }
+    if (const YAML::Node node = when["agent_tamper"]) {
+        read_agent_tamper(node, path + ".agent_tamper", rule.agent_tamper);
+        ++conditions;
+    }
     if (const YAML::Node node = when["memory_growth"]) {
         rule.memory_growth = read_memory_growth(node, path + ".memory_growth");
         ++conditions;
@@ -198,6 +203,21 @@ int RuleReader::read_conditions(const YAML::Node& when, const std::string& path,
         // A scope narrows other conditions; it is not evidence by itself.
     }
     return conditions;
+}
+
+void RuleReader::read_agent_tamper(const YAML::Node& node, const std::string& where,
+                                   std::vector<std::string>& kinds) {
+    for (auto& [text, item] : diag_.scalar_list(node, where)) {
+        const auto known = std::find_if(std::begin(kAgentTamperKinds), std::end(kAgentTamperKinds),
+                                        [&text = text](const char* kind) { return text == kind; });
+        if (known == std::end(kAgentTamperKinds)) {
+            diag_.error(item, where + ": unknown kind '" + text +
+                                  "' (stop, signal, bpf_command, pin_removed, down)");
+        } else {
+            kinds.push_back(text);
+        }
+    }
+    if (kinds.empty()) diag_.error(node, where + ": name at least one kind");
 }
 
 void RuleReader::read_exe_location(const YAML::Node& node, const std::string& where,

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "gpuguard/common/read_file.h"
+#include "gpuguard/common/trusted_file.h"
 #include "gpuguard/rules/correlation.h"
 
 namespace gpuguard::rules {
@@ -383,9 +384,10 @@ namespace {
 
 // The rule file's text; its error says "PATH: cannot open: STRERROR".
 Result<std::string> read_rule_file(const std::string& path) {
-    auto text = read_file(path);
+    auto text = read_trusted_file(path);
     if (text) return text;
     const int err = text.error().sys_errno;
+    if (err == 0) return text;  // refused: writable by others than root
     return fail(err == EACCES ? ErrorCode::kPermission : ErrorCode::kNotFound,
                 path + ": cannot open: " + std::strerror(err), err);
 }

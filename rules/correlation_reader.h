@@ -63,6 +63,8 @@ class RuleReader {
     // correlation_conditions.cpp: the `when:` conditions, one function per kind.
     int read_conditions(const YAML::Node& when, const std::string& path, CorrelationRule& rule);
     SignatureCondition read_signature(const YAML::Node& node, const std::string& path);
+    void read_agent_tamper(const YAML::Node& node, const std::string& where,
+                           std::vector<std::string>& kinds);
     void read_exe_location(const YAML::Node& node, const std::string& where,
                            std::vector<ExeLocation>& locations);
     MemoryGrowthCondition read_memory_growth(const YAML::Node& node, const std::string& where);

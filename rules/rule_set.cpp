@@ -6,15 +6,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <tuple>
 
 #include <fnmatch.h>
 #include <yaml-cpp/yaml.h>
 
 #include "gpuguard/common/logging.h"
+#include "gpuguard/common/trusted_file.h"
 #include "gpuguard/rules/rules.h"
 #include "rules/glob.h"
 #include "rules/rule_file_reader.h"
@@ -34,32 +33,23 @@ Result<std::vector<RuleFile>> read_rule_files(const RulePaths& paths) {
         files.push_back(paths.main_file);
     }
     if (!paths.drop_in_dir.empty() && std::filesystem::is_directory(paths.drop_in_dir, ec)) {
-        std::vector<std::filesystem::path> drop_ins;
-        for (const auto& entry : std::filesystem::directory_iterator(paths.drop_in_dir, ec)) {
-            const auto name = entry.path().filename().string();
-            // Editors' temporary and backup files (.x.yaml.swp, x.yaml~) end otherwise.
-            if (entry.path().extension() == ".yaml" && !name.starts_with(".")) {
-                drop_ins.push_back(entry.path());
-            }
-        }
-        if (ec) {
-            return fail(ErrorCode::kIo,
-                        "cannot list " + paths.drop_in_dir.string() + ": " + ec.message());
-        }
-        std::sort(drop_ins.begin(), drop_ins.end());
-        files.insert(files.end(), drop_ins.begin(), drop_ins.end());
+        // Editors' temporary and backup files (.x.yaml.swp, x.yaml~) end otherwise.
+        auto drop_ins = list_trusted_directory(paths.drop_in_dir, [](const std::string& name) {
+            return name.ends_with(".yaml") && !name.starts_with(".");
+        });
+        if (!drop_ins) return Unexpected{drop_ins.error()};
+        files.insert(files.end(), drop_ins->begin(), drop_ins->end());
     }
     std::vector<RuleFile> out;
     for (const auto& path : files) {
-        std::ifstream in(path, std::ios::binary);
-        if (!in) {
-            const int err = errno;
+        auto text = read_trusted_file(path);
+        if (!text) {
+            if (text.error().sys_errno == 0) return Unexpected{text.error()};  // refused
+            const int err = text.error().sys_errno;
             return fail(err == EACCES ? ErrorCode::kPermission : ErrorCode::kIo,
                         "cannot read " + path.string() + ": " + std::strerror(err), err);
         }
-        std::stringstream text;
-        text << in.rdbuf();
-        out.push_back({path.string(), text.str()});
+        out.push_back({path.string(), std::move(text).value()});
     }
     return out;
 }

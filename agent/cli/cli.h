@@ -3,15 +3,36 @@
 #pragma once
 
 #include <csignal>
+#include <cstddef>
 #include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
+#include <signal.h>
+#include <sys/types.h>
 
 #include "gpuguard/daemon/config.h"
 #include "gpuguard/rules/rules.h"
 
 namespace gpuguard::agent::cli {
+
+// Who sent SIGTERM/SIGINT, as the signal handler captured it (only
+// async-signal-safe calls there): siginfo's pid and uid, and /proc's exe,
+// cmdline and comm of the sender read at once. `ready` is set last.
+struct RawStopSender {
+    volatile std::sig_atomic_t ready = 0;
+    int signal = 0;
+    pid_t pid = 0;
+    uid_t uid = 0;
+    char exe[1024] = {};
+    char cmdline[4096] = {};
+    size_t cmdline_length = 0;
+    char comm[32] = {};
+};
+
+// Fills `out` from `info` (SI_USER, SI_QUEUE, SI_TKILL: a process sent it;
+// nothing for the kernel's own, a terminal's Ctrl-C). Async-signal-safe.
+void capture_stop_sender(const siginfo_t& info, RawStopSender& out);
 
 // What every command may use; owned by main().
 struct Context {
@@ -20,6 +41,7 @@ struct Context {
     // Set to the signal number by SIGINT/SIGTERM once install_stop_handlers() ran.
     const volatile std::sig_atomic_t* stop_signal = nullptr;
     void (*install_stop_handlers)() = nullptr;
+    const RawStopSender* stop_sender = nullptr;  // filled with stop_signal
     // Set to 1 by SIGHUP once install_reload_handler() ran; the reader clears it.
     volatile std::sig_atomic_t* reload_signal = nullptr;
     void (*install_reload_handler)() = nullptr;

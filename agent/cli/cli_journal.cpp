@@ -16,6 +16,7 @@
 #include "gpuguard/common/clock.h"
 #include "gpuguard/common/logging.h"
 #include "gpuguard/common/printable.h"
+#include "gpuguard/events/agent_tamper.h"
 #include "gpuguard/events/event.h"
 #include "gpuguard/events/event_json.h"
 #include "gpuguard/journal/journal.h"
@@ -200,6 +201,10 @@ std::string event_details(const Event& event) {
             return "file writes " + count(io.file_write_bytes) + " bytes, net sends " +
                    count(io.net_sends) + " (" + count(io.net_send_bytes) + " bytes)";
         }
+        std::string operator()(const AgentTamper& tamper) const {
+            return "agent " + tamper.kind + ": " + describe_agent_tamper(task, tamper);
+        }
+        const TaskInfo& task;
         std::string operator()(const ConfigFile& file) const {
             return "config " + file.path + " (" + file.reason + ", " + std::to_string(file.size) +
                    " bytes" + (file.truncated ? ", truncated" : "") + ") " +
@@ -230,7 +235,7 @@ std::string event_details(const Event& event) {
                    (scan.rules.empty() ? std::string("no rule hit") : join(scan.rules, ","));
         }
     };
-    return std::visit(Visitor{}, event.data);
+    return std::visit(Visitor{event.task}, event.data);
 }
 
 std::string record_details(const jr::JournalRecord& record) {
@@ -468,6 +473,7 @@ void add_filter_options(CLI::App* app, JournalCommand& command) {
                     "only these types (repeatable or comma-separated): gpu_open, gpu_ioctl, "
                     "connect, exec, fork, exit, telemetry, process_snapshot, kill_now, exe_scan, "
                     "net_payload, stratum, process_io, config_file, hidden_process, module_load, "
+                    "file_change, process_env, agent_tamper, "
                     "detection, enforcement, note, gap")
         ->allow_extra_args(false);
     app->add_option("--limit", command.limit, "stop after this many records");

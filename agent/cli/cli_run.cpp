@@ -236,6 +236,21 @@ int run_agent(const Context& context, const RunOptions& options) {
             if (!type.empty()) agent_options.event_types.insert(type);
         }
     }
+    if (context.stop_sender) {
+        const RawStopSender* raw = context.stop_sender;
+        agent_options.stop_sender = [raw]() -> std::optional<StopSender> {
+            if (!raw->ready) return std::nullopt;
+            StopSender sender;
+            sender.signal = raw->signal;
+            sender.pid = static_cast<uint32_t>(raw->pid);
+            sender.uid = raw->uid;
+            sender.comm = raw->comm;
+            sender.exe = raw->exe;
+            sender.cmdline =
+                split_nul_separated(std::string_view(raw->cmdline, raw->cmdline_length));
+            return sender;
+        };
+    }
     context.install_stop_handlers();
     if (context.install_reload_handler) context.install_reload_handler();
     auto agent = Agent::start(std::move(agent_options));

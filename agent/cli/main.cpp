@@ -10,18 +10,26 @@
 
 namespace {
 
-// The only mutable global state: set by SIGINT/SIGTERM, and by SIGHUP.
+// The only mutable global state: set by SIGINT/SIGTERM (with who sent it),
+// and by SIGHUP.
 volatile std::sig_atomic_t g_stop_signal = 0;
 volatile std::sig_atomic_t g_reload_signal = 0;
+gpuguard::agent::cli::RawStopSender g_stop_sender{};
 
-void on_stop_signal(int signo) { g_stop_signal = signo; }
+// Only async-signal-safe calls (open, read, readlink, close): the sender's
+// executable and command line are read here, at once, while it still
+// exists; `kill` exits right after its kill(2).
+void on_stop_signal(int signo, siginfo_t* info, void*) {
+    if (g_stop_signal == 0 && info) gpuguard::agent::cli::capture_stop_sender(*info, g_stop_sender);
+    g_stop_signal = signo;
+}
 void on_reload_signal(int) { g_reload_signal = 1; }
 
 void install_stop_handlers() {
     struct sigaction action {};
-    action.sa_handler = on_stop_signal;
+    action.sa_sigaction = on_stop_signal;
     sigemptyset(&action.sa_mask);
-    action.sa_flags = 0;  // no SA_RESTART: epoll_wait must return EINTR
+    action.sa_flags = SA_SIGINFO;  // no SA_RESTART: epoll_wait must return EINTR
     sigaction(SIGINT, &action, nullptr);
     sigaction(SIGTERM, &action, nullptr);
 }
@@ -40,6 +48,7 @@ int main(int argc, char** argv) {
     namespace cli = gpuguard::agent::cli;
     cli::Context context;
     context.stop_signal = &g_stop_signal;
+    context.stop_sender = &g_stop_sender;
     context.install_stop_handlers = install_stop_handlers;
     context.reload_signal = &g_reload_signal;
     context.install_reload_handler = install_reload_handler;

@@ -120,6 +120,7 @@ Result<std::unique_ptr<Agent>> Agent::start(AgentOptions options) {
     impl->open_journal();
     if (auto servers = impl->start_servers(); !servers) return Unexpected{servers.error()};
     impl->build_pipeline();
+    impl->mark_run();
     return std::unique_ptr<Agent>(new Agent(std::move(impl)));
 }
 
@@ -528,6 +529,7 @@ Status Agent::run(const volatile std::sig_atomic_t* stop) {
         std::lock_guard lock(impl.mutex);
         if (now >= next_rate_sample) {
             next_rate_sample = now + 1'000'000'000ull;
+            if (impl.run_marker) impl.run_marker->touch();  // alive: T1 of a later "down"
             auto& samples = impl.delivered_samples;
             samples.emplace_back(now, impl.sensor->stats().delivered);
             while (samples.size() > 2 && now - samples.front().first > 60'000'000'000ull) {
@@ -558,9 +560,15 @@ Status Agent::run(const volatile std::sig_atomic_t* stop) {
     std::lock_guard lock(impl.mutex);
     (void)impl.sensor->poll(std::chrono::milliseconds(0));  // what is already there
     const auto stats = impl.sensor->stats();
-    log->info("stopping on {}: {} event(s) delivered, {} lost in the kernel, {} undecodable",
-              *stop == SIGINT ? "SIGINT" : "SIGTERM", stats.delivered, stats.total_dropped(),
-              stats.decode_errors);
+    const auto sender = impl.options.stop_sender ? impl.options.stop_sender() : std::nullopt;
+    log->info("stopping on {}{}: {} event(s) delivered, {} lost in the kernel, {} undecodable",
+              *stop == SIGINT ? "SIGINT" : "SIGTERM",
+              sender && sender->pid
+                  ? " from pid " + std::to_string(sender->pid) + " (" + sender->exe + ")"
+                  : "",
+              stats.delivered, stats.total_dropped(), stats.decode_errors);
+    if (sender && sender->pid) impl.report_stop(*sender);  // before the programs detach
+    if (impl.run_marker) impl.run_marker->remove();  // a clean end: the next start reports none
     return {};
 }
 

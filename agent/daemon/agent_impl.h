@@ -53,6 +53,7 @@
 #include "gpuguard/state/process_io.h"
 #include "gpuguard/state/process_table.h"
 #include "gpuguard/version.h"
+#include "run_marker.h"
 
 namespace gpuguard::agent {
 
@@ -114,6 +115,7 @@ struct Agent::Impl {
     int64_t realtime_offset_ns = 0;
     uint64_t started_ns = 0;
     BootstrapReport bootstrap;
+    std::optional<RunMarker> run_marker;  // journal.dir/agent.run; none when it cannot be written
 
     bool is_gpu(uint32_t major, uint32_t minor) const;
 
@@ -150,6 +152,16 @@ struct Agent::Impl {
     // A rule file change the watcher rejected: an alert about the agent
     // itself, so the SOC sees that its rules did not change.
     void raise_rules_rejected(const Error& error);
+
+    // The agent's own trust (agent_trust.cpp). Who stopped the agent
+    // (SIGTERM/SIGINT's sender): an agent_tamper event of kind "stop" through
+    // the pipeline (GG-CORR-0019), journaled and sent to the outputs before
+    // the programs detach.
+    void report_stop(const StopSender& sender);
+    // A run marker left behind by the previous run is an unclean end: an
+    // agent_tamper event of kind "down" (GG-CORR-0020) with the gap; then
+    // this run's marker (run_marker.h).
+    void mark_run();
     // The kernel's kill_now name map follows the rules: literal process names
     // of kill_now signatures are killed at exec, before they run a single
     // instruction of their own. Names this agent did not register (the

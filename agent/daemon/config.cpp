@@ -5,15 +5,14 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <string_view>
 #include <type_traits>
 
 #include <yaml-cpp/yaml.h>
 
 #include "config_reader.h"
+#include "gpuguard/common/trusted_file.h"
 
 namespace gpuguard::agent {
 namespace {
@@ -508,15 +507,14 @@ Result<Config> load_config_text(std::string_view yaml, const std::string& source
 }
 
 Result<Config> load_config_file(const std::filesystem::path& path) {
-    std::ifstream in(path);
-    if (!in) {
-        const int err = errno;
+    auto text = read_trusted_file(path);
+    if (!text) {
+        const int err = text.error().sys_errno;
+        if (err == 0) return Unexpected{text.error()};  // refused: writable by others than root
         return fail(ErrorCode::kIo,
                     "cannot read config " + path.string() + ": " + std::strerror(err), err);
     }
-    std::stringstream text;
-    text << in.rdbuf();
-    return load_config_text(text.str(), path.string());
+    return load_config_text(*text, path.string());
 }
 
 }  // namespace gpuguard::agent

@@ -344,6 +344,10 @@ void Correlator::observe(const Event& event, std::vector<const Detection*>& out)
             state.dirty = true;
             judge(pid);
         }
+        void operator()(const AgentTamper& tamper) {
+            note_tamper(self.states_[pid], event, tamper);
+            judge(pid);
+        }
         void operator()(const Fork&) {}
         void operator()(const KillNow&) {}  // already enforced in the kernel; exit follows
         void operator()(const Exit&) {
@@ -505,6 +509,7 @@ bool Correlator::rule_holds(const CorrelationRule& rule, size_t cache_index, uin
             Evidence{state.scanned_ns, "event", "exe_scan", "", "sha256",
                      info.exe + " sha256:" + state.sha256 + " is in known_bad.sha256"});
     }
+    if (!rule.agent_tamper.empty() && !tampered(rule, state, in.extra)) return false;
     if (rule.disguised) {
         // Only executables the rule's signature condition names count.
         const auto disguises = [&](const Hit& hit) {

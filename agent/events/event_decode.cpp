@@ -367,6 +367,7 @@ const char* event_type_name(const Event& event) {
         const char* operator()(const ModuleLoad&) const { return "module_load"; }
         const char* operator()(const FileChange&) const { return "file_change"; }
         const char* operator()(const ProcessEnv&) const { return "process_env"; }
+        const char* operator()(const AgentTamper&) const { return "agent_tamper"; }
     };
     return std::visit(Visitor{}, event.data);
 }

@@ -414,6 +414,18 @@ std::string event_to_json(const Event& event, int64_t realtime_offset_ns) {
             if (!env.error.empty()) body["error"] = env.error;
             out["process_env"] = std::move(body);
         }
+        void operator()(const AgentTamper& tamper) const {
+            json body{{"kind", tamper.kind}, {"agent_pid", tamper.agent_pid}};
+            if (tamper.signal) body["signal"] = tamper.signal;
+            if (tamper.result) body["result"] = tamper.result;
+            if (tamper.command) body["command"] = tamper.command;
+            if (!tamper.exe.empty()) body["exe"] = tamper.exe;
+            if (!tamper.cmdline.empty()) body["cmdline"] = tamper.cmdline;
+            if (!tamper.detail.empty()) body["detail"] = tamper.detail;
+            if (tamper.down_from_unix_ns) body["down_from_unix_ns"] = tamper.down_from_unix_ns;
+            if (tamper.down_to_unix_ns) body["down_to_unix_ns"] = tamper.down_to_unix_ns;
+            out["agent_tamper"] = std::move(body);
+        }
     };
     std::visit(Visitor{out}, event.data);
     // Replace invalid UTF-8 (paths and comm are bytes) instead of throwing.

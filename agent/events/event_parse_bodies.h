@@ -329,6 +329,22 @@ ProcessEnv read_process_env(const Reader<Node>& reader) {
 }
 
 template <typename Node>
+AgentTamper read_agent_tamper(const Reader<Node>& reader) {
+    AgentTamper tamper;
+    tamper.kind = reader.string("kind");
+    tamper.signal = reader.template integer<int32_t>("signal", 0);
+    tamper.result = reader.template integer<int32_t>("result", 0);
+    tamper.command = reader.template integer<uint32_t>("command", 0);
+    tamper.agent_pid = reader.template integer<uint32_t>("agent_pid", 0);
+    tamper.exe = reader.string("exe", "");
+    tamper.cmdline = reader.strings("cmdline");
+    tamper.detail = reader.string("detail", "");
+    tamper.down_from_unix_ns = reader.template integer<int64_t>("down_from_unix_ns", 0);
+    tamper.down_to_unix_ns = reader.template integer<int64_t>("down_to_unix_ns", 0);
+    return tamper;
+}
+
+template <typename Node>
 ProcessIo read_process_io(const Reader<Node>& reader) {
     ProcessIo io;
     io.file_write_bytes = reader.template optional_integer<uint64_t>("file_write_bytes");
@@ -511,6 +527,8 @@ void read_body(std::string_view type, const Reader<Node>& top, const std::option
         body = read_file_change(object());
     } else if (type == "process_env") {
         body = read_process_env(object(false));
+    } else if (type == "agent_tamper") {
+        body = read_agent_tamper(object());
     } else {
         top.error("type", "unknown event type \"" + std::string(type) + "\" (" +
                               join(event_type_names(), ", ") + ")");

@@ -38,6 +38,8 @@ enum class EventTag : uint8_t {
     kModuleLoad = 17,
     kFileChange = 15,
     kProcessEnv = 16,
+    // 15-17: file change, module load (issue 28, helpers A and E)
+    kAgentTamper = 18,  // 19-20 kept for the agent's own records
 };
 
 // --- writing --------------------------------------------------------------

@@ -199,6 +199,18 @@ struct EncodeVisitor {
         if (env.ld_library_path) w.str(*env.ld_library_path);
         w.str(env.error);
     }
+    void operator()(const AgentTamper& tamper) const {
+        w.str(tamper.kind);
+        w.svarint(tamper.signal);
+        w.svarint(tamper.result);
+        w.varint(tamper.command);
+        w.varint(tamper.agent_pid);
+        w.str(tamper.exe);
+        w.strings(tamper.cmdline);
+        w.str(tamper.detail);
+        w.svarint(tamper.down_from_unix_ns);
+        w.svarint(tamper.down_to_unix_ns);
+    }
 };
 
 EventTag tag_of(const EventData& data) {
@@ -222,6 +234,7 @@ EventTag tag_of(const EventData& data) {
         EventTag operator()(const ModuleLoad&) const { return EventTag::kModuleLoad; }
         EventTag operator()(const FileChange&) const { return EventTag::kFileChange; }
         EventTag operator()(const ProcessEnv&) const { return EventTag::kProcessEnv; }
+        EventTag operator()(const AgentTamper&) const { return EventTag::kAgentTamper; }
     };
     return std::visit(Visitor{}, data);
 }
@@ -457,6 +470,20 @@ void decode_body(Reader& r, EventTag tag, EventData& data) {
             if (present & 1) r.str(env.ld_preload.emplace());
             if (present & 2) r.str(env.ld_library_path.emplace());
             r.str(env.error);
+            return;
+        }
+        case EventTag::kAgentTamper: {
+            auto& tamper = emplace<AgentTamper>(data);
+            r.str(tamper.kind);
+            tamper.signal = r.sint<int32_t>();
+            tamper.result = r.sint<int32_t>();
+            tamper.command = r.uint<uint32_t>();
+            tamper.agent_pid = r.uint<uint32_t>();
+            r.str(tamper.exe);
+            r.strings(tamper.cmdline);
+            r.str(tamper.detail);
+            tamper.down_from_unix_ns = r.svarint();
+            tamper.down_to_unix_ns = r.svarint();
             return;
         }
     }

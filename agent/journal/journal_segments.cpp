@@ -85,6 +85,7 @@ void JournalWriter::Writer::update_state(std::string_view payload) {
         void operator()(const ModuleLoad&) {}
         void operator()(const FileChange&) {}
         void operator()(const ProcessEnv&) {}
+        void operator()(const AgentTamper&) {}
     };
     std::visit(Visitor{*this, task, full}, decoded.data);
 }

@@ -260,7 +260,19 @@ void ProcessTable::apply(const Event& event) {
         }
         void operator()(const FileChange&) {}  // persistence and preload: the correlator judges
         void operator()(const ProcessEnv&) {}  // its library variables: the correlator judges
-        void operator()(const Stratum&) {      // a mining session: the correlator judges it
+        // Whoever did something to the agent: known from here on, with the
+        // executable and command line read when it happened (it may be gone).
+        void operator()(const AgentTamper& tamper) {
+            ProcessInfo& info = identified();
+            if (tamper.exe.empty()) {
+                if (info.exe.empty()) table.enrich_from_proc(info);
+                return;
+            }
+            // Read when it happened: the pid may be gone, or another's by now.
+            info.exe = tamper.exe;
+            info.cmdline = tamper.cmdline;
+        }
+        void operator()(const Stratum&) {  // a mining session: the correlator judges it
             ProcessInfo& info = identified();
             if (info.exe.empty()) table.enrich_from_proc(info);
         }

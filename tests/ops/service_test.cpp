@@ -115,7 +115,9 @@ TEST_F(ServiceTest, unit_grants_exactly_the_issued_capabilities_and_writable_sta
     EXPECT_EQ(word_set(unit_value(unit, "CapabilityBoundingSet")), expected);
     EXPECT_EQ(word_set(unit_value(unit, "AmbientCapabilities")), expected);
     EXPECT_EQ(unit_value(unit, "Type"), "notify");
-    EXPECT_EQ(unit_value(unit, "Restart"), "on-failure");
+    // Restarted whatever ended it, with no start limit to exhaust.
+    EXPECT_EQ(unit_value(unit, "Restart"), "always");
+    EXPECT_EQ(unit_value(unit, "StartLimitIntervalSec"), "0");
     EXPECT_EQ(unit_value(unit, "ProtectSystem"), "strict");
     EXPECT_FALSE(unit_value(unit, "WatchdogSec").empty());
     EXPECT_EQ(unit_value(unit, "ExecStart"),

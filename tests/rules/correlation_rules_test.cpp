@@ -557,3 +557,45 @@ TEST(CorrelationRules, HiddenFromProcIsAConditionAndTheBuiltInRuleUsesIt) {
 
 }  // namespace
 }  // namespace gpuguard::rules
+
+namespace gpuguard::rules {
+namespace {
+
+TEST(CorrelationRules, AgentTamperNamesKindsAndRefusesUnknownOnes) {
+    auto rules = parse_correlation_rules(R"(rules:
+  - id: SITE-1
+    name: stopped or down
+    severity: notice
+    when: {agent_tamper: [stop, down]}
+)",
+                                         "site.yaml");
+    ASSERT_TRUE(rules) << rules.error().message;
+    EXPECT_EQ((*rules)[0].agent_tamper, (std::vector<std::string>{"stop", "down"}));
+
+    auto bad = parse_correlation_rules(R"(rules:
+  - id: SITE-2
+    name: bad kind
+    severity: notice
+    when:
+      agent_tamper: [stop, nap]
+  - id: SITE-3
+    name: none
+    severity: notice
+    when:
+      agent_tamper: []
+)",
+                                       "site.yaml");
+    ASSERT_FALSE(bad);
+    EXPECT_NE(bad.error().message.find("site.yaml:6:28: rules[0] (SITE-2).when.agent_tamper: "
+                                       "unknown kind 'nap' (stop, signal, bpf_command, "
+                                       "pin_removed, down)"),
+              std::string::npos)
+        << bad.error().message;
+    EXPECT_NE(bad.error().message.find("rules[1] (SITE-3).when.agent_tamper: name at least one "
+                                       "kind"),
+              std::string::npos)
+        << bad.error().message;
+}
+
+}  // namespace
+}  // namespace gpuguard::rules

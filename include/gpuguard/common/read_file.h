@@ -14,4 +14,7 @@ namespace gpuguard {
 // that word their own message can take the errno from it.
 Result<std::string> read_file(const std::filesystem::path& path);
 
+// The rest of the open file `fd` (not closed), errors as read_file()'s for `path`.
+Result<std::string> read_open_file(int fd, const std::filesystem::path& path);
+
 }  // namespace gpuguard

@@ -59,6 +59,10 @@ enum class ExeLocation {
     kPackageReplaced
 };
 const char* to_string(ExeLocation location);
+
+// The kinds of agent_tamper events a rule's `agent_tamper:` may name.
+inline constexpr const char* kAgentTamperKinds[] = {"stop", "signal", "bpf_command", "pin_removed",
+                                                    "down"};
 // Which of the locations `exe` (a resolved /proc/PID/exe or exec filename) is in.
 std::vector<ExeLocation> exe_locations(std::string_view exe);
 
@@ -242,6 +246,10 @@ struct CorrelationRule {
     // persistence (cron, systemd, shell_rc, ssh_keys file changes) after
     // that or within persistence_lookback before it.
     bool persistence_after_detection = false;
+    // The process did one of these to the agent itself (agent_tamper events:
+    // "stop", "signal", "bpf_command", "pin_removed", "down"); any when
+    // several are listed.
+    std::vector<std::string> agent_tamper;
 
     // Optional signals that raise confidence and severity.
     std::shared_ptr<const SupportingSignals> supporting;

@@ -113,6 +113,18 @@ std::vector<Event> one_of_each() {
                                           true,
                                           {"/tmp/x/libhide.so"}}));
     events.push_back(with_task(ProcessEnv{"/tmp/x/libinject.so", "/opt/x:/usr/lib", ""}));
+    events.push_back(with_task(
+        AgentTamper{"stop", 15, 0, 0, 812, "/usr/bin/kill", {"kill", "-TERM", "812"}, "", 0, 0}));
+    events.push_back(with_task(AgentTamper{"down",
+                                           9,
+                                           -3,
+                                           34,
+                                           811,
+                                           "/usr/sbin/gpuguard",
+                                           {},
+                                           "left behind",
+                                           1795755978427209580,
+                                           1795755985427209580}));
     return events;
 }
 

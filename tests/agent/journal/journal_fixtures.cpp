@@ -154,6 +154,14 @@ std::vector<Event> every_event_type(uint64_t ts_ns, uint32_t pid) {
     add(ProcessEnv{"/tmp/x/libinject.so", "", ""});
     add(ProcessEnv{});
     add(ProcessEnv{std::nullopt, std::nullopt, "process 4242 is gone"});
+    // What was done to the agent: a stop with its sender, a kernel-seen
+    // signal not delivered, and a gap with negative and large times.
+    add(AgentTamper{"stop", 15, 0, 0, 812, "/usr/bin/kill", {"kill", "-TERM", "812"}, "", 0, 0});
+    add(AgentTamper{"signal", 19, -3, 0, 812, "", {}, "", 0, 0});
+    add(AgentTamper{
+        "bpf_command", 0, 0, 34, 812, "/usr/sbin/bpftool", {"bpftool"}, "link 7", 0, 0});
+    add(AgentTamper{
+        "down", 9, 0, 0, 811, "/usr/sbin/gpuguard", {}, "left behind", 1795755978427209580, -1});
     return events;
 }
 

@@ -8,15 +8,29 @@
 #include <csignal>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
-#include "gpuguard/daemon/config.h"
-#include "gpuguard/daemon/line_writer.h"
 #include "gpuguard/common/detection.h"
 #include "gpuguard/common/result.h"
+#include "gpuguard/daemon/config.h"
+#include "gpuguard/daemon/line_writer.h"
 
 namespace gpuguard::agent {
+
+// Who sent the signal that stops the agent: its siginfo, and what /proc
+// named when the signal handler ran (agent/cli/main.cpp), while the sender
+// still existed.
+struct StopSender {
+    int signal = 0;
+    uint32_t pid = 0;  // 0: no process sent it (the kernel: a terminal's Ctrl-C)
+    uint32_t uid = 0;
+    std::string comm;
+    std::string exe;
+    std::vector<std::string> cmdline;
+};
 
 struct AgentOptions {
     Config config;
@@ -37,6 +51,10 @@ struct AgentOptions {
     // What prints event_sink's and detection_sink's lines on stdout, for the
     // written and dropped counts in `status` and /metrics; null = nothing printed.
     std::shared_ptr<const LineWriter> stdout_writer;
+    // Asked once run() saw the stop flag: who sent it, for the "agent
+    // stopped" record (GG-CORR-0019) that goes out before the programs are
+    // detached; empty or nullopt = no record.
+    std::function<std::optional<StopSender>()> stop_sender;
     std::string proc_root = "/proc";
     std::string sys_root = "/sys";
 };

@@ -211,6 +211,11 @@ class Correlator {
         std::string path;
         std::vector<uint32_t> chain;  // writer, parent, ... up to (not including) pid 1
     };
+    struct Tamper {
+        uint64_t ts_ns = 0;
+        std::string kind;    // AgentTamper::kind
+        std::string detail;  // the evidence's words
+    };
     struct ProcessState {
         bool matched = false;      // process and command line matched for the current image
         std::string matched_comm;  // the name they were matched with (prctl can change it)
@@ -242,6 +247,8 @@ class Correlator {
         uint64_t env_ns = 0;
         bool flagged = false;                       // a detection of it was raised
         std::vector<PersistenceWrite> persistence;  // attributed to it since (or just before)
+        // What it did to the agent (agent_tamper events), oldest first, bounded.
+        std::vector<Tamper> tampers;
     };
     struct Open {
         Detection detection;
@@ -332,6 +339,11 @@ class Correlator {
     static bool opaque_peer(const ProcessState& state, std::string& detail);
     // Keeps a hidden_process event's evidence in `state`.
     static void observe_hidden(ProcessState& state, uint64_t ts_ns, const HiddenProcess& hidden);
+    // correlator_tamper.cpp: an agent_tamper event kept as the process's
+    // evidence, and the tampering a rule's `agent_tamper:` names.
+    static void note_tamper(ProcessState& state, const Event& event, const AgentTamper& tamper);
+    static bool tampered(const rules::CorrelationRule& rule, const ProcessState& state,
+                         std::vector<Evidence>& evidence);
     // Appends `detection` to `out`; one reported twice by the same observe()
     // is kept as it was the first time (a copy in reported_twice_).
     void report(const Detection& detection, std::vector<const Detection*>& out);

@@ -322,10 +322,36 @@ struct ProcessEnv {
     bool operator==(const ProcessEnv&) const = default;
 };
 
+// Something done to the agent itself (docs/events.md, "agent_tamper"). The
+// task is the process that did it when known, else the agent. Kinds:
+//   "stop"         SIGTERM or SIGINT the agent caught (its siginfo names the
+//                  sender); the agent then stops
+//   "signal"       any signal sent to the agent, as the kernel saw it sent
+//                  (signal:signal_generate), SIGKILL and SIGSTOP included
+//   "bpf_command"  a bpf(2) command that detaches or replaces programs, by
+//                  another process
+//   "pin_removed"  one of the agent's pins under enforcement.pin_path is gone
+//   "down"         found at start: the previous run ended uncleanly; the gap
+//                  is down_from..down_to, the killer (a signal the pinned map
+//                  kept) the task when known
+struct AgentTamper {
+    std::string kind;
+    int32_t signal = 0;      // stop, signal; down: the killing signal when known
+    int32_t result = 0;      // signal: the kernel's delivery result (0 delivered)
+    uint32_t command = 0;    // bpf_command: the bpf(2) command number
+    uint32_t agent_pid = 0;  // the agent it was done to (down: the previous run)
+    std::string exe;         // of the task, read when it happened; "" unknown
+    std::vector<std::string> cmdline;
+    std::string detail;             // the pin ("pin_removed"), how it was found
+    int64_t down_from_unix_ns = 0;  // down: last journal record of the previous run
+    int64_t down_to_unix_ns = 0;    // down: this start
+    bool operator==(const AgentTamper&) const = default;
+};
+
 using EventData =
     std::variant<GpuOpen, GpuIoctl, Connect, Exec, Fork, Exit, Telemetry, ProcessSnapshot, KillNow,
                  ExeScan, NetPayload, Stratum, ProcessIo, ConfigFile, HiddenProcess, ModuleLoad,
-                 FileChange, ProcessEnv>;
+                 FileChange, ProcessEnv, AgentTamper>;
 
 struct Event {
     uint64_t ts_ns = 0;  // CLOCK_MONOTONIC nanoseconds
@@ -336,7 +362,7 @@ struct Event {
 // Name of an event's type as used in JSON ("gpu_open", "gpu_ioctl", "connect",
 // "exec", "fork", "exit", "telemetry", "process_snapshot", "kill_now",
 // "exe_scan", "net_payload", "stratum", "process_io", "config_file",
-// "hidden_process", "module_load", "file_change", "process_env").
+// "hidden_process", "module_load", "file_change", "process_env", "agent_tamper").
 const char* event_type_name(const Event& event);
 
 // Every type's name, in EventData's order: what --event-types, `journal

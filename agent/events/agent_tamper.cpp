@@ -1,0 +1,79 @@
+#include "gpuguard/events/agent_tamper.h"
+
+#include <cstring>
+
+#include <linux/bpf.h>
+
+#include "gpuguard/events/event_json.h"
+
+namespace gpuguard::agent {
+namespace {
+
+// "from pid 4242 (kill), uid 0: /usr/bin/kill kill -TERM 812"
+std::string sender(const TaskInfo& task, const AgentTamper& tamper) {
+    std::string text = "pid " + std::to_string(task.pid);
+    if (!task.comm.empty()) text += " (" + task.comm + ")";
+    text += ", uid " + std::to_string(task.uid);
+    if (!tamper.exe.empty()) text += ": " + tamper.exe;
+    for (const auto& arg : tamper.cmdline) text += " " + arg;
+    return text;
+}
+
+std::string bpf_command_name(uint32_t command) {
+    switch (command) {
+        case BPF_PROG_DETACH:
+            return "BPF_PROG_DETACH";
+        case BPF_LINK_DETACH:
+            return "BPF_LINK_DETACH";
+        case BPF_LINK_UPDATE:
+            return "BPF_LINK_UPDATE";
+        default:
+            return "bpf command " + std::to_string(command);
+    }
+}
+
+}  // namespace
+
+std::string signal_name(int signal) {
+    const char* abbrev = signal > 0 ? sigabbrev_np(signal) : nullptr;
+    return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(signal);
+}
+
+std::string describe_agent_tamper(const TaskInfo& task, const AgentTamper& tamper) {
+    const std::string agent = "the agent (pid " + std::to_string(tamper.agent_pid) + ")";
+    if (tamper.kind == "stop" || tamper.kind == "signal") {
+        std::string text =
+            signal_name(tamper.signal) + " to " + agent + " from " + sender(task, tamper);
+        if (tamper.result != 0) text += " (not delivered: " + std::to_string(tamper.result) + ")";
+        return text;
+    }
+    if (tamper.kind == "bpf_command") {
+        return bpf_command_name(tamper.command) + " on " + agent + "'s programs by " +
+               sender(task, tamper) + (tamper.detail.empty() ? "" : " (" + tamper.detail + ")");
+    }
+    if (tamper.kind == "pin_removed") {
+        return "pin " + tamper.detail + " of " + agent + " removed" +
+               (task.pid == tamper.agent_pid ? "" : " by " + sender(task, tamper));
+    }
+    if (tamper.kind == "down") {
+        std::string text = "agent (pid " + std::to_string(tamper.agent_pid) + ") was down from " +
+                           format_rfc3339(tamper.down_from_unix_ns) + " to " +
+                           format_rfc3339(tamper.down_to_unix_ns);
+        if (tamper.down_to_unix_ns >= tamper.down_from_unix_ns) {
+            text += " (" +
+                    std::to_string((tamper.down_to_unix_ns - tamper.down_from_unix_ns) /
+                                   1'000'000'000) +
+                    " s)";
+        }
+        if (tamper.signal) {
+            text += ": killed by " + signal_name(tamper.signal) + " from " + sender(task, tamper);
+        } else {
+            text +=
+                ": " + (tamper.detail.empty() ? std::string("it ended uncleanly") : tamper.detail);
+        }
+        return text;
+    }
+    return "agent_tamper " + tamper.kind + " by " + sender(task, tamper);
+}
+
+}  // namespace gpuguard::agent

@@ -1,0 +1,214 @@
+// The agent's own trust (issue 28, point 6), with the real binary: config
+// and rule files that anyone but root can write are refused (start-up
+// fails; a reload keeps the last good rules); a SIGTERM from a test process
+// is a record naming it (GG-CORR-0019) in the outputs; a SIGKILL followed
+// by a restart is "agent was down from T1 to T2" (GG-CORR-0020), and a
+// clean stop followed by a restart is not.
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tests/bpf/agent_detect_fixture.h"
+#include "tests/support/child_process.h"
+#include "tests/support/run_command.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+using gpuguard::testing::AgentDetectTest;
+using gpuguard::testing::ChildReaper;
+using gpuguard::testing::file_bytes;
+using gpuguard::testing::run_command;
+using gpuguard::testing::Subprocess;
+namespace fs = std::filesystem;
+
+constexpr char kLocalRule[] = R"(rules:
+  - id: local-renamed-miner
+    name: Miner renamed to our scheduler's name
+    severity: critical
+    confidence: 0.9
+    action: alert
+    process_name: ["gg-sched-*"]
+)";
+
+TEST_F(AgentDetectTest, start_refuses_config_and_rule_files_others_can_write) {
+    // A group-writable drop-in: one line naming it, its mode and owner. Rule
+    // files are read once the sensor is loaded: start-up fails with 1.
+    const fs::path drop_in = rules_dir_ / "60-local.yaml";
+    std::ofstream(drop_in) << kLocalRule;
+    fs::permissions(drop_in, fs::perms(0664));
+    auto run = run_command({GPUGUARD_BINARY, "run", "--config", config_.string()}, 30s);
+    EXPECT_EQ(run.exit_code, 1) << run.stderr_text;
+    EXPECT_NE(
+        run.stderr_text.find(drop_in.string() + ": writable by group (mode 0664, owner root:"),
+        std::string::npos)
+        << run.stderr_text;
+    EXPECT_NE(run.stderr_text.find("refused; make it writable by root only"), std::string::npos)
+        << run.stderr_text;
+    EXPECT_EQ(run.stderr_text.find("[agent] ready"), std::string::npos);
+
+    // The rules directory itself, world-writable.
+    fs::permissions(drop_in, fs::perms(0644));
+    fs::permissions(rules_dir_, fs::perms(0777));
+    run = run_command({GPUGUARD_BINARY, "run", "--config", config_.string()}, 30s);
+    EXPECT_EQ(run.exit_code, 1) << run.stderr_text;
+    EXPECT_NE(run.stderr_text.find(rules_dir_.string() + ": writable by group and others"),
+              std::string::npos)
+        << run.stderr_text;
+    fs::permissions(rules_dir_, fs::perms(0755));
+
+    // The config file, owned by someone else: refused before anything loads (2).
+    ASSERT_EQ(chown(config_.c_str(), 65534, static_cast<gid_t>(-1)), 0);
+    run = run_command({GPUGUARD_BINARY, "run", "--config", config_.string()}, 30s);
+    EXPECT_EQ(run.exit_code, 2) << run.stderr_text;
+    EXPECT_NE(run.stderr_text.find(config_.string() + ": owned by "), std::string::npos)
+        << run.stderr_text;
+    EXPECT_NE(run.stderr_text.find("make it owned by root and writable by root only"),
+              std::string::npos)
+        << run.stderr_text;
+}
+
+TEST_F(AgentDetectTest, a_rule_file_made_writable_by_others_is_refused_and_the_last_good_stays) {
+    const fs::path drop_in = rules_dir_ / "60-local.yaml";
+    std::ofstream(drop_in) << kLocalRule;
+    Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
+
+    // Someone makes the rules group-writable and empties them: refused, with
+    // the agent's own alert naming the file.
+    fs::permissions(drop_in, fs::perms(0664));
+    std::ofstream(drop_in) << "rules: []\n";
+    auto rejected = wait_for_detection(agent, agent.pid(), "GG-AGENT-0001", 5s);
+    ASSERT_TRUE(rejected) << agent.stderr_text();
+    EXPECT_NE(rejected->dump().find(drop_in.string() + ": writable by group (mode 0664"),
+              std::string::npos)
+        << rejected->dump();
+
+    // The rule of the last good set still detects.
+    const pid_t child = start_child("gg-sched-7", {});
+    ChildReaper reap(child);
+    auto detection = wait_for_detection(agent, child, "GG-CORR-0001", 5s);
+    ASSERT_TRUE(detection) << agent.stderr_text();
+    EXPECT_EQ((*detection)["gpuguard"]["detection"]["signature_ids"][0], "local-renamed-miner");
+    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+}
+
+int64_t realtime_ns() {
+    struct timespec now {};
+    clock_gettime(CLOCK_REALTIME, &now);
+    return static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
+}
+
+TEST_F(AgentDetectTest, sigterm_from_a_process_is_a_record_naming_it_before_the_agent_stops) {
+    const fs::path alerts = dir_ / "alerts.jsonl";
+    add_file_output(alerts);
+    Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
+
+    // The test's own child sends SIGTERM to the agent the test started, and
+    // waits (it still exists when the agent reads who it is).
+    const pid_t agent_pid = agent.pid();
+    const pid_t stopper = fork();
+    if (stopper == 0) {
+        prctl(PR_SET_NAME, "gg-stopper");
+        kill(agent_pid, SIGTERM);
+        pause();
+        _exit(0);
+    }
+    ChildReaper reap(stopper);
+    auto detection = wait_for_detection(agent, stopper, "GG-CORR-0019", 10s);
+    ASSERT_TRUE(detection) << agent.stderr_text();
+    std::error_code ec;
+    const std::string own_exe = fs::read_symlink("/proc/self/exe", ec).string();
+    EXPECT_EQ((*detection)["process"]["executable"], own_exe) << detection->dump();
+    const std::string own_argv0 = file_bytes("/proc/self/cmdline").c_str();
+    EXPECT_EQ((*detection)["process"]["args"][0], own_argv0) << detection->dump();
+    const std::string evidence = (*detection)["gpuguard"]["detection"]["evidence"][0]["detail"];
+    EXPECT_NE(evidence.find("SIGTERM to the agent (pid " + std::to_string(agent_pid) +
+                            ") from pid " + std::to_string(stopper) + " (gg-stopper)"),
+              std::string::npos)
+        << evidence;
+    EXPECT_TRUE(
+        agent.wait_for_stderr("stopping on SIGTERM from pid " + std::to_string(stopper), 10s))
+        << agent.stderr_text();
+    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+    // The file output has it too: sent before the agent detached.
+    auto record = wait_for_output(
+        alerts,
+        [&](const nlohmann::json& line) {
+            return line["rule"]["id"] == "GG-CORR-0019" && line["process"]["pid"] == stopper;
+        },
+        2s);
+    EXPECT_TRUE(record) << file_bytes(alerts);
+}
+
+TEST_F(AgentDetectTest, sigkill_then_restart_reports_the_gap_and_a_clean_stop_does_not) {
+    const std::vector<std::string> run{GPUGUARD_BINARY, "run", "--config", config_.string(),
+                                       "--json"};
+    pid_t killed_pid = 0;
+    int64_t killed_at = 0;
+    {
+        Subprocess first(run);
+        ASSERT_TRUE(first.wait_for_agent_ready(30s)) << first.stderr_text();
+        std::this_thread::sleep_for(1500ms);  // alive for a while: its marker is touched
+        killed_pid = first.pid();
+        killed_at = realtime_ns();
+        EXPECT_EQ(first.stop(SIGKILL, 10s), 128 + SIGKILL) << first.stderr_text();
+    }
+    {
+        Subprocess second(run);
+        ASSERT_TRUE(second.wait_for_agent_ready(30s)) << second.stderr_text();
+        auto down = wait_for_detection(second, killed_pid, "GG-CORR-0020", 10s);
+        ASSERT_TRUE(down) << second.stderr_text();
+        const std::string evidence = (*down)["gpuguard"]["detection"]["evidence"][0]["detail"];
+        EXPECT_NE(evidence.find("agent (pid " + std::to_string(killed_pid) + ") was down from "),
+                  std::string::npos)
+            << evidence;
+        EXPECT_EQ(second.stop(SIGTERM, 10s), 0) << second.stderr_text();
+    }
+    // The journal keeps the gap: T1 within the last seconds before the kill,
+    // T2 after it.
+    auto exported =
+        run_command({GPUGUARD_BINARY, "journal", "export", "--dir", (dir_ / "journal").string(),
+                     "--format", "jsonl", "--type", "agent_tamper"},
+                    30s);
+    ASSERT_EQ(exported.exit_code, 0) << exported.stderr_text;
+    std::optional<nlohmann::json> gap;
+    std::istringstream lines(exported.stdout_text);
+    for (std::string line; std::getline(lines, line);) {
+        auto event = nlohmann::json::parse(line, nullptr, false);
+        if (!event.is_discarded() && event["agent_tamper"]["kind"] == "down") gap = event;
+    }
+    ASSERT_TRUE(gap) << exported.stdout_text;
+    const int64_t from = (*gap)["agent_tamper"]["down_from_unix_ns"];
+    const int64_t to = (*gap)["agent_tamper"]["down_to_unix_ns"];
+    EXPECT_LE(from, killed_at);
+    EXPECT_GT(from, killed_at - 3'000'000'000);  // touched every second
+    EXPECT_GE(to, killed_at);
+    EXPECT_LT(to, realtime_ns());
+
+    // A clean stop (above) left no marker: the next start reports no gap.
+    Subprocess third(run);
+    ASSERT_TRUE(third.wait_for_agent_ready(30s)) << third.stderr_text();
+    bool reported = false;
+    const auto deadline = std::chrono::steady_clock::now() + 2s;
+    while (std::chrono::steady_clock::now() < deadline) {
+        auto line = third.read_stdout_line(50ms);
+        if (line && line->find("GG-CORR-0020") != std::string::npos) reported = true;
+    }
+    EXPECT_FALSE(reported);
+    EXPECT_EQ(third.stop(SIGTERM, 10s), 0) << third.stderr_text();
+}
+
+}  // namespace
