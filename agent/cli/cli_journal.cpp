@@ -205,6 +205,14 @@ std::string event_details(const Event& event) {
                    " bytes" + (file.truncated ? ", truncated" : "") + ") " +
                    std::to_string(file.lines.size()) + " matched line(s)";
         }
+        std::string operator()(const Container& container) const {
+            const ContainerDetails& d = container.details;
+            std::string out = "container " + container.runtime + ":" + container.id.substr(0, 12);
+            if (!d.name.empty()) out += " name " + d.name;
+            if (!d.image.empty()) out += " image " + d.image;
+            if (d.in_pod()) out += " pod " + d.pod_namespace + "/" + d.pod_name;
+            return out;
+        }
         std::string operator()(const ExeScan& scan) const {
             if (!scan.error.empty()) return "yara: " + scan.path + " not scanned: " + scan.error;
             return "yara: " + scan.path + " sha256 " + scan.sha256.substr(0, 16) + " " +

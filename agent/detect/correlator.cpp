@@ -263,6 +263,7 @@ void Correlator::observe(const Event& event, std::vector<const Detection*>& out)
             self.observe_config_file(pid, event.ts_ns, file);
             judge(pid);
         }
+        void operator()(const Container&) {}  // the table keeps it; its snapshot follows
         // Raw samples: net_intel.h derives Stratum events from them; here only
         // what protocol a connection's first message speaks (opaque_peer).
         void operator()(const NetPayload& payload) {

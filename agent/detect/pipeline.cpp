@@ -92,7 +92,11 @@ template <typename AnEvent>
 void Pipeline::pass(AnEvent&& event, bool judge_it) {
     ProcessTable& table = *stages_.table;
     if (stages_.snapshot_new_gpu_holders && becomes_gpu_holder(table, event)) {
-        pass(snapshot_event(table.enriched(event.task), event.ts_ns), judge_it);
+        const ProcessInfo holder = table.enriched(event.task);
+        // Its container's identity first: the snapshot that follows names it.
+        if (auto container = container_event(holder, event.ts_ns))
+            pass(std::move(*container), judge_it);
+        pass(snapshot_event(holder, event.ts_ns), judge_it);
     }
     ++stats_.events;
     if (stages_.journal) stages_.journal->append(event, realtime_offset_ns_);  // never blocks

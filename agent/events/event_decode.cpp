@@ -303,6 +303,7 @@ const char* event_type_name(const Event& event) {
         const char* operator()(const Stratum&) const { return "stratum"; }
         const char* operator()(const ProcessIo&) const { return "process_io"; }
         const char* operator()(const ConfigFile&) const { return "config_file"; }
+        const char* operator()(const Container&) const { return "container"; }
     };
     return std::visit(Visitor{}, event.data);
 }

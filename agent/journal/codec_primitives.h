@@ -34,6 +34,7 @@ enum class EventTag : uint8_t {
     kStratum = 12,
     kProcessIo = 13,
     kConfigFile = 14,
+    kContainer = 22,  // 15-21: other event types of issue 28
 };
 
 // --- writing --------------------------------------------------------------

@@ -172,6 +172,14 @@ struct EncodeVisitor {
             w.str(line.text);
         }
     }
+    void operator()(const Container& container) const {
+        const ContainerDetails& d = container.details;
+        for (const std::string* field :
+             {&container.id, &container.runtime, &d.name, &d.image, &d.image_id, &d.pod_name,
+              &d.pod_namespace, &d.pod_uid, &d.kube_container}) {
+            w.str(*field);
+        }
+    }
 };
 
 EventTag tag_of(const EventData& data) {
@@ -191,6 +199,7 @@ EventTag tag_of(const EventData& data) {
         EventTag operator()(const Stratum&) const { return EventTag::kStratum; }
         EventTag operator()(const ProcessIo&) const { return EventTag::kProcessIo; }
         EventTag operator()(const ConfigFile&) const { return EventTag::kConfigFile; }
+        EventTag operator()(const Container&) const { return EventTag::kContainer; }
     };
     return std::visit(Visitor{}, data);
 }
@@ -386,6 +395,16 @@ void decode_body(Reader& r, EventTag tag, EventData& data) {
             for (auto& line : file.lines) {
                 line.line = r.uint<uint32_t>();
                 r.str(line.text);
+            }
+            return;
+        }
+        case EventTag::kContainer: {
+            auto& container = emplace<Container>(data);
+            ContainerDetails& d = container.details;
+            for (std::string* field :
+                 {&container.id, &container.runtime, &d.name, &d.image, &d.image_id, &d.pod_name,
+                  &d.pod_namespace, &d.pod_uid, &d.kube_container}) {
+                r.str(*field);
             }
             return;
         }

@@ -12,6 +12,7 @@
 #include <variant>
 #include <vector>
 
+#include "gpuguard/common/detection.h"
 #include "gpuguard/common/result.h"
 #include "gpuguard/common/text.h"
 
@@ -69,7 +70,7 @@ struct Connect {
     bool all = false;           // ... because sensor.connect_all is on
     bool v4_mapped = false;     // the socket was AF_INET6 with a ::ffff:a.b.c.d address
     bool loopback = false;
-    std::string domain{};  // name an observed DNS answer gave `address` (net_intel.h), or ""
+    std::string domain{};       // name an observed DNS answer gave `address` (net_intel.h), or ""
     bool watched_tgid = false;  // reported because the process is in the kernel watch list
     bool watched_addr = false;  // ... because the address is (resolved from a pool domain)
 };
@@ -252,9 +253,21 @@ struct ProcessIo {
     bool operator==(const ProcessIo&) const = default;
 };
 
+// What a container runtime's state says about a container (not from the
+// kernel: the agent reads it when a process in that container first becomes
+// known, and journals it before the process_snapshot naming the container,
+// so replay knows the container as live did). The task is the process whose
+// snapshot follows.
+struct Container {
+    std::string id;       // as in the cgroup path: 64 hex digits
+    std::string runtime;  // "podman", "docker", "containerd", "cri-o"
+    ContainerDetails details;
+    bool operator==(const Container&) const = default;
+};
+
 using EventData =
     std::variant<GpuOpen, GpuIoctl, Connect, Exec, Fork, Exit, Telemetry, ProcessSnapshot, KillNow,
-                 ExeScan, NetPayload, Stratum, ProcessIo, ConfigFile>;
+                 ExeScan, NetPayload, Stratum, ProcessIo, ConfigFile, Container>;
 
 struct Event {
     uint64_t ts_ns = 0;  // CLOCK_MONOTONIC nanoseconds
@@ -264,7 +277,8 @@ struct Event {
 
 // Name of an event's type as used in JSON ("gpu_open", "gpu_ioctl", "connect",
 // "exec", "fork", "exit", "telemetry", "process_snapshot", "kill_now",
-// "exe_scan", "net_payload", "stratum", "process_io", "config_file").
+// "exe_scan", "net_payload", "stratum", "process_io", "config_file",
+// "container").
 const char* event_type_name(const Event& event);
 
 // Every type's name, in EventData's order: what --event-types, `journal
