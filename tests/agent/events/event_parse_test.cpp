@@ -71,29 +71,32 @@ std::vector<Event> one_of_each() {
     stratum.shares_submitted = 3;
     stratum.share_hashes = 65536;
     stratum.hash_rate = 1.5e6;
-    return {with_task(open),
-            with_task(failed),
-            with_task(ioctl),
-            with_task(connect),
-            with_task(connect6),
-            with_task(exec),
-            with_task(Fork{4300, true}),
-            with_task(Exit{0x0900, true}),
-            with_task(Exit{0x0300, false}),
-            with_task(telemetry),
-            with_task(snapshot),
-            with_task(kill),
-            with_task(scan),
-            with_task(payload),
-            with_task(stratum),
-            with_task(ProcessIo{1 << 20, 4096, 3}),
-            with_task(ConfigFile{"/opt/x/config.json",
-                                 "argument",
-                                 812,
-                                 std::string(64, 'e'),
-                                 true,
-                                 {{9, "\"url\": \"pool.supportxmr.com:3333\","},
-                                  {12, "a\nb \u00e9"}}})};
+    return {
+        with_task(open),
+        with_task(failed),
+        with_task(ioctl),
+        with_task(connect),
+        with_task(connect6),
+        with_task(exec),
+        with_task(Fork{4300, true}),
+        with_task(Exit{0x0900, true}),
+        with_task(Exit{0x0300, false}),
+        with_task(telemetry),
+        with_task(snapshot),
+        with_task(kill),
+        with_task(scan),
+        with_task(payload),
+        with_task(stratum),
+        with_task(ProcessIo{1 << 20, 4096, 3}),
+        with_task(ConfigFile{"/opt/x/config.json",
+                             "argument",
+                             812,
+                             std::string(64, 'e'),
+                             true,
+                             {{9, "\"url\": \"pool.supportxmr.com:3333\","}, {12, "a\nb \u00e9"}}}),
+        with_task(Container{
+            std::string(64, 'a'), "cri-o",
+            ContainerDetails{"worker", "quay.io/w:3", "abcd", "job-x", "batch", "", "worker"}})};
 }
 
 TEST(EventParse, EveryTypeRoundTripsByteForByte) {

@@ -125,6 +125,11 @@ std::vector<Event> every_event_type(uint64_t ts_ns, uint32_t pid) {
                    {{3, "    \"randomx\": {\n        \"1gb-pages\": false"},
                     {9, "\"url\": \"pool.supportxmr.com:3333\","}}});
     add(ConfigFile{"rig.ini", "argument", 1ull << 33, std::string(64, 'd'), true, {}});
+    // A container in a Kubernetes pod, and one its runtime says nothing about.
+    add(Container{std::string(64, 'a'), "podman",
+                  ContainerDetails{"gg-miner", "localhost/gg-test-miner:1", std::string(64, 'e'),
+                                   "miner-pod", "gg-ns", "0c7c-11e9", "miner"}});
+    add(Container{std::string(64, 'b'), "containerd", {}});
     return events;
 }
 
