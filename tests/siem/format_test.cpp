@@ -413,9 +413,6 @@ TEST(SinkConfig, validation_names_the_problem) {
     EXPECT_FALSE(validate(sink));
 }
 
-}  // namespace
-}  // namespace gpuguard::siem
-
 // The container and its Kubernetes pod, field by field in every format.
 TEST(AllFormats, container_image_and_pod_are_named) {
     auto d = test_detection();
@@ -470,3 +467,6 @@ TEST(AllFormats, container_image_and_pod_are_named) {
     EXPECT_FALSE(host.contains("orchestrator"));
     EXPECT_EQ(format_cef(d, test_host()).find("containerName"), std::string::npos);
 }
+
+}  // namespace
+}  // namespace gpuguard::siem
