@@ -35,6 +35,9 @@ test_packages=(
     chromium
     # vmtests/: boots Debian's kernels under qemu with a busybox initramfs
     qemu-system-x86 busybox-static cpio xz-utils
+    # tests/bpf container test: a real podman container (runc: crun refuses
+    # hybrid cgroup hosts) from a busybox root filesystem the test builds
+    podman runc
 )
 
 case "$mode" in

@@ -160,6 +160,18 @@ void cef_peer(Attributes& a, const std::optional<DetectionPeer>& peer) {
     add(a, "proto", "TCP");
 }
 
+// The container beyond its id (cs4 in CEF, containerId in LEEF): CEF's six
+// custom string pairs are taken, so these are plain extension keys there
+// too, named alike in both formats.
+void container_attributes(Attributes& a, const DetectionProcess& p) {
+    if (p.container_id.empty()) return;
+    add(a, "containerName", p.container.name);
+    add(a, "containerImage", p.container.image);
+    add(a, "containerRuntime", p.container_runtime);
+    add(a, "podName", p.container.pod_name);
+    add(a, "podNamespace", p.container.pod_namespace);
+}
+
 void leef_process(Attributes& a, const DetectionProcess& p) {
     if (p.pid != 0) add(a, "pid", std::to_string(p.pid));
     if (p.ppid != 0) add(a, "ppid", std::to_string(p.ppid));
@@ -170,6 +182,7 @@ void leef_process(Attributes& a, const DetectionProcess& p) {
     add(a, "sha256", p.sha256);
     add(a, "cmdLine", p.command_line);
     add(a, "containerId", p.container_id);
+    container_attributes(a, p);
 }
 
 void leef_peer(Attributes& a, const std::optional<DetectionPeer>& peer) {
@@ -202,6 +215,7 @@ std::string format_cef(const Detection& d, const HostInfo& host) {
                    : fmt::format("{} {}", d.mitre_technique_id, d.mitre_technique_name));
     add_custom(a, "cs3", "commandLine", d.process.command_line);
     add_custom(a, "cs4", "containerId", d.process.container_id);
+    container_attributes(a, d.process);
     add_custom(a, "cs5", "gpus", gpu_list(d.gpus));
     add_custom(a, "cs6", "signatureIds", join(d.signature_ids, ","));
     add_custom(a, "cfp1", "confidence", confidence_text(d.confidence));
@@ -226,6 +240,7 @@ std::string format_cef(const EnforcementOutcome& o, const HostInfo& host) {
     add_custom(a, "cs1", "ruleId", o.rule_id);
     add_custom(a, "cs3", "commandLine", o.process.command_line);
     add_custom(a, "cs4", "containerId", o.process.container_id);
+    container_attributes(a, o.process);
     if (o.latency_ns != 0) add_custom(a, "cn3", "latencyNs", std::to_string(o.latency_ns));
     add_custom(a, "flexString1", "detectionId", o.detection_id);
     return render_cef(fmt::format("enforcement:{}", o.action),

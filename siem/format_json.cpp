@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpuguard/siem/siem.h"
+#include "siem/format_container.h"
 #include "siem/format_util.h"
 #include "siem/json_writer.h"
 
@@ -168,13 +169,7 @@ void ecs_common_tail(JsonWriter& out, const DetectionProcess& process,
     out.member("type", "gpuguard");
     out.member_if("version", host.agent_version);
     out.end_object();
-    if (!process.container_id.empty()) {
-        out.key("container");
-        out.begin_object();
-        out.member("id", process.container_id);
-        out.member_if("runtime", process.container_runtime);
-        out.end_object();
-    }
+    ecs_container(out, process);
 }
 
 void gpuguard_process(JsonWriter& out, const DetectionProcess& process) {
@@ -274,10 +269,7 @@ Json ocsf_process(const DetectionProcess& process) {
     put_if(user, "name", process.user);
     json["user"] = std::move(user);
     if (process.ppid != 0) json["parent_process"] = {{"pid", process.ppid}};
-    if (!process.container_id.empty()) {
-        Json container;
-        container["uid"] = process.container_id;
-        put_if(container, "runtime", process.container_runtime);
+    if (auto container = ocsf_container(process); !container.is_null()) {
         json["container"] = std::move(container);
     }
     return json;
@@ -507,6 +499,9 @@ std::string format_ocsf(const Detection& d, const HostInfo& host) {
     for (const auto& item : d.evidence) evidence_list.push_back(evidence_json(item));
     unmapped["evidence"] = std::move(evidence_list);
     json["unmapped"] = {{"gpuguard", unmapped}};
+    if (auto pod = ocsf_kubernetes(d.process); !pod.is_null()) {
+        json["unmapped"]["kubernetes"] = std::move(pod);
+    }
     return dump(json);
 }
 
@@ -555,6 +550,9 @@ std::string format_ocsf(const EnforcementOutcome& o, const HostInfo& host) {
     unmapped["latency_ns"] = o.latency_ns;
     if (!o.linked_detection_id.empty()) unmapped["linked_detection_id"] = o.linked_detection_id;
     json["unmapped"] = {{"gpuguard", unmapped}};
+    if (auto pod = ocsf_kubernetes(o.process); !pod.is_null()) {
+        json["unmapped"]["kubernetes"] = std::move(pod);
+    }
     return dump(json);
 }
 

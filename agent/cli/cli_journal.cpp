@@ -229,6 +229,14 @@ std::string event_details(const Event& event) {
             return "LD_PRELOAD=" + env.ld_preload.value_or("(unset)") +
                    " LD_LIBRARY_PATH=" + env.ld_library_path.value_or("(unset)");
         }
+        std::string operator()(const Container& container) const {
+            const ContainerDetails& d = container.details;
+            std::string out = "container " + container.runtime + ":" + container.id.substr(0, 12);
+            if (!d.name.empty()) out += " name " + d.name;
+            if (!d.image.empty()) out += " image " + d.image;
+            if (d.in_pod()) out += " pod " + d.pod_namespace + "/" + d.pod_name;
+            return out;
+        }
         std::string operator()(const ExeScan& scan) const {
             if (!scan.error.empty()) return "yara: " + scan.path + " not scanned: " + scan.error;
             return "yara: " + scan.path + " sha256 " + scan.sha256.substr(0, 16) + " " +
@@ -473,7 +481,7 @@ void add_filter_options(CLI::App* app, JournalCommand& command) {
                     "only these types (repeatable or comma-separated): gpu_open, gpu_ioctl, "
                     "connect, exec, fork, exit, telemetry, process_snapshot, kill_now, exe_scan, "
                     "net_payload, stratum, process_io, config_file, hidden_process, module_load, "
-                    "file_change, process_env, agent_tamper, "
+                    "file_change, process_env, agent_tamper, container, "
                     "detection, enforcement, note, gap")
         ->allow_extra_args(false);
     app->add_option("--limit", command.limit, "stop after this many records");

@@ -13,6 +13,7 @@
 #include "gpuguard/common/printable.h"
 #include "gpuguard/daemon/control_socket.h"
 #include "gpuguard/events/event.h"
+#include "gpuguard/events/event_json.h"
 #include "gpuguard/events/gpu_devices.h"
 #include "gpuguard/state/process_table.h"
 
@@ -114,6 +115,17 @@ std::string device_column(const json& gpus) {
                           ",");  // gpuguard/events/event.h's (this file's join() takes a JSON list)
 }
 
+// "runtime:name" (or the id's first 12 digits), after "namespace/pod/" in a
+// Kubernetes pod; "-" on the host.
+std::string container_column(const json& container) {
+    if (!container.is_object()) return "-";
+    const auto text = [&](const char* key) { return container.value(key, std::string()); };
+    std::string out =
+        text("runtime") + ":" + (text("name").empty() ? text("id").substr(0, 12) : text("name"));
+    if (!text("pod_name").empty()) out = text("pod_namespace") + "/" + text("pod_name") + "/" + out;
+    return printable(out);
+}
+
 void print_ps_table(const json& processes) {
     std::printf("%-8s %-10s %-16s %-14s %9s %6s %10s %9s %-13s %s\n", "PID", "USER", "COMM", "GPU",
                 "GPU-MEM", "UTIL%", "IOCTLS", "IOCTL/S", "CONTAINER", "EXE / CMDLINE");
@@ -122,11 +134,7 @@ void print_ps_table(const json& processes) {
         // Everything a process chose (name, argv, exe path, cgroup) is printed escaped.
         const std::string user = p["user"].is_string() ? printable(p["user"].get<std::string>())
                                                        : std::to_string(p["uid"].get<uint32_t>());
-        const std::string container =
-            p["container"].is_object()
-                ? printable(p["container"]["runtime"].get<std::string>()) + ":" +
-                      p["container"]["id"].get<std::string>().substr(0, 12)
-                : "-";
+        const std::string container = container_column(p["container"]);
         std::string what = p["exe"].get<std::string>();
         const std::string args = join(p["cmdline"], 60);
         if (!args.empty()) what += "  " + args;
@@ -335,21 +343,23 @@ std::optional<json> standalone_ps(const Context& context, const QueryOptions& op
                 json{{"device", std::to_string(gpu.major) + ":" + std::to_string(gpu.minor)},
                      {"fd", gpu.fd}});
         }
-        processes.push_back(json{{"pid", p.pid},
-                                 {"ppid", p.ppid},
-                                 {"uid", p.uid},
-                                 {"user", p.user.empty() ? nullptr : json(p.user)},
-                                 {"comm", p.comm},
-                                 {"exe", p.exe},
-                                 {"cmdline", p.cmdline},
-                                 {"cgroup", p.cgroup_path},
-                                 {"container", p.container ? json{{"runtime", p.container->runtime},
-                                                                  {"id", p.container->id}}
-                                                           : json(nullptr)},
-                                 {"gpus", gpus},
-                                 {"ioctl_total", 0},
-                                 {"ioctl_rate_per_s", 0.0},
-                                 {"exited", false}});
+        processes.push_back(json{
+            {"pid", p.pid},
+            {"ppid", p.ppid},
+            {"uid", p.uid},
+            {"user", p.user.empty() ? nullptr : json(p.user)},
+            {"comm", p.comm},
+            {"exe", p.exe},
+            {"cmdline", p.cmdline},
+            {"cgroup", p.cgroup_path},
+            {"container", p.container
+                              ? json(container_to_json(Container{
+                                    p.container->id, p.container->runtime, p.container_details}))
+                              : json(nullptr)},
+            {"gpus", gpus},
+            {"ioctl_total", 0},
+            {"ioctl_rate_per_s", 0.0},
+            {"exited", false}});
     }
     return json{{"processes", processes}, {"standalone", true}};
 }

@@ -431,6 +431,7 @@ void Agent::Impl::open_journal() {
         std::vector<Event> snapshot;
         const uint64_t now = monotonic_ns();
         for (const auto& process : this->table->gpu_processes()) {
+            if (auto container = container_event(process, now)) snapshot.push_back(*container);
             snapshot.push_back(snapshot_event(process, now));
         }
         auto writer = journal::JournalWriter::open(

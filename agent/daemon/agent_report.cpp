@@ -106,7 +106,8 @@ json Agent::Impl::process_json(const ProcessInfo& info, const backends::Snapshot
              // libc's readdir of /proc did not list it at the last check
              {"hidden", hidden_pids.contains(info.pid)}};
     if (info.container) {
-        out["container"] = json{{"runtime", info.container->runtime}, {"id", info.container->id}};
+        out["container"] = container_to_json(
+            Container{info.container->id, info.container->runtime, info.container_details});
     }
     if (info.exit_code) out["exit_code"] = *info.exit_code;
     if (info.exit_signal) out["exit_signal"] = *info.exit_signal;

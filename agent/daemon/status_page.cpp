@@ -33,7 +33,7 @@ details { margin: 0; }
 <h2>GPUs</h2>
 <table id="gpus"><thead><tr><th>GPU</th><th>model</th><th>utilisation</th><th>memory</th><th>temperature</th><th>power</th></tr></thead><tbody></tbody></table>
 <h2>GPU processes</h2>
-<table id="processes"><thead><tr><th>pid</th><th>user</th><th>command</th><th>GPUs</th><th>GPU memory</th><th>verdict</th></tr></thead><tbody></tbody></table>
+<table id="processes"><thead><tr><th>pid</th><th>user</th><th>command</th><th>container</th><th>GPUs</th><th>GPU memory</th><th>verdict</th></tr></thead><tbody></tbody></table>
 <h2>Recent detections</h2>
 <table id="detections"><thead><tr><th>time</th><th>severity</th><th>rule</th><th>process</th><th>action</th><th>evidence</th></tr></thead><tbody></tbody></table>
 <h2>Actions taken</h2>
@@ -103,6 +103,19 @@ function evidence(detection) {
   details.appendChild(code);
   return details;
 }
+// "namespace/pod/runtime:name (image)" of a ps container object.
+function container(c) {
+  if (!c) return '';
+  return (c.pod_name ? c.pod_namespace + '/' + c.pod_name + '/' : '') + c.runtime + ':' +
+         (c.name || (c.id || '').slice(0, 12)) + (c.image ? ' (' + c.image + ')' : '');
+}
+// A detection's ECS container and orchestrator fields in ps's shape.
+function ecsContainer(d) {
+  const o = d.orchestrator || {};
+  return {runtime: d.container.runtime, name: d.container.name, id: d.container.id,
+          image: (d.container.image || {}).name, pod_name: (o.resource || {}).name,
+          pod_namespace: o.namespace};
+}
 function render(data) {
   const status = data.agent.status, processes = data.agent.ps.processes;
   const activity = data.agent.activity, telemetry = data.telemetry;
@@ -132,6 +145,7 @@ function render(data) {
   fill('processes', processes, [
     p => p.pid, p => p.user,
     p => (Array.isArray(p.cmdline) ? p.cmdline.join(' ') : p.cmdline) || p.comm,
+    p => container(p.container),
     p => [...new Set((p.gpus || []).map(g => g.device + (g.driver ? ' (' + g.driver + ')' : '')))].join(', '),
     p => bytes((p.gpu_usage || []).reduce((sum, u) => sum + (u.memory_bytes || 0), 0) || null),
     p => { const span = document.createElement('span');
@@ -140,7 +154,8 @@ function render(data) {
   fill('detections', activity.detections, [
     d => d['@timestamp'], d => (d.log || {}).level || '',
     d => d.rule.id + ' ' + (d.rule.name || ''),
-    d => 'pid ' + (d.process || {}).pid + ' ' + ((d.process || {}).name || ''),
+    d => 'pid ' + (d.process || {}).pid + ' ' + ((d.process || {}).name || '') +
+         (d.container ? ' in ' + container(ecsContainer(d)) : ''),
     d => (d.event || {}).action || '', d => evidence(d)], 'none');
   fill('actions', activity.actions, [
     a => a['@timestamp'], a => (a.event || {}).action,

@@ -278,6 +278,7 @@ void Correlator::observe(const Event& event, std::vector<const Detection*>& out)
             state.env_ns = event.ts_ns;
             state.dirty = true;
         }
+        void operator()(const Container&) {}  // the table keeps it; its snapshot follows
         // Raw samples: net_intel.h derives Stratum events from them; here only
         // what protocol a connection's first message speaks (opaque_peer).
         void operator()(const NetPayload& payload) {

@@ -118,9 +118,9 @@ inline bool in_scope(const rules::ScopeCondition& scope, const ProcessInfo& info
     }
     if (container_matches(scope.not_container_ids, info)) return false;
     const auto name_matches = [&](const std::vector<std::string>& globs) {
-        return !info.container_name.empty() &&
+        return !info.container_details.name.empty() &&
                std::any_of(globs.begin(), globs.end(), [&](const std::string& glob) {
-                   return fnmatch(glob.c_str(), info.container_name.c_str(), 0) == 0;
+                   return fnmatch(glob.c_str(), info.container_details.name.c_str(), 0) == 0;
                });
     };
     if (!scope.container_names.empty() && !name_matches(scope.container_names)) return false;

@@ -105,7 +105,11 @@ void Pipeline::pass(AnEvent&& event, bool judge_it) {
     const bool new_holder = (stages_.snapshot_new_gpu_holders || stages_.read_proc_context) &&
                             becomes_gpu_holder(table, event);
     if (new_holder && stages_.snapshot_new_gpu_holders) {
-        pass(snapshot_event(table.enriched(event.task), event.ts_ns), judge_it);
+        const ProcessInfo holder = table.enriched(event.task);
+        // Its container's identity first: the snapshot that follows names it.
+        if (auto container = container_event(holder, event.ts_ns))
+            pass(std::move(*container), judge_it);
+        pass(snapshot_event(holder, event.ts_ns), judge_it);
     }
     if (new_holder && stages_.read_proc_context) {
         pass(Event{event.ts_ns, event.task, read_process_env(event.task.pid, stages_.proc_root)},

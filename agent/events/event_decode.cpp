@@ -368,6 +368,7 @@ const char* event_type_name(const Event& event) {
         const char* operator()(const FileChange&) const { return "file_change"; }
         const char* operator()(const ProcessEnv&) const { return "process_env"; }
         const char* operator()(const AgentTamper&) const { return "agent_tamper"; }
+        const char* operator()(const Container&) const { return "container"; }
     };
     return std::visit(Visitor{}, event.data);
 }

@@ -182,6 +182,21 @@ json net_payload_json(const NetPayload& payload) {
 
 }  // namespace
 
+json container_to_json(const Container& container) {
+    const ContainerDetails& d = container.details;
+    json body{{"id", container.id}, {"runtime", container.runtime}};
+    for (const auto& [key, value] : {std::pair{"name", &d.name},
+                                     {"image", &d.image},
+                                     {"image_id", &d.image_id},
+                                     {"pod_name", &d.pod_name},
+                                     {"pod_namespace", &d.pod_namespace},
+                                     {"pod_uid", &d.pod_uid},
+                                     {"kube_container", &d.kube_container}}) {
+        if (!value->empty()) body[key] = *value;
+    }
+    return body;
+}
+
 json stratum_to_json(const Stratum& stratum) {
     const auto optional_number = [](const std::optional<double>& value) {
         return value ? json(*value) : json(nullptr);
@@ -425,6 +440,9 @@ std::string event_to_json(const Event& event, int64_t realtime_offset_ns) {
             if (tamper.down_from_unix_ns) body["down_from_unix_ns"] = tamper.down_from_unix_ns;
             if (tamper.down_to_unix_ns) body["down_to_unix_ns"] = tamper.down_to_unix_ns;
             out["agent_tamper"] = std::move(body);
+        }
+        void operator()(const Container& container) const {
+            out["container"] = container_to_json(container);
         }
     };
     std::visit(Visitor{out}, event.data);

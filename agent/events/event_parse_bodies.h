@@ -345,6 +345,22 @@ AgentTamper read_agent_tamper(const Reader<Node>& reader) {
 }
 
 template <typename Node>
+Container read_container(const Reader<Node>& reader) {
+    Container container;
+    container.id = reader.string("id");
+    container.runtime = reader.string("runtime", "");
+    ContainerDetails& d = container.details;
+    d.name = reader.string("name", "");
+    d.image = reader.string("image", "");
+    d.image_id = reader.string("image_id", "");
+    d.pod_name = reader.string("pod_name", "");
+    d.pod_namespace = reader.string("pod_namespace", "");
+    d.pod_uid = reader.string("pod_uid", "");
+    d.kube_container = reader.string("kube_container", "");
+    return container;
+}
+
+template <typename Node>
 ProcessIo read_process_io(const Reader<Node>& reader) {
     ProcessIo io;
     io.file_write_bytes = reader.template optional_integer<uint64_t>("file_write_bytes");
@@ -529,6 +545,8 @@ void read_body(std::string_view type, const Reader<Node>& top, const std::option
         body = read_process_env(object(false));
     } else if (type == "agent_tamper") {
         body = read_agent_tamper(object());
+    } else if (type == "container") {
+        body = read_container(object());
     } else {
         top.error("type", "unknown event type \"" + std::string(type) + "\" (" +
                               join(event_type_names(), ", ") + ")");

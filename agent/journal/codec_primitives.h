@@ -40,6 +40,7 @@ enum class EventTag : uint8_t {
     kProcessEnv = 16,
     // 15-17: file change, module load (issue 28, helpers A and E)
     kAgentTamper = 18,  // 19-20 kept for the agent's own records
+    kContainer = 22,  // 15-21: other event types of issue 28
 };
 
 // --- writing --------------------------------------------------------------

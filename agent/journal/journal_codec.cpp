@@ -271,6 +271,7 @@ bool event_changes_process_state(std::string_view payload) {
         case EventTag::kFork:
         case EventTag::kExit:
         case EventTag::kProcessSnapshot:
+        case EventTag::kContainer:
             return true;
         default:
             return false;

@@ -211,6 +211,14 @@ struct EncodeVisitor {
         w.svarint(tamper.down_from_unix_ns);
         w.svarint(tamper.down_to_unix_ns);
     }
+    void operator()(const Container& container) const {
+        const ContainerDetails& d = container.details;
+        for (const std::string* field :
+             {&container.id, &container.runtime, &d.name, &d.image, &d.image_id, &d.pod_name,
+              &d.pod_namespace, &d.pod_uid, &d.kube_container}) {
+            w.str(*field);
+        }
+    }
 };
 
 EventTag tag_of(const EventData& data) {
@@ -235,6 +243,7 @@ EventTag tag_of(const EventData& data) {
         EventTag operator()(const FileChange&) const { return EventTag::kFileChange; }
         EventTag operator()(const ProcessEnv&) const { return EventTag::kProcessEnv; }
         EventTag operator()(const AgentTamper&) const { return EventTag::kAgentTamper; }
+        EventTag operator()(const Container&) const { return EventTag::kContainer; }
     };
     return std::visit(Visitor{}, data);
 }
@@ -484,6 +493,16 @@ void decode_body(Reader& r, EventTag tag, EventData& data) {
             r.str(tamper.detail);
             tamper.down_from_unix_ns = r.svarint();
             tamper.down_to_unix_ns = r.svarint();
+            return;
+        }
+        case EventTag::kContainer: {
+            auto& container = emplace<Container>(data);
+            ContainerDetails& d = container.details;
+            for (std::string* field :
+                 {&container.id, &container.runtime, &d.name, &d.image, &d.image_id, &d.pod_name,
+                  &d.pod_namespace, &d.pod_uid, &d.kube_container}) {
+                r.str(*field);
+            }
             return;
         }
     }

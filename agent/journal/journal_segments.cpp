@@ -3,6 +3,12 @@
 #include "journal_writer.h"
 
 namespace gpuguard::agent::journal {
+namespace {
+
+// Containers a segment's opening snapshot names at most (each a few hundred bytes).
+constexpr size_t kMaxSnapshotContainers = 1024;
+
+}  // namespace
 
 uint64_t JournalWriter::Writer::mono_now() const {
     return options.monotonic_clock ? options.monotonic_clock() : monotonic_ns();
@@ -86,6 +92,17 @@ void JournalWriter::Writer::update_state(std::string_view payload) {
         void operator()(const FileChange&) {}
         void operator()(const ProcessEnv&) {}
         void operator()(const AgentTamper&) {}
+        void operator()(const Container& container) {
+            auto [it, inserted] = w.containers.try_emplace(container.id);
+            it->second.task = task;
+            it->second.data = container;
+            if (!inserted) return;
+            w.container_order.push_back(container.id);
+            if (w.container_order.size() > kMaxSnapshotContainers) {
+                w.containers.erase(w.container_order.front());
+                w.container_order.pop_front();
+            }
+        }
     };
     std::visit(Visitor{*this, task, full}, decoded.data);
 }
@@ -113,6 +130,12 @@ std::string JournalWriter::Writer::opening(uint64_t sequence, const std::string&
     encode_gpu_devices(gpu_devices, scratch);
     append_frame(RecordKind::kGpuDevices, 0, scratch, bytes);
     const uint64_t snapshot_ts = last_ts_ns ? last_ts_ns : header.created_mono_ns;
+    for (auto& [id, event] : containers) {
+        event.ts_ns = snapshot_ts;
+        scratch.clear();
+        encode_event(event, scratch);
+        append_frame(RecordKind::kEvent, 0, scratch, bytes);
+    }
     for (auto& [pid, event] : processes) {
         event.ts_ns = snapshot_ts;
         scratch.clear();
@@ -129,7 +152,7 @@ std::string JournalWriter::Writer::opening(uint64_t sequence, const std::string&
 // gap record after a failure). Returns 0 or the errno of the failure.
 int JournalWriter::Writer::open_segment() {
     const bool compressed = options.compress;
-    size_t snapshot_records = processes.size() + 3;
+    size_t snapshot_records = containers.size() + processes.size() + 3;
     std::string gap_frame;
     if (failed && (gap.dropped_events || gap.dropped_records)) {
         ++snapshot_records;

@@ -9,6 +9,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -200,6 +201,10 @@ struct JournalWriter::Writer {
 
     // What a snapshot holds: the processes seen so far, by pid.
     std::map<uint32_t, Event> processes;
+    // ... and the containers those processes run in, by id (bounded: the
+    // oldest ids go first), written before them.
+    std::map<std::string, Event> containers;
+    std::deque<std::string> container_order;
     std::vector<GpuDeviceNumber> gpu_devices;
     int64_t realtime_offset_ns = 0;
     uint64_t last_ts_ns = 0;

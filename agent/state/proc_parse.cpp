@@ -81,7 +81,8 @@ std::optional<ContainerInfo> container_from_cgroup(std::string_view cgroup_path)
         if (slash == std::string_view::npos) break;
         start = slash + 1;
     }
-    // systemd driver: <prefix>-<id>.scope
+    // systemd driver: <prefix>-<id>.scope; podman's and CRI-O's cgroupfs
+    // driver: <prefix>-<id> (/libpod_parent/libpod-<id>, .../crio-<id>).
     static constexpr struct {
         std::string_view prefix;
         std::string_view runtime;
@@ -91,16 +92,15 @@ std::optional<ContainerInfo> container_from_cgroup(std::string_view cgroup_path)
                    {"libpod-", "podman"}};
     for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
         std::string_view part = *it;
-        if (part.ends_with(".scope")) {
-            part.remove_suffix(6);
-            for (const auto& scope : kScopes) {
-                if (part.starts_with(scope.prefix) && is_hex_id(part.substr(scope.prefix.size()))) {
-                    return ContainerInfo{std::string(scope.runtime),
-                                         std::string(part.substr(scope.prefix.size()))};
-                }
+        const bool scope_unit = part.ends_with(".scope");
+        if (scope_unit) part.remove_suffix(6);
+        for (const auto& scope : kScopes) {
+            if (part.starts_with(scope.prefix) && is_hex_id(part.substr(scope.prefix.size()))) {
+                return ContainerInfo{std::string(scope.runtime),
+                                     std::string(part.substr(scope.prefix.size()))};
             }
-            continue;
         }
+        if (scope_unit) continue;
         if (!is_hex_id(part)) continue;
         // cgroupfs driver: the id is a bare component; its parent names the runtime.
         const auto parent = (it + 1) != parts.rend() ? *(it + 1) : std::string_view{};

@@ -53,7 +53,7 @@ uint64_t ProcessInfo::ioctl_total() const {
 ProcessTable::ProcessTable(ProcessTableOptions options, IsGpuDevice is_gpu)
     : options_(std::move(options)),
       is_gpu_(std::move(is_gpu)),
-      container_names_(options_.runtime_root) {
+      container_names_(options_.runtime_root, options_.read_host) {
     // Slots for the bound up front (up to 2 MiB of them): growing re-slots
     // every entry.
     processes_.reserve(std::min<size_t>(options_.max_entries, 1 << 16));
@@ -124,8 +124,8 @@ void ProcessTable::enrich_from_proc(ProcessInfo& info) {
         info.cgroup_path = cgroup_path_from_proc(*cgroup);
         info.container = container_from_cgroup(info.cgroup_path);
     }
-    info.container_name =
-        info.container ? container_names_.name_of(info.container->runtime, info.container->id) : "";
+    info.container_details =
+        info.container ? container_names_.details_of(*info.container) : ContainerDetails{};
     info.user = user_name(info.uid);
     info.group = group_name(info.gid);
 }
@@ -272,6 +272,9 @@ void ProcessTable::apply(const Event& event) {
             info.exe = tamper.exe;
             info.cmdline = tamper.cmdline;
         }
+        void operator()(const Container& container) {  // its snapshot follows
+            table.container_names_.remember(container);
+        }
         void operator()(const Stratum&) {  // a mining session: the correlator judges it
             ProcessInfo& info = identified();
             if (info.exe.empty()) table.enrich_from_proc(info);
@@ -287,10 +290,9 @@ void ProcessTable::apply(const Event& event) {
             if (!snapshot.container_id.empty()) {
                 info.container = ContainerInfo{snapshot.container_runtime, snapshot.container_id};
             }
-            info.container_name =
-                info.container && table.options_.read_host
-                    ? table.container_names_.name_of(info.container->runtime, info.container->id)
-                    : "";
+            info.container_details = info.container
+                                         ? table.container_names_.details_of(*info.container)
+                                         : ContainerDetails{};
             info.gpus.clear();
             for (const auto& gpu : snapshot.gpus) {
                 info.gpus.push_back(GpuHandle{gpu.major, gpu.minor, gpu.fd, 0, false});
@@ -518,6 +520,15 @@ Event snapshot_event(const ProcessInfo& info, uint64_t ts_ns) {
     return event;
 }
 
+std::optional<Event> container_event(const ProcessInfo& info, uint64_t ts_ns) {
+    if (!info.container) return std::nullopt;
+    Event event;
+    event.ts_ns = ts_ns;
+    event.task = task_of(info);
+    event.data = Container{info.container->id, info.container->runtime, info.container_details};
+    return event;
+}
+
 DetectionProcess describe_process(const ProcessInfo& info) {
     DetectionProcess process;
     process.pid = info.pid;
@@ -533,6 +544,7 @@ DetectionProcess describe_process(const ProcessInfo& info) {
     if (info.container) {
         process.container_id = info.container->id;
         process.container_runtime = info.container->runtime;
+        process.container = info.container_details;
     }
     return process;
 }

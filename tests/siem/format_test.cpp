@@ -413,5 +413,60 @@ TEST(SinkConfig, validation_names_the_problem) {
     EXPECT_FALSE(validate(sink));
 }
 
+// The container and its Kubernetes pod, field by field in every format.
+TEST(AllFormats, container_image_and_pod_are_named) {
+    auto d = test_detection();
+    d.process.container_runtime = "podman";
+    d.process.container.name = "gg-miner";
+    d.process.container.image = "localhost/gg-test-miner:1";
+    d.process.container.image_id = std::string(64, 'e');
+    d.process.container.pod_name = "miner-pod";
+    d.process.container.pod_namespace = "gg-ns";
+    d.process.container.pod_uid = "0c7c-11e9";
+    d.process.container.kube_container = "miner";
+
+    const auto ecs = nlohmann::json::parse(format_ecs_json(d, test_host()));
+    EXPECT_EQ(ecs["container"],
+              nlohmann::json::parse(R"({"id":")" + std::string(64, 'a') +
+                                    R"(","name":"gg-miner","runtime":"podman","image":{"name":)"
+                                    R"("localhost/gg-test-miner:1","hash":{"all":["sha256:)" +
+                                    std::string(64, 'e') + R"("]}}})"));
+    EXPECT_EQ(ecs["orchestrator"],
+              nlohmann::json::parse(R"({"type":"kubernetes","namespace":"gg-ns",)"
+                                    R"("resource":{"type":"pod","name":)"
+                                    R"("miner-pod","id":"0c7c-11e9"}})"));
+
+    const auto ocsf = nlohmann::json::parse(format_ocsf(d, test_host()));
+    EXPECT_EQ(ocsf["evidences"][0]["process"]["container"],
+              nlohmann::json::parse(R"({"uid":")" + std::string(64, 'a') +
+                                    R"(","name":"gg-miner","runtime":"podman","image":{"name":)"
+                                    R"("localhost/gg-test-miner:1","uid":"sha256:)" +
+                                    std::string(64, 'e') +
+                                    R"("},"pod_uuid":"0c7c-11e9","orchestrator":"Kubernetes"})"));
+    EXPECT_EQ(ocsf["unmapped"]["kubernetes"],
+              nlohmann::json::parse(R"({"pod_name":"miner-pod","namespace":"gg-ns",)"
+                                    R"("pod_uid":"0c7c-11e9","container_name":"miner"})"));
+
+    const auto cef = format_cef(d, test_host());
+    for (const char* pair :
+         {" containerName=gg-miner ", " containerImage=localhost/gg-test-miner:1 ",
+          " containerRuntime=podman ", " podName=miner-pod ", " podNamespace=gg-ns"}) {
+        EXPECT_NE(cef.find(pair), std::string::npos) << pair << " in " << cef;
+    }
+    const auto leef = format_leef(d, test_host());
+    for (const char* pair :
+         {"\tcontainerName=gg-miner\t", "\tcontainerImage=localhost/gg-test-miner:1\t",
+          "\tcontainerRuntime=podman\t", "\tpodName=miner-pod\t", "\tpodNamespace=gg-ns"}) {
+        EXPECT_NE(leef.find(pair), std::string::npos) << pair << " in " << leef;
+    }
+
+    // On the host: none of it.
+    d.process.container_id.clear();
+    const auto host = nlohmann::json::parse(format_ecs_json(d, test_host()));
+    EXPECT_FALSE(host.contains("container"));
+    EXPECT_FALSE(host.contains("orchestrator"));
+    EXPECT_EQ(format_cef(d, test_host()).find("containerName"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace gpuguard::siem

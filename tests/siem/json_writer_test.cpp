@@ -90,10 +90,29 @@ void ecs_common_tail(Json& json, const DetectionProcess& process,
     put_if(agent, "version", host.agent_version);
     json["agent"] = std::move(agent);
     if (!process.container_id.empty()) {
+        const ContainerDetails& c = process.container;
         Json container;
         container["id"] = process.container_id;
+        put_if(container, "name", c.name);
         put_if(container, "runtime", process.container_runtime);
+        if (!c.image.empty() || !c.image_id.empty()) {
+            Json image;
+            put_if(image, "name", c.image);
+            if (!c.image_id.empty()) image["hash"] = {{"all", Json::array({c.image_id})}};
+            container["image"] = std::move(image);
+        }
         json["container"] = std::move(container);
+        if (!c.pod_name.empty() || !c.pod_namespace.empty()) {
+            Json orchestrator;
+            orchestrator["type"] = "kubernetes";
+            put_if(orchestrator, "namespace", c.pod_namespace);
+            Json resource;
+            resource["type"] = "pod";
+            put_if(resource, "name", c.pod_name);
+            put_if(resource, "id", c.pod_uid);
+            orchestrator["resource"] = std::move(resource);
+            json["orchestrator"] = std::move(orchestrator);
+        }
     }
 }
 
@@ -398,6 +417,11 @@ DetectionProcess random_process(std::mt19937& rng) {
     process.cgroup_path = random_text(rng, 2);
     process.container_id = coin(rng) ? "" : random_text(rng, 2);
     process.container_runtime = random_text(rng, 1);
+    for (std::string* field : {&process.container.name, &process.container.image,
+                               &process.container.image_id, &process.container.pod_name,
+                               &process.container.pod_namespace, &process.container.pod_uid}) {
+        *field = coin(rng) ? "" : random_text(rng, 1);
+    }
     process.sha256 = coin(rng) ? "" : random_text(rng, 2);
     return process;
 }

@@ -13,6 +13,24 @@
 
 namespace gpuguard {
 
+// What a container runtime's own state says about a container (podman's
+// database, docker's config.v2.json, containerd's OCI bundle annotations):
+// all "" when unknown. The id and runtime come from the cgroup path
+// (DetectionProcess::container_id/container_runtime).
+struct ContainerDetails {
+    std::string name;
+    std::string image;           // "registry/repo:tag" as the runtime names it
+    std::string image_id;        // the image's digest or id ("sha256:..." or 64 hex)
+    std::string pod_name;        // label io.kubernetes.pod.name
+    std::string pod_namespace;   // label io.kubernetes.pod.namespace
+    std::string pod_uid;         // label io.kubernetes.pod.uid (or the kubepods cgroup)
+    std::string kube_container;  // label io.kubernetes.container.name
+
+    bool empty() const { return name.empty() && image.empty() && image_id.empty() && !in_pod(); }
+    bool in_pod() const { return !pod_name.empty() || !pod_namespace.empty(); }
+    bool operator==(const ContainerDetails&) const = default;
+};
+
 // The process a detection is about, as the agent knew it at the time.
 struct DetectionProcess {
     uint32_t pid = 0;
@@ -28,6 +46,7 @@ struct DetectionProcess {
     std::string cgroup_path;        // cgroup v2 path, "" if unknown
     std::string container_id;       // 64 hex digits, "" on the host
     std::string container_runtime;  // docker, containerd, cri-o, podman
+    ContainerDetails container;     // from the runtime's state; empty on the host
     std::string sha256;             // of the executable, "" if not hashed
 };
 

@@ -432,7 +432,7 @@ TEST(CorrelatorScope, ContainerNamesScopeAGuardPolicy) {
     ASSERT_EQ(out.size(), 1u);
     EXPECT_EQ(out[0].rule_id, "SITE-GUARD-NAME");
     EXPECT_EQ(out[0].process.pid, 701u);
-    EXPECT_EQ(table.get(702)->container_name, "notebook-2");
+    EXPECT_EQ(table.get(702)->container_details.name, "notebook-2");
 }
 
 // YARA: the correlator asks for a scan at a process's first GPU use (or

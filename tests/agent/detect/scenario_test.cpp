@@ -172,6 +172,26 @@ TEST_P(ScenarioTest, GivesExactlyTheExpectedDetectionsDeterministically) {
 // detected when some detection of it reaches warning; a benign workload is a
 // false alarm when one does (a notice is tolerated: it asks nobody to act).
 // Behaviour-only miners (class "quiet") must be alerted within 3 minutes.
+// Replay names the container from the journaled container event (it reads
+// no runtime state): every detection of the pod's miner carries it.
+TEST(Scenarios, ContainerEventNamesContainerAndPodInEveryDetection) {
+    const auto result =
+        replay(fs::path(GPUGUARD_SCENARIO_DIR) / "miner_in_kubernetes_pod.jsonl", Expectation{});
+    ASSERT_EQ(result.found.size(), 3u) << result.output;
+    std::istringstream lines(result.output);
+    for (std::string line; std::getline(lines, line);) {
+        EXPECT_NE(line.find(R"("container":{"id":"7c2e)"), std::string::npos) << line;
+        EXPECT_NE(line.find(R"(,"name":"miner","runtime":"containerd","image":{"name":)"
+                            R"("docker.io/evil/xmrig:6.21")"),
+                  std::string::npos)
+            << line;
+        EXPECT_NE(line.find(R"("orchestrator":{"type":"kubernetes","namespace":"prod",)"
+                            R"("resource":{"type":"pod","name":"web-7d9f","id":"0c7c-11e9"}})"),
+                  std::string::npos)
+            << line;
+    }
+}
+
 TEST(Scenarios, DetectionReport) {
     struct Row {
         size_t miners = 0, detected = 0, benign = 0, benign_notice = 0, benign_alarm = 0;

@@ -125,6 +125,9 @@ std::vector<Event> one_of_each() {
                                            "left behind",
                                            1795755978427209580,
                                            1795755985427209580}));
+    events.push_back(with_task(Container{
+        std::string(64, 'a'), "cri-o",
+        ContainerDetails{"worker", "quay.io/w:3", "abcd", "job-x", "batch", "", "worker"}}));
     return events;
 }
 

@@ -162,6 +162,11 @@ std::vector<Event> every_event_type(uint64_t ts_ns, uint32_t pid) {
         "bpf_command", 0, 0, 34, 812, "/usr/sbin/bpftool", {"bpftool"}, "link 7", 0, 0});
     add(AgentTamper{
         "down", 9, 0, 0, 811, "/usr/sbin/gpuguard", {}, "left behind", 1795755978427209580, -1});
+    // A container in a Kubernetes pod, and one its runtime says nothing about.
+    add(Container{std::string(64, 'a'), "podman",
+                  ContainerDetails{"gg-miner", "localhost/gg-test-miner:1", std::string(64, 'e'),
+                                   "miner-pod", "gg-ns", "0c7c-11e9", "miner"}});
+    add(Container{std::string(64, 'b'), "containerd", {}});
     return events;
 }
 

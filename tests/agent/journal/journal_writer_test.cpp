@@ -259,6 +259,47 @@ TEST_F(JournalWriterTest, each_segment_opens_with_a_snapshot_of_the_known_proces
     EXPECT_GT(testing::read_all(dir_.path(), every).size(), 2u * paths.size() - 2);
 }
 
+// A later segment alone still names each known container: its opening
+// snapshot has the container events before the process snapshots.
+TEST_F(JournalWriterTest, each_segment_opens_with_the_known_containers) {
+    auto options = testing::test_options(dir_.path());
+    options.segment_max_bytes = 4096;
+    auto writer = open_writer(options);
+    ASSERT_TRUE(writer);
+    ContainerDetails details;
+    details.name = "gg-miner";
+    details.pod_name = "miner-pod";
+    details.pod_namespace = "gg-ns";
+    const std::string id(64, 'a');
+    Event container;
+    container.ts_ns = 10;
+    container.task = TaskInfo{500, 500, 1, 0, 0, 9, "xmrig"};
+    container.data = Container{id, "podman", details};
+    ASSERT_TRUE(writer->append(container, 0));
+    Event snapshot = container;
+    snapshot.data = ProcessSnapshot{"/bin/sh",
+                                    {"sh"},
+                                    "root",
+                                    "/libpod_parent/libpod-" + id,
+                                    id,
+                                    "podman",
+                                    {SnapshotGpu{195, 0, 5}}};
+    ASSERT_TRUE(writer->append(snapshot, 0));
+    for (uint64_t i = 0; i < 200; ++i) {
+        ASSERT_TRUE(writer->append(testing::numbered_event(i, 100), 0));
+    }
+    writer->close();
+    const auto paths = segment_paths(dir_.path());
+    ASSERT_GE(paths.size(), 2u);
+    ReaderOptions containers_only;
+    containers_only.types = {"container", "process_snapshot"};
+    const auto records = testing::read_all(paths.back(), containers_only);
+    ASSERT_GE(records.size(), 2u);
+    EXPECT_TRUE(records[0].in_snapshot);
+    EXPECT_EQ(std::get<Container>(records[0].event.data), (Container{id, "podman", details}));
+    EXPECT_TRUE(std::holds_alternative<ProcessSnapshot>(records[1].event.data));
+}
+
 TEST_F(JournalWriterTest, retention_keeps_the_directory_within_its_size) {
     auto options = testing::test_options(dir_.path());
     options.segment_max_bytes = 8192;

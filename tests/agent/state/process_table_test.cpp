@@ -32,6 +32,9 @@ TEST(ContainerFromCgroup, recognises_each_runtime_and_driver) {
          ContainerInfo{"cri-o", other}},
         {"/machine.slice/libpod-" + id + ".scope/container", ContainerInfo{"podman", id}},
         {"/libpod_parent/libpod-x/" + other, ContainerInfo{"podman", other}},
+        {"/libpod_parent/libpod-" + id, ContainerInfo{"podman", id}},
+        {"/libpod_parent/libpod-conmon-" + id, std::nullopt},
+        {"/kubepods/besteffort/pod0c7c-11e9/crio-" + other, ContainerInfo{"cri-o", other}},
         {"/user.slice/user-1000.slice/session-2.scope", std::nullopt},
         {"/system.slice/docker-short.scope", std::nullopt},
         {"/", std::nullopt},
@@ -369,14 +372,14 @@ TEST_F(ProcessTableTest, container_names_come_from_the_runtimes_state) {
     ProcessTable table(options,
                        [](uint32_t major, uint32_t minor) { return major == 1 && minor == 3; });
     ASSERT_TRUE(table.bootstrap().ok());
-    EXPECT_EQ(table.get(100)->container_name, "trainer-1");
-    EXPECT_EQ(table.get(400)->container_name, "render-job");
-    EXPECT_EQ(table.get(500)->container_name, "") << "no state for that container";
-    EXPECT_EQ(table.get(200)->container_name, "") << "a host process";
+    EXPECT_EQ(table.get(100)->container_details.name, "trainer-1");
+    EXPECT_EQ(table.get(400)->container_details.name, "render-job");
+    EXPECT_EQ(table.get(500)->container_details.name, "") << "no state for that container";
+    EXPECT_EQ(table.get(200)->container_details.name, "") << "a host process";
     // The default root is the host's: this fixture's containers are not there.
     auto host = make_table();
     ASSERT_TRUE(host.bootstrap().ok());
-    EXPECT_EQ(host.get(100)->container_name, "");
+    EXPECT_EQ(host.get(100)->container_details.name, "");
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <variant>
 #include <vector>
 
+#include "gpuguard/common/detection.h"
 #include "gpuguard/common/result.h"
 #include "gpuguard/common/text.h"
 
@@ -348,10 +349,22 @@ struct AgentTamper {
     bool operator==(const AgentTamper&) const = default;
 };
 
+// What a container runtime's state says about a container (not from the
+// kernel: the agent reads it when a process in that container first becomes
+// known, and journals it before the process_snapshot naming the container,
+// so replay knows the container as live did). The task is the process whose
+// snapshot follows.
+struct Container {
+    std::string id;       // as in the cgroup path: 64 hex digits
+    std::string runtime;  // "podman", "docker", "containerd", "cri-o"
+    ContainerDetails details;
+    bool operator==(const Container&) const = default;
+};
+
 using EventData =
     std::variant<GpuOpen, GpuIoctl, Connect, Exec, Fork, Exit, Telemetry, ProcessSnapshot, KillNow,
                  ExeScan, NetPayload, Stratum, ProcessIo, ConfigFile, HiddenProcess, ModuleLoad,
-                 FileChange, ProcessEnv, AgentTamper>;
+                 FileChange, ProcessEnv, AgentTamper, Container>;
 
 struct Event {
     uint64_t ts_ns = 0;  // CLOCK_MONOTONIC nanoseconds
@@ -362,7 +375,8 @@ struct Event {
 // Name of an event's type as used in JSON ("gpu_open", "gpu_ioctl", "connect",
 // "exec", "fork", "exit", "telemetry", "process_snapshot", "kill_now",
 // "exe_scan", "net_payload", "stratum", "process_io", "config_file",
-// "hidden_process", "module_load", "file_change", "process_env", "agent_tamper").
+// "hidden_process", "module_load", "file_change", "process_env", "agent_tamper",
+// "container").
 const char* event_type_name(const Event& event);
 
 // Every type's name, in EventData's order: what --event-types, `journal

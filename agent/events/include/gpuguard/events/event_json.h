@@ -25,6 +25,9 @@ std::string event_to_json(const Event& event, int64_t realtime_offset_ns);
 // The "stratum" body of event_to_json, alone: what `gpuguard ps` shows of a
 // session.
 nlohmann::ordered_json stratum_to_json(const Stratum& stratum);
+// A container's JSON object ({"id", "runtime", then the details that are
+// known}): the "container" event's body, and `gpuguard ps`'s container field.
+nlohmann::ordered_json container_to_json(const Container& container);
 
 // An event read back from its JSON form, with its wall-clock time when the
 // line has one.

@@ -17,15 +17,14 @@
 
 #include <sys/types.h>
 
-#include "gpuguard/state/container_names.h"
-#include "gpuguard/events/event.h"
-#include "gpuguard/state/pid_map.h"
-#include "gpuguard/state/proc_parse.h"
 #include "gpuguard/common/detection.h"
 #include "gpuguard/common/result.h"
+#include "gpuguard/events/event.h"
+#include "gpuguard/state/container_names.h"
+#include "gpuguard/state/pid_map.h"
+#include "gpuguard/state/proc_parse.h"
 
 namespace gpuguard::agent {
-
 
 struct GpuHandle {
     uint32_t major = 0;
@@ -69,9 +68,10 @@ struct ProcessInfo {
     bool cmdline_truncated = false;
     std::string user;   // name of uid, "" when unknown
     std::string group;  // name of gid read from the host, "" when unknown (replay: always)
-    // The container's name from its runtime's state (agent/container_names.h),
-    // "" when unknown (replay: always).
-    std::string container_name;
+    // The container's name, image and pod from its runtime's state
+    // (gpuguard/state/container_names.h; replay: from journaled container
+    // events); empty on the host or when unknown.
+    ContainerDetails container_details;
     uint64_t cgroup_id = 0;
     std::string cgroup_path;
     std::optional<ContainerInfo> container;
@@ -90,6 +90,9 @@ TaskInfo task_of(const ProcessInfo& info);
 // A ProcessSnapshot event for what the table knows about `info`: the
 // identity a journal segment, a replay window or a first GPU use starts from.
 Event snapshot_event(const ProcessInfo& info, uint64_t ts_ns);
+// A Container event for `info`'s container, journaled before its snapshot;
+// nullopt on the host.
+std::optional<Event> container_event(const ProcessInfo& info, uint64_t ts_ns);
 // A detection's (or an enforcement outcome's) view of a table entry.
 DetectionProcess describe_process(const ProcessInfo& info);
 

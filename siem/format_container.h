@@ -1,0 +1,25 @@
+// The container and Kubernetes pod of a detection's process in ECS and OCSF
+// (format_json.cpp writes the rest of those records).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "gpuguard/common/detection.h"
+#include "siem/json_writer.h"
+
+namespace gpuguard::siem {
+
+// ECS container.{id,name,runtime,image.name,image.hash.all,labels} and, in a
+// pod, orchestrator.{type,namespace,resource.{type,name,id}}; nothing on the host.
+void ecs_container(JsonWriter& out, const DetectionProcess& process);
+
+// OCSF's container object (uid, name, runtime, image {name, uid}, pod_uuid,
+// orchestrator); null on the host.
+nlohmann::ordered_json ocsf_container(const DetectionProcess& process);
+
+// What OCSF's container object has no attribute for (the pod's name and
+// namespace, the Kubernetes container name): for unmapped.kubernetes; null
+// outside a pod.
+nlohmann::ordered_json ocsf_kubernetes(const DetectionProcess& process);
+
+}  // namespace gpuguard::siem
