@@ -30,10 +30,8 @@ inline int action_rank(std::string_view action) {
 }
 
 // Evidence of these kinds is new when its value is (each signature hit,
-// each file changed); of others once per field (an event or a telemetry
-// condition, whose numbers change every sample).
-// Evidence compared by its value, not only by its event: each matched
-// signature, each changed file and each loaded module is its own item.
+// each file changed, each module loaded); of others once per field (an
+// event or a telemetry condition, whose numbers change every sample).
 inline bool evidence_by_value(std::string_view kind, std::string_view event_type,
                               std::string_view field) {
     return kind == "signature" || kind == "yara" || event_type == "file_change" ||
