@@ -72,7 +72,8 @@ filter="$VMTEST_FILTER"
 for mode in ${VMTEST_MODES:-auto}; do
     echo "VMTEST-MODE $mode"
     {
-        GPUGUARD_TEST_ATTACH=$mode GPUGUARD_REQUIRE_PRIVILEGED=1 \
+        # Whole-agent start-up under TCG takes 30-60 s: allowed, not measured.
+        GPUGUARD_TEST_ATTACH=$mode GPUGUARD_REQUIRE_PRIVILEGED=1 GPUGUARD_TEST_START_TIMEOUT_S=180 \
             GPUGUARD_VMTEST_MODULE="$VMTEST_MODULE" "$VMTEST_TESTS" --gtest_color=no \
             "--gtest_filter=$filter"
         echo $? >/tmp/tests.rc

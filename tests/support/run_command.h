@@ -1,8 +1,10 @@
 // Starting gpuguard (or any command) from tests, with its output captured.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -51,7 +53,14 @@ class Subprocess {
     // part is started. A bare "ready" would already match the earlier
     // "... already holding a GPU" line and start a test while the agent is
     // still opening its journal.
+    // GPUGUARD_TEST_START_TIMEOUT_S raises `timeout` where start-up is slow
+    // but not what is measured (vmtests: the whole agent under TCG emulation
+    // takes 30 s and more to load its programs and compile its rules).
     bool wait_for_agent_ready(std::chrono::milliseconds timeout) {
+        if (const char* floor_s = std::getenv("GPUGUARD_TEST_START_TIMEOUT_S")) {
+            timeout = std::max<std::chrono::milliseconds>(
+                timeout, std::chrono::seconds(std::strtol(floor_s, nullptr, 10)));
+        }
         return wait_for_stderr("[agent] ready", timeout);
     }
 
