@@ -84,13 +84,17 @@ std::string library_of(const void* address) {
 void probe_own_readdir(HiddenProcess& hidden) {
     const DlHandle libc(dlopen("libc.so.6", RTLD_NOLOAD | RTLD_LAZY));
     std::set<std::string> judged;  // libc and the hooks found: not looked at again
+    // The program's own readdir is no preload: a sanitizer's interceptors are
+    // linked into the executable (ASan's readdir), a hiding library never is.
+    std::error_code exe_error;
+    const std::string own_exe = fs::canonical("/proc/self/exe", exe_error).string();
     for (const char* symbol : {"readdir", "readdir64"}) {
         void* resolved = dlsym(RTLD_DEFAULT, symbol);
         void* real = libc ? dlsym(libc.get(), symbol) : nullptr;
         judged.insert(library_of(real));
         if (resolved && real && resolved != real) {
             const std::string hook = library_of(resolved);
-            if (hook.empty()) continue;
+            if (hook.empty() || (!exe_error && hook == own_exe)) continue;
             judged.insert(hook);
             add(hidden, hook,
                 "the agent's " + std::string(symbol) + " resolves to " + hook + ", not libc's");
