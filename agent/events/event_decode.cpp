@@ -291,8 +291,11 @@ Result<Event> decode_module_load(std::span<const std::byte> record) {
     gg_module_load_event raw;
     if (auto copied = copy_record(record, "module_load", raw); !copied)
         return Unexpected{copied.error()};
+    std::string name = bounded_string(raw.name, sizeof(raw.name));
+    // The tracepoint always names the module; a record without one is damage.
+    if (name.empty()) return fail(ErrorCode::kParse, "module_load record without a module name");
     Event event = event_base(raw);
-    event.data = ModuleLoad{bounded_string(raw.name, sizeof(raw.name)), raw.taints};
+    event.data = ModuleLoad{std::move(name), raw.taints};
     return event;
 }
 

@@ -1,6 +1,8 @@
 #include "gpuguard/state/file_context.h"
 
 #include <cctype>
+#include <chrono>
+#include <thread>
 
 #include "gpuguard/common/read_file.h"
 #include "gpuguard/state/config_files.h"
@@ -11,6 +13,8 @@ namespace {
 
 constexpr int kAtFdcwd = -100;
 constexpr size_t kPreloadMaxBytes = 4096;
+constexpr int kPreloadWaitAttempts = 40;
+constexpr std::chrono::milliseconds kPreloadWaitStep{5};
 
 // The directory a relative path of `pid` starts from, as the process sees it.
 std::string base_directory(const std::string& dir, const FileChange& change,
@@ -66,11 +70,21 @@ void complete_file_change(uint32_t pid, FileChange& change,
         }
     }
     if (change.kind != "preload" || change.operation == "unlink") return;
-    auto file = open_config_file(pid, ConfigCandidate{change.path, "default"}, "/", proc_root);
-    if (!file) return;
-    bool truncated = false;
-    if (auto contents = file->read(kPreloadMaxBytes, truncated)) {
-        change.libraries = preload_libraries(*contents);
+    // The event is the open for writing: the contents follow it. While the
+    // writer still holds the file open and it names nothing yet, look again
+    // for a short while (these writes are rare; the wait is bounded).
+    const std::string writer_fd = dir + "/fd/" + std::to_string(change.result);
+    for (int attempt = 0;; ++attempt) {
+        auto file = open_config_file(pid, ConfigCandidate{change.path, "default"}, "/", proc_root);
+        if (!file) return;
+        bool truncated = false;
+        if (auto contents = file->read(kPreloadMaxBytes, truncated)) {
+            change.libraries = preload_libraries(*contents);
+        }
+        const bool still_writing = change.operation == "write" && change.result >= 0 &&
+                                   link_target(writer_fd).ends_with("/ld.so.preload");
+        if (!change.libraries.empty() || !still_writing || attempt >= kPreloadWaitAttempts) return;
+        std::this_thread::sleep_for(kPreloadWaitStep);
     }
 }
 

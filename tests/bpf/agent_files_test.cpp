@@ -10,13 +10,16 @@
 #include <string>
 #include <thread>
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <signal.h>
 #include <unistd.h>
 
+#include "gpuguard/state/file_context.h"
 #include "tests/bpf/agent_detect_fixture.h"
 #include "tests/support/child_process.h"
+#include "tests/support/temp_dir.h"
 
 namespace {
 
@@ -189,3 +192,54 @@ TEST_F(AgentFilesTest, gpu_process_with_ld_preload_outside_system_dirs_is_detect
 }
 
 }  // namespace
+
+// The agent sees the open for writing before the writer writes: the
+// libraries are read once the contents are there, while the writer holds
+// the file open; a file closed empty names none, without waiting.
+TEST(PreloadContents, read_after_the_writer_writes_them) {
+    GG_REQUIRE_PRIVILEGED();
+    gpuguard::testing::TempDir root("gg-preload-root");
+    std::filesystem::create_directories(root / "etc");
+    const std::string root_path = root.path().string();
+    static int preload_fd = -1;
+    gpuguard::testing::RequestChild writer(
+        [](char request) {
+            if (request == 'o') {
+                preload_fd = open("/etc/ld.so.preload", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+                return preload_fd;
+            }
+            if (request == 'w') {
+                usleep(60 * 1000);
+                const char text[] = "/tmp/gg-x/libhide.so\n";
+                return static_cast<int>(write(preload_fd, text, sizeof(text) - 1));
+            }
+            return close(preload_fd);  // 'c'
+        },
+        [root_path] {
+            if (chroot(root_path.c_str()) != 0 || chdir("/") != 0) _exit(2);
+        });
+    ASSERT_GT(writer.pid(), 0);
+    const int fd = writer.ask('o');
+    ASSERT_GE(fd, 0);
+    const auto pid = static_cast<uint32_t>(writer.pid());
+    gpuguard::agent::FileChange change;
+    change.operation = "write";
+    change.kind = "preload";
+    change.path = "/etc/ld.so.preload";
+    change.result = fd;
+    int written = 0;
+    std::thread write_later([&] { written = writer.ask('w'); });
+    gpuguard::agent::complete_file_change(pid, change, {});
+    write_later.join();
+    EXPECT_GT(written, 0);
+    EXPECT_EQ(change.libraries, std::vector<std::string>{"/tmp/gg-x/libhide.so"});
+
+    // Emptied and closed: nothing to wait for.
+    std::filesystem::resize_file(root / "etc" / "ld.so.preload", 0);
+    ASSERT_EQ(writer.ask('c'), 0);
+    change.libraries.clear();
+    const auto start = std::chrono::steady_clock::now();
+    gpuguard::agent::complete_file_change(pid, change, {});
+    EXPECT_TRUE(change.libraries.empty());
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 100ms);
+}

@@ -17,8 +17,10 @@ namespace gpuguard::agent {
 // through the fd it opened (/proc/PID/fd/N), else the dirfd or the working
 // directory (raw_path keeps what the process passed); a change of kind ""
 // is named by `patterns` once absolute; for kind "preload" (not an unlink)
-// the libraries the file names are read through the process's root. Parts
-// that cannot be read (the process is gone) are left as they were.
+// the libraries the file names are read through the process's root (for an
+// open for writing, waiting up to 200 ms while the writer holds it open and
+// it names none yet). Parts that cannot be read (the process is gone) are
+// left as they were.
 void complete_file_change(uint32_t pid, FileChange& change,
                           const std::vector<WatchPattern>& patterns,
                           const std::string& proc_root = "/proc");
