@@ -296,6 +296,21 @@ Result<Event> decode_module_load(std::span<const std::byte> record) {
     return event;
 }
 
+// task is the sender; the agent it signalled is the record's target.
+Result<Event> decode_agent_signal(std::span<const std::byte> record) {
+    gg_agent_signal_event raw;
+    if (auto copied = copy_record(record, "agent_signal", raw); !copied)
+        return Unexpected{copied.error()};
+    Event event = event_base(raw);
+    AgentTamper tamper;
+    tamper.kind = "signal";
+    tamper.signal = raw.sig;
+    tamper.result = raw.result;
+    tamper.agent_pid = raw.target_tgid;
+    event.data = std::move(tamper);
+    return event;
+}
+
 // kernel/panic.c's taint_flags, by bit.
 constexpr char kTaintLetters[] = "PFSRMBUDAWCIOELKXTNJ";
 
@@ -466,6 +481,8 @@ Result<Event> decode_record(std::span<const std::byte> record) {
             return decode_module_load(body);
         case GG_EVENT_FILE_CHANGE:
             return decode_file_change(body);
+        case GG_EVENT_AGENT_SIGNAL:
+            return decode_agent_signal(body);
         default:
             return fail(ErrorCode::kParse, "unknown record type " + std::to_string(header.type));
     }

@@ -60,6 +60,8 @@ const char* record_type_name(uint32_t type) {
             return "net_payload";
         case GG_EVENT_MODULE_LOAD:
             return "module_load";
+        case GG_EVENT_AGENT_SIGNAL:
+            return "agent_signal";
         default:
             return nullptr;  // a number no program emits
     }

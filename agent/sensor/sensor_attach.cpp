@@ -179,6 +179,8 @@ Result<AttachPlan> plan_attachment(gpuguard_bpf* skel, const AttachRequest& requ
     // Not a syscall: the same program in every mode. Missing where the kernel
     // has no CONFIG_MODULES (and loads no module).
     wanted.push_back({p.gg_module_load, "module", "module_load", false});
+    // Signals to the agent (tp_btf: the target task's tgid), every mode.
+    wanted.push_back({p.gg_agent_signal, "tp_btf", "signal_generate", false});
     if (request.payload == PayloadHooks::kSocketLayer) {
         wanted.insert(wanted.end(), {{p.gg_sock_send, "tp_btf", "sock_send_length", false},
                                      {p.gg_sock_recv, "tp_btf", "sock_recv_length", false}});

@@ -3,7 +3,9 @@
 // fails; a reload keeps the last good rules); a SIGTERM from a test process
 // is a record naming it (GG-CORR-0019) in the outputs; a SIGKILL followed
 // by a restart is "agent was down from T1 to T2" (GG-CORR-0020), and a
-// clean stop followed by a restart is not.
+// clean stop followed by a restart is not; a test process that sends the
+// agent SIGUSR2, SIGSTOP and SIGCONT is a detection naming it (GG-CORR-0021,
+// from the kernel's signal_generate).
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +13,8 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -151,6 +155,82 @@ TEST_F(AgentDetectTest, sigterm_from_a_process_is_a_record_naming_it_before_the_
         },
         2s);
     EXPECT_TRUE(record) << file_bytes(alerts);
+}
+
+// Forks a child named `comm` that sends `signals` to `target` (a pause
+// between them), then waits to be reaped: it exists while the agent learns
+// who it is.
+pid_t signal_sender(const char* comm, pid_t target, std::vector<int> signals) {
+    const pid_t sender = fork();
+    if (sender == 0) {
+        prctl(PR_SET_NAME, comm);
+        for (int signal : signals) {
+            kill(target, signal);
+            usleep(200'000);
+        }
+        pause();
+        _exit(0);
+    }
+    return sender;
+}
+
+TEST_F(AgentDetectTest, signals_from_a_process_are_a_detection_naming_the_sender) {
+    Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
+    const pid_t agent_pid = agent.pid();
+    const auto evidence_of = [&](pid_t sender, const char* comm) {
+        auto detection = wait_for_detection(agent, sender, "GG-CORR-0021", 10s);
+        EXPECT_TRUE(detection) << comm << ": " << agent.stderr_text();
+        std::string evidence;
+        if (!detection) return evidence;
+        EXPECT_EQ((*detection)["process"]["name"], comm) << detection->dump();
+        for (const auto& item : (*detection)["gpuguard"]["detection"]["evidence"])
+            evidence += item["detail"].get<std::string>() + "\n";
+        return evidence;
+    };
+    const auto to_agent = [&](pid_t sender, const char* comm) {
+        return " to the agent (pid " + std::to_string(agent_pid) + ") from pid " +
+               std::to_string(sender) + " (" + comm + ")";
+    };
+
+    // SIGUSR2, which the agent ignores: still the sender's detection.
+    const pid_t usr2 = signal_sender("gg-signaller", agent_pid, {SIGUSR2});
+    ChildReaper reap_usr2(usr2);
+    std::string evidence = evidence_of(usr2, "gg-signaller");
+    EXPECT_NE(evidence.find("SIGUSR2" + to_agent(usr2, "gg-signaller") + ", uid 0"),
+              std::string::npos)
+        << evidence;
+    EXPECT_NE(evidence.find("(ignored by the agent)"), std::string::npos) << evidence;
+
+    // Frozen for a moment, then let go on: the detection names the freezer.
+    const pid_t freezer = signal_sender("gg-freezer", agent_pid, {SIGSTOP, SIGCONT});
+    ChildReaper reap_freezer(freezer);
+    evidence = evidence_of(freezer, "gg-freezer");
+    EXPECT_NE(evidence.find("SIGSTOP" + to_agent(freezer, "gg-freezer")), std::string::npos)
+        << evidence;
+
+    // The stop is GG-CORR-0019's, not tampering: no GG-CORR-0021 for it.
+    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+    while (auto line = agent.read_stdout_line(50ms))
+        EXPECT_EQ(line->find("GG-CORR-0021"), std::string::npos) << *line;
+
+    // The journal has every signal, SIGCONT included, and no SIGTERM.
+    auto exported =
+        run_command({GPUGUARD_BINARY, "journal", "export", "--dir", (dir_ / "journal").string(),
+                     "--format", "jsonl", "--type", "agent_tamper"},
+                    30s);
+    ASSERT_EQ(exported.exit_code, 0) << exported.stderr_text;
+    std::vector<std::pair<pid_t, int>> signals;
+    std::istringstream lines(exported.stdout_text);
+    for (std::string line; std::getline(lines, line);) {
+        auto event = nlohmann::json::parse(line, nullptr, false);
+        if (event.is_discarded() || event["agent_tamper"]["kind"] != "signal") continue;
+        EXPECT_EQ(event["agent_tamper"]["agent_pid"], agent_pid) << line;
+        signals.emplace_back(event["process"]["pid"], event["agent_tamper"]["signal"]);
+    }
+    const std::vector<std::pair<pid_t, int>> expected{
+        {usr2, SIGUSR2}, {freezer, SIGSTOP}, {freezer, SIGCONT}};
+    EXPECT_EQ(signals, expected) << exported.stdout_text;
 }
 
 TEST_F(AgentDetectTest, sigkill_then_restart_reports_the_gap_and_a_clean_stop_does_not) {

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "events.h"
+#include "gpuguard/events/agent_tamper.h"
 #include "gpuguard/events/event.h"
 #include "gpuguard/events/event_json.h"
 
@@ -79,6 +80,36 @@ TEST(EventDecode, decodes_a_module_load_record_with_the_kernels_taint_letters) {
     EXPECT_EQ(module.name, std::string(GG_MODULE_NAME_LEN, 'm'));
     EXPECT_EQ(module_taint_letters(module.taints), "OE");
     EXPECT_STREQ(event_type_name(*event), "module_load");
+    EXPECT_FALSE(decode_record(bytes_of(&raw, sizeof(raw) - 1)).ok()) << "short record";
+}
+
+TEST(EventDecode, decodes_an_agent_signal_record_as_agent_tamper_naming_the_sender) {
+    gg_agent_signal_event raw{};
+    raw.hdr.type = GG_EVENT_AGENT_SIGNAL;
+    raw.hdr.abi_major = GG_ABI_MAJOR;
+    raw.hdr.size = sizeof(raw);
+    raw.hdr.ts_ns = 88;
+    raw.task.tgid = 5101;
+    raw.task.pid = 5101;
+    raw.task.uid = 1000;
+    std::memcpy(raw.task.comm, "kill", 5);
+    raw.sig = 19;  // SIGSTOP
+    raw.result = 1;
+    raw.target_tgid = 812;
+    raw.target_pid = 815;  // one of its threads: the agent is the tgid
+    auto event = decode_record(bytes_of(&raw, sizeof(raw)));
+    ASSERT_TRUE(event.ok()) << event.error().message;
+    EXPECT_EQ(event->ts_ns, 88u);
+    EXPECT_EQ(event->task.pid, 5101u);
+    EXPECT_STREQ(event_type_name(*event), "agent_tamper");
+    const auto& tamper = std::get<AgentTamper>(event->data);
+    EXPECT_EQ(tamper.kind, "signal");
+    EXPECT_EQ(tamper.signal, 19);
+    EXPECT_EQ(tamper.result, 1);
+    EXPECT_EQ(tamper.agent_pid, 812u);
+    EXPECT_EQ(describe_agent_tamper(event->task, tamper),
+              "SIGSTOP to the agent (pid 812) from pid 5101 (kill), uid 1000 (ignored by the "
+              "agent)");
     EXPECT_FALSE(decode_record(bytes_of(&raw, sizeof(raw) - 1)).ok()) << "short record";
 }
 
