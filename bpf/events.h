@@ -62,6 +62,7 @@ enum gg_event_type {
 	GG_EVENT_FILE_CHANGE = 9,  /* a watched file changed (ABI 1.5) */
 	GG_EVENT_MODULE_LOAD = 10, /* a kernel module was loaded (module:module_load), ABI 1.5 */
 	GG_EVENT_AGENT_SIGNAL = 11, /* another process signalled the agent (signal_generate), ABI 1.6 */
+	GG_EVENT_BPF_COMMAND = 12,  /* another process detached BPF programs (bpf(2)), ABI 1.6 */
 	GG_EVENT_TYPE_MAX,	   /* size of per-type arrays */
 };
 
@@ -388,6 +389,22 @@ struct gg_agent_signal_event {
 };
 GG_STATIC_ASSERT(sizeof(struct gg_agent_signal_event) == 16 + 48 + 24,
 		 "gg_agent_signal_event ABI");
+
+/*
+ * Another process than the agent called bpf(2) with BPF_LINK_DETACH or
+ * BPF_PROG_DETACH (at its exit, whatever the result): task is the caller.
+ */
+struct gg_bpf_command_event {
+	struct gg_event_header hdr;
+	struct gg_task_info task;
+	__u32 cmd;	   /* BPF_LINK_DETACH or BPF_PROG_DETACH */
+	__s32 ret;	   /* 0 or -errno */
+	__u32 fd;	   /* link_detach.link_fd; prog detach: target_fd */
+	__u32 attach_type; /* prog detach: attach_type; 0 for a link */
+	__u32 agent_tgid;  /* the agent (cfg_ignore_tgid) */
+	__u32 _pad;
+};
+GG_STATIC_ASSERT(sizeof(struct gg_bpf_command_event) == 16 + 48 + 24, "gg_bpf_command_event ABI");
 
 /* Which system call a struct gg_file_change_event comes from (the opens as gg_open_syscall). */
 enum gg_file_syscall {

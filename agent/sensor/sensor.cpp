@@ -62,6 +62,8 @@ const char* record_type_name(uint32_t type) {
             return "module_load";
         case GG_EVENT_AGENT_SIGNAL:
             return "agent_signal";
+        case GG_EVENT_BPF_COMMAND:
+            return "bpf_command";
         default:
             return nullptr;  // a number no program emits
     }

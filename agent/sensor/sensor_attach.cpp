@@ -71,6 +71,7 @@ void set_syscall_numbers(gpuguard_bpf* skel) {
     rodata->cfg_nr_renameat2 = SYS_renameat2;
     rodata->cfg_nr_unlink = kNrUnlink;
     rodata->cfg_nr_unlinkat = SYS_unlinkat;
+    rodata->cfg_nr_bpf = SYS_bpf;
 }
 
 // The hooks of `mode` for opens, ioctls, connects, renames and unlinks (watch_files) and
@@ -88,6 +89,7 @@ std::vector<HookProgram> syscall_hooks(gpuguard_bpf* skel, const AttachRequest& 
                 {p.gg_fn_creat, "fexit", fn + "creat", false, true},
                 {p.gg_fn_ioctl, "fentry", fn + "ioctl", true, true},
                 {p.gg_fn_connect, "fexit", fn + "connect", true},
+                {p.gg_fn_bpf, "fexit", fn + "bpf", false},
             };
             if (request.watch_files) {
                 hooks.insert(hooks.end(), {{p.gg_fn_rename, "fexit", fn + "rename", false},
@@ -122,6 +124,7 @@ std::vector<HookProgram> syscall_hooks(gpuguard_bpf* skel, const AttachRequest& 
                 {p.gg_exit_creat, "syscalls", "sys_exit_creat", false, true},
                 {p.gg_enter_ioctl, "syscalls", "sys_enter_ioctl", true, true},
                 {p.gg_exit_connect, "syscalls", "sys_exit_connect", true},
+                {p.gg_exit_bpf, "syscalls", "sys_exit_bpf", false},
             };
             if (request.watch_files) {
                 hooks.insert(hooks.end(),

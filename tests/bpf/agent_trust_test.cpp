@@ -5,7 +5,8 @@
 // by a restart is "agent was down from T1 to T2" (GG-CORR-0020), and a
 // clean stop followed by a restart is not; a test process that sends the
 // agent SIGUSR2, SIGSTOP and SIGCONT is a detection naming it (GG-CORR-0021,
-// from the kernel's signal_generate).
+// from the kernel's signal_generate); a test process that detaches one of
+// the agent's links (bpf_link_detach) is a detection naming it.
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include <bpf/bpf.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <signal.h>
@@ -231,6 +233,61 @@ TEST_F(AgentDetectTest, signals_from_a_process_are_a_detection_naming_the_sender
     const std::vector<std::pair<pid_t, int>> expected{
         {usr2, SIGUSR2}, {freezer, SIGSTOP}, {freezer, SIGCONT}};
     EXPECT_EQ(signals, expected) << exported.stdout_text;
+}
+
+// The link id of the agent's program named `name`, from its fds' fdinfo
+// (link_id, prog_id) and the program's info; 0 when it has none.
+uint32_t agent_link_id(pid_t agent, const std::string& name) {
+    std::error_code ec;
+    for (const auto& entry :
+         fs::directory_iterator("/proc/" + std::to_string(agent) + "/fdinfo", ec)) {
+        std::istringstream info(file_bytes(entry.path()));
+        uint32_t link_id = 0, prog_id = 0;
+        for (std::string key; info >> key;) {
+            if (key == "link_id:") info >> link_id;
+            if (key == "prog_id:") info >> prog_id;
+        }
+        if (!link_id || !prog_id) continue;
+        const int prog = bpf_prog_get_fd_by_id(prog_id);
+        if (prog < 0) continue;
+        bpf_prog_info prog_info{};
+        uint32_t size = sizeof(prog_info);
+        const bool named = bpf_obj_get_info_by_fd(prog, &prog_info, &size) == 0 &&
+                           name.compare(0, sizeof(prog_info.name) - 1, prog_info.name) == 0;
+        close(prog);
+        if (named) return link_id;
+    }
+    return 0;
+}
+
+TEST_F(AgentDetectTest, a_process_detaching_the_agents_link_is_a_detection_naming_it) {
+    Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
+    // The signal program's link: not one the detection itself rides on.
+    const uint32_t link_id = agent_link_id(agent.pid(), "gg_agent_signal");
+    ASSERT_NE(link_id, 0u) << "no link of gg_agent_signal in the agent's fds";
+
+    // The test's child opens that link by id and detaches it (whether the
+    // kernel allows it for this link type or not, the attempt is reported).
+    const pid_t detacher = fork();
+    if (detacher == 0) {
+        prctl(PR_SET_NAME, "gg-detacher");
+        const int fd = bpf_link_get_fd_by_id(link_id);
+        (void)bpf_link_detach(fd);
+        pause();
+        _exit(0);
+    }
+    ChildReaper reap(detacher);
+    auto detection = wait_for_detection(agent, detacher, "GG-CORR-0021", 10s);
+    ASSERT_TRUE(detection) << agent.stderr_text();
+    EXPECT_EQ((*detection)["process"]["name"], "gg-detacher") << detection->dump();
+    const std::string evidence = (*detection)["gpuguard"]["detection"]["evidence"][0]["detail"];
+    EXPECT_NE(evidence.find("BPF_LINK_DETACH on the agent (pid " + std::to_string(agent.pid()) +
+                            ")'s programs by pid " + std::to_string(detacher) + " (gg-detacher)"),
+              std::string::npos)
+        << evidence;
+    EXPECT_NE(evidence.find("(link fd "), std::string::npos) << evidence;
+    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
 }
 
 TEST_F(AgentDetectTest, sigkill_then_restart_reports_the_gap_and_a_clean_stop_does_not) {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * Signals to the agent: the signal:signal_generate tracepoint (as tp_btf, to
+ * What other processes do to the agent. Signals to the agent: the signal:signal_generate tracepoint (as tp_btf, to
  * read the target task's tgid), which the kernel fires in the sender for
  * every kill(2), tgkill(2), sigqueue(2) and pidfd_send_signal(2). Not a
  * syscall hook: one program serves every attachment mode. Filtered here to
@@ -13,6 +13,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "common.bpf.h"
+#include "hooks.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -62,4 +63,51 @@ int BPF_PROG(gg_agent_signal, int sig, struct kernel_siginfo *info, struct task_
 	e->_pad = 0;
 	event__submit(e, GG_EVENT_AGENT_SIGNAL);
 	return 0;
+}
+
+/*
+ * bpf(2) detaches: BPF_LINK_DETACH and BPF_PROG_DETACH by any process but
+ * the agent, at the syscall's exit (the hook of every attachment mode), the
+ * command compared first so every other bpf(2) call costs one read. Which
+ * programs the link or fd held is not known here: the record gives the fd.
+ */
+GG_HOOK int gg_hook_bpf_exit(long ret)
+{
+	struct gg_bpf_command_event *e;
+	struct pt_regs *regs;
+	__u32 attr[3] = {}; /* link_detach.link_fd; target_fd, attach_bpf_fd, attach_type */
+	__u64 attr_ptr;
+	__u32 cmd, tgid;
+
+	if (!cfg_ignore_tgid)
+		return 0;
+	regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	cmd = (__u32)PT_REGS_PARM1_CORE_SYSCALL(regs);
+	if (cmd != BPF_LINK_DETACH && cmd != BPF_PROG_DETACH)
+		return 0;
+	tgid = bpf_get_current_pid_tgid() >> 32;
+	if (tgid == cfg_ignore_tgid)
+		return 0;
+	attr_ptr = PT_REGS_PARM2_CORE_SYSCALL(regs);
+	if (bpf_probe_read_user(attr, sizeof(attr), (void *)attr_ptr) < 0)
+		attr[0] = attr[2] = 0;
+
+	e = event__reserve(GG_EVENT_BPF_COMMAND, sizeof(*e));
+	if (!e)
+		return 0;
+	task__fill(&e->task, bpf_get_current_task_btf());
+	e->cmd = cmd;
+	e->ret = (__s32)ret;
+	e->fd = attr[0];
+	e->attach_type = cmd == BPF_PROG_DETACH ? attr[2] : 0;
+	e->agent_tgid = cfg_ignore_tgid;
+	e->_pad = 0;
+	event__submit(e, GG_EVENT_BPF_COMMAND);
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_exit_bpf")
+int gg_exit_bpf(struct trace_event_raw_sys_exit *ctx)
+{
+	return gg_hook_bpf_exit(ctx->ret);
 }
