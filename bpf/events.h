@@ -406,6 +406,19 @@ struct gg_bpf_command_event {
 };
 GG_STATIC_ASSERT(sizeof(struct gg_bpf_command_event) == 16 + 48 + 24, "gg_bpf_command_event ABI");
 
+/*
+ * Value of the agent_kills map (key: the killed agent's tgid): the last
+ * SIGKILL another process sent it. Pinned with the enforcement pins, so the
+ * next agent names the killer of the previous one (ABI 1.6).
+ */
+struct gg_agent_kill {
+	struct gg_task_info sender;
+	__s32 sig;
+	__u32 _pad;
+	__u64 ts_ns; /* CLOCK_MONOTONIC of the signal */
+};
+GG_STATIC_ASSERT(sizeof(struct gg_agent_kill) == 48 + 16, "gg_agent_kill ABI");
+
 /* Which system call a struct gg_file_change_event comes from (the opens as gg_open_syscall). */
 enum gg_file_syscall {
 	GG_FILE_SYS_OPENAT = 0,

@@ -17,6 +17,14 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
+/* The last SIGKILL to each agent, pinned: it outlives the agent it killed. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16);
+	__type(key, __u32);
+	__type(value, struct gg_agent_kill);
+} agent_kills SEC(".maps");
+
 /* include/linux/sched/signal.h: SEND_SIG_NOINFO, SEND_SIG_PRIV */
 #define GG_SEND_SIG_PRIV 1UL
 #define GG_SI_USER 0
@@ -61,6 +69,11 @@ int BPF_PROG(gg_agent_signal, int sig, struct kernel_siginfo *info, struct task_
 	e->target_tgid = target;
 	e->target_pid = BPF_CORE_READ(task, pid);
 	e->_pad = 0;
+	if (sig == 9) { /* the ring buffer dies with the agent: this map does not */
+		struct gg_agent_kill kill = {.sender = e->task, .sig = sig, .ts_ns = e->hdr.ts_ns};
+
+		bpf_map_update_elem(&agent_kills, &target, &kill, BPF_ANY);
+	}
 	event__submit(e, GG_EVENT_AGENT_SIGNAL);
 	return 0;
 }

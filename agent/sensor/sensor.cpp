@@ -269,6 +269,8 @@ Result<Sensor> Sensor::open_in_mode(const SensorOptions& options, const EventHan
         // kill_now's targets outlive the agent: an earlier agent's are reused.
         pins->pin_map_on_load(skel->maps.known_bad_files);
         pins->pin_map_on_load(skel->maps.known_bad_names);
+        // Who SIGKILLed an earlier agent: read by the next one (agent_killer).
+        pins->pin_map_on_load(skel->maps.agent_kills);
     }
     if (int err = gpuguard_bpf__load(skel); err) {
         return Unexpected{libbpf_error("loading BPF programs", err)};
@@ -519,6 +521,24 @@ std::vector<std::pair<std::string, uint32_t>> Sensor::known_bad_names() const {
                            value.rule_id);
     }
     return names;
+}
+
+std::optional<AgentKiller> Sensor::agent_killer(uint32_t agent_pid) const {
+    gg_agent_kill kill{};
+    if (bpf_map__lookup_elem(impl_->skeleton->maps.agent_kills, &agent_pid, sizeof(agent_pid),
+                             &kill, sizeof(kill), 0) != 0) {
+        return std::nullopt;
+    }
+    AgentKiller killer;
+    killer.task.pid = kill.sender.tgid;
+    killer.task.tid = kill.sender.pid;
+    killer.task.ppid = kill.sender.ppid;
+    killer.task.uid = kill.sender.uid;
+    killer.task.gid = kill.sender.gid;
+    killer.task.cgroup_id = kill.sender.cgroup_id;
+    killer.task.comm.assign(kill.sender.comm, strnlen(kill.sender.comm, sizeof(kill.sender.comm)));
+    killer.signal = kill.sig;
+    return killer;
 }
 
 Result<int> Sensor::poll(std::chrono::milliseconds timeout) {

@@ -7,7 +7,9 @@
 // agent SIGUSR2, SIGSTOP and SIGCONT is a detection naming it (GG-CORR-0021,
 // from the kernel's signal_generate); a test process that detaches one of
 // the agent's links (bpf_link_detach) is a detection naming it.
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -21,6 +23,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
@@ -293,27 +296,55 @@ TEST_F(AgentDetectTest, a_process_detaching_the_agents_link_is_a_detection_namin
 TEST_F(AgentDetectTest, sigkill_then_restart_reports_the_gap_and_a_clean_stop_does_not) {
     const std::vector<std::string> run{GPUGUARD_BINARY, "run", "--config", config_.string(),
                                        "--json"};
+    // Pins of its own (the killer is kept in a pinned map across agents).
+    // On a bpf filesystem the test mounts (the host's /sys/fs/bpf may be none).
+    const fs::path bpffs = dir_ / "bpffs";
+    fs::create_directories(bpffs);
+    ASSERT_EQ(mount("bpf", bpffs.c_str(), "bpf", 0, nullptr), 0) << std::strerror(errno);
+    struct Unmount {
+        fs::path path;
+        ~Unmount() { umount2(path.c_str(), MNT_DETACH); }
+    } unmount{bpffs};
+    const fs::path pins = bpffs / "gpuguard";
+    std::ofstream(config_, std::ios::app) << "enforcement:\n  pin_path: " << pins.string() << "\n";
     pid_t killed_pid = 0;
+    pid_t killer = 0;
     int64_t killed_at = 0;
+    std::optional<ChildReaper> reap_killer;
     {
         Subprocess first(run);
         ASSERT_TRUE(first.wait_for_agent_ready(30s)) << first.stderr_text();
         std::this_thread::sleep_for(1500ms);  // alive for a while: its marker is touched
         killed_pid = first.pid();
         killed_at = realtime_ns();
+        killer = signal_sender("gg-killer", killed_pid, {SIGKILL});
+        reap_killer.emplace(killer);
+        // Dead by the killer's signal (a zombie until stop() reaps it), not the test's.
+        for (int i = 0; i < 200; ++i) {
+            const std::string stat = file_bytes("/proc/" + std::to_string(killed_pid) + "/stat");
+            const auto paren = stat.rfind(')');
+            if (paren != std::string::npos && stat.compare(paren, 3, ") Z") == 0) break;
+            std::this_thread::sleep_for(25ms);
+        }
         EXPECT_EQ(first.stop(SIGKILL, 10s), 128 + SIGKILL) << first.stderr_text();
     }
     {
         Subprocess second(run);
         ASSERT_TRUE(second.wait_for_agent_ready(30s)) << second.stderr_text();
-        auto down = wait_for_detection(second, killed_pid, "GG-CORR-0020", 10s);
+        // The kernel saw the SIGKILL: the down record names the killer.
+        auto down = wait_for_detection(second, killer, "GG-CORR-0020", 10s);
         ASSERT_TRUE(down) << second.stderr_text();
         const std::string evidence = (*down)["gpuguard"]["detection"]["evidence"][0]["detail"];
         EXPECT_NE(evidence.find("agent (pid " + std::to_string(killed_pid) + ") was down from "),
                   std::string::npos)
             << evidence;
+        EXPECT_NE(evidence.find(": killed by SIGKILL from pid " + std::to_string(killer) +
+                                " (gg-killer), uid 0"),
+                  std::string::npos)
+            << evidence;
         EXPECT_EQ(second.stop(SIGTERM, 10s), 0) << second.stderr_text();
     }
+
     // The journal keeps the gap: T1 within the last seconds before the kill,
     // T2 after it.
     auto exported =
