@@ -21,7 +21,7 @@
 #endif
 
 #define GG_ABI_MAJOR 1
-#define GG_ABI_MINOR 5
+#define GG_ABI_MINOR 6
 
 #define GG_COMM_LEN 16
 /* Bounded copy of the path argument of open*(2), NUL included. */
@@ -61,6 +61,8 @@ enum gg_event_type {
 	GG_EVENT_NET_PAYLOAD = 8,  /* first bytes of socket traffic (bpf/payload.h) */
 	GG_EVENT_FILE_CHANGE = 9,  /* a watched file changed (ABI 1.5) */
 	GG_EVENT_MODULE_LOAD = 10, /* a kernel module was loaded (module:module_load), ABI 1.5 */
+	GG_EVENT_AGENT_SIGNAL = 11, /* another process signalled the agent (signal_generate), ABI 1.6 */
+	GG_EVENT_BPF_COMMAND = 12,  /* another process detached BPF programs (bpf(2)), ABI 1.6 */
 	GG_EVENT_TYPE_MAX,	   /* size of per-type arrays */
 };
 
@@ -368,6 +370,54 @@ struct gg_module_load_event {
 };
 GG_STATIC_ASSERT(sizeof(struct gg_module_load_event) == 16 + 48 + 8 + GG_MODULE_NAME_LEN,
 		 "gg_module_load_event ABI");
+
+/*
+ * Another process generated a signal for the agent (tp_btf/signal_generate, ABI 1.6,
+ * filtered in the kernel to cfg_ignore_tgid, the agent's own tgid): task is
+ * the sender. Signals the agent sends itself and those the kernel generates
+ * (si_code > 0: SIGCHLD of its children, faults, timers) are not reported.
+ */
+struct gg_agent_signal_event {
+	struct gg_event_header hdr;
+	struct gg_task_info task;
+	__s32 sig;
+	__s32 code;	  /* si_code: SI_USER (kill), SI_TKILL (tgkill), SI_QUEUE (sigqueue) */
+	__s32 result;	  /* TRACE_SIGNAL_*: 0 delivered, 1 ignored, 2 already pending, ... */
+	__u32 target_tgid; /* the agent */
+	__u32 target_pid;  /* the agent's thread it was generated for */
+	__u32 _pad;
+};
+GG_STATIC_ASSERT(sizeof(struct gg_agent_signal_event) == 16 + 48 + 24,
+		 "gg_agent_signal_event ABI");
+
+/*
+ * Another process than the agent called bpf(2) with BPF_LINK_DETACH or
+ * BPF_PROG_DETACH (at its exit, whatever the result): task is the caller.
+ */
+struct gg_bpf_command_event {
+	struct gg_event_header hdr;
+	struct gg_task_info task;
+	__u32 cmd;	   /* BPF_LINK_DETACH or BPF_PROG_DETACH */
+	__s32 ret;	   /* 0 or -errno */
+	__u32 fd;	   /* link_detach.link_fd; prog detach: target_fd */
+	__u32 attach_type; /* prog detach: attach_type; 0 for a link */
+	__u32 agent_tgid;  /* the agent (cfg_ignore_tgid) */
+	__u32 _pad;
+};
+GG_STATIC_ASSERT(sizeof(struct gg_bpf_command_event) == 16 + 48 + 24, "gg_bpf_command_event ABI");
+
+/*
+ * Value of the agent_kills map (key: the killed agent's tgid): the last
+ * SIGKILL another process sent it. Pinned with the enforcement pins, so the
+ * next agent names the killer of the previous one (ABI 1.6).
+ */
+struct gg_agent_kill {
+	struct gg_task_info sender;
+	__s32 sig;
+	__u32 _pad;
+	__u64 ts_ns; /* CLOCK_MONOTONIC of the signal */
+};
+GG_STATIC_ASSERT(sizeof(struct gg_agent_kill) == 48 + 16, "gg_agent_kill ABI");
 
 /* Which system call a struct gg_file_change_event comes from (the opens as gg_open_syscall). */
 enum gg_file_syscall {

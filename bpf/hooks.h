@@ -33,4 +33,7 @@ GG_HOOK int gg_hook_file_open(long fd, __u32 syscall, __u64 path, __s32 dirfd, _
 GG_HOOK int gg_hook_rename_exit(long ret, __u32 syscall);
 GG_HOOK int gg_hook_unlink_exit(long ret, __u32 syscall);
 
+/* bpf(2) detaches by another process (tamper.bpf.c), at its exit. */
+GG_HOOK int gg_hook_bpf_exit(long ret);
+
 #endif

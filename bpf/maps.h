@@ -45,6 +45,7 @@ const volatile __s64 cfg_nr_renameat __weak = -1;
 const volatile __s64 cfg_nr_renameat2 __weak = -1;
 const volatile __s64 cfg_nr_unlink __weak = -1;
 const volatile __s64 cfg_nr_unlinkat __weak = -1;
+const volatile __s64 cfg_nr_bpf __weak = -1;
 /* Report changes of watched files (files.bpf.c); 0 = off. */
 const volatile __u8 cfg_watch_files __weak = 0;
 /* The raw dispatchers also sample payloads by syscall (the socket layer's

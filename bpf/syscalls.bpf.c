@@ -86,6 +86,10 @@ static __always_inline int dispatch__exit(long id, long ret)
 		return gg_hook_rename_exit(ret, id == cfg_nr_renameat2	? GG_FILE_SYS_RENAMEAT2
 						: id == cfg_nr_renameat ? GG_FILE_SYS_RENAMEAT
 									: GG_FILE_SYS_RENAME);
+	} else if (id == cfg_nr_bpf) {
+		if (task__in_compat_syscall())
+			return 0;
+		return gg_hook_bpf_exit(ret);
 	} else {
 		if (cfg_dispatch_payload &&
 		    (id == cfg_nr_read || id == cfg_nr_recvfrom || id == cfg_nr_recvmsg) &&
@@ -238,4 +242,10 @@ SEC("fexit/__x64_sys_recvmsg")
 int BPF_PROG(gg_fn_recvmsg, struct pt_regs *regs, long ret)
 {
 	return gg_hook_payload_exit(cfg_nr_recvmsg, ret);
+}
+
+SEC("fexit/__x64_sys_bpf")
+int BPF_PROG(gg_fn_bpf, struct pt_regs *regs, long ret)
+{
+	return gg_hook_bpf_exit(ret);
 }

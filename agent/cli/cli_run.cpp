@@ -180,6 +180,11 @@ int run_agent(const Context& context, const RunOptions& options) {
     // writer counts what is lost). The agent starts no processes, so none
     // inherits the ignored signal.
     std::signal(SIGPIPE, SIG_IGN);
+    // SIGUSR1/SIGUSR2 mean nothing to the agent: one sent by another process
+    // must not end it (by default they terminate). The kernel still reports
+    // them (agent_tamper "signal", GG-CORR-0021).
+    std::signal(SIGUSR1, SIG_IGN);
+    std::signal(SIGUSR2, SIG_IGN);
     const std::string allocator = tune_allocator();
     const auto log = logger("agent");
     auto config = load_config_or_report(context, options.config_path);

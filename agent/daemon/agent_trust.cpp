@@ -55,6 +55,17 @@ void Agent::Impl::mark_run() {
         tamper.exe = previous->exe.empty() ? exe : previous->exe;
         tamper.detail = "it ended uncleanly (SIGKILL, a crash or power loss): " + path.string() +
                         " was left behind";
+        // The kernel saw who SIGKILLed it (pinned map): that process is the
+        // subject, its executable read now if it still runs.
+        if (auto killer = sensor ? sensor->agent_killer(previous->pid) : std::nullopt) {
+            event.task = killer->task;
+            tamper.signal = killer->signal;
+            std::error_code gone;
+            tamper.exe = std::filesystem::read_symlink(
+                             "/proc/" + std::to_string(killer->task.pid) + "/exe", gone)
+                             .string();
+            tamper.cmdline.clear();
+        }
         tamper.down_from_unix_ns = previous->last_alive_unix_ns;
         tamper.down_to_unix_ns = now_unix_ns;
         event.data = std::move(tamper);

@@ -32,6 +32,22 @@ std::string bpf_command_name(uint32_t command) {
     }
 }
 
+// The signal_generate tracepoint's result (TRACE_SIGNAL_*, linux/signal.h).
+std::string signal_result_name(int32_t result) {
+    switch (result) {
+        case 1:
+            return "ignored by the agent";
+        case 2:
+            return "already pending";
+        case 3:
+            return "not delivered: queue overflow";
+        case 4:
+            return "delivered without its siginfo";
+        default:
+            return "not delivered: " + std::to_string(result);
+    }
+}
+
 }  // namespace
 
 std::string signal_name(int signal) {
@@ -44,7 +60,7 @@ std::string describe_agent_tamper(const TaskInfo& task, const AgentTamper& tampe
     if (tamper.kind == "stop" || tamper.kind == "signal") {
         std::string text =
             signal_name(tamper.signal) + " to " + agent + " from " + sender(task, tamper);
-        if (tamper.result != 0) text += " (not delivered: " + std::to_string(tamper.result) + ")";
+        if (tamper.result != 0) text += " (" + signal_result_name(tamper.result) + ")";
         return text;
     }
     if (tamper.kind == "bpf_command") {

@@ -2,9 +2,11 @@
 // the one reader of the event structs of bpf/events.h and bpf/payload.h.
 #include <algorithm>
 #include <cstring>
+#include <system_error>
 #include <utility>
 
 #include <arpa/inet.h>
+#include <linux/bpf.h>
 
 #include "events.h"
 #include "gpuguard/events/event.h"
@@ -299,6 +301,40 @@ Result<Event> decode_module_load(std::span<const std::byte> record) {
     return event;
 }
 
+// task is the sender; the agent it signalled is the record's target.
+Result<Event> decode_agent_signal(std::span<const std::byte> record) {
+    gg_agent_signal_event raw;
+    if (auto copied = copy_record(record, "agent_signal", raw); !copied)
+        return Unexpected{copied.error()};
+    Event event = event_base(raw);
+    AgentTamper tamper;
+    tamper.kind = "signal";
+    tamper.signal = raw.sig;
+    tamper.result = raw.result;
+    tamper.agent_pid = raw.target_tgid;
+    event.data = std::move(tamper);
+    return event;
+}
+
+// task is the caller; the detail names the fd it passed.
+Result<Event> decode_bpf_command(std::span<const std::byte> record) {
+    gg_bpf_command_event raw;
+    if (auto copied = copy_record(record, "bpf_command", raw); !copied)
+        return Unexpected{copied.error()};
+    Event event = event_base(raw);
+    AgentTamper tamper;
+    tamper.kind = "bpf_command";
+    tamper.command = raw.cmd;
+    tamper.agent_pid = raw.agent_tgid;
+    tamper.detail = raw.cmd == BPF_PROG_DETACH
+                        ? "target fd " + std::to_string(raw.fd) + ", attach type " +
+                              std::to_string(raw.attach_type)
+                        : "link fd " + std::to_string(raw.fd);
+    if (raw.ret < 0) tamper.detail += ", failed: " + std::generic_category().message(-raw.ret);
+    event.data = std::move(tamper);
+    return event;
+}
+
 // kernel/panic.c's taint_flags, by bit.
 constexpr char kTaintLetters[] = "PFSRMBUDAWCIOELKXTNJ";
 
@@ -469,6 +505,10 @@ Result<Event> decode_record(std::span<const std::byte> record) {
             return decode_module_load(body);
         case GG_EVENT_FILE_CHANGE:
             return decode_file_change(body);
+        case GG_EVENT_AGENT_SIGNAL:
+            return decode_agent_signal(body);
+        case GG_EVENT_BPF_COMMAND:
+            return decode_bpf_command(body);
         default:
             return fail(ErrorCode::kParse, "unknown record type " + std::to_string(header.type));
     }

@@ -60,6 +60,10 @@ const char* record_type_name(uint32_t type) {
             return "net_payload";
         case GG_EVENT_MODULE_LOAD:
             return "module_load";
+        case GG_EVENT_AGENT_SIGNAL:
+            return "agent_signal";
+        case GG_EVENT_BPF_COMMAND:
+            return "bpf_command";
         default:
             return nullptr;  // a number no program emits
     }
@@ -265,6 +269,8 @@ Result<Sensor> Sensor::open_in_mode(const SensorOptions& options, const EventHan
         // kill_now's targets outlive the agent: an earlier agent's are reused.
         pins->pin_map_on_load(skel->maps.known_bad_files);
         pins->pin_map_on_load(skel->maps.known_bad_names);
+        // Who SIGKILLed an earlier agent: read by the next one (agent_killer).
+        pins->pin_map_on_load(skel->maps.agent_kills);
     }
     if (int err = gpuguard_bpf__load(skel); err) {
         return Unexpected{libbpf_error("loading BPF programs", err)};
@@ -515,6 +521,24 @@ std::vector<std::pair<std::string, uint32_t>> Sensor::known_bad_names() const {
                            value.rule_id);
     }
     return names;
+}
+
+std::optional<AgentKiller> Sensor::agent_killer(uint32_t agent_pid) const {
+    gg_agent_kill kill{};
+    if (bpf_map__lookup_elem(impl_->skeleton->maps.agent_kills, &agent_pid, sizeof(agent_pid),
+                             &kill, sizeof(kill), 0) != 0) {
+        return std::nullopt;
+    }
+    AgentKiller killer;
+    killer.task.pid = kill.sender.tgid;
+    killer.task.tid = kill.sender.pid;
+    killer.task.ppid = kill.sender.ppid;
+    killer.task.uid = kill.sender.uid;
+    killer.task.gid = kill.sender.gid;
+    killer.task.cgroup_id = kill.sender.cgroup_id;
+    killer.task.comm.assign(kill.sender.comm, strnlen(kill.sender.comm, sizeof(kill.sender.comm)));
+    killer.signal = kill.sig;
+    return killer;
 }
 
 Result<int> Sensor::poll(std::chrono::milliseconds timeout) {

@@ -71,6 +71,7 @@ void set_syscall_numbers(gpuguard_bpf* skel) {
     rodata->cfg_nr_renameat2 = SYS_renameat2;
     rodata->cfg_nr_unlink = kNrUnlink;
     rodata->cfg_nr_unlinkat = SYS_unlinkat;
+    rodata->cfg_nr_bpf = SYS_bpf;
 }
 
 // The hooks of `mode` for opens, ioctls, connects, renames and unlinks (watch_files) and
@@ -88,6 +89,7 @@ std::vector<HookProgram> syscall_hooks(gpuguard_bpf* skel, const AttachRequest& 
                 {p.gg_fn_creat, "fexit", fn + "creat", false, true},
                 {p.gg_fn_ioctl, "fentry", fn + "ioctl", true, true},
                 {p.gg_fn_connect, "fexit", fn + "connect", true},
+                {p.gg_fn_bpf, "fexit", fn + "bpf", false},
             };
             if (request.watch_files) {
                 hooks.insert(hooks.end(), {{p.gg_fn_rename, "fexit", fn + "rename", false},
@@ -122,6 +124,7 @@ std::vector<HookProgram> syscall_hooks(gpuguard_bpf* skel, const AttachRequest& 
                 {p.gg_exit_creat, "syscalls", "sys_exit_creat", false, true},
                 {p.gg_enter_ioctl, "syscalls", "sys_enter_ioctl", true, true},
                 {p.gg_exit_connect, "syscalls", "sys_exit_connect", true},
+                {p.gg_exit_bpf, "syscalls", "sys_exit_bpf", false},
             };
             if (request.watch_files) {
                 hooks.insert(hooks.end(),
@@ -179,6 +182,8 @@ Result<AttachPlan> plan_attachment(gpuguard_bpf* skel, const AttachRequest& requ
     // Not a syscall: the same program in every mode. Missing where the kernel
     // has no CONFIG_MODULES (and loads no module).
     wanted.push_back({p.gg_module_load, "module", "module_load", false});
+    // Signals to the agent (tp_btf: the target task's tgid), every mode.
+    wanted.push_back({p.gg_agent_signal, "tp_btf", "signal_generate", false});
     if (request.payload == PayloadHooks::kSocketLayer) {
         wanted.insert(wanted.end(), {{p.gg_sock_send, "tp_btf", "sock_send_length", false},
                                      {p.gg_sock_recv, "tp_btf", "sock_recv_length", false}});

@@ -3,18 +3,27 @@
 // fails; a reload keeps the last good rules); a SIGTERM from a test process
 // is a record naming it (GG-CORR-0019) in the outputs; a SIGKILL followed
 // by a restart is "agent was down from T1 to T2" (GG-CORR-0020), and a
-// clean stop followed by a restart is not.
+// clean stop followed by a restart is not; a test process that sends the
+// agent SIGUSR2, SIGSTOP and SIGCONT is a detection naming it (GG-CORR-0021,
+// from the kernel's signal_generate); a test process that detaches one of
+// the agent's links (bpf_link_detach) is a detection naming it.
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
+#include <bpf/bpf.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
@@ -153,30 +162,189 @@ TEST_F(AgentDetectTest, sigterm_from_a_process_is_a_record_naming_it_before_the_
     EXPECT_TRUE(record) << file_bytes(alerts);
 }
 
+// Forks a child named `comm` that sends `signals` to `target` (a pause
+// between them), then waits to be reaped: it exists while the agent learns
+// who it is.
+pid_t signal_sender(const char* comm, pid_t target, std::vector<int> signals) {
+    const pid_t sender = fork();
+    if (sender == 0) {
+        prctl(PR_SET_NAME, comm);
+        for (int signal : signals) {
+            kill(target, signal);
+            usleep(200'000);
+        }
+        pause();
+        _exit(0);
+    }
+    return sender;
+}
+
+TEST_F(AgentDetectTest, signals_from_a_process_are_a_detection_naming_the_sender) {
+    Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
+    const pid_t agent_pid = agent.pid();
+    const auto evidence_of = [&](pid_t sender, const char* comm) {
+        auto detection = wait_for_detection(agent, sender, "GG-CORR-0021", 10s);
+        EXPECT_TRUE(detection) << comm << ": " << agent.stderr_text();
+        std::string evidence;
+        if (!detection) return evidence;
+        EXPECT_EQ((*detection)["process"]["name"], comm) << detection->dump();
+        for (const auto& item : (*detection)["gpuguard"]["detection"]["evidence"])
+            evidence += item["detail"].get<std::string>() + "\n";
+        return evidence;
+    };
+    const auto to_agent = [&](pid_t sender, const char* comm) {
+        return " to the agent (pid " + std::to_string(agent_pid) + ") from pid " +
+               std::to_string(sender) + " (" + comm + ")";
+    };
+
+    // SIGUSR2, which the agent ignores: still the sender's detection.
+    const pid_t usr2 = signal_sender("gg-signaller", agent_pid, {SIGUSR2});
+    ChildReaper reap_usr2(usr2);
+    std::string evidence = evidence_of(usr2, "gg-signaller");
+    EXPECT_NE(evidence.find("SIGUSR2" + to_agent(usr2, "gg-signaller") + ", uid 0"),
+              std::string::npos)
+        << evidence;
+    EXPECT_NE(evidence.find("(ignored by the agent)"), std::string::npos) << evidence;
+
+    // Frozen for a moment, then let go on: the detection names the freezer.
+    const pid_t freezer = signal_sender("gg-freezer", agent_pid, {SIGSTOP, SIGCONT});
+    ChildReaper reap_freezer(freezer);
+    evidence = evidence_of(freezer, "gg-freezer");
+    EXPECT_NE(evidence.find("SIGSTOP" + to_agent(freezer, "gg-freezer")), std::string::npos)
+        << evidence;
+
+    // The stop is GG-CORR-0019's, not tampering: no GG-CORR-0021 for it.
+    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+    while (auto line = agent.read_stdout_line(50ms))
+        EXPECT_EQ(line->find("GG-CORR-0021"), std::string::npos) << *line;
+
+    // The journal has every signal, SIGCONT included, and no SIGTERM.
+    auto exported =
+        run_command({GPUGUARD_BINARY, "journal", "export", "--dir", (dir_ / "journal").string(),
+                     "--format", "jsonl", "--type", "agent_tamper"},
+                    30s);
+    ASSERT_EQ(exported.exit_code, 0) << exported.stderr_text;
+    std::vector<std::pair<pid_t, int>> signals;
+    std::istringstream lines(exported.stdout_text);
+    for (std::string line; std::getline(lines, line);) {
+        auto event = nlohmann::json::parse(line, nullptr, false);
+        if (event.is_discarded() || event["agent_tamper"]["kind"] != "signal") continue;
+        EXPECT_EQ(event["agent_tamper"]["agent_pid"], agent_pid) << line;
+        signals.emplace_back(event["process"]["pid"], event["agent_tamper"]["signal"]);
+    }
+    const std::vector<std::pair<pid_t, int>> expected{
+        {usr2, SIGUSR2}, {freezer, SIGSTOP}, {freezer, SIGCONT}};
+    EXPECT_EQ(signals, expected) << exported.stdout_text;
+}
+
+// The link id of the agent's program named `name`, from its fds' fdinfo
+// (link_id, prog_id) and the program's info; 0 when it has none.
+uint32_t agent_link_id(pid_t agent, const std::string& name) {
+    std::error_code ec;
+    for (const auto& entry :
+         fs::directory_iterator("/proc/" + std::to_string(agent) + "/fdinfo", ec)) {
+        std::istringstream info(file_bytes(entry.path()));
+        uint32_t link_id = 0, prog_id = 0;
+        for (std::string key; info >> key;) {
+            if (key == "link_id:") info >> link_id;
+            if (key == "prog_id:") info >> prog_id;
+        }
+        if (!link_id || !prog_id) continue;
+        const int prog = bpf_prog_get_fd_by_id(prog_id);
+        if (prog < 0) continue;
+        bpf_prog_info prog_info{};
+        uint32_t size = sizeof(prog_info);
+        const bool named = bpf_obj_get_info_by_fd(prog, &prog_info, &size) == 0 &&
+                           name.compare(0, sizeof(prog_info.name) - 1, prog_info.name) == 0;
+        close(prog);
+        if (named) return link_id;
+    }
+    return 0;
+}
+
+TEST_F(AgentDetectTest, a_process_detaching_the_agents_link_is_a_detection_naming_it) {
+    Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
+    // The signal program's link: not one the detection itself rides on.
+    const uint32_t link_id = agent_link_id(agent.pid(), "gg_agent_signal");
+    ASSERT_NE(link_id, 0u) << "no link of gg_agent_signal in the agent's fds";
+
+    // The test's child opens that link by id and detaches it (whether the
+    // kernel allows it for this link type or not, the attempt is reported).
+    const pid_t detacher = fork();
+    if (detacher == 0) {
+        prctl(PR_SET_NAME, "gg-detacher");
+        const int fd = bpf_link_get_fd_by_id(link_id);
+        (void)bpf_link_detach(fd);
+        pause();
+        _exit(0);
+    }
+    ChildReaper reap(detacher);
+    auto detection = wait_for_detection(agent, detacher, "GG-CORR-0021", 10s);
+    ASSERT_TRUE(detection) << agent.stderr_text();
+    EXPECT_EQ((*detection)["process"]["name"], "gg-detacher") << detection->dump();
+    const std::string evidence = (*detection)["gpuguard"]["detection"]["evidence"][0]["detail"];
+    EXPECT_NE(evidence.find("BPF_LINK_DETACH on the agent (pid " + std::to_string(agent.pid()) +
+                            ")'s programs by pid " + std::to_string(detacher) + " (gg-detacher)"),
+              std::string::npos)
+        << evidence;
+    EXPECT_NE(evidence.find("(link fd "), std::string::npos) << evidence;
+    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+}
+
 TEST_F(AgentDetectTest, sigkill_then_restart_reports_the_gap_and_a_clean_stop_does_not) {
     const std::vector<std::string> run{GPUGUARD_BINARY, "run", "--config", config_.string(),
                                        "--json"};
+    // Pins of its own (the killer is kept in a pinned map across agents).
+    // On a bpf filesystem the test mounts (the host's /sys/fs/bpf may be none).
+    const fs::path bpffs = dir_ / "bpffs";
+    fs::create_directories(bpffs);
+    ASSERT_EQ(mount("bpf", bpffs.c_str(), "bpf", 0, nullptr), 0) << std::strerror(errno);
+    struct Unmount {
+        fs::path path;
+        ~Unmount() { umount2(path.c_str(), MNT_DETACH); }
+    } unmount{bpffs};
+    const fs::path pins = bpffs / "gpuguard";
+    std::ofstream(config_, std::ios::app) << "enforcement:\n  pin_path: " << pins.string() << "\n";
     pid_t killed_pid = 0;
+    pid_t killer = 0;
     int64_t killed_at = 0;
+    std::optional<ChildReaper> reap_killer;
     {
         Subprocess first(run);
         ASSERT_TRUE(first.wait_for_agent_ready(30s)) << first.stderr_text();
         std::this_thread::sleep_for(1500ms);  // alive for a while: its marker is touched
         killed_pid = first.pid();
         killed_at = realtime_ns();
+        killer = signal_sender("gg-killer", killed_pid, {SIGKILL});
+        reap_killer.emplace(killer);
+        // Dead by the killer's signal (a zombie until stop() reaps it), not the test's.
+        for (int i = 0; i < 200; ++i) {
+            const std::string stat = file_bytes("/proc/" + std::to_string(killed_pid) + "/stat");
+            const auto paren = stat.rfind(')');
+            if (paren != std::string::npos && stat.compare(paren, 3, ") Z") == 0) break;
+            std::this_thread::sleep_for(25ms);
+        }
         EXPECT_EQ(first.stop(SIGKILL, 10s), 128 + SIGKILL) << first.stderr_text();
     }
     {
         Subprocess second(run);
         ASSERT_TRUE(second.wait_for_agent_ready(30s)) << second.stderr_text();
-        auto down = wait_for_detection(second, killed_pid, "GG-CORR-0020", 10s);
+        // The kernel saw the SIGKILL: the down record names the killer.
+        auto down = wait_for_detection(second, killer, "GG-CORR-0020", 10s);
         ASSERT_TRUE(down) << second.stderr_text();
         const std::string evidence = (*down)["gpuguard"]["detection"]["evidence"][0]["detail"];
         EXPECT_NE(evidence.find("agent (pid " + std::to_string(killed_pid) + ") was down from "),
                   std::string::npos)
             << evidence;
+        EXPECT_NE(evidence.find(": killed by SIGKILL from pid " + std::to_string(killer) +
+                                " (gg-killer), uid 0"),
+                  std::string::npos)
+            << evidence;
         EXPECT_EQ(second.stop(SIGTERM, 10s), 0) << second.stderr_text();
     }
+
     // The journal keeps the gap: T1 within the last seconds before the kill,
     // T2 after it.
     auto exported =

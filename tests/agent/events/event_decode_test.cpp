@@ -1,11 +1,14 @@
+#include <cerrno>
 #include <cstring>
 #include <vector>
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/bpf.h>
 #include <nlohmann/json.hpp>
 
 #include "events.h"
+#include "gpuguard/events/agent_tamper.h"
 #include "gpuguard/events/event.h"
 #include "gpuguard/events/event_json.h"
 
@@ -79,6 +82,64 @@ TEST(EventDecode, decodes_a_module_load_record_with_the_kernels_taint_letters) {
     EXPECT_EQ(module.name, std::string(GG_MODULE_NAME_LEN, 'm'));
     EXPECT_EQ(module_taint_letters(module.taints), "OE");
     EXPECT_STREQ(event_type_name(*event), "module_load");
+    EXPECT_FALSE(decode_record(bytes_of(&raw, sizeof(raw) - 1)).ok()) << "short record";
+}
+
+TEST(EventDecode, decodes_an_agent_signal_record_as_agent_tamper_naming_the_sender) {
+    gg_agent_signal_event raw{};
+    raw.hdr.type = GG_EVENT_AGENT_SIGNAL;
+    raw.hdr.abi_major = GG_ABI_MAJOR;
+    raw.hdr.size = sizeof(raw);
+    raw.hdr.ts_ns = 88;
+    raw.task.tgid = 5101;
+    raw.task.pid = 5101;
+    raw.task.uid = 1000;
+    std::memcpy(raw.task.comm, "kill", 5);
+    raw.sig = 19;  // SIGSTOP
+    raw.result = 1;
+    raw.target_tgid = 812;
+    raw.target_pid = 815;  // one of its threads: the agent is the tgid
+    auto event = decode_record(bytes_of(&raw, sizeof(raw)));
+    ASSERT_TRUE(event.ok()) << event.error().message;
+    EXPECT_EQ(event->ts_ns, 88u);
+    EXPECT_EQ(event->task.pid, 5101u);
+    EXPECT_STREQ(event_type_name(*event), "agent_tamper");
+    const auto& tamper = std::get<AgentTamper>(event->data);
+    EXPECT_EQ(tamper.kind, "signal");
+    EXPECT_EQ(tamper.signal, 19);
+    EXPECT_EQ(tamper.result, 1);
+    EXPECT_EQ(tamper.agent_pid, 812u);
+    EXPECT_EQ(describe_agent_tamper(event->task, tamper),
+              "SIGSTOP to the agent (pid 812) from pid 5101 (kill), uid 1000 (ignored by the "
+              "agent)");
+    EXPECT_FALSE(decode_record(bytes_of(&raw, sizeof(raw) - 1)).ok()) << "short record";
+}
+
+TEST(EventDecode, decodes_a_bpf_command_record_naming_the_fd_and_a_failure) {
+    gg_bpf_command_event raw{};
+    raw.hdr.type = GG_EVENT_BPF_COMMAND;
+    raw.hdr.abi_major = GG_ABI_MAJOR;
+    raw.hdr.size = sizeof(raw);
+    raw.task.tgid = 5201;
+    raw.task.pid = 5201;
+    std::memcpy(raw.task.comm, "bpftool", 8);
+    raw.cmd = BPF_LINK_DETACH;
+    raw.fd = 3;
+    raw.agent_tgid = 812;
+    auto event = decode_record(bytes_of(&raw, sizeof(raw)));
+    ASSERT_TRUE(event.ok()) << event.error().message;
+    auto tamper = std::get<AgentTamper>(event->data);
+    EXPECT_EQ(tamper.kind, "bpf_command");
+    EXPECT_EQ(tamper.command, static_cast<uint32_t>(BPF_LINK_DETACH));
+    EXPECT_EQ(tamper.agent_pid, 812u);
+    EXPECT_EQ(tamper.detail, "link fd 3");
+    raw.cmd = BPF_PROG_DETACH;
+    raw.attach_type = 2;
+    raw.ret = -EPERM;
+    event = decode_record(bytes_of(&raw, sizeof(raw)));
+    ASSERT_TRUE(event.ok()) << event.error().message;
+    tamper = std::get<AgentTamper>(event->data);
+    EXPECT_EQ(tamper.detail, "target fd 3, attach type 2, failed: Operation not permitted");
     EXPECT_FALSE(decode_record(bytes_of(&raw, sizeof(raw) - 1)).ok()) << "short record";
 }
 

@@ -127,6 +127,12 @@ struct SensorOptions {
     bool raw_syscalls_untyped = false;
 };
 
+// Who killed an earlier agent (Sensor::agent_killer).
+struct AgentKiller {
+    TaskInfo task;
+    int32_t signal = 0;
+};
+
 class Sensor {
   public:
     using EventHandler = std::function<void(const Event&)>;
@@ -205,6 +211,9 @@ class Sensor {
     // The names in the map with their rule tags: with pinning, also those an
     // earlier agent registered.
     std::vector<std::pair<std::string, uint32_t>> known_bad_names() const;
+    // The process that last SIGKILLed the agent with that pid, as the kernel
+    // saw it; kept across agents only with pins (a map under the pin path).
+    std::optional<AgentKiller> agent_killer(uint32_t agent_pid) const;
 
     SensorStats stats() const;
 
