@@ -392,17 +392,20 @@ GG_STATIC_ASSERT(sizeof(struct gg_agent_signal_event) == 16 + 48 + 24,
 
 /*
  * Another process than the agent called bpf(2) with BPF_LINK_DETACH or
- * BPF_PROG_DETACH (at its exit, whatever the result): task is the caller.
+ * BPF_LINK_UPDATE on one of the agent's links, or BPF_PROG_DETACH naming one
+ * of its programs (at the call's exit, whatever the result): task is the
+ * caller. The fd it passed is resolved in the kernel to the object's id and
+ * looked up in agent_bpf_objects, which the agent fills with its own.
  */
 struct gg_bpf_command_event {
 	struct gg_event_header hdr;
 	struct gg_task_info task;
-	__u32 cmd;	   /* BPF_LINK_DETACH or BPF_PROG_DETACH */
+	__u32 cmd;	   /* BPF_LINK_DETACH, BPF_LINK_UPDATE or BPF_PROG_DETACH */
 	__s32 ret;	   /* 0 or -errno */
-	__u32 fd;	   /* link_detach.link_fd; prog detach: target_fd */
+	__u32 fd;	   /* the link fd; prog detach: the program's fd (attach_bpf_fd) */
 	__u32 attach_type; /* prog detach: attach_type; 0 for a link */
 	__u32 agent_tgid;  /* the agent (cfg_ignore_tgid) */
-	__u32 _pad;
+	__u32 object_id;   /* the agent's link id (link commands) or program id */
 };
 GG_STATIC_ASSERT(sizeof(struct gg_bpf_command_event) == 16 + 48 + 24, "gg_bpf_command_event ABI");
 
@@ -411,6 +414,16 @@ GG_STATIC_ASSERT(sizeof(struct gg_bpf_command_event) == 16 + 48 + 24, "gg_bpf_co
  * SIGKILL another process sent it. Pinned with the enforcement pins, so the
  * next agent names the killer of the previous one (ABI 1.6).
  */
+/* Key of agent_bpf_objects: the agent's own links and programs by id. */
+enum gg_bpf_object_kind {
+	GG_BPF_OBJECT_LINK = 1,
+	GG_BPF_OBJECT_PROG = 2,
+};
+struct gg_bpf_object_key {
+	__u32 id;
+	__u32 kind; /* enum gg_bpf_object_kind */
+};
+
 struct gg_agent_kill {
 	struct gg_task_info sender;
 	__s32 sig;

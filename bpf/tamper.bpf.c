@@ -5,8 +5,8 @@
  * every kill(2), tgkill(2), sigqueue(2) and pidfd_send_signal(2). Not a
  * syscall hook: one program serves every attachment mode. Filtered here to
  * the agent's own tgid (cfg_ignore_tgid; 0 = not set: nothing is reported),
- * so every other signal on the host costs one compare. SIGHUP, SIGINT and
- * SIGTERM are left out (see below).
+ * so every other signal on the host costs one compare. SIGHUP, SIGINT,
+ * SIGTERM and SIGCONT are left out (see below).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -58,6 +58,10 @@ int BPF_PROG(gg_agent_signal, int sig, struct kernel_siginfo *info, struct task_
 	 * their sender itself from the siginfo (agent_tamper "stop"). */
 	if (sig == 1 || sig == 2 || sig == 15)
 		return 0;
+	/* SIGCONT only resumes: systemd and timeout(1) send it right after
+	 * SIGTERM; a freeze shows as its SIGSTOP. */
+	if (sig == 18)
+		return 0;
 
 	e = event__reserve(GG_EVENT_AGENT_SIGNAL, sizeof(*e));
 	if (!e)
@@ -78,32 +82,76 @@ int BPF_PROG(gg_agent_signal, int sig, struct kernel_siginfo *info, struct task_
 	return 0;
 }
 
+/* The agent's own links and programs (key gg_bpf_object_key), filled by
+ * the agent from its fds: a detach of anything else is not reported. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct gg_bpf_object_key);
+	__type(value, __u8);
+} agent_bpf_objects SEC(".maps");
+
+/* What the caller's fd `fd` holds (struct file's private_data): a bpf_link
+ * or bpf_prog for the fds these commands take; NULL when there is none. */
+static __always_inline void *fd_private_data(__u32 fd)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+	struct file **fds;
+	struct file *file = NULL;
+
+	if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
+		return NULL;
+	fds = BPF_CORE_READ(fdt, fd);
+	if (bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]) < 0 || !file)
+		return NULL;
+	return BPF_CORE_READ(file, private_data);
+}
+
 /*
- * bpf(2) detaches: BPF_LINK_DETACH and BPF_PROG_DETACH by any process but
- * the agent, at the syscall's exit (the hook of every attachment mode), the
- * command compared first so every other bpf(2) call costs one read. Which
- * programs the link or fd held is not known here: the record gives the fd.
+ * bpf(2) on the agent's programs: BPF_LINK_DETACH and BPF_LINK_UPDATE of
+ * one of its links, BPF_PROG_DETACH naming one of its programs, by any
+ * process but the agent, at the syscall's exit (the hook of every attachment
+ * mode). The command is compared first, so every other bpf(2) call costs one
+ * read; the fd is resolved to the object's id here, so another tool
+ * detaching its own programs costs a map lookup and reports nothing. The
+ * fd is still open at the exit (these commands do not close it).
  */
 GG_HOOK int gg_hook_bpf_exit(long ret)
 {
 	struct gg_bpf_command_event *e;
+	struct gg_bpf_object_key key = {};
 	struct pt_regs *regs;
-	__u32 attr[3] = {}; /* link_detach.link_fd; target_fd, attach_bpf_fd, attach_type */
+	__u32 attr[3] = {}; /* link_fd | target_fd, attach_bpf_fd, attach_type */
 	__u64 attr_ptr;
-	__u32 cmd, tgid;
+	__u32 cmd, tgid, fd;
+	void *object;
 
 	if (!cfg_ignore_tgid)
 		return 0;
 	regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
 	cmd = (__u32)PT_REGS_PARM1_CORE_SYSCALL(regs);
-	if (cmd != BPF_LINK_DETACH && cmd != BPF_PROG_DETACH)
+	if (cmd != BPF_LINK_DETACH && cmd != BPF_LINK_UPDATE && cmd != BPF_PROG_DETACH)
 		return 0;
 	tgid = bpf_get_current_pid_tgid() >> 32;
 	if (tgid == cfg_ignore_tgid)
 		return 0;
 	attr_ptr = PT_REGS_PARM2_CORE_SYSCALL(regs);
 	if (bpf_probe_read_user(attr, sizeof(attr), (void *)attr_ptr) < 0)
-		attr[0] = attr[2] = 0;
+		return 0;
+	fd = cmd == BPF_PROG_DETACH ? attr[1] : attr[0];
+	object = fd_private_data(fd);
+	if (!object)
+		return 0;
+	if (cmd == BPF_PROG_DETACH) {
+		key.id = BPF_CORE_READ((struct bpf_prog *)object, aux, id);
+		key.kind = GG_BPF_OBJECT_PROG;
+	} else {
+		key.id = BPF_CORE_READ((struct bpf_link *)object, id);
+		key.kind = GG_BPF_OBJECT_LINK;
+	}
+	if (!bpf_map_lookup_elem(&agent_bpf_objects, &key))
+		return 0;
 
 	e = event__reserve(GG_EVENT_BPF_COMMAND, sizeof(*e));
 	if (!e)
@@ -111,10 +159,10 @@ GG_HOOK int gg_hook_bpf_exit(long ret)
 	task__fill(&e->task, bpf_get_current_task_btf());
 	e->cmd = cmd;
 	e->ret = (__s32)ret;
-	e->fd = attr[0];
+	e->fd = fd;
 	e->attach_type = cmd == BPF_PROG_DETACH ? attr[2] : 0;
 	e->agent_tgid = cfg_ignore_tgid;
-	e->_pad = 0;
+	e->object_id = key.id;
 	event__submit(e, GG_EVENT_BPF_COMMAND);
 	return 0;
 }

@@ -88,7 +88,9 @@ ctest_stage() {
         while IFS= read -r line; do
             summaries+=("    $line")
         done < <(grep -h '^FAIL ' "$dir"/vmtests/*.summary 2>/dev/null
-            grep -ah '^\[  FAILED  \] .* ms)$' "$dir"/vmtests/*.log 2>/dev/null | head -n 20)
+            grep -ah '^\[  FAILED  \] .* ms)$' "$dir"/vmtests/*.log 2>/dev/null | head -n 20
+            # What failed, not only where: the first assertions' own lines.
+            grep -ah -A3 ': Failure$' "$dir"/vmtests/*.log 2>/dev/null | cut -c1-300 | head -n 24)
     fi
     return "$result"
 }

@@ -478,6 +478,14 @@ Status Agent::Impl::start_servers() {
         log->info("metrics on http://{}:{}/metrics", config.metrics.listen, this->metrics->port());
     }
 
+    // The tamper hook reports detaches of the agent's links from the start.
+    if (this->sensor) {
+        if (auto listed = this->sensor->protect_own_bpf_objects(); listed) {
+            log->debug("tamper hook: {} BPF links and programs of the agent listed", *listed);
+        } else {
+            log->warn("{}", listed.error().message);
+        }
+    }
     if (!config.control.socket.empty()) {
         auto control = ControlServer::start(config.control.socket, [this](
                                                                        const std::string& command) {
@@ -526,6 +534,10 @@ Status Agent::run(const volatile std::sig_atomic_t* stop) {
             }
         }
         impl.check_hidden_processes(now);
+        {
+            std::lock_guard lock(impl.mutex);
+            impl.check_pins(now);
+        }
         if (now < next_ioctl_read && now < next_drop_check && now < next_rate_sample) continue;
         std::lock_guard lock(impl.mutex);
         if (now >= next_rate_sample) {

@@ -272,6 +272,9 @@ void Agent::Impl::build_pipeline() {
         if (const auto* open = std::get_if<GpuOpen>(&event.data); open && open->succeeded()) {
             check_hidden_soon(event.ts_ns);
         }
+        if (const auto* change = std::get_if<FileChange>(&event.data)) {
+            note_pin_change(event, *change);
+        }
         if (correlator && (exe_scans || config_scans)) submit_scans();
         if (correlator && sensor) update_watch_lists(event);
         if (const auto* telemetry = std::get_if<Telemetry>(&event.data);

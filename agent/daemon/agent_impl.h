@@ -106,6 +106,9 @@ struct Agent::Impl {
     std::set<uint32_t> hidden_pids;                 // hidden at the last check: reported once each
     std::atomic<uint64_t> next_hidden_check_ns{0};  // monotonic
     uint64_t hidden_checks = 0;                     // comparisons made (under mutex)
+    // Pins and BPF objects the agent keeps an eye on (agent_trust.cpp).
+    uint64_t next_pin_check_ns = 0;                // monotonic (under mutex)
+    std::map<std::string, TaskInfo> pin_removers;  // pin file -> who the kernel saw remove it
     std::unique_ptr<ProcessIoSampler> process_io;  // GPU processes' writes, per sample
     uint64_t detections_total = 0;
     uint64_t rule_reloads_rejected = 0;
@@ -185,6 +188,15 @@ struct Agent::Impl {
     // A check about a second from now (a new GPU process, a detection),
     // unless one is due sooner.
     void check_hidden_soon(uint64_t now_ns);
+
+    // Every few seconds (sooner after the kernel saw a pin removed): pins
+    // gone from enforcement.pin_path are pinned again and reported as
+    // agent_tamper "pin_removed"; the tamper hook's list of the agent's BPF
+    // objects follows the links it holds. Under `mutex`.
+    void check_pins(uint64_t now_ns);
+    // The kernel saw a process remove one of the agent's pins (file_change
+    // of kind agent_pins): remember who, check at once.
+    void note_pin_change(const Event& event, const FileChange& change);
 
     // What the agent shows: status page, ps, metrics (agent_report.cpp).
     // Driver of a device number, for naming its ioctls: the /proc/devices

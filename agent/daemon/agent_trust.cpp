@@ -13,6 +13,7 @@ namespace gpuguard::agent {
 namespace {
 
 constexpr char kRunMarkerName[] = "agent.run";
+constexpr uint64_t kPinCheckIntervalNs = 5'000'000'000ull;
 
 }  // namespace
 
@@ -80,6 +81,47 @@ void Agent::Impl::mark_run() {
         return;
     }
     run_marker.emplace(std::move(marker).value());
+}
+
+void Agent::Impl::note_pin_change(const Event& event, const FileChange& change) {
+    if (change.kind != "agent_pins" || change.operation == "write") return;
+    pin_removers[change.path] = event.task;
+    next_pin_check_ns = 0;
+}
+
+void Agent::Impl::check_pins(uint64_t now_ns) {
+    if (now_ns < next_pin_check_ns) return;
+    next_pin_check_ns = now_ns + kPinCheckIntervalNs;
+    if (sensor) {
+        if (auto listed = sensor->protect_own_bpf_objects(); !listed) {
+            logger("agent")->warn("{}", listed.error().message);
+        }
+    }
+    if (!pins) return;
+    // What the kernel saw so far first: an unlink it reported names the remover.
+    if (sensor) (void)sensor->poll(std::chrono::milliseconds(0));
+    for (const MissingPin& pin : pins->restore_missing()) {
+        Event event;
+        event.ts_ns = now_ns;
+        AgentTamper tamper;
+        tamper.kind = "pin_removed";
+        tamper.agent_pid = static_cast<uint32_t>(getpid());
+        tamper.detail = pin.file + (pin.restored ? " (pinned again)"
+                                                 : " (could not pin it again: " + pin.error + ")");
+        // The remover when the kernel saw the unlink, else the agent found it.
+        if (auto remover = pin_removers.find(pin.file); remover != pin_removers.end()) {
+            event.task = remover->second;
+            tamper.detail += ", removed by " + remover->second.comm;
+        } else {
+            event.task.pid = event.task.tid = tamper.agent_pid;
+            event.task.comm = "gpuguard";
+            tamper.detail += ", found missing by the agent's check";
+        }
+        logger("agent")->warn("pin {}", tamper.detail);
+        event.data = std::move(tamper);
+        on_event(event);
+    }
+    pin_removers.clear();
 }
 
 }  // namespace gpuguard::agent

@@ -316,7 +316,7 @@ Result<Event> decode_agent_signal(std::span<const std::byte> record) {
     return event;
 }
 
-// task is the caller; the detail names the fd it passed.
+// task is the caller; the detail names the agent's object the fd held.
 Result<Event> decode_bpf_command(std::span<const std::byte> record) {
     gg_bpf_command_event raw;
     if (auto copied = copy_record(record, "bpf_command", raw); !copied)
@@ -326,10 +326,11 @@ Result<Event> decode_bpf_command(std::span<const std::byte> record) {
     tamper.kind = "bpf_command";
     tamper.command = raw.cmd;
     tamper.agent_pid = raw.agent_tgid;
-    tamper.detail = raw.cmd == BPF_PROG_DETACH
-                        ? "target fd " + std::to_string(raw.fd) + ", attach type " +
-                              std::to_string(raw.attach_type)
-                        : "link fd " + std::to_string(raw.fd);
+    tamper.detail =
+        raw.cmd == BPF_PROG_DETACH
+            ? "program id " + std::to_string(raw.object_id) + " (fd " + std::to_string(raw.fd) +
+                  "), attach type " + std::to_string(raw.attach_type)
+            : "link id " + std::to_string(raw.object_id) + " (fd " + std::to_string(raw.fd) + ")";
     if (raw.ret < 0) tamper.detail += ", failed: " + std::generic_category().message(-raw.ret);
     event.data = std::move(tamper);
     return event;

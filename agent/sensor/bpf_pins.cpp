@@ -13,8 +13,8 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
-#include "gpuguard/sensor/sensor_support.h"
 #include "gpuguard/common/logging.h"
+#include "gpuguard/sensor/sensor_support.h"
 
 namespace gpuguard::agent {
 namespace {
@@ -142,11 +142,27 @@ void PinDirectory::pin_map_on_load(bpf_map* map) {
     bpf_map__set_pin_path(map, file.c_str());
 }
 
+void PinDirectory::note_pinned_map(const bpf_map* map) {
+    bpf_map_info info{};
+    uint32_t size = sizeof(info);
+    if (bpf_obj_get_info_by_fd(bpf_map__fd(map), &info, &size) == 0) {
+        pinned_[path_ + "/maps/" + bpf_map__name(map)] = Pinned{false, info.id};
+    }
+}
+
+namespace {
+uint32_t link_id(const bpf_link* link) {
+    bpf_link_info info{};
+    uint32_t size = sizeof(info);
+    return bpf_obj_get_info_by_fd(bpf_link__fd(link), &info, &size) == 0 ? info.id : 0;
+}
+}  // namespace
+
 std::string PinDirectory::link_file(const std::string& name) const {
     return path_ + "/links/" + name;
 }
 
-bpf_link* PinDirectory::open_link(const std::string& name) const {
+bpf_link* PinDirectory::open_link(const std::string& name) {
     const std::string file = link_file(name);
     if (access(file.c_str(), F_OK) != 0) return nullptr;
     bpf_link* link = bpf_link__open(file.c_str());
@@ -155,6 +171,7 @@ bpf_link* PinDirectory::open_link(const std::string& name) const {
             ->warn("pinned link {} cannot be opened ({}): unpinned", file, errno_text(errno));
         unlink(file.c_str());
     }
+    if (link) pinned_[file] = Pinned{true, link_id(link)};  // taken over: ours now
     return link;
 }
 
@@ -164,10 +181,14 @@ Status PinDirectory::pin_link(bpf_link* link, const std::string& name) {
     if (int err = bpf_link__pin(link, file.c_str()); err) {
         return Unexpected{libbpf_error("pinning link " + file, err)};
     }
+    pinned_[file] = Pinned{true, link_id(link)};
     return {};
 }
 
-void PinDirectory::unpin_link(const std::string& name) { unlink(link_file(name).c_str()); }
+void PinDirectory::unpin_link(const std::string& name) {
+    unlink(link_file(name).c_str());
+    pinned_.erase(link_file(name));
+}
 
 std::vector<std::string> PinDirectory::link_names(const std::string& prefix) const {
     std::vector<std::string> names;
@@ -180,9 +201,43 @@ std::vector<std::string> PinDirectory::link_names(const std::string& prefix) con
 }
 
 void PinDirectory::remove_all() {
+    pinned_.clear();
     std::error_code ec;
     std::filesystem::remove_all(path_, ec);
     if (ec) logger("enforcer")->warn("removing pins under {}: {}", path_, ec.message());
+}
+
+}  // namespace gpuguard::agent
+
+namespace gpuguard::agent {
+
+std::vector<MissingPin> PinDirectory::restore_missing() {
+    std::vector<MissingPin> missing;
+    for (auto it = pinned_.begin(); it != pinned_.end();) {
+        const auto& [file, pinned] = *it;
+        if (access(file.c_str(), F_OK) == 0 || errno != ENOENT) {
+            ++it;
+            continue;
+        }
+        MissingPin pin{file, false, ""};
+        // The directory may have gone with it (rm -r): made again first.
+        (void)make_dir(path_);
+        (void)make_dir(std::filesystem::path(file).parent_path().string());
+        const int fd = pinned.id == 0 ? -ENOENT
+                       : pinned.link  ? bpf_link_get_fd_by_id(pinned.id)
+                                      : bpf_map_get_fd_by_id(pinned.id);
+        if (fd < 0) {
+            pin.error = "the agent no longer holds it: " + errno_text(-fd);
+        } else if (int err = bpf_obj_pin(fd, file.c_str()); err) {
+            pin.error = errno_text(-err);
+        } else {
+            pin.restored = true;
+        }
+        if (fd >= 0) close(fd);
+        missing.push_back(std::move(pin));
+        it = missing.back().restored ? std::next(it) : pinned_.erase(it);
+    }
+    return missing;
 }
 
 }  // namespace gpuguard::agent

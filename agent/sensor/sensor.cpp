@@ -20,6 +20,7 @@
 #include "gpuguard/sensor/sensor_support.h"
 #include "gpuguard_bpf.skel.h"
 #include "kernel_watch.h"
+#include "own_bpf_objects.h"
 #include "sensor_attach.h"
 
 namespace gpuguard::agent {
@@ -111,6 +112,7 @@ struct Sensor::Impl {
     PayloadHooks payload = PayloadHooks::kNone;  // kNone: no program counts GPU processes' sends
     std::unique_ptr<KernelWatch> watch;          // watched_tgids, watched_addrs
     std::vector<WatchPattern> watch_files;       // as loaded into watch_paths, watch_names
+    BpfObjects own_objects;                      // as loaded into agent_bpf_objects
 
     static int on_record(void* context, void* data, size_t size) {
         auto* self = static_cast<Impl*>(context);
@@ -274,6 +276,12 @@ Result<Sensor> Sensor::open_in_mode(const SensorOptions& options, const EventHan
     }
     if (int err = gpuguard_bpf__load(skel); err) {
         return Unexpected{libbpf_error("loading BPF programs", err)};
+    }
+    if (pins) {
+        for (const bpf_map* map :
+             {skel->maps.known_bad_files, skel->maps.known_bad_names, skel->maps.agent_kills}) {
+            pins->note_pinned_map(map);
+        }
     }
     update_kill_now_armed(skel);  // reused maps may hold targets already
     impl->watch =
@@ -539,6 +547,15 @@ std::optional<AgentKiller> Sensor::agent_killer(uint32_t agent_pid) const {
     killer.task.comm.assign(kill.sender.comm, strnlen(kill.sender.comm, sizeof(kill.sender.comm)));
     killer.signal = kill.sig;
     return killer;
+}
+
+Result<size_t> Sensor::protect_own_bpf_objects() {
+    if (auto synced = sync_bpf_objects(impl_->skeleton->maps.agent_bpf_objects, held_bpf_objects(),
+                                       impl_->own_objects);
+        !synced) {
+        return Unexpected{synced.error()};
+    }
+    return impl_->own_objects.size();
 }
 
 Result<int> Sensor::poll(std::chrono::milliseconds timeout) {

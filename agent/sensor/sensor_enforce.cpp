@@ -179,6 +179,12 @@ Result<std::unique_ptr<KernelEnforcer>> KernelEnforcer::open(const KernelEnforce
                                            : "loading enforcement programs",
                                        err)};
     }
+    if (impl->pins) {
+        for (const bpf_map* map : {skel->maps.deny_devices, skel->maps.blocked_addrs,
+                                   skel->maps.deny_cgroups, skel->maps.deny_tgids}) {
+            impl->pins->note_pinned_map(map);
+        }
+    }
     if (options.load_lsm) {
         bpf_link* link = bpf_program__attach_lsm(skel->progs.gg_lsm_file_open);
         if (!link) return Unexpected{libbpf_error("attaching lsm/file_open", -errno)};

@@ -4,9 +4,11 @@
 // is a record naming it (GG-CORR-0019) in the outputs; a SIGKILL followed
 // by a restart is "agent was down from T1 to T2" (GG-CORR-0020), and a
 // clean stop followed by a restart is not; a test process that sends the
-// agent SIGUSR2, SIGSTOP and SIGCONT is a detection naming it (GG-CORR-0021,
-// from the kernel's signal_generate); a test process that detaches one of
-// the agent's links (bpf_link_detach) is a detection naming it.
+// agent SIGUSR2 and SIGSTOP is a detection naming it (GG-CORR-0021, from
+// the kernel's signal_generate; SIGCONT, which systemd sends after every
+// SIGTERM, is not); a test process that detaches one of the agent's links
+// (bpf_link_detach) is a detection naming it, one detaching its own link is
+// not; a pin removed is reported and pinned again.
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -21,6 +23,7 @@
 
 #include <bpf/bpf.h>
 #include <gtest/gtest.h>
+#include <linux/bpf.h>
 #include <nlohmann/json.hpp>
 #include <signal.h>
 #include <sys/mount.h>
@@ -219,7 +222,7 @@ TEST_F(AgentDetectTest, signals_from_a_process_are_a_detection_naming_the_sender
     while (auto line = agent.read_stdout_line(50ms))
         EXPECT_EQ(line->find("GG-CORR-0021"), std::string::npos) << *line;
 
-    // The journal has every signal, SIGCONT included, and no SIGTERM.
+    // The journal has every signal but SIGCONT (it only resumes) and SIGTERM.
     auto exported =
         run_command({GPUGUARD_BINARY, "journal", "export", "--dir", (dir_ / "journal").string(),
                      "--format", "jsonl", "--type", "agent_tamper"},
@@ -233,8 +236,7 @@ TEST_F(AgentDetectTest, signals_from_a_process_are_a_detection_naming_the_sender
         EXPECT_EQ(event["agent_tamper"]["agent_pid"], agent_pid) << line;
         signals.emplace_back(event["process"]["pid"], event["agent_tamper"]["signal"]);
     }
-    const std::vector<std::pair<pid_t, int>> expected{
-        {usr2, SIGUSR2}, {freezer, SIGSTOP}, {freezer, SIGCONT}};
+    const std::vector<std::pair<pid_t, int>> expected{{usr2, SIGUSR2}, {freezer, SIGSTOP}};
     EXPECT_EQ(signals, expected) << exported.stdout_text;
 }
 
@@ -263,6 +265,21 @@ uint32_t agent_link_id(pid_t agent, const std::string& name) {
     return 0;
 }
 
+// A link that is not the agent's: an empty raw tracepoint program on
+// task_rename, attached by the calling process. -1 when refused.
+int own_raw_tracepoint_link() {
+    const bpf_insn empty[] = {
+        {BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_0, 0, 0, 0},  // r0 = 0
+        {BPF_JMP | BPF_EXIT, 0, 0, 0, 0},
+    };
+    const int prog =
+        bpf_prog_load(BPF_PROG_TYPE_RAW_TRACEPOINT, "gg_not_agent", "GPL", empty, 2, nullptr);
+    if (prog < 0) return -1;
+    const int link = bpf_raw_tracepoint_open("task_rename", prog);
+    close(prog);
+    return link;
+}
+
 TEST_F(AgentDetectTest, a_process_detaching_the_agents_link_is_a_detection_naming_it) {
     Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
     ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
@@ -270,26 +287,108 @@ TEST_F(AgentDetectTest, a_process_detaching_the_agents_link_is_a_detection_namin
     const uint32_t link_id = agent_link_id(agent.pid(), "gg_agent_signal");
     ASSERT_NE(link_id, 0u) << "no link of gg_agent_signal in the agent's fds";
 
-    // The test's child opens that link by id and detaches it (whether the
-    // kernel allows it for this link type or not, the attempt is reported).
+    // The test's child first detaches a link of its own (not the agent's:
+    // the kernel hook resolves the fd and stays quiet), then opens the
+    // agent's link by id and detaches it (whether the kernel allows it for
+    // this link type or not, the attempt is reported).
+    int pipe_fds[2];
+    ASSERT_EQ(pipe(pipe_fds), 0);
     const pid_t detacher = fork();
     if (detacher == 0) {
         prctl(PR_SET_NAME, "gg-detacher");
+        const int own = own_raw_tracepoint_link();
+        char status = own >= 0 ? 'y' : 'n';
+        if (own >= 0) (void)bpf_link_detach(own);
+        (void)!write(pipe_fds[1], &status, 1);
         const int fd = bpf_link_get_fd_by_id(link_id);
         (void)bpf_link_detach(fd);
         pause();
         _exit(0);
     }
     ChildReaper reap(detacher);
+    close(pipe_fds[1]);
+    char own_link = 0;
+    ASSERT_EQ(read(pipe_fds[0], &own_link, 1), 1);
+    close(pipe_fds[0]);
+    EXPECT_EQ(own_link, 'y') << "the child could not attach a link of its own";
     auto detection = wait_for_detection(agent, detacher, "GG-CORR-0021", 10s);
     ASSERT_TRUE(detection) << agent.stderr_text();
     EXPECT_EQ((*detection)["process"]["name"], "gg-detacher") << detection->dump();
-    const std::string evidence = (*detection)["gpuguard"]["detection"]["evidence"][0]["detail"];
-    EXPECT_NE(evidence.find("BPF_LINK_DETACH on the agent (pid " + std::to_string(agent.pid()) +
-                            ")'s programs by pid " + std::to_string(detacher) + " (gg-detacher)"),
+    const auto& evidence = (*detection)["gpuguard"]["detection"]["evidence"];
+    ASSERT_EQ(evidence.size(), 1u) << "only the agent's link: " << detection->dump();
+    const std::string detail = evidence[0]["detail"];
+    EXPECT_NE(detail.find("BPF_LINK_DETACH on the agent (pid " + std::to_string(agent.pid()) +
+                          ")'s programs by pid " + std::to_string(detacher) + " (gg-detacher)"),
               std::string::npos)
-        << evidence;
-    EXPECT_NE(evidence.find("(link fd "), std::string::npos) << evidence;
+        << detail;
+    EXPECT_NE(detail.find("(link id " + std::to_string(link_id) + " (fd "), std::string::npos)
+        << detail;
+    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+}
+
+// A bpf filesystem the test mounts for the agent's pins (the host's
+// /sys/fs/bpf may be none), unmounted at the end.
+struct TestBpffs {
+    explicit TestBpffs(fs::path where) : path(std::move(where)) {
+        fs::create_directories(path);
+        mounted = mount("bpf", path.c_str(), "bpf", 0, nullptr) == 0;
+    }
+    ~TestBpffs() {
+        if (mounted) umount2(path.c_str(), MNT_DETACH);
+    }
+    fs::path path;
+    bool mounted = false;
+};
+
+// The agent's pins are its enforcement when it is not running: one removed
+// by a process is reported naming it and pinned again; one removed where
+// the kernel's watch cannot tell (a relative path) is found by the agent's
+// check within seconds and pinned again too.
+TEST_F(AgentDetectTest, a_removed_pin_is_reported_and_pinned_again) {
+    TestBpffs bpffs(dir_ / "bpffs");
+    ASSERT_TRUE(bpffs.mounted) << std::strerror(errno);
+    const fs::path pins = bpffs.path / "gpuguard";
+    std::ofstream(config_, std::ios::app) << "enforcement:\n  pin_path: " << pins.string() << "\n";
+    Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
+    const fs::path kills = pins / "maps" / "agent_kills";
+    const fs::path names = pins / "maps" / "known_bad_names";
+    ASSERT_TRUE(fs::exists(kills));
+    ASSERT_TRUE(fs::exists(names));
+
+    const pid_t remover = gpuguard::testing::spawn_process("/bin/rm", {"rm", kills.string()}, "/");
+    ASSERT_GT(remover, 0);
+    ChildReaper reap_remover(remover);
+    auto detection = wait_for_detection(agent, remover, "GG-CORR-0021", 15s);
+    ASSERT_TRUE(detection) << agent.stderr_text();
+    const std::string detail = (*detection)["gpuguard"]["detection"]["evidence"][0]["detail"];
+    EXPECT_NE(detail.find("pin " + kills.string() + " (pinned again), removed by rm of the agent"),
+              std::string::npos)
+        << detail;
+    EXPECT_NE(detail.find("removed by pid " + std::to_string(remover) + " (rm)"), std::string::npos)
+        << detail;
+    EXPECT_TRUE(fs::exists(kills)) << "pinned again";
+
+    // Relative to its working directory: only the agent's check sees it.
+    const pid_t quiet = gpuguard::testing::spawn_process(
+        "/bin/rm", {"rm", names.filename().string()}, names.parent_path().string());
+    ASSERT_GT(quiet, 0);
+    ChildReaper reap_quiet(quiet);
+    std::optional<nlohmann::json> found;
+    const auto deadline = std::chrono::steady_clock::now() + 15s;
+    while (!found && std::chrono::steady_clock::now() < deadline) {
+        auto line = agent.read_stdout_line(50ms);
+        if (!line) continue;
+        auto record = nlohmann::json::parse(*line, nullptr, false);
+        if (record.is_discarded() || record["rule"]["id"] != "GG-CORR-0021") continue;
+        for (const auto& item : record["gpuguard"]["detection"]["evidence"]) {
+            if (item["detail"].get<std::string>().find(names.string()) != std::string::npos) {
+                found = record;
+            }
+        }
+    }
+    ASSERT_TRUE(found) << agent.stderr_text();
+    EXPECT_TRUE(fs::exists(names)) << "pinned again";
     EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
 }
 
@@ -297,15 +396,9 @@ TEST_F(AgentDetectTest, sigkill_then_restart_reports_the_gap_and_a_clean_stop_do
     const std::vector<std::string> run{GPUGUARD_BINARY, "run", "--config", config_.string(),
                                        "--json"};
     // Pins of its own (the killer is kept in a pinned map across agents).
-    // On a bpf filesystem the test mounts (the host's /sys/fs/bpf may be none).
-    const fs::path bpffs = dir_ / "bpffs";
-    fs::create_directories(bpffs);
-    ASSERT_EQ(mount("bpf", bpffs.c_str(), "bpf", 0, nullptr), 0) << std::strerror(errno);
-    struct Unmount {
-        fs::path path;
-        ~Unmount() { umount2(path.c_str(), MNT_DETACH); }
-    } unmount{bpffs};
-    const fs::path pins = bpffs / "gpuguard";
+    TestBpffs bpffs(dir_ / "bpffs");
+    ASSERT_TRUE(bpffs.mounted) << std::strerror(errno);
+    const fs::path pins = bpffs.path / "gpuguard";
     std::ofstream(config_, std::ios::app) << "enforcement:\n  pin_path: " << pins.string() << "\n";
     pid_t killed_pid = 0;
     pid_t killer = 0;

@@ -115,7 +115,7 @@ TEST(EventDecode, decodes_an_agent_signal_record_as_agent_tamper_naming_the_send
     EXPECT_FALSE(decode_record(bytes_of(&raw, sizeof(raw) - 1)).ok()) << "short record";
 }
 
-TEST(EventDecode, decodes_a_bpf_command_record_naming_the_fd_and_a_failure) {
+TEST(EventDecode, decodes_a_bpf_command_record_naming_the_object_and_a_failure) {
     gg_bpf_command_event raw{};
     raw.hdr.type = GG_EVENT_BPF_COMMAND;
     raw.hdr.abi_major = GG_ABI_MAJOR;
@@ -126,20 +126,22 @@ TEST(EventDecode, decodes_a_bpf_command_record_naming_the_fd_and_a_failure) {
     raw.cmd = BPF_LINK_DETACH;
     raw.fd = 3;
     raw.agent_tgid = 812;
+    raw.object_id = 41;
     auto event = decode_record(bytes_of(&raw, sizeof(raw)));
     ASSERT_TRUE(event.ok()) << event.error().message;
     auto tamper = std::get<AgentTamper>(event->data);
     EXPECT_EQ(tamper.kind, "bpf_command");
     EXPECT_EQ(tamper.command, static_cast<uint32_t>(BPF_LINK_DETACH));
     EXPECT_EQ(tamper.agent_pid, 812u);
-    EXPECT_EQ(tamper.detail, "link fd 3");
+    EXPECT_EQ(tamper.detail, "link id 41 (fd 3)");
     raw.cmd = BPF_PROG_DETACH;
     raw.attach_type = 2;
     raw.ret = -EPERM;
     event = decode_record(bytes_of(&raw, sizeof(raw)));
     ASSERT_TRUE(event.ok()) << event.error().message;
     tamper = std::get<AgentTamper>(event->data);
-    EXPECT_EQ(tamper.detail, "target fd 3, attach type 2, failed: Operation not permitted");
+    EXPECT_EQ(tamper.detail,
+              "program id 41 (fd 3), attach type 2, failed: Operation not permitted");
     EXPECT_FALSE(decode_record(bytes_of(&raw, sizeof(raw) - 1)).ok()) << "short record";
 }
 

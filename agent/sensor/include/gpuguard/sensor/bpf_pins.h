@@ -12,6 +12,7 @@
 // names with dots).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +23,13 @@ struct bpf_map;
 struct bpf_link;
 
 namespace gpuguard::agent {
+
+// A pin found missing by PinDirectory::restore_missing.
+struct MissingPin {
+    std::string file;
+    bool restored = false;  // pinned again from the object the agent holds
+    std::string error;      // why not, when not
+};
 
 // What start-up found and did with earlier pins; shown in `gpuguard status`.
 struct PinReport {
@@ -50,10 +58,13 @@ class PinDirectory {
     // An incompatible one (type, key, value or size changed) is unpinned
     // with a warning and the map starts empty.
     void pin_map_on_load(bpf_map* map);
+    // After the object loaded: `map` (given to pin_map_on_load) is pinned;
+    // restore_missing() watches its pin from now on.
+    void note_pinned_map(const bpf_map* map);
 
     // The link pinned as links/<name> by an earlier agent; null when none.
     // The returned link keeps its pin path, so unpin() removes the file.
-    bpf_link* open_link(const std::string& name) const;
+    bpf_link* open_link(const std::string& name);
     // Pins `link` as links/<name>, replacing whatever is pinned there.
     Status pin_link(bpf_link* link, const std::string& name);
     // Removes links/<name> (nothing when absent).
@@ -65,6 +76,12 @@ class PinDirectory {
     // detached when it closes it. For a clean exit without keep_pinned_on_exit.
     void remove_all();
 
+    // The pins this agent made or took over that are gone from the
+    // directory (removed by another process: `rm`, `bpftool`), each pinned
+    // again from the link or map the agent still holds. Cheap: one access(2)
+    // per pin.
+    std::vector<MissingPin> restore_missing();
+
     PinReport& report() { return report_; }
     const PinReport& report() const { return report_; }
 
@@ -75,6 +92,11 @@ class PinDirectory {
     std::string path_;
     int lock_fd_ = -1;
     PinReport report_;
+    struct Pinned {
+        bool link = false;  // else a map
+        uint32_t id = 0;    // the kernel's link or map id
+    };
+    std::map<std::string, Pinned> pinned_;  // by pin file
 };
 
 // "/a/b%c.d" -> "%2Fa%2Fb%25c%2Ed": a cgroup path as one bpffs file name.

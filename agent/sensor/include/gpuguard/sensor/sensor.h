@@ -214,6 +214,11 @@ class Sensor {
     // The process that last SIGKILLed the agent with that pid, as the kernel
     // saw it; kept across agents only with pins (a map under the pin path).
     std::optional<AgentKiller> agent_killer(uint32_t agent_pid) const;
+    // Tells the kernel's tamper hook which links and programs are the
+    // agent's (every one whose fd this process holds: the sensor's, the
+    // enforcer's): a bpf(2) detach of those is reported, of others not.
+    // Again after links change; returns how many are listed.
+    Result<size_t> protect_own_bpf_objects();
 
     SensorStats stats() const;
 
