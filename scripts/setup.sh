@@ -77,10 +77,18 @@ ctest_stage() {
     summary="$(grep -E '^[0-9]+% tests passed' "$log" | tail -n 1 || true)"
     summaries+=("$name: ${summary:-no summary (ctest status $result)}")
     # The failed tests' names again at the very end, where CI's tail shows them.
-    local failed
+    local failed grouped=0
     while IFS= read -r failed; do
         summaries+=("  failed: ${failed#"${failed%%[![:space:]]*}"}")
+        # A whole gtest suite in one CTest test (a name without a '.', as
+        # Corpus/ScenarioTest): its failed cases too.
+        [[ $failed =~ ^[[:space:]]*[0-9]+\ -\ [^.\ ]+\ \( && ! $failed =~ " vmtests " ]] && grouped=1
     done < <(sed -n '/^The following tests FAILED:/,/^$/p' "$log" | grep -E '^\s+[0-9]+ - ' || true)
+    if ((grouped)); then
+        while IFS= read -r failed; do
+            summaries+=("    $failed")
+        done < <(grep -aE '^\[  FAILED  \] .* \([0-9]+ ms\)$' "$log" | head -n 20)
+    fi
     # vmtests is one CTest test for many gtest cases in two VMs: its failed
     # kernels and cases too, or the tail cannot tell a flake from a hang.
     if grep -qE '^\s+[0-9]+ - vmtests ' "$log" && [[ -d $dir/vmtests ]]; then
@@ -189,6 +197,7 @@ if [[ "$sanitize_suite" == 1 && "$(cat "$background_dir/sanitize.status" 2>/dev/
     kernel_suites='OpenTracingTest|IoctlTracingTest|ConnectTracingTest|ConnectLoopbackFilter'
     kernel_suites+='|ConnectAll|SchedTracingTest|RingBufferDrops|KillNowTest|CgroupEnforceTest'
     kernel_suites+='|NftBlockerTest|SensorLoaderTest|SensorProbe|PayloadTracingTest|LsmEnforce|ConnectWatchList'
+    kernel_suites+='|FileChangeTracingTest|TamperTracingTest'
     sanitize_exclude="(_NOT_BUILT\$|^([A-Za-z_]+/)*($kernel_suites)\\.|^fuzz\\.|^vmtests(\\.|\$))"
     # ctest keeps only the last -E: a caller's own exclusion joins ours.
     ctest_args=()

@@ -39,7 +39,7 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 default_filter="SensorLoaderTest.*:SensorProbe.*:OpenTracingTest.*:IoctlTracingTest.*"
 default_filter+=":ConnectTracingTest.*:ConnectLoopbackFilter.*:SchedTracingTest.*"
 default_filter+=":RingBufferDrops.*:KillNowTest.*:CgroupEnforceTest.*:LsmEnforce.*"
-default_filter+=":NftBlockerTest.*:FileChangeTracingTest.*"
+default_filter+=":NftBlockerTest.*:FileChangeTracingTest.*:TamperTracingTest.*"
 # Kernel module loads (never on a build host): the sensor's module_load event
 # and GG-CORR-0018 from the real agent (no latency bound: it runs here).
 default_filter+=":ModuleLoadTest.*:ModuleLoadAgentTest.*"
@@ -50,7 +50,7 @@ default_filter+=":ModuleLoadTest.*:ModuleLoadAgentTest.*"
 # refuses fentry, so kernel_functions is tested only here).
 default_modes="kernel_functions raw_syscalls syscall_tracepoints"
 mode_filter="OpenTracingTest.*:IoctlTracingTest.*:ConnectTracingTest.*:ConnectLoopbackFilter.*"
-mode_filter+=":SchedTracingTest.*:RingBufferDrops.*:KillNowTest.*:FileChangeTracingTest.*"
+mode_filter+=":SchedTracingTest.*:RingBufferDrops.*:KillNowTest.*:FileChangeTracingTest.*:TamperTracingTest.*"
 # Payload sampling through the syscall hooks of kernel_functions (the
 # socket-layer variant needs 6.3+: its cases would skip on 6.1, and a skip
 # fails here).

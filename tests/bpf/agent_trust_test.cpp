@@ -23,7 +23,6 @@
 
 #include <bpf/bpf.h>
 #include <gtest/gtest.h>
-#include <linux/bpf.h>
 #include <nlohmann/json.hpp>
 #include <signal.h>
 #include <sys/mount.h>
@@ -32,6 +31,7 @@
 #include <unistd.h>
 
 #include "tests/bpf/agent_detect_fixture.h"
+#include "tests/support/bpf_objects.h"
 #include "tests/support/child_process.h"
 #include "tests/support/run_command.h"
 
@@ -240,51 +240,11 @@ TEST_F(AgentDetectTest, signals_from_a_process_are_a_detection_naming_the_sender
     EXPECT_EQ(signals, expected) << exported.stdout_text;
 }
 
-// The link id of the agent's program named `name`, from its fds' fdinfo
-// (link_id, prog_id) and the program's info; 0 when it has none.
-uint32_t agent_link_id(pid_t agent, const std::string& name) {
-    std::error_code ec;
-    for (const auto& entry :
-         fs::directory_iterator("/proc/" + std::to_string(agent) + "/fdinfo", ec)) {
-        std::istringstream info(file_bytes(entry.path()));
-        uint32_t link_id = 0, prog_id = 0;
-        for (std::string key; info >> key;) {
-            if (key == "link_id:") info >> link_id;
-            if (key == "prog_id:") info >> prog_id;
-        }
-        if (!link_id || !prog_id) continue;
-        const int prog = bpf_prog_get_fd_by_id(prog_id);
-        if (prog < 0) continue;
-        bpf_prog_info prog_info{};
-        uint32_t size = sizeof(prog_info);
-        const bool named = bpf_obj_get_info_by_fd(prog, &prog_info, &size) == 0 &&
-                           name.compare(0, sizeof(prog_info.name) - 1, prog_info.name) == 0;
-        close(prog);
-        if (named) return link_id;
-    }
-    return 0;
-}
-
-// A link that is not the agent's: an empty raw tracepoint program on
-// task_rename, attached by the calling process. -1 when refused.
-int own_raw_tracepoint_link() {
-    const bpf_insn empty[] = {
-        {BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_0, 0, 0, 0},  // r0 = 0
-        {BPF_JMP | BPF_EXIT, 0, 0, 0, 0},
-    };
-    const int prog =
-        bpf_prog_load(BPF_PROG_TYPE_RAW_TRACEPOINT, "gg_not_agent", "GPL", empty, 2, nullptr);
-    if (prog < 0) return -1;
-    const int link = bpf_raw_tracepoint_open("task_rename", prog);
-    close(prog);
-    return link;
-}
-
 TEST_F(AgentDetectTest, a_process_detaching_the_agents_link_is_a_detection_naming_it) {
     Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
     ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
     // The signal program's link: not one the detection itself rides on.
-    const uint32_t link_id = agent_link_id(agent.pid(), "gg_agent_signal");
+    const uint32_t link_id = gpuguard::testing::link_id_of_program(agent.pid(), "gg_agent_signal");
     ASSERT_NE(link_id, 0u) << "no link of gg_agent_signal in the agent's fds";
 
     // The test's child first detaches a link of its own (not the agent's:
@@ -296,7 +256,7 @@ TEST_F(AgentDetectTest, a_process_detaching_the_agents_link_is_a_detection_namin
     const pid_t detacher = fork();
     if (detacher == 0) {
         prctl(PR_SET_NAME, "gg-detacher");
-        const int own = own_raw_tracepoint_link();
+        const int own = gpuguard::testing::own_raw_tracepoint_link();
         char status = own >= 0 ? 'y' : 'n';
         if (own >= 0) (void)bpf_link_detach(own);
         (void)!write(pipe_fds[1], &status, 1);
