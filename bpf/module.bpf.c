@@ -16,31 +16,30 @@
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 /*
- * The tracepoint's record as its format file gives it (events/module/
- * module_load/format), declared here because vmlinux.h of a kernel without
- * CONFIG_MODULES lacks trace_event_raw_module_load. The layout is the
- * tracepoint's ABI: the common header, then the fields in TP_STRUCT__entry
- * order.
+ * The fields of struct module the record takes, relocated against the
+ * running kernel's BTF (CO-RE): a kernel without CONFIG_MODULES, whose
+ * vmlinux.h lacks the struct, never loads this program.
  */
-struct gg_module_load_ctx {
-	__u64 common; /* common_type, common_flags, common_preempt_count, common_pid */
-	__u32 taints;
-	__u32 data_loc_name; /* __data_loc char[]: offset in the low 16 bits */
-};
+struct module___gg {
+	char name[56];
+	unsigned long taints;
+} __attribute__((preserve_access_index));
 
-SEC("tracepoint/module/module_load")
-int gg_module_load(struct gg_module_load_ctx *ctx)
+/* TP_PROTO(struct module *mod), as tp_btf: attached with bpf(2) alone (a
+ * classic tracepoint needs perf_event_open(2), which Debian's kernels
+ * refuse without CAP_SYS_ADMIN). */
+SEC("tp_btf/module_load")
+int BPF_PROG(gg_module_load, struct module___gg *mod)
 {
 	struct gg_module_load_event *e;
-	__u32 loc = ctx->data_loc_name;
 	long n;
 
 	e = event__reserve(GG_EVENT_MODULE_LOAD, sizeof(*e));
 	if (!e)
 		return 0;
 	task__fill(&e->task, bpf_get_current_task_btf());
-	e->taints = ctx->taints;
-	n = bpf_probe_read_kernel_str(e->name, sizeof(e->name), (void *)ctx + (loc & 0xFFFF));
+	e->taints = (__u32)BPF_CORE_READ(mod, taints);
+	n = bpf_probe_read_kernel_str(e->name, sizeof(e->name), mod->name);
 	if (n < 0) {
 		e->name[0] = '\0';
 		n = 0;

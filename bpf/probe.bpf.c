@@ -91,8 +91,8 @@ int gg_probe_rb(void *ctx)
 	return 0;
 }
 
-SEC("tracepoint/module/module_load")
-int gg_probe_module(void *ctx)
+SEC("tp_btf/module_load")
+int BPF_PROG(gg_probe_module, void *mod)
 {
 	return 0;
 }

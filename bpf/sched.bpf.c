@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * Process lifecycle: sched_process_exec, sched_process_fork (raw, to tell
+ * Process lifecycle: sched_process_exec, sched_process_fork (to tell
  * processes from threads), sched_process_exit. Feeds the agent's process
  * table and keeps gpu_tgids in step: children inherit their parent's mark
- * (they inherit its fds), exits remove it.
+ * (they inherit its fds), exits remove it. All three are raw tracepoints:
+ * attached with bpf(2) alone, where a classic tracepoint needs
+ * perf_event_open(2), which Debian's kernels (perf_event_paranoid 3) refuse
+ * without CAP_SYS_ADMIN, a capability the packaged unit does not grant.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -21,14 +24,15 @@ struct {
 	__type(value, struct gg_exec_event);
 } exec_scratch SEC(".maps");
 
-SEC("tracepoint/sched/sched_process_exec")
-int gg_sched_exec(struct trace_event_raw_sched_process_exec *ctx)
+/* TP_PROTO(struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm) */
+SEC("raw_tracepoint/sched_process_exec")
+int gg_sched_exec(struct bpf_raw_tracepoint_args *ctx)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
+	struct linux_binprm *bprm = (struct linux_binprm *)ctx->args[2];
 	struct gg_exec_event *e;
 	__u32 zero = 0, flags = 0;
 	unsigned long arg_start, arg_end, want;
-	__u32 loc = ctx->__data_loc_filename;
 	__u64 len;
 	long n;
 
@@ -42,11 +46,11 @@ int gg_sched_exec(struct trace_event_raw_sched_process_exec *ctx)
 	e->hdr.abi_major = GG_ABI_MAJOR;
 	e->hdr.ts_ns = bpf_ktime_get_ns();
 	task__fill(&e->task, task);
-	e->old_pid = ctx->old_pid;
+	e->old_pid = (__u32)ctx->args[1];
 
-	/* __data_loc: low 16 bits are the offset of the string in the record. */
+	/* The name the exec was given, as the tracepoint's "filename" field. */
 	n = bpf_probe_read_kernel_str(e->filename, sizeof(e->filename),
-				      (void *)ctx + (loc & 0xFFFF));
+				      BPF_CORE_READ(bprm, filename));
 	if (n < 0) {
 		e->filename[0] = '\0';
 		n = 0;
@@ -107,8 +111,8 @@ int gg_sched_fork(struct bpf_raw_tracepoint_args *ctx)
 	return 0;
 }
 
-SEC("tracepoint/sched/sched_process_exit")
-int gg_sched_exit(void *ctx)
+SEC("raw_tracepoint/sched_process_exit")
+int gg_sched_exit(struct bpf_raw_tracepoint_args *ctx)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	__u32 tgid = task->tgid;

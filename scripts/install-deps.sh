@@ -33,8 +33,9 @@ test_packages=(
     libcap2-bin systemd dpkg-dev fakeroot lintian
     # tests/ops: the status page rendered by a real browser (headless)
     chromium
-    # vmtests/: boots Debian's kernels under qemu with a busybox initramfs
-    qemu-system-x86 busybox-static cpio xz-utils
+    # vmtests/: boots Debian's kernels under qemu with a busybox initramfs,
+    # and the unit under a real systemd in a Debian root made by debootstrap
+    qemu-system-x86 busybox-static cpio xz-utils debootstrap
     # tests/bpf container test: a real podman container (runc: crun refuses
     # hybrid cgroup hosts) from a busybox root filesystem the test builds
     podman runc

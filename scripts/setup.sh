@@ -84,6 +84,12 @@ ctest_stage() {
         # Corpus/ScenarioTest): its failed cases too.
         [[ $failed =~ ^[[:space:]]*[0-9]+\ -\ [^.\ ]+\ \( && ! $failed =~ " vmtests " ]] && grouped=1
     done < <(sed -n '/^The following tests FAILED:/,/^$/p' "$log" | grep -E '^\s+[0-9]+ - ' || true)
+    # The unit under systemd: its failed checks.
+    if grep -qE '^\s+[0-9]+ - vmtests\.systemd ' "$log" && [[ -f $dir/vmtests/systemd.log ]]; then
+        while IFS= read -r failed; do
+            summaries+=("    $failed")
+        done < <(grep -a 'GG-SYSTEMD FAIL\|GG-SYSTEMD-RESULT' "$dir/vmtests/systemd.log" | cut -c1-300 | head -n 20)
+    fi
     if ((grouped)); then
         while IFS= read -r failed; do
             summaries+=("    $failed")

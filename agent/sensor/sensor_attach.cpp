@@ -153,7 +153,12 @@ bool hook_present(const HookProgram& hook, const AttachRequest& request, const b
     if (hook.kind == "fentry" || hook.kind == "fexit") {
         return kernel && btf__find_by_name_kind(kernel, hook.target.c_str(), BTF_KIND_FUNC) >= 0;
     }
-    if (hook.kind == "raw" || hook.kind == "tp_btf") return true;  // the probe attached one
+    if (hook.kind == "raw") return true;  // the probe attached one
+    if (hook.kind == "tp_btf") {
+        // Each BTF-enabled tracepoint has its btf_trace_<name> typedef.
+        return !kernel || btf__find_by_name_kind(kernel, ("btf_trace_" + hook.target).c_str(),
+                                                 BTF_KIND_TYPEDEF) >= 0;
+    }
     std::error_code ec;
     return std::filesystem::exists(
                std::filesystem::path(request.tracefs_dir) / "events" / hook.kind / hook.target,
@@ -176,12 +181,16 @@ Result<AttachPlan> plan_attachment(gpuguard_bpf* skel, const AttachRequest& requ
     plan.mode = request.mode;
     auto& p = skel->progs;
     std::vector<HookProgram> wanted = syscall_hooks(skel, request);
-    wanted.insert(wanted.end(), {{p.gg_sched_exec, "sched", "sched_process_exec", true, true},
+    // Raw tracepoints and tp_btf attach with bpf(2) alone; classic ones
+    // need perf_event_open(2), which Debian's kernels (perf_event_paranoid
+    // 3) refuse without CAP_SYS_ADMIN: outside syscall_tracepoints mode the
+    // sensor needs no perf event, and runs under the unit's capabilities.
+    wanted.insert(wanted.end(), {{p.gg_sched_exec, "raw", "sched_process_exec", true, true},
                                  {p.gg_sched_fork, "raw", "sched_process_fork", true, true},
-                                 {p.gg_sched_exit, "sched", "sched_process_exit", true, true}});
+                                 {p.gg_sched_exit, "raw", "sched_process_exit", true, true}});
     // Not a syscall: the same program in every mode. Missing where the kernel
     // has no CONFIG_MODULES (and loads no module).
-    wanted.push_back({p.gg_module_load, "module", "module_load", false});
+    wanted.push_back({p.gg_module_load, "tp_btf", "module_load", false});
     // Signals to the agent (tp_btf: the target task's tgid), every mode.
     wanted.push_back({p.gg_agent_signal, "tp_btf", "signal_generate", false});
     if (request.payload == PayloadHooks::kSocketLayer) {
@@ -189,12 +198,13 @@ Result<AttachPlan> plan_attachment(gpuguard_bpf* skel, const AttachRequest& requ
                                      {p.gg_sock_recv, "tp_btf", "sock_recv_length", false}});
     }
 
-    std::unique_ptr<btf, BtfDeleter> kernel;
-    if (request.mode == AttachMode::kKernelFunctions) {
-        kernel.reset(request.btf_path.empty() ? btf__load_vmlinux_btf()
-                                              : btf__parse(request.btf_path.c_str(), nullptr));
-        if (!kernel)
-            return Unexpected{libbpf_error("reading kernel BTF for fentry targets", -errno)};
+    // The kernel's BTF names the functions fentry/fexit attach to and the
+    // BTF-enabled tracepoints (module_load is missing without CONFIG_MODULES).
+    std::unique_ptr<btf, BtfDeleter> kernel(request.btf_path.empty()
+                                                ? btf__load_vmlinux_btf()
+                                                : btf__parse(request.btf_path.c_str(), nullptr));
+    if (!kernel && request.mode == AttachMode::kKernelFunctions) {
+        return Unexpected{libbpf_error("reading kernel BTF for fentry targets", -errno)};
     }
     bpf_program* program = nullptr;
     bpf_object__for_each_program(program, skel->obj) { bpf_program__set_autoload(program, false); }
@@ -211,8 +221,9 @@ Result<AttachPlan> plan_attachment(gpuguard_bpf* skel, const AttachRequest& requ
                          : hook.kind == "syscalls" ? "the kernel needs CONFIG_FTRACE_SYSCALLS"
                                                    : "the kernel needs CONFIG_TRACEPOINTS"));
             }
-            log->info("{} not on this kernel: skipped{}", hook.name(),
-                      hook.kind == "module" ? " (kernel module loads are not reported)" : "");
+            log->info(
+                "{} not on this kernel: skipped{}", hook.name(),
+                hook.target == "module_load" ? " (kernel module loads are not reported)" : "");
             continue;
         }
         if (hook.kind == "fentry" || hook.kind == "fexit") {

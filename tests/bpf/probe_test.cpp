@@ -74,7 +74,7 @@ TEST(SensorProbe, module_load_follows_the_kernels_tracepoint) {
     const auto error = harness.open(gpuguard::testing::test_sensor_options());
     ASSERT_FALSE(error) << *error;
     const auto hooks = harness.sensor().attached_hooks();
-    EXPECT_EQ(std::find(hooks.begin(), hooks.end(), "module/module_load") != hooks.end(),
+    EXPECT_EQ(std::find(hooks.begin(), hooks.end(), "tp_btf/module_load") != hooks.end(),
               tracepoint);
 }
 
