@@ -28,7 +28,7 @@ wait_for() {
 }
 finish() {
     echo "GG-SYSTEMD-RESULT $([[ $failed == 0 && $passed -gt 0 ]] && echo pass || echo fail) passed=$passed failed=$failed"
-    journalctl -u gpuguard --no-pager -o cat | tail -n 40 | sed 's/^/GG-SYSTEMD agent: /'
+    journalctl -u gpuguard --no-pager -o short-monotonic | tail -n 200 | sed 's/^/GG-SYSTEMD agent: /'
     systemctl poweroff --no-block
     exit 0
 }
@@ -137,9 +137,14 @@ check deny_gpu_elsewhere "the node still opens outside that cgroup" bash -c ': 8
 # Reload: SIGHUP through ExecReload; the same process applies log.level.
 sed -i 's/level: info/level: debug/' /etc/gpuguard/gpuguard.yaml
 check reload "systemctl reload" systemctl reload gpuguard
-check reload_applied "the agent logged the change, same MainPID" wait_for 20 bash -c \
-    "journalctl -u gpuguard -o cat | grep -q 'config reload (SIGHUP): applied log.level: info -> debug' &&
-     [[ \$(systemctl show -P MainPID gpuguard) == $pid ]]"
+# The agent may apply the change before the SIGHUP (it watches the file too).
+check reload_applied "the agent applied the change and re-read on SIGHUP, same MainPID" \
+    wait_for 20 bash -c "journalctl -u gpuguard -o cat | grep -q 'applied log.level: info -> debug' &&
+        journalctl -u gpuguard -o cat | grep -q 'config reload (SIGHUP)' &&
+        [[ \$(systemctl show -P MainPID gpuguard) == $pid ]]"
+check still_running "still active 35 s after the reload (the watchdog is pinged)" bash -c \
+    "sleep 35; [[ \$(systemctl show -P ActiveState gpuguard) == active &&
+                 \$(systemctl show -P MainPID gpuguard) == $pid ]]"
 
 # Stop: a clean exit, and the stop reported (GG-CORR-0019, sender systemd).
 check stop "systemctl stop" timeout 60 systemctl stop gpuguard
