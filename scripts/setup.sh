@@ -124,6 +124,10 @@ trap print_table EXIT
 
 stage install bash "$repo/scripts/install-deps.sh" test
 stage configure configure_plain -DGPUGUARD_BUILD_TESTS=ON -DGPUGUARD_BUILD_BENCH=ON
+# The systemd VM's root filesystem (debootstrap: mostly download and
+# unpacking) is made while the build compiles; vmtests.systemd waits for it.
+(nice -n 19 bash "$repo/vmtests/systemd.sh" --build "$build" --prepare \
+    >"$build/systemd-prepare.log" 2>&1 || true) &
 stage build cmake --build "$build" --parallel "$jobs"
 
 # Two more builds, which need nothing but CPU, run at nice 19 alongside the

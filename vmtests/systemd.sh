@@ -13,7 +13,11 @@
 # The whole tree is the VM's initramfs (systemd runs from it as the root),
 # booted with Debian's 6.12 cloud kernel under qemu.
 #
-#   bash vmtests/systemd.sh [--build DIR] [--kernel PKG] [--timeout S]
+#   bash vmtests/systemd.sh [--build DIR] [--kernel PKG] [--timeout S] [--prepare]
+#
+# --prepare only makes the cached root filesystem (scripts/setup.sh runs it
+# in the background while the build compiles); a run waits for one in
+# progress (a lock in the cache).
 #
 # Exit status 0 only when every check passed; the console log goes to
 # BUILD/vmtests/systemd.log.
@@ -26,27 +30,26 @@ source "$repo/vmtests/lib.sh"
 build="${GPUGUARD_BUILD_DIR:-$repo/build}"
 kernel_name=linux-image-6.12-cloud-amd64
 timeout_s=900
+prepare_only=0
 while (($#)); do
     case "$1" in
         --build) build="$2"; shift 2 ;;
         --kernel) kernel_name="$2"; shift 2 ;;
         --timeout) timeout_s="$2"; shift 2 ;;
-        *) die "unknown argument $1 (--build DIR, --kernel PKG, --timeout S)" ;;
+        --prepare) prepare_only=1; shift ;;
+        *) die "unknown argument $1 (--build DIR, --kernel PKG, --timeout S, --prepare)" ;;
     esac
 done
 build="$(cd "$build" && pwd)"
-for tool in qemu-system-x86_64 debootstrap cpio apt-get dpkg ldd timeout; do
+for tool in qemu-system-x86_64 debootstrap cpio apt-get dpkg ldd timeout flock; do
     command -v "$tool" >/dev/null || die "$tool is missing (bash scripts/install-deps.sh installs it)"
 done
 gpuguard="$build/agent/gpuguard"
-[[ -x $gpuguard ]] || die "$gpuguard is missing: build it first"
 
 out="$build/vmtests"
 cache="$build/vmtests-cache"
 work="$out/systemd-work"
 mkdir -p "$out" "$cache"
-rm -rf "$work"
-mkdir -p "$work"
 
 # The root filesystem: systemd, the tools the unit and the checks run
 # (nft, ip, modprobe for nf_tables, nsenter and capsh-free /proc reads).
@@ -55,17 +58,30 @@ mirror=$(awk '/^URIs:/ { print $2; exit } /^deb / { print $2; exit }' \
     /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null || true)
 mirror=${mirror:-http://deb.debian.org/debian}
 tarball="$cache/systemd-rootfs-bookworm-$(echo "$packages" | md5sum | cut -c1-8).tar"
-if [[ ! -s $tarball ]]; then
+prepare_rootfs() {
+    [[ ! -s $tarball ]] || return 0
+    local tree="$cache/debootstrap.$$"
     log "debootstrap bookworm ($packages) from $mirror"
-    debootstrap --variant=minbase --include="$packages" bookworm "$work/debootstrap" "$mirror" \
+    rm -rf "$tree"
+    debootstrap --variant=minbase --include="$packages" bookworm "$tree" "$mirror" \
         >"$out/systemd-debootstrap.log" 2>&1 ||
         die "debootstrap failed: see $out/systemd-debootstrap.log"
     # Documentation, locales and apt's lists: not needed in a RAM-held root.
-    rm -rf "$work/debootstrap"/usr/share/{doc,man,info,locale} "$work/debootstrap"/var/lib/apt/lists/* \
-        "$work/debootstrap"/var/cache/apt/*
-    tar -C "$work/debootstrap" -cf "$tarball.tmp" . && mv "$tarball.tmp" "$tarball"
-    rm -rf "$work/debootstrap"
-fi
+    rm -rf "$tree"/usr/share/{doc,man,info,locale} "$tree"/var/lib/apt/lists/* \
+        "$tree"/var/cache/apt/*
+    tar -C "$tree" -cf "$tarball.tmp" . && mv "$tarball.tmp" "$tarball"
+    rm -rf "$tree"
+}
+# One debootstrap at a time: a run waits for a --prepare in progress.
+exec {lock}>"$cache/systemd-rootfs.lock"
+flock "$lock"
+prepare_rootfs
+flock -u "$lock"
+((!prepare_only)) || exit 0
+
+[[ -x $gpuguard ]] || die "$gpuguard is missing: build it first"
+rm -rf "$work"
+mkdir -p "$work"
 root="$work/root"
 mkdir -p "$root"
 tar -C "$root" -xf "$tarball"
