@@ -270,6 +270,7 @@ TEST_F(HttpSinkTest, splunk_hec_with_indexer_ack_counts_a_batch_once_acknowledge
     EXPECT_EQ(seen.size(), 50u);
     for (const auto& [id, count] : seen) EXPECT_EQ(count, 1) << id;
     const auto batches = peer.batch_sizes();
+    ASSERT_FALSE(batches.empty());
     EXPECT_GT(*std::max_element(batches.begin(), batches.end()), 1u);
     EXPECT_EQ(peer.channels().size(), 1u);
     EXPECT_GE(peer.ack_queries(), 2 * batches.size());  // each ackId reads true on its 2nd query
