@@ -313,6 +313,11 @@ PeerResponse SplunkHecPeer::event(const PeerRequest& request, const std::string&
                                      {"code", 12},
                                      {"invalid-event-number", number}});
         }
+        if (event.contains("index") && !options_.indexes.empty() &&
+            !options_.indexes.count(event["index"].get<std::string>())) {
+            return json_answer(
+                400, {{"text", "Incorrect index"}, {"code", 7}, {"invalid-event-number", number}});
+        }
         if (event["event"] == "") {
             return json_answer(400, {{"text", "Event field cannot be blank"},
                                      {"code", 13},

@@ -104,9 +104,10 @@ class ElasticsearchPeer final : public HttpPeer {
 
 struct HecOptions {
     std::string token;
-    bool acks = true;           // the token has indexer acknowledgement on
-    int ack_after_queries = 2;  // an ackId reads true from this query of it on
-    int lose_batches = 0;       // the first N batches are never indexed nor acknowledged
+    bool acks = true;               // the token has indexer acknowledgement on
+    int ack_after_queries = 2;      // an ackId reads true from this query of it on
+    int lose_batches = 0;           // the first N batches are never indexed nor acknowledged
+    std::set<std::string> indexes;  // the indexes the token may write; empty: any
 };
 
 class SplunkHecPeer final : public HttpPeer {

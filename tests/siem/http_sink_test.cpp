@@ -297,6 +297,32 @@ TEST_F(HttpSinkTest, splunk_hec_without_indexer_ack_delivers_on_success) {
     EXPECT_EQ(peer.ack_queries(), 0u);
 }
 
+// An index the token may not write is a setting, not bad data: HEC's 400
+// "Incorrect index" (code 7) keeps the records queued for a fixed
+// configuration instead of dropping them.
+TEST_F(HttpSinkTest, splunk_hec_incorrect_index_keeps_records_queued) {
+    HecOptions options;
+    options.token = "hec-token";
+    options.indexes = {"soc"};
+    SplunkHecPeer peer(&pki_, options);
+    ASSERT_TRUE(peer.start());
+    auto sink = https_sink(SinkType::kSplunkHec, peer);
+    sink.token = options.token;
+    sink.index = "main";
+    auto router = start(sink);
+    ASSERT_TRUE(router);
+    for (int n = 0; n < 3; ++n) router->publish(testing::test_detection(detection_id(n)));
+    ASSERT_TRUE(wait_until([&] { return router->counters()[0].retried >= 3; }));
+    router->stop(std::chrono::milliseconds(0));
+    const auto counters = router->counters()[0];
+    EXPECT_EQ(counters.sent, 0u);
+    EXPECT_EQ(counters.dropped, 0u);
+    EXPECT_EQ(counters.queue_records, 3u);
+    EXPECT_NE(counters.last_error.find("Incorrect index"), std::string::npos)
+        << counters.last_error;
+    EXPECT_TRUE(peer.events().empty());
+}
+
 // The webhook checks the bearer token and the configured header: the sink
 // that sends both delivers in batches of 10; one with a wrong token (403) and
 // one without the header (403) deliver nothing, drop nothing and keep their
