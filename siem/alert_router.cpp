@@ -271,9 +271,14 @@ struct AlertRouter::Impl {
         std::mt19937_64 jitter(std::random_device{}());
         uint32_t failures = 0;
         uint64_t singly_through = 0;  // resend one record at a time up to this seq
+        // Records a per-item receiver settled behind one it asked to resend:
+        // not sent again, acknowledged in the queue once the records before them are.
+        std::set<uint64_t> settled;
         std::vector<QueuedRecord> batch;
+        std::vector<uint64_t> peeked;  // the queue's head, in order, settled ones included
         for (;;) {
             batch.clear();
+            peeked.clear();
             {
                 std::unique_lock lock(sink.mutex);
                 sink.changed.wait(lock, [&] { return sink.stopping || sink.queue->records() > 0; });
@@ -282,11 +287,17 @@ struct AlertRouter::Impl {
                     return;
                 }
                 const size_t limit = singly_through != 0 ? 1 : sink.batch_max;
-                if (Status peeked = sink.queue->peek(limit, kBatchBytes, &batch); !peeked) {
+                if (Status read = sink.queue->peek(limit, kBatchBytes, &batch); !read) {
                     sink.counters.healthy = false;
-                    sink.counters.last_error = peeked.error().message;
+                    sink.counters.last_error = read.error().message;
                 }
                 account_corrupt(sink);
+                for (const auto& record : batch) peeked.push_back(record.seq);
+                // Settled records the queue dropped meanwhile (overflow) are gone.
+                if (!peeked.empty()) {
+                    settled.erase(settled.begin(), settled.lower_bound(peeked.front()));
+                }
+                std::erase_if(batch, [&](const QueuedRecord& r) { return settled.count(r.seq); });
                 if (batch.empty()) {
                     // Nothing readable although records are counted: a corrupt
                     // tail was cut; wait for news rather than spin.
@@ -303,16 +314,25 @@ struct AlertRouter::Impl {
                 std::lock_guard lock(sink.mutex);
                 sink.in_flight = false;
                 const size_t done = std::min(delivery.delivered + delivery.rejected, batch.size());
-                if (done > 0) {
-                    if (Status acked = sink.queue->ack_through(batch[done - 1].seq); !acked) {
+                const size_t prefix = done - std::min(done, delivery.done_later.size());
+                for (size_t i = 0; i < prefix; ++i) settled.insert(batch[i].seq);
+                for (size_t i : delivery.done_later) {
+                    if (i < batch.size()) settled.insert(batch[i].seq);
+                }
+                sink.counters.sent += delivery.delivered;
+                sink.counters.dropped += delivery.rejected;
+                sink.counters.bytes += delivery.bytes;
+                // The queue is acknowledged up to the first record still unsettled.
+                uint64_t through = 0;
+                for (uint64_t seq : peeked) {
+                    if (settled.erase(seq) == 0) break;
+                    through = seq;
+                }
+                if (through != 0) {
+                    if (Status acked = sink.queue->ack_through(through); !acked) {
                         log->warn("sink {}: {}", sink.config.name, acked.error().message);
                     }
-                    sink.counters.sent += delivery.delivered;
-                    sink.counters.dropped += delivery.rejected;
-                    sink.counters.bytes += delivery.bytes;
-                    if (singly_through != 0 && batch[done - 1].seq >= singly_through) {
-                        singly_through = 0;
-                    }
+                    if (singly_through != 0 && through >= singly_through) singly_through = 0;
                 }
                 if (delivery.rejected > 0) {
                     log->warn("sink {}: receiver rejected {} records: {}", sink.config.name,

@@ -12,13 +12,18 @@
 
 namespace gpuguard::siem {
 
-// The first `delivered + rejected` records of the batch are done: delivered,
-// or refused by the receiver for good (malformed; counted as dropped). When
-// `error` is set the rest must be retried later.
+// The first records of the batch are done: delivered, or refused by the
+// receiver for good (malformed; counted as dropped). A receiver that answers
+// per item (Elasticsearch _bulk) may also settle records past that prefix:
+// `done_later` holds their batch indexes, and they are not sent again.
+// `delivered` and `rejected` count every done record, prefix and later ones;
+// the prefix is `delivered + rejected - done_later.size()` long. When
+// `error` is set the records not done must be retried later.
 struct Delivery {
     size_t delivered = 0;
     size_t rejected = 0;
     size_t bytes = 0;
+    std::vector<size_t> done_later;
     std::string error;
     std::string rejection;      // why records were rejected, for the log
     bool retry_singly = false;  // the receiver refused the batch as a whole: resend one by one

@@ -15,8 +15,8 @@
 #include <unistd.h>
 
 #include "gpuguard/siem/siem.h"
-#include "tests/siem/rsyslog_server.h"
 #include "tests/siem/siem_fixtures.h"
+#include "tests/siem/test_pki.h"
 #include "tests/support/temp_dir.h"
 
 namespace gpuguard::siem {

@@ -1,10 +1,15 @@
-// HTTP sinks against a local cpp-httplib server that fails the first K
-// requests: webhook, Splunk HEC and Elasticsearch _bulk bodies are checked,
-// and every alert must arrive.
+// HTTP sinks. The generic status handling (retry on 503, a refused record
+// resent alone, then dropped and counted) against a server that fails the
+// first K requests; then each receiver as its documentation describes it
+// (tests/siem/http_peers.h), over HTTPS with a test CA, in batches: the
+// Elasticsearch _bulk items settled one by one, Splunk HEC with and without
+// indexer acknowledgement, the webhook's bearer token and headers, a CA that
+// did not sign the peer, and a disk queue carried across a restart while
+// the peer is down.
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <set>
-#include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -13,7 +18,9 @@
 #include <nlohmann/json.hpp>
 
 #include "gpuguard/siem/siem.h"
+#include "tests/siem/http_peers.h"
 #include "tests/siem/siem_fixtures.h"
+#include "tests/support/temp_dir.h"
 
 namespace gpuguard::siem {
 namespace {
@@ -82,16 +89,6 @@ std::unique_ptr<AlertRouter> start(const SinkConfig& sink) {
     return router ? std::move(router.value()) : nullptr;
 }
 
-std::vector<nlohmann::json> json_lines(const std::string& body) {
-    std::vector<nlohmann::json> out;
-    std::istringstream in(body);
-    std::string line;
-    while (std::getline(in, line)) {
-        if (!line.empty()) out.push_back(nlohmann::json::parse(line));
-    }
-    return out;
-}
-
 TEST(HttpSink, webhook_retries_until_the_server_accepts) {
     FlakyServer server(3, [](const auto&, auto& response) { response.status = 204; });
     auto router = start(http_sink(SinkType::kWebhook, server.url() + "/hook"));
@@ -112,87 +109,6 @@ TEST(HttpSink, webhook_retries_until_the_server_accepts) {
     EXPECT_EQ(ids.size(), 21u);
 }
 
-TEST(HttpSink, splunk_hec_posts_event_envelopes_with_token) {
-    FlakyServer server(2, [](const auto&, auto& response) {
-        response.set_content(R"({"text":"Success","code":0})", "application/json");
-    });
-    auto sink = http_sink(SinkType::kSplunkHec, server.url());
-    sink.token = "11111111-2222-3333-4444-555555555555";
-    sink.index = "soc";
-    auto router = start(sink);
-    ASSERT_TRUE(router);
-    for (int n = 0; n < 50; ++n) router->publish(testing::test_detection(fmt::format("h{}", n)));
-    ASSERT_TRUE(router->flush(std::chrono::seconds(10)));
-    EXPECT_EQ(router->counters()[0].sent, 50u);
-    std::set<std::string> ids;
-    const auto requests = server.requests();
-    for (size_t i = 2; i < requests.size(); ++i) {
-        const auto& request = requests[i];
-        EXPECT_EQ(request.path, "/services/collector/event");
-        EXPECT_EQ(request.get_header_value("Authorization"), "Splunk " + sink.token);
-        for (const auto& event : json_lines(request.body)) {
-            EXPECT_EQ(event["time"], "1714564800.250000");
-            EXPECT_EQ(event["host"], "gpu-node-7");
-            EXPECT_EQ(event["source"], "gpuguard");
-            EXPECT_EQ(event["sourcetype"], "gpuguard:ecs_json");
-            EXPECT_EQ(event["index"], "soc");
-            EXPECT_EQ(event["event"]["rule"]["id"], "miner.xmrig.cmdline");
-            ids.insert(event["event"]["event"]["id"].get<std::string>());
-        }
-    }
-    EXPECT_EQ(ids.size(), 50u);
-}
-
-// _bulk with create and _id = alert id. The first accepted request fails
-// item 5 with 429: items before it count as delivered, the rest is resent
-// (a resent item that already exists would be answered 409, also delivered).
-TEST(HttpSink, elasticsearch_bulk_creates_each_alert_once) {
-    std::mutex mutex;
-    std::map<std::string, nlohmann::json> index;
-    bool throttled = false;
-    FlakyServer server(2, [&](const httplib::Request& request, httplib::Response& response) {
-        std::lock_guard lock(mutex);
-        const auto lines = json_lines(request.body);
-        nlohmann::json items = nlohmann::json::array();
-        for (size_t i = 0; i + 1 < lines.size(); i += 2) {
-            const auto& action = lines[i]["create"];
-            const std::string id = action["_id"];
-            EXPECT_EQ(action["_index"], "gpuguard-alerts");
-            EXPECT_EQ(lines[i + 1]["event"]["id"], id);
-            int status = 201;
-            if (!throttled && i / 2 == 5) {
-                throttled = true;
-                status = 429;
-            } else if (index.count(id)) {
-                status = 409;
-            } else {
-                index[id] = lines[i + 1];
-            }
-            items.push_back({{"create", {{"_id", id}, {"status", status}}}});
-        }
-        nlohmann::json body = {{"took", 1}, {"errors", true}, {"items", items}};
-        response.set_content(body.dump(), "application/json");
-    });
-    auto sink = http_sink(SinkType::kElasticsearch, server.url());
-    sink.token = "api-key";
-    auto router = start(sink);
-    ASSERT_TRUE(router);
-    for (int n = 0; n < 40; ++n) router->publish(testing::test_detection(fmt::format("b{}", n)));
-    ASSERT_TRUE(router->flush(std::chrono::seconds(10)));
-    const auto counters = router->counters()[0];
-    EXPECT_EQ(counters.sent, 40u);
-    EXPECT_GE(counters.retried, 1u);
-    EXPECT_EQ(counters.dropped, 0u);
-    std::lock_guard lock(mutex);
-    EXPECT_EQ(index.size(), 40u);
-    EXPECT_TRUE(throttled);
-    const auto requests = server.requests();
-    ASSERT_FALSE(requests.empty());
-    EXPECT_EQ(requests.back().path, "/_bulk");
-    EXPECT_EQ(requests.back().get_header_value("Content-Type"), "application/x-ndjson");
-    EXPECT_EQ(requests.back().get_header_value("Authorization"), "ApiKey api-key");
-}
-
 TEST(HttpSink, permanently_rejected_record_is_dropped_and_counted) {
     FlakyServer server(0, [](const auto&, auto& response) {
         response.status = 400;
@@ -208,6 +124,304 @@ TEST(HttpSink, permanently_rejected_record_is_dropped_and_counted) {
     EXPECT_EQ(counters.sent, 0u);
     EXPECT_EQ(counters.dropped, 3u);
     EXPECT_EQ(counters.queue_records, 0u);
+}
+
+// ---- receivers as documented, over HTTPS ------------------------------------
+
+using testing::ElasticsearchPeer;
+using testing::HecOptions;
+using testing::SplunkHecPeer;
+using testing::WebhookPeer;
+
+constexpr auto kWait = std::chrono::seconds(10);
+
+std::string detection_id(int n) { return fmt::format("d{:03}", n); }
+std::string alert_of(int n) { return alert_id(testing::test_detection(detection_id(n))); }
+
+// Polls `done` until it holds or `timeout` passes.
+template <typename Predicate>
+bool wait_until(Predicate done, std::chrono::milliseconds timeout = kWait) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!done()) {
+        if (std::chrono::steady_clock::now() >= deadline) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return true;
+}
+
+class HttpSinkTest : public ::testing::Test {
+  protected:
+    // One test PKI (openssl CLI) for the whole suite.
+    static void SetUpTestSuite() {
+        if (testing::find_tool("openssl").empty()) return;
+        pki_dir_ = std::make_unique<testing::TempDir>("gg-http-pki");
+        if (!testing::make_test_pki(pki_dir_->path(), &pki_)) pki_ = {};
+    }
+    static void TearDownTestSuite() { pki_dir_.reset(); }
+
+    void SetUp() override {
+        GG_REQUIRE_TOOL("openssl");
+        ASSERT_FALSE(pki_.ca_cert.empty()) << "the test PKI could not be made";
+    }
+
+    SinkConfig https_sink(SinkType type, const testing::HttpPeer& peer,
+                          const std::string& name = "http") const {
+        SinkConfig sink = http_sink(type, peer.url());
+        sink.name = name;
+        sink.tls_ca_file = pki_.ca_cert.string();
+        return sink;
+    }
+
+    // Publishes detections first..first+count-1 while the peer is down and
+    // waits until all are queued, so that the first accepted request holds
+    // a full batch; then brings the peer up.
+    static void publish_then_start(AlertRouter& router, testing::HttpPeer& peer, int first,
+                                   int count) {
+        for (int n = first; n < first + count; ++n) {
+            router.publish(testing::test_detection(detection_id(n)));
+        }
+        ASSERT_TRUE(wait_until(
+            [&] { return router.counters()[0].queued >= static_cast<uint64_t>(first + count); }));
+        ASSERT_TRUE(peer.start());
+    }
+
+    // A router with `sink` that was given `count` detections while the peer
+    // was down and delivered them all once it came up (nullptr after a failure).
+    static std::unique_ptr<AlertRouter> deliver_all(const SinkConfig& sink, testing::HttpPeer& peer,
+                                                    int count) {
+        auto router = start(sink);
+        if (!router) return nullptr;
+        publish_then_start(*router, peer, 0, count);
+        EXPECT_TRUE(router->flush(kWait)) << router->counters()[0].last_error;
+        return router;
+    }
+
+    testing::TempDir dir_{"gg-http-sink"};
+    static inline std::unique_ptr<testing::TempDir> pki_dir_;
+    static inline testing::TestPki pki_;
+};
+
+// Item 3 exists already (409: delivered), item 5 is throttled once (429:
+// only it is sent again), item 7 has a mapping error (400: dropped and
+// counted). Every other item is sent exactly once.
+TEST_F(HttpSinkTest, elasticsearch_bulk_settles_each_item_on_its_own) {
+    ElasticsearchPeer peer(&pki_, "api-key", testing::free_port());
+    peer.preload(alert_of(3));
+    peer.fail_item(alert_of(5), 429, 1);
+    peer.fail_item(alert_of(7), 400, -1);
+    auto sink = https_sink(SinkType::kElasticsearch, peer);
+    sink.token = "api-key";
+    auto router = deliver_all(sink, peer, 40);
+    ASSERT_TRUE(router);
+
+    const auto counters = router->counters()[0];
+    EXPECT_EQ(counters.sent, 39u);
+    EXPECT_EQ(counters.dropped, 1u);
+    EXPECT_EQ(counters.queue_records, 0u);
+    const auto attempts = peer.attempts();
+    ASSERT_EQ(attempts.size(), 40u);
+    for (int n = 0; n < 40; ++n) {
+        EXPECT_EQ(attempts.at(alert_of(n)), n == 5 ? 2 : 1) << alert_of(n);
+    }
+    const auto documents = peer.documents();
+    EXPECT_EQ(documents.size(), 39u);
+    EXPECT_EQ(documents.count(alert_of(7)), 0u);
+    EXPECT_EQ(documents.at(alert_of(12))["event"]["id"], alert_of(12));
+    const auto batches = peer.batch_sizes();
+    ASSERT_EQ(batches.size(), 2u);
+    EXPECT_EQ(batches[0], 40u);
+    EXPECT_EQ(batches[1], 1u);  // item 5 alone
+    const auto requests = peer.requests();
+    EXPECT_EQ(requests.back().path, "/_bulk");
+    EXPECT_EQ(requests.back().header("content-type"), "application/x-ndjson");
+}
+
+// Indexer acknowledgement on: every request carries the sink's data
+// channel, and a batch counts once /services/collector/ack says its ackId
+// is true. The peer loses the first batch (never indexed, never
+// acknowledged): it must be sent again, and every event arrives once.
+TEST_F(HttpSinkTest, splunk_hec_with_indexer_ack_counts_a_batch_once_acknowledged) {
+    HecOptions options;
+    options.token = "11111111-2222-3333-4444-555555555555";
+    options.lose_batches = 1;
+    SplunkHecPeer peer(&pki_, options, testing::free_port());
+    auto sink = https_sink(SinkType::kSplunkHec, peer);
+    sink.token = options.token;
+    sink.index = "soc";
+    sink.batch_max_records = 20;
+    sink.io_timeout = std::chrono::milliseconds(400);  // also the wait for an ack
+    auto router = deliver_all(sink, peer, 50);
+    ASSERT_TRUE(router);
+
+    const auto counters = router->counters()[0];
+    EXPECT_EQ(counters.sent, 50u);
+    EXPECT_EQ(counters.dropped, 0u);
+    EXPECT_GE(counters.retried, 20u);
+    std::map<std::string, int> seen;
+    for (const auto& event : peer.events()) {
+        EXPECT_EQ(event["time"], "1714564800.250000");
+        EXPECT_EQ(event["host"], "gpu-node-7");
+        EXPECT_EQ(event["source"], "gpuguard");
+        EXPECT_EQ(event["sourcetype"], "gpuguard:ecs_json");
+        EXPECT_EQ(event["index"], "soc");
+        EXPECT_EQ(event["event"]["rule"]["id"], "miner.xmrig.cmdline");
+        ++seen[event["event"]["event"]["id"].get<std::string>()];
+    }
+    EXPECT_EQ(seen.size(), 50u);
+    for (const auto& [id, count] : seen) EXPECT_EQ(count, 1) << id;
+    const auto batches = peer.batch_sizes();
+    ASSERT_FALSE(batches.empty());
+    EXPECT_GT(*std::max_element(batches.begin(), batches.end()), 1u);
+    EXPECT_EQ(peer.channels().size(), 1u);
+    EXPECT_GE(peer.ack_queries(), 2 * batches.size());  // each ackId reads true on its 2nd query
+    for (const auto& request : peer.requests()) {
+        EXPECT_EQ(request.header("authorization"), "Splunk " + options.token);
+        EXPECT_EQ(request.status, 200) << request.path << " " << request.body.substr(0, 200);
+    }
+}
+
+// Acknowledgement off: "Success" without an ackId delivers, and the sink
+// never asks the ack endpoint (which would answer "ACK is disabled").
+TEST_F(HttpSinkTest, splunk_hec_without_indexer_ack_delivers_on_success) {
+    HecOptions options;
+    options.token = "hec-token";
+    options.acks = false;
+    SplunkHecPeer peer(&pki_, options, testing::free_port());
+    auto sink = https_sink(SinkType::kSplunkHec, peer);
+    sink.token = options.token;
+    auto router = deliver_all(sink, peer, 30);
+    ASSERT_TRUE(router);
+    EXPECT_EQ(router->counters()[0].sent, 30u);
+    EXPECT_EQ(peer.events().size(), 30u);
+    EXPECT_EQ(peer.batch_sizes(), std::vector<size_t>{30});
+    EXPECT_EQ(peer.ack_queries(), 0u);
+}
+
+// An index the token may not write is a setting, not bad data: HEC's 400
+// "Incorrect index" (code 7) keeps the records queued for a fixed
+// configuration instead of dropping them.
+TEST_F(HttpSinkTest, splunk_hec_incorrect_index_keeps_records_queued) {
+    HecOptions options;
+    options.token = "hec-token";
+    options.indexes = {"soc"};
+    SplunkHecPeer peer(&pki_, options);
+    ASSERT_TRUE(peer.start());
+    auto sink = https_sink(SinkType::kSplunkHec, peer);
+    sink.token = options.token;
+    sink.index = "main";
+    auto router = start(sink);
+    ASSERT_TRUE(router);
+    for (int n = 0; n < 3; ++n) router->publish(testing::test_detection(detection_id(n)));
+    ASSERT_TRUE(wait_until([&] { return router->counters()[0].retried >= 3; }));
+    router->stop(std::chrono::milliseconds(0));
+    const auto counters = router->counters()[0];
+    EXPECT_EQ(counters.sent, 0u);
+    EXPECT_EQ(counters.dropped, 0u);
+    EXPECT_EQ(counters.queue_records, 3u);
+    EXPECT_NE(counters.last_error.find("Incorrect index"), std::string::npos)
+        << counters.last_error;
+    EXPECT_TRUE(peer.events().empty());
+}
+
+// The webhook checks the bearer token and the configured header: the sink
+// that sends both delivers in batches of 10; one with a wrong token (403) and
+// one without the header (403) deliver nothing, drop nothing and keep their
+// records queued.
+TEST_F(HttpSinkTest, webhook_sends_its_bearer_token_and_headers) {
+    WebhookPeer peer(&pki_, "s3cret", {{"X-Team", "soc"}}, testing::free_port());
+    auto good = https_sink(SinkType::kWebhook, peer, "good");
+    good.token = "s3cret";
+    good.http_headers = {"X-Team: soc"};
+    good.batch_max_records = 10;
+    auto wrong_token = good;
+    wrong_token.name = "wrong-token";
+    wrong_token.token = "guess";
+    auto no_header = good;
+    no_header.name = "no-header";
+    no_header.http_headers.clear();
+    RouterOptions router_options;
+    router_options.host = testing::test_host();
+    router_options.sinks = {good, wrong_token, no_header};
+    auto started = AlertRouter::start(router_options);
+    ASSERT_TRUE(started) << started.error().message;
+    auto& router = *started;
+    publish_then_start(*router, peer, 0, 25);
+    ASSERT_TRUE(wait_until([&] {
+        const auto counters = router->counters();
+        return counters[0].sent == 25 && !counters[1].last_error.empty() &&
+               counters[1].last_error.find("Failed to connect") == std::string::npos &&
+               counters[2].last_error.find("Failed to connect") == std::string::npos &&
+               !counters[2].last_error.empty();
+    })) << router->counters()[0].last_error;
+    router->stop(std::chrono::milliseconds(0));
+
+    const auto counters = router->counters();
+    EXPECT_EQ(counters[0].sent, 25u) << counters[0].last_error;
+    std::set<std::string> ids;
+    for (const auto& record : peer.records()) ids.insert(record["event"]["id"].get<std::string>());
+    EXPECT_EQ(ids.size(), 25u);
+    EXPECT_EQ(peer.batch_sizes(), (std::vector<size_t>{10, 10, 5}));
+    for (size_t i : {1, 2}) {
+        EXPECT_EQ(counters[i].sent, 0u) << counters[i].name;
+        EXPECT_EQ(counters[i].dropped, 0u) << counters[i].name;
+        EXPECT_EQ(counters[i].queue_records, 25u) << counters[i].name;
+        EXPECT_NE(counters[i].last_error.find("HTTP 403"), std::string::npos)
+            << counters[i].last_error;
+    }
+}
+
+// tls_ca_file is what the peer's certificate is checked against: a CA that
+// did not sign it gets nothing delivered.
+TEST_F(HttpSinkTest, https_peer_the_ca_did_not_sign_gets_nothing) {
+    WebhookPeer peer(&pki_, "s3cret", {});
+    ASSERT_TRUE(peer.start());
+    auto sink = https_sink(SinkType::kWebhook, peer);
+    sink.token = "s3cret";
+    sink.tls_ca_file = pki_.other_ca_cert.string();
+    auto router = start(sink);
+    ASSERT_TRUE(router);
+    router->publish(testing::test_detection());
+    ASSERT_TRUE(wait_until([&] { return !router->counters()[0].last_error.empty(); }));
+    router->stop(std::chrono::milliseconds(0));
+    const auto counters = router->counters()[0];
+    EXPECT_EQ(counters.sent, 0u);
+    EXPECT_EQ(counters.queue_records, 1u);
+    EXPECT_NE(counters.last_error.find("certificate"), std::string::npos) << counters.last_error;
+    EXPECT_TRUE(peer.records().empty());
+}
+
+// queue_dir: the peer is down, the first router queues 30 records on disk
+// and stops; a second one resumes them, adds 20, and when the peer comes
+// back every record arrives exactly once.
+TEST_F(HttpSinkTest, queue_dir_carries_records_across_a_restart_while_the_peer_is_down) {
+    HecOptions options;
+    options.token = "hec-token";
+    SplunkHecPeer peer(&pki_, options, testing::free_port());
+    auto sink = https_sink(SinkType::kSplunkHec, peer);
+    sink.token = options.token;
+    sink.queue_dir = dir_ / "queue";
+    {
+        auto first = start(sink);
+        ASSERT_TRUE(first);
+        for (int n = 0; n < 30; ++n) first->publish(testing::test_detection(detection_id(n)));
+        ASSERT_TRUE(wait_until([&] { return first->counters()[0].persisted == 30; }));
+        first->stop(std::chrono::milliseconds(0));
+        EXPECT_EQ(first->counters()[0].sent, 0u);
+        EXPECT_EQ(first->counters()[0].queue_records, 30u);
+    }
+    auto second = start(sink);
+    ASSERT_TRUE(second);
+    EXPECT_EQ(second->counters()[0].queue_records, 30u);
+    for (int n = 30; n < 50; ++n) second->publish(testing::test_detection(detection_id(n)));
+    ASSERT_TRUE(peer.start());
+    ASSERT_TRUE(second->flush(kWait)) << second->counters()[0].last_error;
+    EXPECT_EQ(second->counters()[0].sent, 50u);
+    EXPECT_EQ(second->counters()[0].dropped, 0u);
+    std::map<std::string, int> seen;
+    for (const auto& event : peer.events())
+        ++seen[event["event"]["event"]["id"].get<std::string>()];
+    EXPECT_EQ(seen.size(), 50u);
+    for (int n = 0; n < 50; ++n) EXPECT_EQ(seen[alert_of(n)], 1) << alert_of(n);
 }
 
 }  // namespace

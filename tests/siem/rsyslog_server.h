@@ -12,22 +12,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/siem/test_pki.h"
 #include "tests/support/run_command.h"
 
 namespace gpuguard::testing {
-
-// A free loopback TCP port (bound and released; fine for tests).
-uint16_t free_port();
-
-// Test PKI made with the openssl CLI: a CA, a server certificate for
-// localhost / 127.0.0.1 and a client certificate (mutual TLS) signed by it.
-struct TestPki {
-    std::filesystem::path ca_cert, server_cert, server_key;
-    std::filesystem::path client_cert, client_key;  // CN=gpu-node-7, clientAuth
-    std::filesystem::path other_ca_cert;            // a CA that did not sign the server
-};
-// Fails the current test (returns false) when openssl fails.
-bool make_test_pki(const std::filesystem::path& dir, TestPki* pki);
 
 struct RsyslogOptions {
     uint16_t port = 0;  // 0: free_port()
