@@ -96,11 +96,9 @@ TEST_F(AgentDetectTest, quiet_gpu_miner_talking_to_an_unnamed_peer_is_detected_b
           quiet_io: {for: 2s, max_file_write_bytes: 0, max_net_send_bytes: 64KB,
                      max_bytes_per_send: 1KB, max_send_gap: 1s}
 )";
-    std::ofstream(config_, std::ios::app)
-        << "  correlation_files: [" << rules.string() << "]\n"
-        << "backends:\n  interval_ms: 200\n  nvml_library: \"" << GPUGUARD_FAKE_NVML_PATH << "\"\n";
-    Subprocess agent({"/usr/bin/env", "GPUGUARD_FAKE_NVML_SCRIPT=" + script.string(),
-                      GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    use_fake_gpu(rules);
+    auto started = start_agent_playing(script);
+    Subprocess& agent = *started;
     ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
     for (auto* child : {quiet.get(), writer.get(), chatty_local.get()}) {
         ASSERT_EQ(child->ask('c'), 0);
@@ -198,6 +196,72 @@ TEST_F(AgentDetectTest, temp_dir_and_upgraded_gpu_programs_are_at_most_a_notice)
         if (pid == from_tmp.pid && record["log"]["level"] != "notice") {
             ADD_FAILURE() << "more than a notice for the temp-dir runner: " << line;
         }
+    }
+    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+}
+
+}  // namespace
+
+namespace {
+
+// GPU memory hoarding (the built-in GG-CORR-0008: more than 20 GB within
+// 5 minutes at no more than 20 % compute), live on the fake NVML's memory
+// ramp: three children of the test hold 1 GiB each until the step file
+// moves the GPU on. Then the hoarder holds 20.5 GiB (19.5 GiB more: 20.9 GB,
+// over 20 GB but under 20 GiB) at 3 % compute and is reported; one that
+// took 18.5 GiB (19.9 GB, under 20 GB) and one that took as much as the
+// hoarder while computing at 85 % are not. A canary rule (a fourth child
+// over 1 GiB) says when the agent has judged a reading of the first step.
+TEST_F(AgentDetectTest, gpu_memory_hoarding_fires_on_a_20_GB_ramp_at_low_compute_only) {
+    gpuguard::testing::OwnChild hoard(start_child("gg-hoard", {}));
+    gpuguard::testing::OwnChild almost(start_child("gg-almost", {}));
+    gpuguard::testing::OwnChild busy(start_child("gg-busy", {}));
+    gpuguard::testing::OwnChild canary(start_child("gg-canary", {}));
+    for (pid_t pid : {hoard.pid, almost.pid, busy.pid, canary.pid}) ASSERT_GT(pid, 0);
+    const auto step_file = dir_ / "nvml-step";
+    std::ofstream(step_file) << "0\n";
+    const auto ramp = [&](uint64_t hoarded, uint64_t almost_hoarded) {
+        return gpuguard::testing::FakeH100{
+            .gpu_utilization = 30,
+            .memory_utilization = 60,
+            .memory_used = hoarded * 2 + almost_hoarded + (2ull << 30),
+            .processes = {{hoard.pid, hoarded, 3},
+                          {almost.pid, almost_hoarded, 3},
+                          {busy.pid, hoarded, 85},
+                          {canary.pid, 2ull << 30, 3}}};
+    };
+    const auto script = dir_ / "nvml.json";
+    std::ofstream(script) << gpuguard::testing::fake_nvml_script(
+        {ramp(1ull << 30, 1ull << 30), ramp(41ull << 29, 39ull << 29)}, step_file.string());
+    const auto rules = dir_ / "canary.yaml";
+    std::ofstream(rules) << R"(rules:
+  - id: SITE-CANARY
+    name: Over 1 GiB (the test's canary)
+    severity: notice
+    window: 1h
+    when:
+      gpu_held: true
+      gpu_memory_above: 1GiB
+)";
+    use_fake_gpu(rules);
+    auto started = start_agent_playing(script);
+    Subprocess& agent = *started;
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
+    ASSERT_TRUE(wait_for_detection(agent, canary.pid, "SITE-CANARY", 10s)) << agent.stderr_text();
+
+    std::ofstream(step_file) << "1\n";
+    const auto detection = wait_for_detection(agent, hoard.pid, "GG-CORR-0008", 10s);
+    ASSERT_TRUE(detection) << agent.stderr_text();
+    EXPECT_NE(detection->dump().find(
+                  "GPU memory grew from 1.0 GiB to 20.5 GiB within 300s, compute at most 3%"),
+              std::string::npos)
+        << detection->dump();
+    // Ten readings more (2 s): neither of the others.
+    wait_for_detection(agent, 0, "none", 2s);
+    for (const auto& line : seen_) {
+        const auto record = nlohmann::json::parse(line);
+        if (record["rule"]["id"] != "GG-CORR-0008") continue;
+        EXPECT_EQ(record["process"]["pid"], hoard.pid) << line;
     }
     EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
 }

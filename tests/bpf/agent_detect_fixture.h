@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -228,6 +229,25 @@ class AgentDetectTest : public ::testing::Test {
         if (!outcome) return "";
         EXPECT_EQ((*outcome)["gpuguard"]["enforcement"]["outcome"], "success") << outcome->dump();
         return (*outcome)["event"]["reason"].get<std::string>();
+    }
+
+    // Adds `correlation` to rules.correlation_files and the fake NVML,
+    // sampled every 200 ms (`more_backends`: further lines under backends:),
+    // to the configuration: before any section a test appends after it.
+    void use_fake_gpu(const std::filesystem::path& correlation,
+                      const std::string& more_backends = "") {
+        std::ofstream(config_, std::ios::app)
+            << "  correlation_files: [" << correlation.string() << "]\n"
+            << "backends:\n  interval_ms: 200\n  nvml_library: \"" << GPUGUARD_FAKE_NVML_PATH
+            << "\"\n"
+            << more_backends;
+    }
+
+    // Starts the agent (--json) with the fake NVML playing `script`.
+    std::unique_ptr<Subprocess> start_agent_playing(const std::filesystem::path& script) {
+        return std::make_unique<Subprocess>(std::vector<std::string>{
+            "/usr/bin/env", "GPUGUARD_FAKE_NVML_SCRIPT=" + script.string(), GPUGUARD_BINARY, "run",
+            "--config", config_.string(), "--json"});
     }
 
     TempDir dir_{"gg-detect"};

@@ -1,6 +1,7 @@
 // Guard mode in the live agent (AgentDetectTest, agent_detect_fixture.h): a
 // policy's memory limit kills, priorities pause and resume a low-priority
-// child under load, and dry run only reports.
+// child under load (and again after the pause cap's cool-down; resumed at
+// the agent's stop), and dry run only reports.
 #include <chrono>
 #include <fstream>
 #include <thread>
@@ -49,12 +50,10 @@ TEST_F(AgentDetectTest, guard_policy_kills_a_process_over_its_memory_limit) {
       scope: {users: ["0", root]}
       gpu_memory_above: 16GiB
 )";
-    std::ofstream(config_, std::ios::app)
-        << "  correlation_files: [" << policy.string() << "]\n"
-        << "enforcement:\n  grace_period_ms: 500\n"
-        << "backends:\n  interval_ms: 200\n  nvml_library: \"" << GPUGUARD_FAKE_NVML_PATH << "\"\n";
-    Subprocess agent({"/usr/bin/env", "GPUGUARD_FAKE_NVML_SCRIPT=" + script.string(),
-                      GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    use_fake_gpu(policy);
+    std::ofstream(config_, std::ios::app) << "enforcement:\n  grace_period_ms: 500\n";
+    auto started = start_agent_playing(script);
+    Subprocess& agent = *started;
     ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
 
     auto detection = wait_for_detection(agent, hog.pid, "SITE-GUARD-MEM", 10s);
@@ -71,6 +70,14 @@ TEST_F(AgentDetectTest, guard_policy_kills_a_process_over_its_memory_limit) {
             EXPECT_NE(record["process"]["pid"], modest.pid) << line;
         }
     }
+}
+
+// A priority_guard section pausing above 80 % and resuming below 50 %, with
+// `limits` (its max_pause and cooldown lines), gg-high over gg-low.
+std::string priority_policy(const std::string& limits) {
+    return "priority_guard:\n  pause_above_percent: 80\n  resume_below_percent: 50\n" + limits +
+           "  processes:\n    - {comm: [gg-high], priority: 100}\n"
+           "    - {comm: [gg-low], priority: 1}\n";
 }
 
 // A process's state letter from /proc/PID/stat ('T' stopped), '?' when gone.
@@ -116,21 +123,12 @@ TEST_F(AgentDetectTest, guard_priorities_pause_a_low_priority_child_under_load_a
                                                                    .processes = both}},
                                                                  step_file.string());
     const auto policy = dir_ / "guard.yaml";
-    std::ofstream(policy) << R"(priority_guard:
-  pause_above_percent: 80
-  resume_below_percent: 50
-  max_pause: 10m
-  processes:
-    - {comm: [gg-high], priority: 100}
-    - {comm: [gg-low], priority: 1}
-)";
-    std::ofstream(config_, std::ios::app)
-        << "  correlation_files: [" << policy.string() << "]\n"
-        << "backends:\n  interval_ms: 200\n  nvml_library: \"" << GPUGUARD_FAKE_NVML_PATH << "\"\n";
+    std::ofstream(policy) << priority_policy("  max_pause: 10m\n");
+    use_fake_gpu(policy);
     const auto alerts = dir_ / "alerts.jsonl";
     add_file_output(alerts);
-    Subprocess agent({"/usr/bin/env", "GPUGUARD_FAKE_NVML_SCRIPT=" + script.string(),
-                      GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    auto started = start_agent_playing(script);
+    Subprocess& agent = *started;
     ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
 
     auto paused = wait_for_detection(agent, low.pid, "GG-GUARD-0001", 10s);
@@ -162,6 +160,15 @@ TEST_F(AgentDetectTest, guard_priorities_pause_a_low_priority_child_under_load_a
     EXPECT_FALSE(high.wait_exit(100ms)) << "never signalled";
 }
 
+// The fake GPU at 95 % with a low- and a high-priority child on it.
+std::string loaded_gpu_script(pid_t low, pid_t high) {
+    return gpuguard::testing::fake_nvml_script(
+        {.gpu_utilization = 95,
+         .memory_utilization = 50,
+         .memory_used = 10ull << 30,
+         .processes = {{low, 2ull << 30}, {high, 8ull << 30}}});
+}
+
 // enforcement.dry_run: the same decision is reported (detection and a
 // "dry_run" outcome that would send SIGSTOP) and the child never stops.
 TEST_F(AgentDetectTest, guard_priorities_in_dry_run_report_the_pause_and_never_stop_the_child) {
@@ -170,23 +177,17 @@ TEST_F(AgentDetectTest, guard_priorities_in_dry_run_report_the_pause_and_never_s
     ASSERT_GT(low.pid, 0);
     ASSERT_GT(high.pid, 0);
     const auto script = dir_ / "nvml.json";
-    std::ofstream(script) << gpuguard::testing::fake_nvml_script(
-        {.gpu_utilization = 95,
-         .memory_utilization = 50,
-         .memory_used = 10ull << 30,
-         .processes = {{low.pid, 2ull << 30}, {high.pid, 8ull << 30}}});
+    std::ofstream(script) << loaded_gpu_script(low.pid, high.pid);
     const auto policy = dir_ / "guard.yaml";
     std::ofstream(policy) << "priority_guard:\n  processes:\n"
                           << "    - {comm: [gg-high], priority: 100}\n"
                           << "    - {comm: [gg-low], priority: 1}\n";
-    std::ofstream(config_, std::ios::app)
-        << "  correlation_files: [" << policy.string() << "]\n"
-        << "enforcement:\n  dry_run: true\n"
-        << "backends:\n  interval_ms: 200\n  nvml_library: \"" << GPUGUARD_FAKE_NVML_PATH << "\"\n";
+    use_fake_gpu(policy);
+    std::ofstream(config_, std::ios::app) << "enforcement:\n  dry_run: true\n";
     const auto alerts = dir_ / "alerts.jsonl";
     add_file_output(alerts);
-    Subprocess agent({"/usr/bin/env", "GPUGUARD_FAKE_NVML_SCRIPT=" + script.string(),
-                      GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    auto started = start_agent_playing(script);
+    Subprocess& agent = *started;
     ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
     auto paused = wait_for_detection(agent, low.pid, "GG-GUARD-0001", 10s);
     ASSERT_TRUE(paused) << agent.stderr_text();
@@ -196,6 +197,64 @@ TEST_F(AgentDetectTest, guard_priorities_in_dry_run_report_the_pause_and_never_s
     EXPECT_EQ((*outcome)["event"]["reason"], "would send SIGSTOP") << outcome->dump();
     EXPECT_FALSE(wait_for_state(low.pid, true, 1s)) << "stopped in dry run";
     EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+}
+
+}  // namespace
+
+namespace {
+
+// The priority guard's cap and cool-down, and its promise at the agent's
+// stop: with max_pause 1 s and cooldown 2 s on a GPU that stays at 95 %,
+// the low-priority child is paused, resumed after its second however loaded
+// the GPU, left running through the cool-down, paused again after it, and
+// running once more when the agent is SIGTERMed while it is paused.
+TEST_F(AgentDetectTest, guard_priorities_cap_a_pause_cool_down_and_resume_at_the_agents_stop) {
+    OwnChild low(start_child("gg-low", {}));
+    OwnChild high(start_child("gg-high", {}));
+    ASSERT_GT(low.pid, 0);
+    ASSERT_GT(high.pid, 0);
+    const auto script = dir_ / "nvml.json";
+    std::ofstream(script) << loaded_gpu_script(low.pid, high.pid);
+    const auto policy = dir_ / "guard.yaml";
+    std::ofstream(policy) << priority_policy("  max_pause: 1s\n  cooldown: 2s\n");
+    use_fake_gpu(policy);
+    const auto alerts = dir_ / "alerts.jsonl";
+    add_file_output(alerts);
+    auto started = start_agent_playing(script);
+    Subprocess& agent = *started;
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
+    const std::string low_line = "GPU priority: resume pid " + std::to_string(low.pid) + " (gg-low";
+
+    ASSERT_TRUE(wait_for_detection(agent, low.pid, "GG-GUARD-0001", 10s)) << agent.stderr_text();
+    ASSERT_TRUE(wait_for_state(low.pid, true, 2s)) << "the low-priority child is not stopped";
+    const auto paused_at = Clock::now();
+    // The cap: resumed after a second although the GPU is still at 95 %.
+    ASSERT_TRUE(agent.wait_for_stderr(
+        low_line + ", priority 1): paused for the maximum of 1 s; not paused again for 2 s", 5s))
+        << agent.stderr_text();
+    ASSERT_TRUE(wait_for_state(low.pid, false, 2s)) << "still stopped after its maximum pause";
+    const auto resumed_at = Clock::now();
+    EXPECT_GE(resumed_at - paused_at, 800ms) << "resumed before its maximum pause";
+    auto resumed = wait_for_outcome(alerts, low.pid, "resume");
+    ASSERT_TRUE(resumed) << agent.stderr_text();
+    EXPECT_EQ((*resumed)["gpuguard"]["enforcement"]["outcome"], "success") << resumed->dump();
+    // The cool-down: running for its two seconds (checked for 1.5 s of them).
+    while (Clock::now() < resumed_at + 1500ms) {
+        ASSERT_NE(proc_state(low.pid), 'T') << "paused again within cooldown";
+        std::this_thread::sleep_for(20ms);
+    }
+    // After it: paused again, the GPU being as loaded as before.
+    ASSERT_TRUE(wait_for_detection(agent, low.pid, "GG-GUARD-0001", 5s)) << agent.stderr_text();
+    ASSERT_TRUE(wait_for_state(low.pid, true, 2s)) << "not paused again after the cool-down";
+    EXPECT_NE(proc_state(high.pid), 'T');
+
+    // The agent stops while the child is paused: it resumes it on its way out.
+    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+    EXPECT_TRUE(wait_for_state(low.pid, false, 1s)) << "left stopped by the agent's stop";
+    EXPECT_NE(agent.stderr_text().find(low_line + ", priority 1): the agent is stopping"),
+              std::string::npos)
+        << agent.stderr_text();
+    EXPECT_FALSE(low.wait_exit(100ms)) << "the resumed child must still run";
 }
 
 }  // namespace

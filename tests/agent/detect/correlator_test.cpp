@@ -152,6 +152,17 @@ TEST_F(CorrelatorTest, HotReloadedUserRuleAppliesToLaterImages) {
     EXPECT_EQ(raised[0].signature_ids, std::vector<std::string>{"local-renamed-miner"});
 }
 
+// A reading of GPU 0 (NVIDIA, /dev/nvidia0) at `utilization` % with `processes` on it.
+Telemetry nvidia0_reading(double utilization, std::vector<ProcessGpuUsage> processes) {
+    Telemetry telemetry;
+    telemetry.gpu_index = 0;
+    telemetry.vendor = "nvidia";
+    telemetry.devices = {"195:0"};
+    telemetry.utilization_percent = utilization;
+    telemetry.processes = std::move(processes);
+    return telemetry;
+}
+
 TEST_F(CorrelatorTest, MemoryGrowthNeedsLowCompute) {
     make();
     feed(1 * kSecond, 300, "hoard", Exec{"/usr/bin/hoard", {"hoard"}, false, false, 300});
@@ -162,14 +173,9 @@ TEST_F(CorrelatorTest, MemoryGrowthNeedsLowCompute) {
          GpuOpen{195, 0, 3, -100, 2, OpenSyscall::kOpenat, false, "/dev/nvidia0"});
     std::vector<Detection> all;
     for (int i = 0; i <= 4; ++i) {
-        Telemetry telemetry;
-        telemetry.gpu_index = 0;
-        telemetry.vendor = "nvidia";
-        telemetry.devices = {"195:0"};
-        telemetry.utilization_percent = 50;
         const uint64_t memory = (1ull + 6ull * i) << 30;  // 1 GiB -> 25 GiB in 4 minutes
-        telemetry.processes = {{300, memory, 2.0}, {301, memory, 85.0}};
-        auto raised = feed((10 + 60 * i) * kSecond, 0, "", telemetry);
+        auto raised = feed((10 + 60 * i) * kSecond, 0, "",
+                           nvidia0_reading(50, {{300, memory, 2.0}, {301, memory, 85.0}}));
         all.insert(all.end(), raised.begin(), raised.end());
     }
     ASSERT_EQ(rule_ids(all), std::vector<std::string>{"GG-CORR-0008"});
@@ -178,6 +184,31 @@ TEST_F(CorrelatorTest, MemoryGrowthNeedsLowCompute) {
     EXPECT_EQ(all[0].gpus[0].index, 0);
     EXPECT_EQ(all[0].gpus[0].utilization_percent, 50.0);
     EXPECT_EQ(all[0].gpus[0].memory_used_bytes, 25ull << 30);
+}
+
+// GG-CORR-0008's two other bounds: growth spread over more than its 5
+// minutes (25 GiB in 10, never 20 GB within any 5) and growth just under
+// 20 GB (decimal: 19.97 GB) are not hoarding; 20.03 GB within a minute is.
+TEST_F(CorrelatorTest, MemoryGrowthMustExceed20GBWithinFiveMinutes) {
+    make();
+    for (uint32_t pid : {310u, 311u, 312u}) {
+        feed(1 * kSecond, pid, "hoard", Exec{"/usr/bin/hoard", {"hoard"}, false, false, pid});
+        feed(2 * kSecond, pid, "hoard",
+             GpuOpen{195, 0, 3, -100, 2, OpenSyscall::kOpenat, false, "/dev/nvidia0"});
+    }
+    std::vector<Detection> all;
+    for (uint64_t i = 0; i <= 10; ++i) {
+        const uint64_t slow = (2 + 5 * i) << 29;  // 1 GiB + 2.5 GiB a minute
+        const uint64_t base = 1ull << 30;
+        auto raised =
+            feed((10 + 60 * i) * kSecond, 0, "",
+                 nvidia0_reading(5, {{310, slow, 2.0},
+                                     {311, i == 0 ? base : base + 19'970'000'000ull, 2.0},
+                                     {312, i == 0 ? base : base + 20'030'000'000ull, 2.0}}));
+        all.insert(all.end(), raised.begin(), raised.end());
+    }
+    ASSERT_EQ(rule_ids(all), std::vector<std::string>{"GG-CORR-0008"});
+    EXPECT_EQ(all[0].process.pid, 312u);
 }
 
 // Twelve minutes of a GPU pegged at 99 % by `processes` (pid, comm; each
