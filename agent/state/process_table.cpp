@@ -257,8 +257,8 @@ void ProcessTable::apply(const Event& event) {
         void operator()(const ExeScan&) {}    // a verdict: the correlator keeps it
         void operator()(const NetPayload&) {
         }  // raw samples: gpuguard/netintel/net_intel.h reads them
-        void operator()(const ProcessIo&) {}   // write counters: the correlator keeps them
-        void operator()(const ConfigFile&) {}  // matched config lines: the correlator keeps them
+        void operator()(const ProcessIo&) {}     // write counters: the correlator keeps them
+        void operator()(const ConfigFile&) {}    // matched config lines: the correlator keeps them
         void operator()(const HiddenProcess&) {  // the correlator judges it
             ProcessInfo& info = table.entry(task.pid);
             if (!task.comm.empty()) take_identity(info, task);
