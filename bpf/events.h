@@ -21,7 +21,7 @@
 #endif
 
 #define GG_ABI_MAJOR 1
-#define GG_ABI_MINOR 6
+#define GG_ABI_MINOR 7
 
 #define GG_COMM_LEN 16
 /* Bounded copy of the path argument of open*(2), NUL included. */
@@ -264,8 +264,11 @@ struct gg_fork_event {
 	struct gg_task_info task;
 	__u32 child_pid; /* tgid of the new process */
 	__u32 flags;	 /* GG_PROC_INHERITED when the parent held a GPU fd */
+	/* ABI 1.7: the child's task->start_boottime (ns), which /proc/PID/stat's
+	 * starttime counts in clock ticks: who a pid named, when it is reused. */
+	__u64 child_start_ns;
 };
-GG_STATIC_ASSERT(sizeof(struct gg_fork_event) == 16 + 48 + 8, "gg_fork_event ABI");
+GG_STATIC_ASSERT(sizeof(struct gg_fork_event) == 16 + 48 + 16, "gg_fork_event ABI");
 
 /* A process ended (its thread-group leader exited). */
 struct gg_exit_event {

@@ -107,6 +107,7 @@ int gg_sched_fork(struct bpf_raw_tracepoint_args *ctx)
 	task__fill(&e->task, bpf_get_current_task_btf());
 	e->child_pid = child_tgid;
 	e->flags = flags;
+	e->child_start_ns = BPF_CORE_READ(child, start_boottime);
 	event__submit(e, GG_EVENT_FORK);
 	return 0;
 }

@@ -142,8 +142,8 @@ std::string event_details(const Event& event) {
             return out;
         }
         std::string operator()(const Exec& exec) const {
-            return exec.filename + " [" + join(exec.argv, " ") + "]" +
-                   (exec.argv_truncated ? " (argv truncated)" : "");
+            return exec.filename + (exec.exe.empty() ? "" : " (runs " + exec.exe + ")") + " [" +
+                   join(exec.argv, " ") + "]" + (exec.argv_truncated ? " (argv truncated)" : "");
         }
         std::string operator()(const Fork& fork) const {
             return "child " + std::to_string(fork.child_pid) +

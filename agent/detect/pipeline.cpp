@@ -57,6 +57,12 @@ void Pipeline::feed_event(AnEvent&& event, bool judge_it) {
             pass(std::move(completed), judge_it);
             return;
         }
+        if (stages_.read_proc_context && std::holds_alternative<Exec>(event.data)) {
+            Event completed = std::forward<AnEvent>(event);
+            complete_exec(completed.task.pid, std::get<Exec>(completed.data), stages_.proc_root);
+            pass(std::move(completed), judge_it);
+            return;
+        }
         pass(std::forward<AnEvent>(event), judge_it);
         return;
     }

@@ -1,6 +1,7 @@
 // Ring-buffer record -> Event, for every record type the sensor delivers:
 // the one reader of the event structs of bpf/events.h and bpf/payload.h.
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <system_error>
 #include <utility>
@@ -120,10 +121,16 @@ Result<Event> decode_exec(std::span<const std::byte> record) {
 }
 
 Result<Event> decode_fork(std::span<const std::byte> record) {
-    gg_fork_event raw;
-    if (auto copied = copy_record(record, "fork", raw); !copied) return Unexpected{copied.error()};
+    // ABI 1.6 records end before child_start_ns: they decode with it 0.
+    constexpr size_t kBeforeStart = offsetof(gg_fork_event, child_start_ns);
+    gg_fork_event raw{};
+    if (record.size() < kBeforeStart) {
+        return fail(ErrorCode::kParse, "fork record too short: " + std::to_string(record.size()) +
+                                           " bytes, expected " + std::to_string(sizeof(raw)));
+    }
+    std::memcpy(&raw, record.data(), std::min(record.size(), sizeof(raw)));
     Event event = event_base(raw);
-    event.data = Fork{raw.child_pid, (raw.flags & GG_PROC_INHERITED) != 0};
+    event.data = Fork{raw.child_pid, (raw.flags & GG_PROC_INHERITED) != 0, raw.child_start_ns};
     return event;
 }
 

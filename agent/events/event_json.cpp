@@ -102,11 +102,13 @@ json connect_json(const Connect& connect) {
 }
 
 json exec_json(const Exec& exec) {
-    return json{{"filename", exec.filename},
-                {"filename_truncated", exec.filename_truncated},
-                {"argv", exec.argv},
-                {"argv_truncated", exec.argv_truncated},
-                {"old_tid", exec.old_tid}};
+    json out{{"filename", exec.filename},
+             {"filename_truncated", exec.filename_truncated},
+             {"argv", exec.argv},
+             {"argv_truncated", exec.argv_truncated},
+             {"old_tid", exec.old_tid}};
+    if (!exec.exe.empty()) out["exe"] = exec.exe;
+    return out;
 }
 
 json exit_json(const Exit& exit) {
@@ -351,6 +353,7 @@ std::string event_to_json(const Event& event, int64_t realtime_offset_ns) {
         void operator()(const Fork& fork) const {
             out["fork"] =
                 json{{"child_pid", fork.child_pid}, {"inherited_gpu", fork.inherited_gpu}};
+            if (fork.child_start_ns != 0) out["fork"]["child_start_ns"] = fork.child_start_ns;
         }
         void operator()(const Exit& exit) const { out["exit"] = exit_json(exit); }
         void operator()(const Telemetry& telemetry) const {

@@ -155,6 +155,7 @@ Exec read_exec(const Reader<Node>& reader) {
     exec.argv_truncated = reader.boolean("argv_truncated", false);
     exec.filename_truncated = reader.boolean("filename_truncated", false);
     exec.old_tid = reader.template integer<uint32_t>("old_tid", 0);
+    exec.exe = reader.string("exe", "");
     return exec;
 }
 
@@ -515,8 +516,9 @@ void read_body(std::string_view type, const Reader<Node>& top, const std::option
         body = read_exec(object());
     } else if (type == "fork") {
         const Reader<Node> fork = object();
-        body = Fork{fork.template integer<uint32_t>("child_pid"),
-                    fork.boolean("inherited_gpu", false)};
+        body =
+            Fork{fork.template integer<uint32_t>("child_pid"), fork.boolean("inherited_gpu", false),
+                 fork.template integer<uint64_t>("child_start_ns", 0)};
     } else if (type == "exit") {
         body = read_exit(object(false));
     } else if (type == "telemetry") {

@@ -64,12 +64,15 @@ struct EncodeVisitor {
         w.str(exec.filename);
         w.strings(exec.argv);
         w.u8(static_cast<uint8_t>((exec.argv_truncated ? 1 : 0) |
-                                  (exec.filename_truncated ? 2 : 0)));
+                                  (exec.filename_truncated ? 2 : 0) | (exec.exe.empty() ? 0 : 4)));
         w.varint(exec.old_tid);
+        if (!exec.exe.empty()) w.str(exec.exe);  // bit 4: older records lack it
     }
     void operator()(const Fork& fork) const {
         w.varint(fork.child_pid);
-        w.u8(fork.inherited_gpu ? 1 : 0);
+        w.u8(static_cast<uint8_t>((fork.inherited_gpu ? 1 : 0) |
+                                  (fork.child_start_ns != 0 ? 2 : 0)));
+        if (fork.child_start_ns != 0) w.varint(fork.child_start_ns);  // bit 2: older lack it
     }
     void operator()(const Exit& exit) const {
         w.varint(exit.status);
@@ -309,12 +312,16 @@ void decode_body(Reader& r, EventTag tag, EventData& data) {
             exec.argv_truncated = bits & 1;
             exec.filename_truncated = bits & 2;
             exec.old_tid = r.uint<uint32_t>();
+            exec.exe.clear();
+            if (bits & 4) r.str(exec.exe);
             return;
         }
         case EventTag::kFork: {
             auto& fork = emplace<Fork>(data);
             fork.child_pid = r.uint<uint32_t>();
-            fork.inherited_gpu = r.flag();
+            const uint8_t bits = r.u8();
+            fork.inherited_gpu = bits & 1;
+            fork.child_start_ns = (bits & 2) ? r.uint<uint64_t>() : 0;
             return;
         }
         case EventTag::kExit: {

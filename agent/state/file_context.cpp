@@ -1,5 +1,6 @@
 #include "gpuguard/state/file_context.h"
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <thread>
@@ -25,7 +26,32 @@ std::string base_directory(const std::string& dir, const FileChange& change,
     return target.empty() ? target : inside_root(target, root);
 }
 
+bool all_digits(std::string_view text) {
+    return !text.empty() &&
+           std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// "/proc/self/fd/3", "/proc/thread-self/fd/3", "/proc/42/fd/3", "/dev/fd/3",
+// and below one ("/dev/fd/3/x": execveat of a path relative to a dirfd).
+bool names_an_fd(std::string_view path) {
+    const auto fd_number = [](std::string_view rest) {
+        return all_digits(rest.substr(0, rest.find('/')));
+    };
+    if (path.starts_with("/dev/fd/")) return fd_number(path.substr(8));
+    if (!path.starts_with("/proc/")) return false;
+    path.remove_prefix(6);
+    const std::string_view who = path.substr(0, path.find('/'));
+    if (who != "self" && who != "thread-self" && !all_digits(who)) return false;
+    path.remove_prefix(who.size());
+    return path.starts_with("/fd/") && fd_number(path.substr(4));
+}
+
 }  // namespace
+
+void complete_exec(uint32_t pid, Exec& exec, const std::string& proc_root) {
+    if (exec.filename.starts_with("/") && !names_an_fd(exec.filename)) return;
+    exec.exe = link_target(proc_root + "/" + std::to_string(pid) + "/exe");
+}
 
 std::vector<std::string> preload_libraries(std::string_view contents) {
     std::vector<std::string> out;

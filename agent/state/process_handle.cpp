@@ -25,6 +25,11 @@ uint64_t clock_ticks_per_second() {
     return ticks > 0 ? static_cast<uint64_t>(ticks) : 100;
 }
 
+uint64_t ticks_to_ns(uint64_t ticks) {
+    const uint64_t hz = clock_ticks_per_second();
+    return ticks / hz * 1'000'000'000ull + ticks % hz * 1'000'000'000ull / hz;
+}
+
 // Raw syscalls: glibc's wrappers came in 2.36, the syscalls in Linux 5.1/5.3.
 int sys_pidfd_open(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
 int sys_pidfd_send_signal(int fd, int signo) {
@@ -57,10 +62,13 @@ Result<ProcStat> parse_proc_stat(const std::string& line) {
     stat.pgrp = static_cast<int32_t>(std::strtol(fields[2].c_str(), nullptr, 10));
     stat.flags = static_cast<uint32_t>(std::strtoul(fields[6].c_str(), nullptr, 10));
     stat.start_time_ticks = std::strtoull(fields[19].c_str(), nullptr, 10);
-    const uint64_t hz = clock_ticks_per_second();
-    stat.start_time_ns = stat.start_time_ticks / hz * 1'000'000'000ull +
-                         stat.start_time_ticks % hz * 1'000'000'000ull / hz;
+    stat.start_time_ns = ticks_to_ns(stat.start_time_ticks);
     return stat;
+}
+
+uint64_t proc_start_time_ns(uint64_t boottime_ns) {
+    // fs/proc/array.c: nsec_to_clock_t(task->start_boottime), rounded down.
+    return ticks_to_ns(boottime_ns / (1'000'000'000ull / clock_ticks_per_second()));
 }
 
 Result<ProcStat> read_proc_stat(uint32_t pid, const std::string& proc_root) {

@@ -13,6 +13,7 @@
 
 #include "gpuguard/common/read_file.h"
 #include "gpuguard/state/proc_listing.h"
+#include "gpuguard/state/process_handle.h"
 
 namespace gpuguard::agent {
 namespace {
@@ -69,6 +70,10 @@ Result<BootstrapReport> ProcessTable::bootstrap() {
         ProcessInfo info;
         info.pid = pid;
         load_from_proc(info);
+        if (options_.read_host) {  // the process there now: the one listed
+            auto stat = read_proc_stat(pid, options_.proc_root.string());
+            if (stat) info.start_time_ns = stat->start_time_ns;
+        }
         if (info.comm.empty() && info.cmdline.empty()) {
             ++report.unreadable;  // exited while we looked, or a kernel we cannot read
             continue;
@@ -115,10 +120,13 @@ void ProcessTable::enrich_from_proc(ProcessInfo& info) {
     const auto dir = options_.proc_root / std::to_string(info.pid);
     std::error_code ec;
     // The exec event's filename wins when it is absolute: /proc is read later
-    // than the event happened and may already show a newer image.
-    if (info.exe.empty() || info.exe.front() != '/') {
-        const auto exe = std::filesystem::read_symlink(dir / "exe", ec);
-        if (!ec) info.exe = exe.string();
+    // than the event happened and may already show a newer image. Except
+    // that the same file unlinked since is news: "PATH (deleted)".
+    if (const auto exe = std::filesystem::read_symlink(dir / "exe", ec); !ec) {
+        if (info.exe.empty() || info.exe.front() != '/' ||
+            exe.string() == info.exe + " (deleted)") {
+            info.exe = exe.string();
+        }
     }
     if (auto cgroup = read_file(dir / "cgroup")) {
         info.cgroup_path = cgroup_path_from_proc(*cgroup);
@@ -205,7 +213,8 @@ void ProcessTable::apply(const Event& event) {
             }
         }
         void operator()(const Exec& exec) {
-            table.apply_exec(task, exec.filename, exec.argv, exec.argv_truncated);
+            table.apply_exec(task, exec.exe.empty() ? exec.filename : exec.exe, exec.argv,
+                             exec.argv_truncated);
         }
         void operator()(const Fork& fork) {
             ProcessInfo child;
@@ -226,6 +235,7 @@ void ProcessTable::apply(const Event& event) {
             }
             child.pid = fork.child_pid;
             child.ppid = task.pid;
+            child.start_time_ns = fork.child_start_ns ? proc_start_time_ns(fork.child_start_ns) : 0;
             table.processes_[fork.child_pid] = std::move(child);
             table.note_idle(fork.child_pid);
         }
@@ -247,8 +257,8 @@ void ProcessTable::apply(const Event& event) {
         void operator()(const ExeScan&) {}    // a verdict: the correlator keeps it
         void operator()(const NetPayload&) {
         }  // raw samples: gpuguard/netintel/net_intel.h reads them
-        void operator()(const ProcessIo&) {}   // write counters: the correlator keeps them
-        void operator()(const ConfigFile&) {}  // matched config lines: the correlator keeps them
+        void operator()(const ProcessIo&) {}     // write counters: the correlator keeps them
+        void operator()(const ConfigFile&) {}    // matched config lines: the correlator keeps them
         void operator()(const HiddenProcess&) {  // the correlator judges it
             ProcessInfo& info = table.entry(task.pid);
             if (!task.comm.empty()) take_identity(info, task);
@@ -308,8 +318,8 @@ void ProcessTable::apply(const Event& event) {
 
 void ProcessTable::apply(Event&& event) {
     if (auto* exec = std::get_if<Exec>(&event.data)) {
-        apply_exec(event.task, std::move(exec->filename), std::move(exec->argv),
-                   exec->argv_truncated);
+        apply_exec(event.task, std::move(exec->exe.empty() ? exec->filename : exec->exe),
+                   std::move(exec->argv), exec->argv_truncated);
         enforce_bound();
         return;
     }
@@ -537,6 +547,7 @@ DetectionProcess describe_process(const ProcessInfo& info) {
     process.gid = info.gid;
     process.comm = info.comm;
     process.executable = info.exe;
+    process.start_time_ns = info.start_time_ns;
     process.argv = info.cmdline;
     process.command_line = join(info.cmdline, " ");
     process.user = info.user;

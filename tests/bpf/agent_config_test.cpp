@@ -25,6 +25,7 @@ namespace {
 using namespace std::chrono_literals;
 using gpuguard::testing::AgentDetectTest;
 using gpuguard::testing::ChildReaper;
+using gpuguard::testing::ProgramTree;
 using gpuguard::testing::Subprocess;
 using gpuguard::testing::time_bound;
 namespace fs = std::filesystem;
@@ -59,22 +60,10 @@ constexpr char kModelConfig[] = R"({
 }
 )";
 
-// Programs placed outside /tmp (whose executables GG-CORR-0005 reports on
-// its own), and not in the build tree either (a clean clone may live under
-// /tmp): a directory of the test's own under /var/lib, removed at the end.
-struct ProgramTree {
-    fs::path path = fs::path("/var/lib") / ("gpuguard-test-config-" + std::to_string(getpid()));
-    ProgramTree() { fs::create_directories(path); }
-    ~ProgramTree() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-};
-
 TEST_F(AgentDetectTest, config_only_miner_on_gpu_is_detected_from_its_config_and_replayed) {
     // The idle helper as "python3" in a directory with the config, started
     // there with no arguments, holding the fake GPU node.
-    ProgramTree tree;
+    ProgramTree tree("config");
     const auto place = [&](const fs::path& where, const char* config) {
         fs::create_directories(where);
         fs::copy_file(GPUGUARD_IDLE_PROCESS, where / "python3");
@@ -133,10 +122,7 @@ TEST_F(AgentDetectTest, config_only_miner_on_gpu_is_detected_from_its_config_and
     }
 
     // The journal's config_file event makes replay judge the same lines.
-    const auto replayed = gpuguard::testing::run_command(
-        {GPUGUARD_BINARY, "replay", "--rules-file", (dir_ / "miner-rules.yaml").string(),
-         "--rules-dir", rules_dir_.string(), (dir_ / "journal").string()},
-        60s);
+    const auto replayed = replay_journal();
     ASSERT_EQ(replayed.exit_code, 0) << replayed.stderr_text;
     const auto without_clock = [](const std::string& line) {
         static const std::regex wall_clock(R"re("(@timestamp|created)":"[^"]*")re");

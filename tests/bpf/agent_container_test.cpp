@@ -145,10 +145,7 @@ TEST_F(AgentContainerTest, miner_in_a_podman_container_is_named_with_its_contain
 
     // The journal carries the identity: replay (which reads no runtime
     // state) names the same container and pod.
-    const auto replayed = run_command(
-        {GPUGUARD_BINARY, "replay", "--rules-file", (dir_ / "miner-rules.yaml").string(),
-         "--rules-dir", rules_dir_.string(), (dir_ / "journal").string()},
-        60s);
+    const auto replayed = replay_journal();
     ASSERT_EQ(replayed.exit_code, 0) << replayed.stderr_text;
     bool replay_named = false;
     std::istringstream lines(replayed.stdout_text);

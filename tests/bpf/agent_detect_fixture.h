@@ -1,8 +1,8 @@
 // The fixture the live-agent tests share (agent_detect_test.cpp,
-// agent_journal_test.cpp, agent_enforce_test.cpp, agent_guard_test.cpp): a
-// scratch configuration with a registered fake GPU node, and waiting for the
-// agent's detections and outputs; with the loopback pool and child helpers
-// they all use.
+// agent_journal_test.cpp, agent_enforce_test.cpp, agent_guard_test.cpp,
+// agent_identity_test.cpp, ...): a scratch configuration with a registered
+// fake GPU node, and waiting for the agent's detections and outputs; with
+// the loopback pool, program directory and child helpers they all use.
 #pragma once
 
 #include <chrono>
@@ -111,6 +111,24 @@ inline std::string file_bytes(const std::filesystem::path& path) {
     return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
+// Programs placed outside /tmp (whose executables GG-CORR-0005 reports on
+// its own), and not in the build tree either (a clean clone may live under
+// /tmp): a directory of the test's own under /var/lib, removed at the end.
+struct ProgramTree {
+    std::filesystem::path path;
+    explicit ProgramTree(const std::string& name)
+        : path(std::filesystem::path("/var/lib") /
+               ("gpuguard-test-" + name + "-" + std::to_string(getpid()))) {
+        std::filesystem::create_directories(path);
+    }
+    ~ProgramTree() {
+        std::error_code ec;
+        std::filesystem::remove_all(path, ec);
+    }
+    ProgramTree(const ProgramTree&) = delete;
+    ProgramTree& operator=(const ProgramTree&) = delete;
+};
+
 class AgentDetectTest : public ::testing::Test {
   protected:
     void SetUp() override {
@@ -178,6 +196,16 @@ class AgentDetectTest : public ::testing::Test {
             _exit(0);
         }
         return pid;
+    }
+
+    // Kills on a connect to a miner port (GG-PORT-0001's action, so
+    // GG-CORR-0002 too) with a 500 ms grace period; outcomes and detections
+    // go to the file output at `alerts` as well.
+    void kill_on_pool_port(const std::filesystem::path& alerts) {
+        std::ofstream(rules_dir_ / "10-kill.yaml")
+            << "signatures:\n  override:\n    - id: GG-PORT-0001\n      action: kill\n";
+        std::ofstream(config_, std::ios::app) << "enforcement:\n  grace_period_ms: 500\n";
+        add_file_output(alerts);
     }
 
     // Adds a file output at `path` (ECS JSON lines) to the configuration.
@@ -248,6 +276,15 @@ class AgentDetectTest : public ::testing::Test {
         return std::make_unique<Subprocess>(std::vector<std::string>{
             "/usr/bin/env", "GPUGUARD_FAKE_NVML_SCRIPT=" + script.string(), GPUGUARD_BINARY, "run",
             "--config", config_.string(), "--json"});
+    }
+
+    // `gpuguard replay` of the agent's journal with the test's rules: what
+    // the journal alone reproduces.
+    CommandResult replay_journal() {
+        return run_command(
+            {GPUGUARD_BINARY, "replay", "--rules-file", (dir_ / "miner-rules.yaml").string(),
+             "--rules-dir", rules_dir_.string(), (dir_ / "journal").string()},
+            60s);
     }
 
     TempDir dir_{"gg-detect"};

@@ -83,12 +83,9 @@ RequestChild gpu_prober(const std::string& comm, const std::string& node,
 TEST_F(AgentDetectTest, kill_action_stops_the_miner_and_outputs_get_both_records) {
     LoopbackPool pool;
     ASSERT_GE(pool.fd, 0) << "no free miner port on loopback";
-    std::ofstream(rules_dir_ / "10-kill.yaml")
-        << "signatures:\n  override:\n    - id: GG-PORT-0001\n      action: kill\n";
     const auto alerts = dir_ / "alerts.jsonl";
     use_control_socket();  // this test asks `gpuguard status`
-    std::ofstream(config_, std::ios::app) << "enforcement:\n  grace_period_ms: 500\n";
-    add_file_output(alerts);
+    kill_on_pool_port(alerts);
     Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
     ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
 

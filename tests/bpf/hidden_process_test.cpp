@@ -141,10 +141,7 @@ class HiddenProcessTest : public AgentDetectTest {
         ASSERT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
 
         // The journal's hidden_process event makes replay judge it the same way.
-        const auto replayed = run_command(
-            {GPUGUARD_BINARY, "replay", "--rules-file", (dir_ / "miner-rules.yaml").string(),
-             "--rules-dir", rules_dir_.string(), (dir_ / "journal").string()},
-            60s);
+        const auto replayed = replay_journal();
         ASSERT_EQ(replayed.exit_code, 0) << replayed.stderr_text;
         bool replayed_detection = false;
         std::istringstream lines(replayed.stdout_text);

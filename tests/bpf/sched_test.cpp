@@ -1,5 +1,6 @@
 // Process lifecycle: exec with bounded argv, fork parentage, exit status;
 // and drop accounting when the ring buffer overflows.
+#include <ctime>
 #include <thread>
 
 #include <fcntl.h>
@@ -106,6 +107,13 @@ TEST_F(SchedTracingTest, short_argv_is_complete) {
 TEST_F(SchedTracingTest, fork_names_parent_and_child_and_threads_are_not_processes) {
     int pipe_fds[2];
     ASSERT_EQ(pipe(pipe_fds), 0);
+    const auto boottime_ns = [] {
+        timespec now{};
+        clock_gettime(CLOCK_BOOTTIME, &now);
+        return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000ull +
+               static_cast<uint64_t>(now.tv_nsec);
+    };
+    const uint64_t before_ns = boottime_ns();
     const pid_t parent = run_in_child("gg-fork", [&] {
         const pid_t grandchild = fork();
         if (grandchild == 0) _exit(3);
@@ -125,6 +133,9 @@ TEST_F(SchedTracingTest, fork_names_parent_and_child_and_threads_are_not_process
     EXPECT_EQ(forks[0].second.child_pid, static_cast<uint32_t>(grandchild));
     EXPECT_EQ(forks[0].first.task.comm, "gg-fork");
     EXPECT_FALSE(forks[0].second.inherited_gpu);
+    // The child's start, on the clock /proc/PID/stat counts it in.
+    EXPECT_GE(forks[0].second.child_start_ns, before_ns);
+    EXPECT_LE(forks[0].second.child_start_ns, boottime_ns());
     const auto exits = harness_.of<Exit>(grandchild, 1);
     ASSERT_EQ(exits.size(), 1u);
     EXPECT_EQ(exits[0].second.exit_code(), 3);

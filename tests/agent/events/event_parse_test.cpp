@@ -79,6 +79,8 @@ std::vector<Event> one_of_each() {
         with_task(connect6),
         with_task(exec),
         with_task(Fork{4300, true}),
+        with_task(Fork{4301, false, 5'735'514'198'765ull}),
+        with_task(Exec{"/dev/fd/4", {"x"}, false, false, 4302, "/opt/x (deleted)"}),
         with_task(Exit{0x0900, true}),
         with_task(Exit{0x0300, false}),
         with_task(telemetry),

@@ -3,6 +3,7 @@
 #include "gpuguard/journal/journal_codec.h"
 
 #include <cstring>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -44,6 +45,30 @@ TEST(JournalCodec, every_event_type_round_trips) {
     }
     EXPECT_EQ(variant_indexes.size(), std::variant_size_v<EventData>)
         << "add the new event type to testing::every_event_type()";
+}
+
+// Fields later ABI versions added, each with a flag bit older records lack:
+// an exec's resolved exe, a fork's child start time. With them and without.
+TEST(JournalCodec, optional_exec_and_fork_fields_round_trip_both_ways) {
+    std::vector<Event> events(4);
+    events[0].data = Exec{"/proc/self/fd/3", {"x"}, false, false, 7, "/memfd:x (deleted)"};
+    events[1].data = Exec{"/usr/bin/x", {"x"}, true, false, 7};
+    events[2].data = Fork{8, true, 5'735'514'198'765ull};
+    events[3].data = Fork{9, false};
+    for (const auto& event : events) {
+        std::string payload;
+        encode_event(event, payload);
+        // Decoded into an event of the same type with every field set: reset, not kept.
+        Event decoded;
+        decoded.data = Fork{1, true, 99};
+        if (std::holds_alternative<Exec>(event.data)) {
+            decoded.data = Exec{"stale", {}, false, false, 0, "stale exe"};
+        }
+        std::string error;
+        ASSERT_TRUE(decode_event(payload, decoded, error)) << error;
+        EXPECT_EQ(event_to_json(decoded, 0), event_to_json(event, 0));
+    }
+    EXPECT_EQ(std::get<Exec>(events[0].data).exe, "/memfd:x (deleted)");
 }
 
 TEST(JournalCodec, decoding_into_a_reused_event_resets_every_field) {

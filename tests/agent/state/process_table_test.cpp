@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include "gpuguard/state/process_handle.h"
 #include "tests/support/temp_dir.h"
 
 namespace gpuguard::agent {
@@ -250,6 +251,35 @@ TEST_F(ProcessTableTest, an_exec_taken_from_the_event_makes_the_entry_a_copy_mak
     EXPECT_EQ(taken.get(300)->cmdline, std::vector<std::string>{"another-program-entirely"});
     EXPECT_FALSE(taken.get(300)->cmdline_truncated);
     EXPECT_TRUE(taken.get(300)->gpus.empty()) << "a reused pid starts afresh";
+}
+
+// Who a pid names: the start time its fork carried, for the kill's check
+// (process_handle.h), and the exe an exec resolved from an fd path. A
+// newcomer's fork on the same pid gives the entry its own start time.
+TEST_F(ProcessTableTest, a_fork_gives_the_start_time_and_an_exec_its_resolved_exe) {
+    auto table = make_table();
+    const uint64_t boot_ns = 5'735'514'198'765ull;  // 5735.51 s after boot
+    table.apply(event_of(400, 10, Fork{401, false, boot_ns}));
+    Exec exec;
+    exec.filename = "/proc/self/fd/3";
+    exec.argv = {"x"};
+    exec.exe = "/memfd:x (deleted)";
+    table.apply(event_of(401, 20, exec));
+    auto info = table.get(401);
+    ASSERT_TRUE(info);
+    EXPECT_EQ(info->exe, "/memfd:x (deleted)");
+    EXPECT_EQ(info->start_time_ns, proc_start_time_ns(boot_ns));
+    const auto hz = static_cast<uint64_t>(sysconf(_SC_CLK_TCK));
+    EXPECT_EQ(proc_start_time_ns(boot_ns),
+              boot_ns / (1'000'000'000ull / hz) * (1'000'000'000ull / hz))
+        << "whole clock ticks, as /proc/PID/stat counts";
+    EXPECT_EQ(describe_process(*info).start_time_ns, info->start_time_ns);
+    EXPECT_EQ(describe_process(*info).executable, "/memfd:x (deleted)");
+
+    table.apply(event_of(401, 30, Exit{0, false}));
+    table.apply(event_of(400, 40, Fork{401, false, boot_ns + 2'000'000'000ull}));
+    EXPECT_EQ(table.get(401)->start_time_ns, proc_start_time_ns(boot_ns + 2'000'000'000ull));
+    EXPECT_NE(table.get(401)->start_time_ns, info->start_time_ns);
 }
 
 // The exit queue against a sorted reference: exits mostly in time order,

@@ -37,7 +37,8 @@ struct PipelineStages {
     bool snapshot_new_gpu_holders = false;
     // Live only (a recording carries what live read): complete each
     // file_change from /proc (a relative path made absolute and named with
-    // `watch_files`, the libraries ld.so.preload names) before it is
+    // `watch_files`, the libraries ld.so.preload names) and each exec whose
+    // filename is an fd path (its exe from /proc/PID/exe) before it is
     // journaled, and put a process_env event (LD_PRELOAD, LD_LIBRARY_PATH)
     // into the stream before a process's first GPU event.
     bool read_proc_context = false;

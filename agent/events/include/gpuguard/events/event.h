@@ -77,17 +77,25 @@ struct Connect {
 
 // A successful execve(2).
 struct Exec {
-    std::string filename;
+    std::string filename;  // as the process passed it
     std::vector<std::string> argv;
     bool argv_truncated = false;
     bool filename_truncated = false;
     uint32_t old_tid = 0;  // thread that called execve
+    // The file the kernel ran when `filename` does not name it (an fd path
+    // such as /proc/self/fd/3 of a memfd, or a relative path): what
+    // /proc/PID/exe said right after the exec ("/memfd:x (deleted)"); ""
+    // when `filename` is the executable's path.
+    std::string exe{};
 };
 
 // A new process (threads are not reported); the event's task is the parent.
 struct Fork {
     uint32_t child_pid = 0;
     bool inherited_gpu = false;  // the parent held a GPU fd
+    // The child's start time, ns of CLOCK_BOOTTIME (task->start_boottime,
+    // what /proc/PID/stat's starttime counts in clock ticks); 0 unknown.
+    uint64_t child_start_ns = 0;
 };
 
 // A process ended.

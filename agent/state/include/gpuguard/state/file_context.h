@@ -1,5 +1,5 @@
-// What the agent adds from /proc to a file change and to a new GPU
-// process before either is journaled (so replay judges the same): the
+// What the agent adds from /proc to a file change, an exec and a new GPU
+// process before any is journaled (so replay judges the same): the
 // absolute path of a relative one, the libraries /etc/ld.so.preload names
 // after a change, and the library variables of a process's environment.
 #pragma once
@@ -24,6 +24,14 @@ namespace gpuguard::agent {
 void complete_file_change(uint32_t pid, FileChange& change,
                           const std::vector<WatchPattern>& patterns,
                           const std::string& proc_root = "/proc");
+
+// Completes `exec` of `pid` when its filename does not name the executable
+// (an fd path: /proc/self/fd/N, /proc/PID/fd/N, /dev/fd/N, as execve of a
+// memfd or fexecve pass it; or a relative path): exe is what /proc/PID/exe
+// says, e.g. "/memfd:NAME (deleted)". Read right after the event, so a
+// process that exec'd again since shows its newer image (its own exec
+// event follows and replaces it); left "" when the process is gone.
+void complete_exec(uint32_t pid, Exec& exec, const std::string& proc_root = "/proc");
 
 // The library names of an ld.so.preload file's contents: separated by
 // white space or ':', '#' to the end of a line a comment.

@@ -37,6 +37,11 @@ struct ProcStat {
     bool kernel_thread() const { return (flags & kPfKthread) != 0 || pid == 2 || ppid == 2; }
 };
 
+// A start time in CLOCK_BOOTTIME ns (the kernel's task->start_boottime, as
+// a fork event carries it) in ProcStat::start_time_ns's units: /proc counts
+// it in whole clock ticks, so both compare equal for the same process.
+uint64_t proc_start_time_ns(uint64_t boottime_ns);
+
 // Parses one /proc/PID/stat line. kParse on malformed text.
 Result<ProcStat> parse_proc_stat(const std::string& line);
 
@@ -95,6 +100,5 @@ class ProcessHandle {
 
 // Pids in a cgroup v2 directory's cgroup.procs. kNotFound when it is gone.
 Result<std::vector<uint32_t>> read_cgroup_procs(const std::string& cgroup_dir);
-
 
 }  // namespace gpuguard::agent

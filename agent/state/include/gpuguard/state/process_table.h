@@ -64,6 +64,10 @@ struct ProcessInfo {
     std::vector<GpuHandle> gpus;
     std::string comm;
     std::string exe;  // resolved /proc/PID/exe, or the exec filename until enriched
+    // Start time in ProcStat::start_time_ns's units, from the fork the
+    // kernel reported or /proc at bootstrap; 0 unknown. A kill checks the
+    // pid's process against it (gpuguard/state/process_handle.h).
+    uint64_t start_time_ns = 0;
     std::vector<std::string> cmdline;
     bool cmdline_truncated = false;
     std::string user;   // name of uid, "" when unknown

@@ -1,0 +1,278 @@
+// Who a process is, as the live agent names it (AgentDetectTest,
+// agent_detect_fixture.h): an executable run from a memfd through
+// /proc/self/fd/N and one deleted after its exec are named as /proc/PID/exe
+// names them, in `gpuguard ps`, in the detection and in replay; and a kill
+// whose process exited and whose pid a newcomer took leaves the newcomer be.
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/bpf/agent_detect_fixture.h"
+#include "tests/support/child_process.h"
+#include "tests/support/run_command.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+using gpuguard::testing::AgentDetectTest;
+using gpuguard::testing::Clock;
+using gpuguard::testing::LoopbackPool;
+using gpuguard::testing::OwnChild;
+using gpuguard::testing::ProgramTree;
+using gpuguard::testing::run_command;
+using gpuguard::testing::Subprocess;
+
+std::string exe_of(pid_t pid) {
+    std::error_code ec;
+    return fs::read_symlink("/proc/" + std::to_string(pid) + "/exe", ec).string();
+}
+
+// The `gpuguard ps --json` entry of `pid`, or null.
+nlohmann::json ps_entry(const std::string& socket, pid_t pid) {
+    const auto listed = run_command({GPUGUARD_BINARY, "ps", "--json", "--socket", socket}, 10s);
+    EXPECT_EQ(listed.exit_code, 0) << listed.stderr_text;
+    const auto processes = nlohmann::json::parse(listed.stdout_text, nullptr, false);
+    if (processes.is_discarded()) return nullptr;
+    for (const auto& process : processes) {
+        if (process["pid"] == pid) return process;
+    }
+    return nullptr;
+}
+
+TEST_F(AgentDetectTest, memfd_and_deleted_executables_are_named_as_the_kernel_runs_them) {
+    ProgramTree programs("identity");
+    use_control_socket();
+    Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
+    const pid_t parent = getpid();
+
+    // Fileless: the idle helper copied into a memfd, exec'd through
+    // /proc/self/fd/N (comm "N"), holding the fake GPU node.
+    const int memfd = memfd_create("gg-fileless", 0);
+    ASSERT_GE(memfd, 0) << strerror(errno);
+    const std::string image = gpuguard::testing::file_bytes(GPUGUARD_IDLE_PROCESS);
+    ASSERT_EQ(write(memfd, image.data(), image.size()), static_cast<ssize_t>(image.size()));
+    const std::string fd_path = "/proc/self/fd/" + std::to_string(memfd);
+    const std::string hold = "GG_HOLD=" + node_.string();
+    char* const fileless_argv[] = {const_cast<char*>("gg-fileless"), nullptr};
+    char* const fileless_env[] = {const_cast<char*>(hold.c_str()), nullptr};
+    const pid_t fileless_pid = fork();
+    if (fileless_pid == 0) {
+        gpuguard::testing::end_with_parent(parent, SIGKILL);
+        execve(fd_path.c_str(), fileless_argv, fileless_env);
+        _exit(127);
+    }
+    OwnChild fileless(fileless_pid);
+    close(memfd);
+
+    // Deleted: a copy of bash, unlinked once it runs, then opening the node
+    // and waiting on a FIFO nobody writes.
+    const fs::path copy = programs.path / "gg-worker", fifo = programs.path / "wait";
+    fs::copy_file("/bin/bash", copy);
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+    const std::string script =
+        "until [ ! -e \"$0\" ]; do :; done; exec 3<\"$1\"; read -r _ <\"$2\"";
+    const pid_t deleted_pid = gpuguard::testing::spawn_process(
+        copy.string(), {"gg-worker", "-c", script, copy.string(), node_.string(), fifo.string()},
+        "/");
+    ASSERT_GT(deleted_pid, 0) << strerror(errno);
+    OwnChild deleted(deleted_pid);
+    ASSERT_EQ(exe_of(deleted_pid), copy.string()) << "not exec'd yet";
+    fs::remove(copy);
+
+    const std::string memfd_exe = "/memfd:gg-fileless (deleted)";
+    const std::string deleted_exe = copy.string() + " (deleted)";
+    // Both GG-CORR-0005, in whichever order they come.
+    std::map<pid_t, nlohmann::json> found;
+    const auto deadline = Clock::now() + 5s;
+    while (found.size() < 2 && Clock::now() < deadline) {
+        auto line = agent.read_stdout_line(20ms);
+        if (!line) continue;
+        seen_.push_back(*line);
+        auto record = nlohmann::json::parse(*line);
+        const auto& pid_field = record["process"]["pid"];
+        const pid_t pid = pid_field.is_number() ? pid_field.get<pid_t>() : 0;
+        if (record["rule"]["id"] == "GG-CORR-0005" && (pid == fileless_pid || pid == deleted_pid)) {
+            found.emplace(pid, record);
+        }
+    }
+    EXPECT_EQ(found.count(fileless_pid), 1u) << "memfd: no GG-CORR-0005\n" << agent.stderr_text();
+    EXPECT_EQ(found.count(deleted_pid), 1u) << "deleted: no GG-CORR-0005\n" << agent.stderr_text();
+    if (found.count(fileless_pid)) {
+        const auto& from_memfd = found[fileless_pid];
+        EXPECT_EQ(from_memfd["process"]["executable"], memfd_exe) << from_memfd.dump();
+        EXPECT_EQ(from_memfd["log"]["level"], "error") << "fileless: " << from_memfd.dump();
+    }
+    if (found.count(deleted_pid)) {
+        const auto& from_deleted = found[deleted_pid];
+        EXPECT_EQ(from_deleted["process"]["executable"], deleted_exe) << from_deleted.dump();
+    }
+    EXPECT_EQ(exe_of(fileless_pid), memfd_exe) << "the kernel's own name for it";
+
+    const std::string socket = (dir_ / "control.sock").string();
+    const auto listed_memfd = ps_entry(socket, fileless_pid);
+    EXPECT_FALSE(listed_memfd.is_null());
+    if (!listed_memfd.is_null()) {
+        EXPECT_EQ(listed_memfd["exe"], memfd_exe) << listed_memfd.dump();
+    }
+    const auto listed_deleted = ps_entry(socket, deleted_pid);
+    EXPECT_FALSE(listed_deleted.is_null());
+    if (!listed_deleted.is_null()) {
+        EXPECT_EQ(listed_deleted["exe"], deleted_exe) << listed_deleted.dump();
+    }
+    ASSERT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+
+    // The journal alone gives replay the same names: the exec's exe, the
+    // first GPU use's snapshot.
+    const auto replayed = replay_journal();
+    ASSERT_EQ(replayed.exit_code, 0) << replayed.stderr_text;
+    bool memfd_replayed = false, deleted_replayed = false;
+    std::istringstream lines(replayed.stdout_text);
+    for (std::string line; std::getline(lines, line);) {
+        auto record = nlohmann::json::parse(line, nullptr, false);
+        if (record.is_discarded() || record["rule"]["id"] != "GG-CORR-0005") continue;
+        const auto pid = record["process"]["pid"];
+        if (pid == fileless_pid) memfd_replayed = record["process"]["executable"] == memfd_exe;
+        if (pid == deleted_pid) deleted_replayed = record["process"]["executable"] == deleted_exe;
+    }
+    EXPECT_TRUE(memfd_replayed) << replayed.stdout_text;
+    EXPECT_TRUE(deleted_replayed) << replayed.stdout_text;
+}
+
+// Every thread of `pid` stopped (state T), within `timeout`.
+bool all_threads_stopped(pid_t pid, std::chrono::milliseconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    const fs::path tasks = "/proc/" + std::to_string(pid) + "/task";
+    while (Clock::now() < deadline) {
+        bool all = true;
+        std::error_code ec;
+        for (const auto& task : fs::directory_iterator(tasks, ec)) {
+            const std::string stat = gpuguard::testing::file_bytes(task.path() / "stat");
+            const auto close = stat.rfind(')');
+            all &= close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'T';
+        }
+        if (all && !ec) return true;
+        std::this_thread::sleep_for(5ms);
+    }
+    return false;
+}
+
+// Field 22 of /proc/PID/stat: the start time in clock ticks after boot.
+uint64_t start_ticks(pid_t pid) {
+    const std::string stat =
+        gpuguard::testing::file_bytes("/proc/" + std::to_string(pid) + "/stat");
+    std::istringstream rest(stat.substr(stat.rfind(')') + 2));
+    std::string field;
+    for (int i = 3; i <= 22 && rest >> field; ++i) {
+    }
+    return std::stoull(field);
+}
+
+uint64_t boottime_ticks() {
+    timespec now{};
+    clock_gettime(CLOCK_BOOTTIME, &now);
+    const auto hz = static_cast<uint64_t>(sysconf(_SC_CLK_TCK));
+    return static_cast<uint64_t>(now.tv_sec) * hz +
+           static_cast<uint64_t>(now.tv_nsec) / (1'000'000'000ull / hz);
+}
+
+// clone3(2) with set_tid (Linux 5.5): a child with exactly pid `pid`, which
+// waits for a signal. -1 with errno (EEXIST: the pid is taken).
+pid_t start_with_pid(pid_t pid, pid_t parent) {
+    struct {
+        uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid,
+            set_tid_size;
+    } args{};
+    pid_t wanted = pid;
+    args.exit_signal = SIGCHLD;
+    args.set_tid = reinterpret_cast<uint64_t>(&wanted);
+    args.set_tid_size = 1;
+    const long started = syscall(SYS_clone3, &args, sizeof(args));
+    if (started == 0) {
+        gpuguard::testing::end_with_parent(parent, SIGKILL);
+        while (true) pause();
+    }
+    return static_cast<pid_t>(started);
+}
+
+// A real pid reuse: the miner the detection names has exited and a newcomer
+// holds its pid (clone3 with set_tid, in the namespace the agent sees pids
+// in) by the time the enforcer acts. The agent is stopped meanwhile, so it
+// reads the miner's events only then. The kill is withheld; the newcomer lives.
+TEST_F(AgentDetectTest, a_kill_after_the_pid_was_reused_leaves_the_newcomer_alone) {
+    LoopbackPool pool;
+    ASSERT_GE(pool.fd, 0) << "no free miner port on loopback";
+    const auto alerts = dir_ / "alerts.jsonl";
+    kill_on_pool_port(alerts);
+    Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
+
+    ASSERT_EQ(kill(agent.pid(), SIGSTOP), 0);
+    struct Resume {  // an assertion that ends the test early leaves it running
+        pid_t pid;
+        bool done = false;
+        ~Resume() {
+            if (!done) kill(pid, SIGCONT);
+        }
+    } resume{agent.pid()};
+    ASSERT_TRUE(all_threads_stopped(agent.pid(), 5s));
+
+    // The miner: the GPU node, then the pool's port; then it is gone.
+    pid_t miner_pid = -1;
+    uint64_t miner_start = 0;
+    {
+        gpuguard::testing::IoWorkerOptions options;
+        options.comm = "gg-miner";
+        options.gpu_node = node_.string();
+        options.tcp_port = pool.port;
+        auto miner = gpuguard::testing::start_io_worker(options);
+        ASSERT_EQ(miner->ask('g'), 0);
+        ASSERT_EQ(miner->ask('c'), 0);
+        miner_pid = miner->pid();
+        miner_start = start_ticks(miner_pid);
+    }  // SIGKILLed and reaped: its pid is free
+    // A start time of its own: /proc counts in clock ticks.
+    const auto deadline = Clock::now() + 1s;
+    while (boottime_ticks() <= miner_start + 1 && Clock::now() < deadline) {
+        std::this_thread::sleep_for(2ms);
+    }
+    const pid_t newcomer_pid = start_with_pid(miner_pid, getpid());
+    ASSERT_EQ(newcomer_pid, miner_pid) << strerror(errno);
+    OwnChild newcomer(newcomer_pid);
+    ASSERT_GT(start_ticks(newcomer_pid), miner_start);
+
+    ASSERT_EQ(kill(agent.pid(), SIGCONT), 0);
+    resume.done = true;
+    const auto detection = wait_for_detection(agent, miner_pid, "GG-CORR-0002", 10s);
+    ASSERT_TRUE(detection) << agent.stderr_text();
+    EXPECT_EQ((*detection)["event"]["action"], "kill");
+    EXPECT_EQ((*detection)["process"]["name"], "gg-miner") << detection->dump();
+    const auto outcome = wait_for_outcome(alerts, miner_pid, "kill");
+    ASSERT_TRUE(outcome) << agent.stderr_text();
+    EXPECT_EQ((*outcome)["gpuguard"]["enforcement"]["outcome"], "withheld") << outcome->dump();
+    EXPECT_NE((*outcome)["event"]["reason"].get<std::string>().find("another process"),
+              std::string::npos)
+        << outcome->dump();
+    EXPECT_FALSE(newcomer.wait_exit(100ms))
+        << "the newcomer was signalled: status " << newcomer.status;
+    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+}
+
+}  // namespace
