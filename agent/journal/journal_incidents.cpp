@@ -64,10 +64,8 @@ void JournalWriter::Writer::start_incident(TriggerCommand& command) {
     const AlertRecord& detection = command.detection;
     const uint64_t after_ns = uint64_t{options.incident_after_s} * 1'000'000'000;
     if (incident) {
-        scratch.clear();
-        encode_alert(detection, scratch);
-        append_frame(RecordKind::kDetection, 0, scratch, incident->out);
-        ++incident->records;
+        // Its detection record came just before the trigger and is in the
+        // bundle already (incident_record): only the window grows.
         ++incident->detections;
         incident->until_ts_ns = std::max(incident->until_ts_ns, detection.ts_ns + after_ns);
         write_file(incident->dir / ("detection-" + std::to_string(incident->detections) + ".json"),
