@@ -1,8 +1,9 @@
 // The subset of NVML's C API (nvml.h, CUDA 12.x) that the NVML backend
 // resolves with dlsym. Layouts are copied from nvml.h and pinned with
 // static_asserts; nothing here links against NVML. The fake NVML built by the
-// tests includes this header too, so both sides of the ABI agree by
-// construction and the asserts keep them equal to NVIDIA's.
+// tests has its own copy, written separately from NVIDIA's documentation
+// (tests/backends/fake_nvml/nvml_public.h), so a layout mistake here is
+// not mirrored there: the backend tests read wrong values and fail.
 #pragma once
 
 #ifdef __cplusplus

@@ -64,10 +64,8 @@ void JournalWriter::Writer::start_incident(TriggerCommand& command) {
     const AlertRecord& detection = command.detection;
     const uint64_t after_ns = uint64_t{options.incident_after_s} * 1'000'000'000;
     if (incident) {
-        scratch.clear();
-        encode_alert(detection, scratch);
-        append_frame(RecordKind::kDetection, 0, scratch, incident->out);
-        ++incident->records;
+        // Its detection record came just before the trigger and is in the
+        // bundle already (incident_record): only the window grows.
         ++incident->detections;
         incident->until_ts_ns = std::max(incident->until_ts_ns, detection.ts_ns + after_ns);
         write_file(incident->dir / ("detection-" + std::to_string(incident->detections) + ".json"),
@@ -95,8 +93,30 @@ void JournalWriter::Writer::start_incident(TriggerCommand& command) {
         update_stats([](JournalStats& s) { ++s.incidents_failed; });
         return;
     }
-    bundle.out = opening(incident_sequence, "incident", false);
-    bundle.records = processes.size() + 3;
+    // A process forked inside the look-back is rebuilt by its own events
+    // (fork, exec, GPU open): in the snapshot too, replay would know it as
+    // it was at the trigger, ahead of those events, and judge them otherwise
+    // than the live agent did (a GPU open already known is no evidence).
+    std::set<uint32_t> forked;
+    {
+        size_t at = 0;
+        uint8_t inner_kind = 0;
+        std::string_view inner;
+        Event event;
+        std::string error;
+        while (read_inner(command.lookback, at, inner_kind, inner)) {
+            if (inner.empty() ||
+                static_cast<uint8_t>(inner[0]) != static_cast<uint8_t>(EventTag::kFork) ||
+                !decode_event(inner, event, error)) {
+                continue;
+            }
+            if (const auto* fork = std::get_if<Fork>(&event.data)) forked.insert(fork->child_pid);
+        }
+    }
+    bundle.out = opening(incident_sequence, "incident", false, forked);
+    size_t in_snapshot = 0;
+    for (const auto& entry : processes) in_snapshot += !forked.contains(entry.first);
+    bundle.records = in_snapshot + 3;
     size_t pos = 0;
     uint8_t kind = 0;
     std::string_view payload;

@@ -109,7 +109,7 @@ void JournalWriter::Writer::update_state(std::string_view payload) {
 
 // Header and opening snapshot of a segment or incident file.
 std::string JournalWriter::Writer::opening(uint64_t sequence, const std::string& kind,
-                                           bool compressed) {
+                                           bool compressed, const std::set<uint32_t>& leave_out) {
     SegmentHeader header;
     header.sequence = sequence;
     header.created_unix_ns = real_now();
@@ -136,14 +136,17 @@ std::string JournalWriter::Writer::opening(uint64_t sequence, const std::string&
         encode_event(event, scratch);
         append_frame(RecordKind::kEvent, 0, scratch, bytes);
     }
+    uint64_t written = 0;
     for (auto& [pid, event] : processes) {
+        if (leave_out.contains(pid)) continue;
+        ++written;
         event.ts_ns = snapshot_ts;
         scratch.clear();
         encode_event(event, scratch);
         append_frame(RecordKind::kEvent, 0, scratch, bytes);
     }
     scratch.clear();
-    encode_snapshot_end(processes.size(), scratch);
+    encode_snapshot_end(written, scratch);
     append_frame(RecordKind::kSnapshotEnd, 0, scratch, bytes);
     return bytes;
 }

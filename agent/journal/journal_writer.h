@@ -13,6 +13,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 
 #include <fcntl.h>
 #include <nlohmann/json.hpp>
@@ -241,8 +242,10 @@ struct JournalWriter::Writer {
 
     void update_state(std::string_view payload);
 
-    // Header and opening snapshot of a segment or incident file.
-    std::string opening(uint64_t sequence, const std::string& kind, bool compressed);
+    // Header and opening snapshot of a segment or incident file; the
+    // processes in `leave_out` are not in the snapshot.
+    std::string opening(uint64_t sequence, const std::string& kind, bool compressed,
+                        const std::set<uint32_t>& leave_out = {});
 
     // --- segments ---------------------------------------------------------
 

@@ -5,6 +5,7 @@
 // alert while the last good rules keep working. Also YARA at first GPU use,
 // GG-CORR-0009 on a pegged GPU, correlation file reloads and hostile strings
 // in every output. Fixture: agent_detect_fixture.h.
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <optional>
@@ -108,7 +109,7 @@ TEST_F(AgentDetectTest, rule_changes_apply_live_and_broken_ones_are_rejected_wit
     EXPECT_NE(rejected->dump().find("50-broken.yaml:"), std::string::npos) << rejected->dump();
     std::filesystem::remove(rules_dir_ / "50-broken.yaml");
 
-    // A valid rule naming the scheduler's disguise takes effect within a second.
+    // A valid rule naming the scheduler's disguise takes effect.
     std::ofstream(rules_dir_ / "60-local.yaml") << R"(rules:
   - id: local-renamed-miner
     name: Miner renamed to our scheduler's name
@@ -120,7 +121,10 @@ TEST_F(AgentDetectTest, rule_changes_apply_live_and_broken_ones_are_rejected_wit
       match: ["gg-sched-7"]
       no_match: ["gg-scheduler"]
 )";
-    std::this_thread::sleep_for(1s);
+    // In force once the agent says so (the broken file's removal reloads
+    // too, with no file: only the reload that read 60-local.yaml counts).
+    ASSERT_TRUE(agent.wait_for_stderr("from the built-in pack and 1 file(s)", 5s))
+        << agent.stderr_text();
     const pid_t after = start_child("gg-sched-7", {});
     ChildReaper reap_after(after);
     auto detection = wait_for_detection(agent, after, "GG-CORR-0001", 5s);
@@ -367,11 +371,15 @@ TEST_F(AgentDetectTest, hostile_strings_are_escaped_in_every_output_and_never_re
               args_out.end());
 
     // Every file output: one record per line, each whole.
-    std::this_thread::sleep_for(500ms);  // the file sinks flush
     for (const char* format : {"ecs_json", "cef", "leef", "ocsf", "syslog"}) {
-        std::ifstream in(dir_ / (std::string(format) + ".out"), std::ios::binary);
-        const std::string text((std::istreambuf_iterator<char>(in)),
-                               std::istreambuf_iterator<char>());
+        // The file sinks write on their own thread: wait for both detections.
+        std::string text;
+        for (const auto deadline = Clock::now() + 5s;
+             std::count(text.begin(), text.end(), '\n') < 2 && Clock::now() < deadline;) {
+            std::this_thread::sleep_for(20ms);
+            text = file_bytes(dir_ / (std::string(format) + ".out"));
+            text.erase(text.find_last_of('\n') + 1);  // a record still being written
+        }
         ASSERT_FALSE(text.empty()) << format;
         std::string controls = control_bytes_in(text);
         if (std::string_view(format) == "leef") {  // tab is LEEF's attribute delimiter

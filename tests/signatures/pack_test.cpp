@@ -1,5 +1,6 @@
-// The built-in pack: its invariants (count, ids, fields, families, coverage)
-// and every test vector of every signature, one test per signature.
+// The built-in pack: its invariants (count, ids, fields, families, coverage),
+// the counts the docs state of it, and every test vector of every signature,
+// one test per signature.
 #include <fstream>
 #include <map>
 #include <regex>
@@ -99,20 +100,21 @@ TEST(Pack, covers_the_families_the_issue_lists) {
     }
 }
 
-TEST(Pack, has_at_least_100_pool_domain_suffixes_and_the_stratum_methods) {
+// Pool domain suffixes: web-mining script hosts (GG-POOL-0018) and donation
+// hosts in other packs are domain patterns too, but not pools.
+std::set<std::string> pool_domain_suffixes() {
     std::set<std::string> domains;
-    std::string payload_patterns;
     for (const auto& signature : builtin_pack().signatures) {
+        const bool pool = signature.id.rfind("GG-POOL-", 0) == 0 && signature.id != "GG-POOL-0018";
         for (const auto& pattern : signature.patterns) {
-            // Pools only: web-mining script hosts (GG-POOL-0018) and donation
-            // hosts in other packs are domain patterns too, but not pools.
-            const bool pool =
-                signature.id.rfind("GG-POOL-", 0) == 0 && signature.id != "GG-POOL-0018";
             if (pool && pattern.kind == PatternKind::kDomainSuffix) domains.insert(pattern.text);
-            if (pattern.field == Field::kPayload) payload_patterns += pattern.text + "\n";
         }
     }
-    EXPECT_GE(domains.size(), 100u);
+    return domains;
+}
+
+TEST(Pack, has_at_least_100_pool_domain_suffixes_and_the_stratum_methods) {
+    EXPECT_GE(pool_domain_suffixes().size(), 100u);
     auto matcher = Matcher::compile(builtin_pack().signatures);
     ASSERT_TRUE(matcher.ok());
     auto scanner = matcher->scanner();
@@ -140,6 +142,90 @@ TEST(Pack, has_at_least_100_pool_domain_suffixes_and_the_stratum_methods) {
                                     method + "\",\"params\":" + params + "}";
         EXPECT_FALSE(scanner->match(Field::kPayload, request).empty())
             << "no signature matches the stratum method " << method << ": " << request;
+    }
+}
+
+std::string text_of(const std::string& relative) {
+    std::ifstream in(std::string(GPUGUARD_SOURCE_DIR) + "/" + relative);
+    EXPECT_TRUE(in) << relative;
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
+// The numbers a `regex` with one number group finds in `text`, each at least once.
+std::vector<size_t> stated(const std::string& text, const std::string& regex) {
+    std::vector<size_t> numbers;
+    const std::regex pattern(regex);
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), pattern);
+         it != std::sregex_iterator(); ++it) {
+        numbers.push_back(std::stoul((*it)[1].str()));
+    }
+    EXPECT_FALSE(numbers.empty()) << "the docs no longer state " << regex;
+    return numbers;
+}
+
+// What the docs say of the pack, counted from the pack: signatures.md's
+// total, its table (signatures per file, per family, the total row), the
+// pool domain suffixes and YARA rules, and the summaries in README.md,
+// rules.md and operations.md.
+TEST(Pack, counts_the_docs_state_are_the_packs) {
+    const Pack& pack = builtin_pack();
+    const size_t total = pack.signatures.size();
+    std::map<std::string, size_t> per_file, per_family;
+    for (const auto& signature : pack.signatures) {
+        const auto file = signature.source.substr(0, signature.source.find(':'));
+        ++per_file[file.substr(file.rfind('/') + 1)];
+        ++per_family[signature.id.substr(3, signature.id.rfind('-') - 3)];
+    }
+    auto yara = YaraScanner::compile(pack);
+    ASSERT_TRUE(yara.ok()) << yara.error().message;
+
+    const std::string page = text_of("docs/signatures.md");
+    for (size_t n : stated(page, R"(\*\*(\d+) signatures\*\*)")) EXPECT_EQ(n, total);
+    for (size_t n : stated(page, R"(\*\*(\d+) YARA rules\*\*)")) {
+        EXPECT_EQ(n, yara->rule_names().size());
+    }
+    for (size_t n : stated(page, R"((\d+) pool domain suffixes)")) {
+        EXPECT_EQ(n, pool_domain_suffixes().size());
+    }
+    for (size_t n : stated(page, R"(\| \| \| \*\*(\d+)\*\* \|)")) EXPECT_EQ(n, total);
+    std::set<std::string> files_in_table;
+    size_t families_checked = 0;
+    const std::regex row(R"(\| `([a-z_]+\.yaml)` \| ([^|]*) \| (\d+) \|)");
+    for (auto it = std::sregex_iterator(page.begin(), page.end(), row);
+         it != std::sregex_iterator(); ++it) {
+        const std::string file = (*it)[1].str();
+        files_in_table.insert(file);
+        EXPECT_EQ(std::stoul((*it)[3].str()), per_file[file]) << file;
+        const std::string families = (*it)[2].str();
+        const std::regex family_count(R"(\b([A-Z]{2,}) (\d+)\b)");
+        for (auto f = std::sregex_iterator(families.begin(), families.end(), family_count);
+             f != std::sregex_iterator(); ++f) {
+            const std::string family = (*f)[1].str();
+            if (!per_family.contains(family)) continue;  // "YARA 2": a kind, not a family
+            ++families_checked;
+            EXPECT_EQ(std::stoul((*f)[2].str()), per_family[family]) << file << ": " << family;
+        }
+    }
+    for (const auto& [file, count] : per_file) {
+        EXPECT_TRUE(files_in_table.contains(file)) << file << " (" << count << ") not in the table";
+    }
+    EXPECT_GE(families_checked, 20u);  // gpu_miners.yaml alone names 15
+
+    const std::string readme = text_of("README.md");
+    for (size_t n : stated(readme, R"((\d+) built-in miner and GPU-abuse signatures)")) {
+        EXPECT_EQ(n, total);
+    }
+    for (size_t n : stated(readme, R"((\d+) pool domains)")) {
+        EXPECT_EQ(n, pool_domain_suffixes().size());
+    }
+    for (size_t n : stated(text_of("docs/rules.md"), R"((\d+) signatures with stable ids)")) {
+        EXPECT_EQ(n, total);
+    }
+    for (size_t n :
+         stated(text_of("docs/operations.md"), R"((\d+) signatures in one Hyperscan database)")) {
+        EXPECT_EQ(n, total);
     }
 }
 

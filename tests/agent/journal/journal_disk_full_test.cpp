@@ -90,7 +90,12 @@ TEST(JournalDiskFull, drops_without_blocking_and_resumes_when_space_returns) {
     EXPECT_LT(slowest, std::chrono::milliseconds(100)) << "append() waited on the disk";
 
     fs::remove(dir / "tmpfs" / "filler");
-    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    // The writer retries every retry_interval_ms on its own: wait until it writes again.
+    for (const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+         !writer->stats().writing && std::chrono::steady_clock::now() < deadline;) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_TRUE(writer->stats().writing) << "no retry within 5 s: " << writer->stats().last_error;
     for (; index < 5400; ++index) {
         const Event event = testing::numbered_event(index);
         last.push_back(event_to_json(event, 0));

@@ -28,6 +28,8 @@
 // the number in that file (read at every call); the last step repeats.
 //
 // Test-only exports: fake_nvml_set_step(unsigned), fake_nvml_call_count(name).
+// NVML's types come from nvml_public.h, written from NVIDIA's documentation,
+// never from the backend's own nvml_api.h.
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -40,7 +42,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backends/nvml_api.h"
+#include "tests/backends/fake_nvml/nvml_public.h"
 
 struct nvmlDevice_st {
     unsigned index;

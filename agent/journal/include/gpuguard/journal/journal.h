@@ -25,14 +25,13 @@
 #include <thread>
 #include <vector>
 
+#include "gpuguard/common/detection.h"
+#include "gpuguard/common/result.h"
 #include "gpuguard/events/event.h"
 #include "gpuguard/events/gpu_devices.h"
 #include "gpuguard/journal/journal_codec.h"
-#include "gpuguard/common/detection.h"
-#include "gpuguard/common/result.h"
 
 namespace gpuguard::agent {
-
 
 namespace journal {
 
@@ -93,9 +92,9 @@ class JournalWriter {
   public:
     // Creates `options.dir` if needed and starts the writer thread; the
     // first segment opens with `snapshot` (ProcessSnapshot events, e.g. from
-    // gpuguard/state/process_table.h's snapshot_event()) and `gpu_devices`. Fails with kIo/kPermission when
-    // the directory cannot be created or written; a full disk is not a
-    // failure (the writer drops and retries).
+    // gpuguard/state/process_table.h's snapshot_event()) and `gpu_devices`. Fails with
+    // kIo/kPermission when the directory cannot be created or written; a full disk is not a failure
+    // (the writer drops and retries).
     static Result<std::unique_ptr<JournalWriter>> open(JournalOptions options,
                                                        JournalIdentity identity,
                                                        std::vector<Event> snapshot,
@@ -126,7 +125,9 @@ class JournalWriter {
     // Writes an incident bundle under <dir>/incidents/: the look-back window
     // (events of the last lookback_s before ts_ns), the detection, and the
     // records of the following incident_after_s seconds. A trigger while a
-    // bundle is open adds its detection to it and extends it. Returns false
+    // bundle is open extends it: the detection is in it already, as the
+    // record append_detection() queued just before (call that first, as the
+    // agent does; a bundle holds each detection once). Returns false
     // when the journal is closed; a bundle that cannot be written is counted
     // in incidents_failed and logged.
     bool trigger(uint64_t ts_ns, uint32_t pid, std::string_view rule_id,
