@@ -40,6 +40,7 @@ namespace {
 using namespace std::chrono_literals;
 using gpuguard::testing::AgentDetectTest;
 using gpuguard::testing::ChildReaper;
+using gpuguard::testing::Clock;
 using gpuguard::testing::file_bytes;
 using gpuguard::testing::run_command;
 using gpuguard::testing::Subprocess;
@@ -372,13 +373,18 @@ TEST_F(AgentDetectTest, sigkill_then_restart_reports_the_gap_and_a_clean_stop_do
         killed_at = realtime_ns();
         killer = signal_sender("gg-killer", killed_pid, {SIGKILL});
         reap_killer.emplace(killer);
-        // Dead by the killer's signal (a zombie until stop() reaps it), not the test's.
-        for (int i = 0; i < 200; ++i) {
+        // Dead by the killer's signal (a zombie until stop() reaps it), not
+        // the test's: stop() below would otherwise be the last SIGKILL the
+        // kernel saw (a loaded host can take seconds to run the killer).
+        bool dead = false;
+        const auto deadline = Clock::now() + 20s;
+        while (!dead && Clock::now() < deadline) {
             const std::string stat = file_bytes("/proc/" + std::to_string(killed_pid) + "/stat");
             const auto paren = stat.rfind(')');
-            if (paren != std::string::npos && stat.compare(paren, 3, ") Z") == 0) break;
-            std::this_thread::sleep_for(25ms);
+            dead = paren != std::string::npos && stat.compare(paren, 3, ") Z") == 0;
+            if (!dead) std::this_thread::sleep_for(25ms);
         }
+        ASSERT_TRUE(dead) << "the killer's SIGKILL did not end the agent";
         EXPECT_EQ(first.stop(SIGKILL, 10s), 128 + SIGKILL) << first.stderr_text();
     }
     {
