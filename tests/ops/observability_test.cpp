@@ -242,8 +242,17 @@ TEST_F(ObservedAgentTest, every_metric_the_dashboard_and_alerts_query_is_exporte
                 << metric << " (in `" << expression << "`) is not exported";
         }
     }
-    // Per rule: the local rule's detection and its dry-run kill.
-    const auto body = get("/metrics")->body;
+    // Per rule: the local rule's detection and its dry-run kill. The file
+    // sink writes on its own thread: scraped until it says it sent.
+    static const std::regex file_sent(
+        R"(gpuguard_output_records_total\{sink="local",type="file",state="sent"\} [1-9])");
+    std::string body;
+    const auto sent_deadline = std::chrono::steady_clock::now() + 10s;
+    do {
+        body = get("/metrics")->body;
+        if (std::regex_search(body, file_sent)) break;
+        std::this_thread::sleep_for(100ms);
+    } while (std::chrono::steady_clock::now() < sent_deadline);
     EXPECT_NE(
         body.find("gpuguard_rule_detections_total{rule=\"GG-CORR-0001\",severity=\"critical\"}"),
         std::string::npos)
@@ -257,11 +266,7 @@ TEST_F(ObservedAgentTest, every_metric_the_dashboard_and_alerts_query_is_exporte
     // Per sink and state: the file sink wrote the alerts, the refused
     // collector holds them queued (in memory: no queue_dir here, so none
     // persisted), and every state of docs/outputs.md is a series.
-    EXPECT_TRUE(std::regex_search(
-        body,
-        std::regex(
-            R"(gpuguard_output_records_total\{sink="local",type="file",state="sent"\} [1-9])")))
-        << body;
+    EXPECT_TRUE(std::regex_search(body, file_sent)) << body;
     EXPECT_TRUE(std::regex_search(
         body,
         std::regex(
