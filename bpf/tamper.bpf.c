@@ -73,7 +73,10 @@ int BPF_PROG(gg_agent_signal, int sig, struct kernel_siginfo *info, struct task_
 	e->target_tgid = target;
 	e->target_pid = BPF_CORE_READ(task, pid);
 	e->_pad = 0;
-	if (sig == 9) { /* the ring buffer dies with the agent: this map does not */
+	/* The ring buffer dies with the agent: this map does not. Only a
+	 * SIGKILL that was delivered: the tracepoint fires for one sent to an
+	 * agent already dying too (result "ignored"), which did not kill it. */
+	if (sig == 9 && result == 0) {
 		struct gg_agent_kill kill = {.sender = e->task, .sig = sig, .ts_ns = e->hdr.ts_ns};
 
 		bpf_map_update_elem(&agent_kills, &target, &kill, BPF_ANY);
