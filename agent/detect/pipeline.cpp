@@ -60,6 +60,8 @@ void Pipeline::feed_event(AnEvent&& event, bool judge_it) {
         if (stages_.read_proc_context && std::holds_alternative<Exec>(event.data)) {
             Event completed = std::forward<AnEvent>(event);
             complete_exec(completed.task.pid, std::get<Exec>(completed.data), stages_.proc_root);
+            if (auto container = container_of_new_cgroup(completed))
+                pass(std::move(*container), judge_it);
             pass(std::move(completed), judge_it);
             return;
         }
@@ -81,6 +83,17 @@ void Pipeline::feed_event(AnEvent&& event, bool judge_it) {
 }
 
 void Pipeline::judge_only(const Event& event) { judge(event); }
+
+std::optional<Event> Pipeline::container_of_new_cgroup(const Event& exec) {
+    constexpr size_t kMaxCgroupsSeen = 4096;  // the table keeps more: see remember_cgroup_container
+    const uint64_t cgroup = exec.task.cgroup_id;
+    if (cgroup == 0 || cgroups_seen_.contains(cgroup)) return std::nullopt;
+    const ProcessInfo info = stages_.table->enriched(exec.task);
+    if (info.cgroup_path.empty()) return std::nullopt;  // gone already: the next exec asks again
+    if (cgroups_seen_.size() >= kMaxCgroupsSeen) cgroups_seen_.clear();
+    cgroups_seen_.insert(cgroup);
+    return container_event(info, exec.ts_ns);
+}
 
 bool Pipeline::note_derived(const Event& event) {
     derived_.clear();

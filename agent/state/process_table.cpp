@@ -282,8 +282,10 @@ void ProcessTable::apply(const Event& event) {
             info.exe = tamper.exe;
             info.cmdline = tamper.cmdline;
         }
-        void operator()(const Container& container) {  // its snapshot follows
+        void operator()(const Container& container) {  // a snapshot or an exec follows
             table.container_names_.remember(container);
+            table.remember_cgroup_container(task.cgroup_id,
+                                            ContainerInfo{container.runtime, container.id});
         }
         void operator()(const Stratum&) {  // a mining session: the correlator judges it
             ProcessInfo& info = identified();
@@ -336,8 +338,26 @@ void ProcessTable::apply_exec(const TaskInfo& task, std::string filename,
     info.cmdline = std::move(argv);
     info.cmdline_truncated = argv_truncated;
     info.exited = false;
+    // A container announced for this cgroup names the process from its first
+    // exec, GPU or not: an exec-time detection carries it.
+    if (const auto known = cgroup_containers_.find(task.cgroup_id);
+        task.cgroup_id != 0 && known != cgroup_containers_.end()) {
+        info.container = known->second;
+        info.container_details = container_names_.details_of(known->second);
+    }
     note_idle(task.pid);
     if (info.holds_gpu()) enrich_from_proc(info);  // a GPU fd survived exec
+}
+
+void ProcessTable::remember_cgroup_container(uint64_t cgroup_id, ContainerInfo container) {
+    if (cgroup_id == 0) return;
+    // Bounded: a host runs far fewer containers; past it, the next exec in a
+    // forgotten one is named again once the agent announces it again.
+    if (cgroup_containers_.size() >= kMaxCgroupContainers &&
+        !cgroup_containers_.contains(cgroup_id)) {
+        cgroup_containers_.clear();
+    }
+    cgroup_containers_[cgroup_id] = std::move(container);
 }
 
 void ProcessTable::apply_ioctl_stats(const std::vector<IoctlAggregate>& stats, uint64_t now_ns) {

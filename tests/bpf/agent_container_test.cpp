@@ -1,8 +1,9 @@
 // A miner in a real podman container, seen by the real agent: the test
 // builds a busybox root filesystem holding the fake GPU node, imports it as
 // a local image (no pull), and runs it with Kubernetes labels; the detection
-// (ECS JSON), `gpuguard ps` and a replay of the journal name the container,
-// its image, runtime, pod and namespace. Podman's options are the ones this
+// (ECS JSON: the GPU holder's and the one its command line raised at exec),
+// `gpuguard ps` and a replay of the journal name the container, its image,
+// runtime, pod and namespace. Podman's options are the ones this
 // host needs: runc (crun refuses the hybrid cgroup layout), the cgroupfs
 // manager, limits under the host's hard limits, and no network.
 #include <chrono>
@@ -121,6 +122,22 @@ TEST_F(AgentContainerTest, miner_in_a_podman_container_is_named_with_its_contain
     EXPECT_EQ((*detection)["orchestrator"]["resource"]["name"], "miner-pod-" + tag);
     const pid_t miner = (*detection)["process"]["pid"].get<pid_t>();
 
+    // Its command line was judged at its exec, before it held the GPU
+    // (GG-CORR-0012): that detection names the container and pod too, from
+    // the container event the agent puts before the cgroup's first exec.
+    const auto at_exec = wait_for_output(
+        alerts,
+        [&](const nlohmann::json& record) {
+            return record.value("/gpuguard/record"_json_pointer, "") == "detection" &&
+                   record.value("/rule/id"_json_pointer, "") == "GG-CORR-0012" &&
+                   record.value("/process/pid"_json_pointer, 0) == miner;
+        },
+        5s);
+    ASSERT_TRUE(at_exec) << file_bytes(alerts);
+    EXPECT_EQ(at_exec->value("/container/id"_json_pointer, ""), id) << at_exec->dump();
+    EXPECT_EQ(at_exec->value("/container/name"_json_pointer, ""), name);
+    EXPECT_EQ(at_exec->value("/orchestrator/resource/name"_json_pointer, ""), "miner-pod-" + tag);
+
     // `gpuguard ps`: the JSON fields and the table's column.
     const auto socket = (dir_ / "control.sock").string();
     const auto listed = run_command({GPUGUARD_BINARY, "ps", "--json", "--socket", socket});
@@ -148,15 +165,20 @@ TEST_F(AgentContainerTest, miner_in_a_podman_container_is_named_with_its_contain
     const auto replayed = replay_journal();
     ASSERT_EQ(replayed.exit_code, 0) << replayed.stderr_text;
     bool replay_named = false;
+    bool replay_named_at_exec = false;
     std::istringstream lines(replayed.stdout_text);
     for (std::string line; std::getline(lines, line);) {
         const auto record = nlohmann::json::parse(line, nullptr, false);
         if (!record.is_object() || record.value("/process/pid"_json_pointer, 0) != miner) continue;
-        replay_named =
-            replay_named || (record.value("/container/name"_json_pointer, "") == name &&
-                             record.value("/orchestrator/namespace"_json_pointer, "") == "gg-ns");
+        const bool named = record.value("/container/name"_json_pointer, "") == name &&
+                           record.value("/orchestrator/namespace"_json_pointer, "") == "gg-ns";
+        replay_named = replay_named || named;
+        if (record.value("/rule/id"_json_pointer, "") == "GG-CORR-0012") {
+            replay_named_at_exec = named;
+        }
     }
     EXPECT_TRUE(replay_named) << replayed.stdout_text;
+    EXPECT_TRUE(replay_named_at_exec) << replayed.stdout_text;
 }
 
 }  // namespace

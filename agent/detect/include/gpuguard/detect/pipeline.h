@@ -13,6 +13,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
+#include <unordered_set>
 #include <vector>
 
 #include "gpuguard/common/detection.h"
@@ -39,8 +41,9 @@ struct PipelineStages {
     // file_change from /proc (a relative path made absolute and named with
     // `watch_files`, the libraries ld.so.preload names) and each exec whose
     // filename is an fd path (its exe from /proc/PID/exe) before it is
-    // journaled, and put a process_env event (LD_PRELOAD, LD_LIBRARY_PATH)
-    // into the stream before a process's first GPU event.
+    // journaled, put a process_env event (LD_PRELOAD, LD_LIBRARY_PATH)
+    // into the stream before a process's first GPU event, and a container
+    // event before the first exec seen in each container's cgroup.
     bool read_proc_context = false;
     const std::vector<WatchPattern>* watch_files = nullptr;
     std::string proc_root = "/proc";
@@ -93,6 +96,9 @@ class Pipeline {
     template <typename AnEvent>
     void pass(AnEvent&& event, bool judge);
     void judge(const Event& event);
+    // Live: the container of an exec's cgroup, the first time the cgroup is
+    // seen (one /proc read per cgroup, not per exec).
+    std::optional<Event> container_of_new_cgroup(const Event& exec);
 
     PipelineStages stages_;
     PipelineHooks hooks_;
@@ -101,6 +107,7 @@ class Pipeline {
     std::vector<Event> derived_;           // from the latest input event
     std::vector<Event> recently_derived_;  // not yet matched by a recorded copy
     std::vector<const Detection*> raised_;
+    std::unordered_set<uint64_t> cgroups_seen_;  // bounded: cleared past kMaxCgroupsSeen
 };
 
 }  // namespace gpuguard::agent

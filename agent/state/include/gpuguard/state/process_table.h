@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include <sys/types.h>
@@ -191,6 +192,7 @@ class ProcessTable {
   private:
     void apply_exec(const TaskInfo& task, std::string filename, std::vector<std::string> argv,
                     bool argv_truncated);
+    void remember_cgroup_container(uint64_t cgroup_id, ContainerInfo container);
     std::vector<ProcessInfo> processes_where(
         const std::function<bool(const ProcessInfo&)>& keep) const;  // sorted by pid
     ProcessInfo& entry(uint32_t pid);          // find or create (from /proc when it can)
@@ -212,6 +214,10 @@ class ProcessTable {
     std::map<uint32_t, std::string> user_names_;
     std::map<uint32_t, std::string> group_names_;
     ContainerNames container_names_;
+    // Containers by cgroup id, from container events: what names a process
+    // at its exec, before (or without) a snapshot of it.
+    static constexpr size_t kMaxCgroupContainers = 16384;
+    std::unordered_map<uint64_t, ContainerInfo> cgroup_containers_;
     uint64_t last_ioctl_read_ns_ = 0;
     uint64_t evicted_live_ = 0;
     ExitQueue exited_candidates_;
