@@ -56,7 +56,7 @@ static __always_inline void enforce__count(__u32 slot)
 	__u64 *count = bpf_map_lookup_elem(&enforce_counters, &slot);
 
 	if (count)
-		(*count)++;
+		__sync_fetch_and_add(count, 1); /* see counters__add */
 }
 
 /* Is major:minor in deny_devices (exactly, or its whole major)? */

@@ -59,6 +59,8 @@ const char* record_type_name(uint32_t type) {
             return "kill_now";
         case GG_EVENT_NET_PAYLOAD:
             return "net_payload";
+        case GG_EVENT_FILE_CHANGE:
+            return "file_change";
         case GG_EVENT_MODULE_LOAD:
             return "module_load";
         case GG_EVENT_AGENT_SIGNAL:

@@ -127,6 +127,10 @@ TEST_F(FileChangeTracingTest, each_syscall_form_on_watched_paths_is_reported) {
         {"write", "openat", "shell_rc", ".bashrc"},
     };
     EXPECT_EQ(changes_of(child, expected.size()), expected);
+    // Counted like every record type, so status and /metrics report their drops.
+    const auto [emitted, dropped] = harness_.kernel_counts("file_change");
+    ASSERT_NE(emitted, ~0ull) << "the sensor's stats have no file_change counter";
+    EXPECT_GE(emitted, expected.size());
 }
 
 TEST_F(FileChangeTracingTest, a_watched_process_is_reported_wherever_it_writes) {
