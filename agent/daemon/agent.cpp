@@ -120,6 +120,7 @@ Result<std::unique_ptr<Agent>> Agent::start(AgentOptions options) {
     impl->open_journal();
     if (auto servers = impl->start_servers(); !servers) return Unexpected{servers.error()};
     impl->build_pipeline();
+    impl->judge_running_processes();
     impl->mark_run();
     return std::unique_ptr<Agent>(new Agent(std::move(impl)));
 }

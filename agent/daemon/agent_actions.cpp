@@ -291,4 +291,23 @@ void Agent::Impl::build_pipeline() {
     pipeline->set_realtime_offset(realtime_offset_ns);
 }
 
+// A miner started before the agent, or while it was down, is not left alone
+// until it happens to exec or connect: its name and command line are judged
+// now (a process_snapshot, as a journal segment's opening one is). GPU
+// holders are in the journal's opening snapshot and judged at their next GPU
+// event; kernel threads have nothing to judge.
+void Agent::Impl::judge_running_processes() {
+    const uint64_t now = monotonic_ns();
+    size_t judged = 0;
+    for (const ProcessInfo& process : table->live_processes()) {
+        if (process.holds_gpu()) continue;
+        const ProcessInfo info = table->enriched(task_of(process));
+        if (info.exe.empty() && info.cmdline.empty()) continue;  // a kernel thread, or gone
+        if (auto container = container_event(info, now)) pipeline->feed(std::move(*container));
+        pipeline->feed(snapshot_event(info, now));
+        ++judged;
+    }
+    logger("agent")->info("judged {} processes found running at start", judged);
+}
+
 }  // namespace gpuguard::agent

@@ -180,6 +180,9 @@ struct Agent::Impl {
     // live agent does: in-kernel kill reports, YARA scans, the priority
     // guard, --print-events.
     void build_pipeline();
+    // Judges every process found running at start that holds no GPU, as at
+    // its exec, through the pipeline (journaled, so replay judges the same).
+    void judge_running_processes();
 
     // Compares libc's listing of /proc with the kernel's when due
     // (hidden_processes.cpp); new hidden processes become hidden_process

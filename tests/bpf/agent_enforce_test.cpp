@@ -5,6 +5,9 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
 #include <optional>
 #include <thread>
 
@@ -65,17 +68,22 @@ struct PoolNetns {
 // A child the test started that acts when asked, named `comm`: 'O' opens
 // the fake GPU node and keeps it open, 'o' opens and closes it, 'c' connects
 // to `ip`:`port`. Each request is answered with the errno (0: it worked).
+std::function<int(char)> gpu_probe(const std::string& node, const std::string& ip = "",
+                                   int port = 0) {
+    return [node, ip, port](char request) {
+        if (request == 'c') return gpuguard::testing::tcp_connect(ip, port, 1000);
+        const int fd = open(node.c_str(), O_RDWR);
+        const int result = fd >= 0 ? 0 : errno;
+        if (fd >= 0 && request == 'o') close(fd);
+        return result;
+    };
+}
+std::function<void()> named(const std::string& comm) {
+    return [comm] { prctl(PR_SET_NAME, comm.c_str()); };
+}
 RequestChild gpu_prober(const std::string& comm, const std::string& node,
                         const std::string& ip = "", int port = 0) {
-    return RequestChild(
-        [node, ip, port](char request) {
-            if (request == 'c') return gpuguard::testing::tcp_connect(ip, port, 1000);
-            const int fd = open(node.c_str(), O_RDWR);
-            const int result = fd >= 0 ? 0 : errno;
-            if (fd >= 0 && request == 'o') close(fd);
-            return result;
-        },
-        [comm] { prctl(PR_SET_NAME, comm.c_str()); });
+    return RequestChild(gpu_probe(node, ip, port), named(comm));
 }
 
 // A rule that asks for "kill": the enforcer stops the miner through its
@@ -493,17 +501,21 @@ TEST_F(AgentDetectTest, pinned_enforcement_outlives_a_killed_agent_and_is_taken_
         return child.wait_exit(5s) && child.killed_by_sigkill();
     };
 
-    auto child = gpu_prober("gg-deny-miner", node_.string(), "10.77.0.1", pool.port);
-    ASSERT_GT(child.pid(), 0);
-    ASSERT_TRUE(cgroup.add(child.pid()));
+    // Started after the agent: one found running at start would be judged
+    // by its name there and denied before its first GPU open.
+    std::unique_ptr<RequestChild> prober;
     std::map<std::string, PinnedLink> first;
     {
         Subprocess agent(run);
         ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
-        ASSERT_EQ(child.ask('O'), 0) << "opens the GPU before the deny";
-        ASSERT_NE(enforced_reason(agent, child.pid(), "GG-CORR-0001", "deny_gpu", alerts), "");
-        ASSERT_EQ(child.ask('c'), 0) << "the first connect goes through (and is detected)";
-        ASSERT_NE(enforced_reason(agent, child.pid(), "GG-CORR-0002", "block_ip", alerts), "");
+        prober = std::make_unique<RequestChild>(gpu_probe(node_.string(), "10.77.0.1", pool.port),
+                                                named("gg-deny-miner"));
+        ASSERT_GT(prober->pid(), 0);
+        ASSERT_TRUE(cgroup.add(prober->pid()));
+        ASSERT_EQ(prober->ask('O'), 0) << "opens the GPU before the deny";
+        ASSERT_NE(enforced_reason(agent, prober->pid(), "GG-CORR-0001", "deny_gpu", alerts), "");
+        ASSERT_EQ(prober->ask('c'), 0) << "the first connect goes through (and is detected)";
+        ASSERT_NE(enforced_reason(agent, prober->pid(), "GG-CORR-0002", "block_ip", alerts), "");
         for (const auto& entry : std::filesystem::directory_iterator(pins / "links")) {
             first[entry.path().filename().string()] = pinned_link(entry.path());
         }
@@ -523,8 +535,8 @@ TEST_F(AgentDetectTest, pinned_enforcement_outlives_a_killed_agent_and_is_taken_
 
     // No agent runs: the kernel enforces on its own.
     EXPECT_TRUE(doomed_dies()) << "kill_now at exec without an agent";
-    EXPECT_EQ(child.ask('o'), EPERM) << "GPU open in the denied cgroup without an agent";
-    EXPECT_EQ(child.ask('c'), EPERM) << "connect to the blocked pool without an agent";
+    EXPECT_EQ(prober->ask('o'), EPERM) << "GPU open in the denied cgroup without an agent";
+    EXPECT_EQ(prober->ask('c'), EPERM) << "connect to the blocked pool without an agent";
 
     Subprocess agent(run);
     ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
@@ -552,8 +564,8 @@ TEST_F(AgentDetectTest, pinned_enforcement_outlives_a_killed_agent_and_is_taken_
     EXPECT_EQ(attached_programs(cgroup.dir(), BPF_CGROUP_INET4_CONNECT), 1u);
     EXPECT_EQ(attached_programs(cgroup.dir(), BPF_CGROUP_INET6_CONNECT), 1u);
     EXPECT_TRUE(doomed_dies()) << "kill_now at exec under the second agent";
-    EXPECT_EQ(child.ask('o'), EPERM);
-    EXPECT_EQ(child.ask('c'), EPERM);
+    EXPECT_EQ(prober->ask('o'), EPERM);
+    EXPECT_EQ(prober->ask('c'), EPERM);
     const auto report = gpuguard::testing::run_command(
         {GPUGUARD_BINARY, "status", "--json", "--socket", (dir_ / "control.sock").string()}, 10s);
     ASSERT_EQ(report.exit_code, 0) << report.stderr_text;
@@ -568,8 +580,8 @@ TEST_F(AgentDetectTest, pinned_enforcement_outlives_a_killed_agent_and_is_taken_
     EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
     EXPECT_FALSE(std::filesystem::exists(pins)) << "pins left after a clean stop";
     EXPECT_EQ(attached_programs(cgroup.dir(), BPF_CGROUP_DEVICE), 0u);
-    EXPECT_EQ(child.ask('o'), 0) << "the denial ends with a clean stop";
-    EXPECT_EQ(child.ask('c'), 0) << "the block ends with a clean stop";
+    EXPECT_EQ(prober->ask('o'), 0) << "the denial ends with a clean stop";
+    EXPECT_EQ(prober->ask('c'), 0) << "the block ends with a clean stop";
     EXPECT_FALSE(doomed_dies()) << "kill_now ends with a clean stop";
 }
 

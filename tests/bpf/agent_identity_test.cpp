@@ -2,7 +2,8 @@
 // agent_detect_fixture.h): an executable run from a memfd through
 // /proc/self/fd/N and one deleted after its exec are named as /proc/PID/exe
 // names them, in `gpuguard ps`, in the detection and in replay; and a kill
-// whose process exited and whose pid a newcomer took leaves the newcomer be.
+// whose process exited and whose pid a newcomer took leaves the newcomer be;
+// a CPU miner already running when the agent starts is judged at its start.
 #include <chrono>
 #include <cstring>
 #include <ctime>
@@ -38,6 +39,7 @@ using gpuguard::testing::OwnChild;
 using gpuguard::testing::ProgramTree;
 using gpuguard::testing::run_command;
 using gpuguard::testing::Subprocess;
+using nlohmann::literals::operator""_json_pointer;
 
 std::string exe_of(pid_t pid) {
     std::error_code ec;
@@ -273,6 +275,73 @@ TEST_F(AgentDetectTest, a_kill_after_the_pid_was_reused_leaves_the_newcomer_alon
     EXPECT_FALSE(newcomer.wait_exit(100ms))
         << "the newcomer was signalled: status " << newcomer.status;
     EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+}
+
+// A miner started before the agent (or while it was down) holds no GPU and
+// never execs again: the agent judges what it finds running at its start,
+// as at an exec, and the journal carries it (process_snapshot), so replay
+// raises the same detection. A shell beside it with ordinary arguments is
+// judged too, and raises nothing.
+TEST_F(AgentDetectTest, a_cpu_miner_running_before_the_agent_started_is_judged_at_its_start) {
+    auto spawn = [](std::vector<std::string> argv) {
+        std::vector<char*> args;
+        for (auto& arg : argv) args.push_back(arg.data());
+        args.push_back(nullptr);
+        const pid_t pid = fork();
+        if (pid == 0) {
+            execv(args[0], args.data());
+            _exit(127);
+        }
+        return pid;
+    };
+    // sh stays (sleep is its child, not an exec of it): its argv is the miner's.
+    const pid_t miner = spawn({"/bin/sh", "-c", "sleep 30; :", "xmrig", "-o",
+                               "stratum+tcp://pool.example:3333", "-u", "wallet"});
+    const pid_t worker = spawn({"/bin/sh", "-c", "sleep 30; :", "worker", "--port", "8080"});
+    ASSERT_GT(miner, 0);
+    ASSERT_GT(worker, 0);
+    gpuguard::testing::ChildReaper reap_miner(miner), reap_worker(worker);
+    // Both have exec'd before the agent starts.
+    const auto exec_done = [](pid_t pid) {
+        std::ifstream cmdline("/proc/" + std::to_string(pid) + "/cmdline");
+        std::string text((std::istreambuf_iterator<char>(cmdline)), {});
+        return text.find("sleep 30") != std::string::npos;
+    };
+    for (const auto deadline = Clock::now() + 5s;
+         Clock::now() < deadline && !(exec_done(miner) && exec_done(worker));) {
+        std::this_thread::sleep_for(10ms);
+    }
+    ASSERT_TRUE(exec_done(miner) && exec_done(worker));
+
+    Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
+    const auto detection = wait_for_detection(agent, miner, "GG-CORR-0012", 5s);
+    ASSERT_TRUE(detection) << agent.stderr_text();
+    EXPECT_NE((*detection)["gpuguard"]["detection"]["evidence"].dump().find(
+                  "stratum+tcp://pool.example:3333"),
+              std::string::npos)
+        << detection->dump();
+    // The worker (a later pid, judged after the miner) raises nothing.
+    while (auto line = agent.read_stdout_line(300ms)) seen_.push_back(*line);
+    for (const auto& line : seen_) {
+        EXPECT_NE(nlohmann::json::parse(line).value("/process/pid"_json_pointer, 0), worker)
+            << line;
+    }
+    ASSERT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+
+    const auto replayed = replay_journal();
+    ASSERT_EQ(replayed.exit_code, 0) << replayed.stderr_text;
+    bool replayed_miner = false;
+    std::istringstream lines(replayed.stdout_text);
+    for (std::string line; std::getline(lines, line);) {
+        const auto record = nlohmann::json::parse(line, nullptr, false);
+        if (!record.is_object()) continue;
+        const int pid = record.value("/process/pid"_json_pointer, 0);
+        EXPECT_NE(pid, worker) << line;
+        replayed_miner = replayed_miner || (pid == miner && record.value("/rule/id"_json_pointer,
+                                                                         "") == "GG-CORR-0012");
+    }
+    EXPECT_TRUE(replayed_miner) << replayed.stdout_text;
 }
 
 }  // namespace
