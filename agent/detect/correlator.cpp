@@ -274,7 +274,7 @@ void Correlator::observe(const Event& event, std::vector<const Detection*>& out)
         void operator()(const FileChange& change) { self.observe_file_change(event, change, out); }
         void operator()(const ProcessEnv& env) {
             ProcessState& state = self.states_[pid];
-            state.env = env;  // judged with the GPU event that follows
+            state.env = env;  // judged with the GPU event or exec that follows
             state.env_ns = event.ts_ns;
             state.dirty = true;
         }

@@ -19,6 +19,14 @@ bool becomes_gpu_holder(const ProcessTable& table, const Event& event) {
     return !info || info->exited || !info->holds_gpu();
 }
 
+// An exec of a process that holds a GPU (its fd survives exec, or it
+// inherited one): the new image has an environment of its own.
+bool gpu_holder_execs(const ProcessTable& table, const Event& event) {
+    if (!std::holds_alternative<Exec>(event.data)) return false;
+    const ProcessInfo* info = table.find(event.task.pid);
+    return info && !info->exited && info->holds_gpu();
+}
+
 bool same_stratum(const Event& a, const Event& b) {
     const auto* left = std::get_if<Stratum>(&a.data);
     const auto* right = std::get_if<Stratum>(&b.data);
@@ -130,7 +138,10 @@ void Pipeline::pass(AnEvent&& event, bool judge_it) {
             pass(std::move(*container), judge_it);
         pass(snapshot_event(holder, event.ts_ns), judge_it);
     }
-    if (new_holder && stages_.read_proc_context) {
+    // Its environment, judged with the event that follows: at its first GPU
+    // use, and again at each exec while it holds one (an environ read while
+    // the process was exec'ing is empty; its exec event comes next).
+    if (stages_.read_proc_context && (new_holder || gpu_holder_execs(table, event))) {
         pass(Event{event.ts_ns, event.task, read_process_env(event.task.pid, stages_.proc_root)},
              judge_it);
     }

@@ -7,6 +7,7 @@
 
 #include "gpuguard/common/read_file.h"
 #include "gpuguard/state/config_files.h"
+#include "gpuguard/state/process_handle.h"
 #include "proc_links.h"
 
 namespace gpuguard::agent {
@@ -116,7 +117,19 @@ void complete_file_change(uint32_t pid, FileChange& change,
 
 ProcessEnv read_process_env(uint32_t pid, const std::string& proc_root) {
     ProcessEnv env;
-    auto environ = read_file(proc_root + "/" + std::to_string(pid) + "/environ");
+    const std::string path = proc_root + "/" + std::to_string(pid) + "/environ";
+    auto environ = read_file(path);
+    if (environ && environ->empty()) {
+        // Mid-exec the new image's environ reads empty: the kernel switched
+        // to its memory but has not built its stack yet (env_end still 0).
+        // Its exec event follows, and the environment is read again then.
+        const auto stat = read_proc_stat(pid, proc_root);
+        if (stat && stat->env_end == 0) {
+            env.error = path + ": not set up yet (the process is executing a new program)";
+            return env;
+        }
+        environ = read_file(path);  // the exec may have ended between the two reads
+    }
     if (!environ) {
         env.error = environ.error().message;
         return env;

@@ -63,6 +63,8 @@ Result<ProcStat> parse_proc_stat(const std::string& line) {
     stat.flags = static_cast<uint32_t>(std::strtoul(fields[6].c_str(), nullptr, 10));
     stat.start_time_ticks = std::strtoull(fields[19].c_str(), nullptr, 10);
     stat.start_time_ns = ticks_to_ns(stat.start_time_ticks);
+    // Linux 3.5 added it; 0 for a process we may not ptrace (root may).
+    if (fields.size() > 48) stat.env_end = std::strtoull(fields[48].c_str(), nullptr, 10);
     return stat;
 }
 

@@ -242,8 +242,8 @@ class Correlator {
         std::string hidden;
         uint64_t hidden_ns = 0;
         std::vector<ModuleSeen> modules;  // newest last, bounded
-        std::vector<FileRecord> files;  // newest last, bounded
-        std::optional<ProcessEnv> env;  // at its first GPU use
+        std::vector<FileRecord> files;    // newest last, bounded
+        std::optional<ProcessEnv> env;    // at its first GPU use, or its last exec since
         uint64_t env_ns = 0;
         bool flagged = false;                       // a detection of it was raised
         std::vector<PersistenceWrite> persistence;  // attributed to it since (or just before)

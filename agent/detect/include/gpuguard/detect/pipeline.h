@@ -42,8 +42,9 @@ struct PipelineStages {
     // `watch_files`, the libraries ld.so.preload names) and each exec whose
     // filename is an fd path (its exe from /proc/PID/exe) before it is
     // journaled, put a process_env event (LD_PRELOAD, LD_LIBRARY_PATH)
-    // into the stream before a process's first GPU event, and a container
-    // event before the first exec seen in each container's cgroup.
+    // into the stream before a process's first GPU event and before each
+    // exec of a process that holds a GPU, and a container event before the
+    // first exec seen in each container's cgroup.
     bool read_proc_context = false;
     const std::vector<WatchPattern>* watch_files = nullptr;
     std::string proc_root = "/proc";

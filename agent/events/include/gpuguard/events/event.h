@@ -323,7 +323,8 @@ struct FileChange {
 
 // The library-loading variables of a process's environment, read by the
 // agent from /proc/PID/environ at its first GPU use (before the GPU open is
-// judged) and journaled, so replay judges the same. The task is the process.
+// judged) and at each exec while it holds a GPU (before the exec is judged),
+// and journaled, so replay judges the same. The task is the process.
 struct ProcessEnv {
     std::optional<std::string> ld_preload;       // unset: nullopt
     std::optional<std::string> ld_library_path;  // unset: nullopt

@@ -37,8 +37,10 @@ void complete_exec(uint32_t pid, Exec& exec, const std::string& proc_root = "/pr
 // white space or ':', '#' to the end of a line a comment.
 std::vector<std::string> preload_libraries(std::string_view contents);
 
-// LD_PRELOAD and LD_LIBRARY_PATH of `pid`'s environment as it started
-// (/proc/PID/environ); error says why when it could not be read.
+// LD_PRELOAD and LD_LIBRARY_PATH of `pid`'s environment as its current
+// image started (/proc/PID/environ); error says why when it could not be
+// read: the process is gone, or is in the middle of an exec (its new
+// image's environment is not there yet; read it after the exec event).
 ProcessEnv read_process_env(uint32_t pid, const std::string& proc_root = "/proc");
 
 }  // namespace gpuguard::agent

@@ -23,7 +23,7 @@ namespace gpuguard::agent {
 // PF_KTHREAD in include/linux/sched.h: the flags field of /proc/PID/stat.
 inline constexpr uint32_t kPfKthread = 0x00200000;
 
-// The fields of /proc/PID/stat the enforcer uses.
+// The fields of /proc/PID/stat the enforcer (and the environment reader) use.
 struct ProcStat {
     uint32_t pid = 0;
     std::string comm;  // between the parentheses (may contain spaces and ')')
@@ -33,6 +33,9 @@ struct ProcStat {
     uint32_t flags = 0;             // field 9: PF_* task flags
     uint64_t start_time_ticks = 0;  // field 22: clock ticks after boot
     uint64_t start_time_ns = 0;     // the same in ns (ticks * 1e9 / CLK_TCK)
+    // field 51: where its environment ends in its memory; 0 while an exec has
+    // not yet built the new image's stack (and for a kernel thread)
+    uint64_t env_end = 0;
 
     bool kernel_thread() const { return (flags & kPfKthread) != 0 || pid == 2 || ppid == 2; }
 };

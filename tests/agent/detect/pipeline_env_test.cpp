@@ -1,0 +1,170 @@
+// The live pipeline's process_env events (read_proc_context) over a fake
+// /proc: a GPU process's environment is read at its first GPU use and again
+// at each exec while it holds the GPU, so a shell that opens the GPU and
+// tail-execs its program (`bash -c "exec 7<>/dev/nvidia0; exec miner"`) is
+// judged on the program's environment even when the first read fell in the
+// middle of that exec (the kernel then shows an empty environ). Replay of
+// what the live pipeline passed on raises the same detections.
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "correlator_fixture.h"
+#include "gpuguard/detect/pipeline.h"
+#include "tests/support/temp_dir.h"
+
+namespace gpuguard::agent {
+namespace {
+
+using correlator_testing::builtin_rules;
+using correlator_testing::kSecond;
+using correlator_testing::rule_set;
+
+using namespace std::string_literals;
+
+constexpr uint32_t kPid = 4242;
+
+// A /proc/PID/stat line of 52 fields whose env_end (field 51) is `env_end`:
+// 0 while an exec has not set up the new image yet.
+std::string stat_line(uint64_t env_end) {
+    std::string line = std::to_string(kPid) + " (sleep) S 1 " + std::to_string(kPid) + " " +
+                       std::to_string(kPid) + " 0 -1 4194560";
+    for (int field = 10; field <= 47; ++field) line += " 0";
+    line += " 140720000000000 140720000000100 140720000000100 " + std::to_string(env_end) + " 0\n";
+    return line;
+}
+
+class PipelineEnvTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        std::filesystem::create_directories(proc_.path() / std::to_string(kPid));
+        live_ = make(/*read_proc=*/true);
+    }
+
+    struct Stages {
+        std::unique_ptr<ProcessTable> table;
+        std::unique_ptr<Correlator> correlator;
+        std::unique_ptr<Pipeline> pipeline;
+    };
+
+    // Table, correlator and pipeline; the live one reads the fake /proc and
+    // records what it passed on (process_env events included) in passed_.
+    Stages make(bool read_proc) {
+        Stages stages;
+        ProcessTableOptions options;
+        options.read_host = false;
+        stages.table =
+            std::make_unique<ProcessTable>(options, [](uint32_t, uint32_t) { return true; });
+        auto created = Correlator::create(builtin_rules(), rule_set(), *stages.table);
+        EXPECT_TRUE(created) << created.error().message;
+        stages.correlator = std::move(*created);
+        PipelineStages wiring;
+        wiring.table = stages.table.get();
+        wiring.correlator = stages.correlator.get();
+        wiring.read_proc_context = read_proc;
+        wiring.proc_root = proc_.path().string();
+        PipelineHooks hooks;
+        hooks.emit = [this](const Detection& detection) { raised_.push_back(detection); };
+        if (read_proc) hooks.on_judged = [this](const Event& event) { passed_.push_back(event); };
+        stages.pipeline = std::make_unique<Pipeline>(wiring, std::move(hooks));
+        return stages;
+    }
+
+    // What /proc/PID shows now: its environ (NUL-separated) and stat's env_end.
+    void proc_shows(const std::string& environ, uint64_t env_end) {
+        const auto dir = proc_.path() / std::to_string(kPid);
+        std::ofstream(dir / "environ", std::ios::binary | std::ios::trunc) << environ;
+        std::ofstream(dir / "stat", std::ios::trunc) << stat_line(env_end);
+    }
+
+    // The detections `data` raised, fed to `stages` as pid kPid's event.
+    std::vector<Detection> feed(Stages& stages, uint64_t ts, const std::string& comm,
+                                EventData data) {
+        raised_.clear();
+        stages.pipeline->feed(
+            Event{ts, TaskInfo{kPid, kPid, 1, 1000, 1000, 1, comm}, std::move(data)});
+        return std::move(raised_);
+    }
+
+    static std::vector<const ProcessEnv*> envs_of(const std::vector<Event>& events) {
+        std::vector<const ProcessEnv*> envs;
+        for (const Event& event : events) {
+            if (const auto* env = std::get_if<ProcessEnv>(&event.data)) envs.push_back(env);
+        }
+        return envs;
+    }
+
+    static bool has_rule(const std::vector<Detection>& detections, const std::string& rule) {
+        for (const Detection& detection : detections) {
+            if (detection.rule_id == rule) return true;
+        }
+        return false;
+    }
+
+    gpuguard::testing::TempDir proc_{"gg-pipeline-proc"};
+    Stages live_;
+    std::vector<Event> passed_;
+    std::vector<Detection> raised_;
+};
+
+const GpuOpen kOpen{1, 7, 7, -100, 2, OpenSyscall::kOpenat, false, "/tmp/gpu0"};
+
+TEST_F(PipelineEnvTest, environ_read_mid_tail_exec_is_read_again_at_the_exec_and_judged) {
+    const std::string injected = "LD_PRELOAD=/tmp/x/libinject.so\0PATH=/usr/bin:/bin\0"s;
+    proc_shows(injected, 140720000000200);
+    feed(live_, 1 * kSecond, "bash",
+         Exec{"/usr/bin/bash", {"bash", "-c", "exec 7<>/tmp/gpu0; sleep 10"}, false, false, kPid});
+    // The agent reads environ after bash opened the GPU, while bash execs
+    // sleep: the kernel shows the new image's environ empty until it is set up.
+    proc_shows("", 0);
+    EXPECT_FALSE(has_rule(feed(live_, 2 * kSecond, "bash", kOpen), "GG-CORR-0016"));
+    ASSERT_EQ(envs_of(passed_).size(), 1u);
+    EXPECT_NE(envs_of(passed_)[0]->error.find("not set up yet"), std::string::npos)
+        << envs_of(passed_)[0]->error;
+
+    proc_shows(injected, 140720000000200);
+    const auto at_exec = feed(live_, 3 * kSecond, "sleep",
+                              Exec{"/usr/bin/sleep", {"sleep", "10"}, false, false, kPid});
+    ASSERT_TRUE(has_rule(at_exec, "GG-CORR-0016"));
+    bool named = false;
+    for (const Detection& detection : at_exec) {
+        for (const Evidence& item : detection.evidence) {
+            named |= item.detail.find("LD_PRELOAD /tmp/x/libinject.so") != std::string::npos;
+        }
+    }
+    EXPECT_TRUE(named);
+    const auto envs = envs_of(passed_);
+    ASSERT_EQ(envs.size(), 2u);
+    EXPECT_EQ(envs[1]->ld_preload, "/tmp/x/libinject.so");
+    EXPECT_EQ(envs[1]->error, "");
+
+    // Replay of what live passed on (the journal's events) judges the same,
+    // with no /proc to read.
+    std::filesystem::remove_all(proc_.path() / std::to_string(kPid));
+    Stages replay = make(/*read_proc=*/false);
+    std::vector<Detection> replayed;
+    for (const Event& event : passed_) {
+        for (auto& detection : feed(replay, event.ts_ns, event.task.comm, event.data)) {
+            replayed.push_back(std::move(detection));
+        }
+    }
+    EXPECT_TRUE(has_rule(replayed, "GG-CORR-0016"));
+}
+
+TEST_F(PipelineEnvTest, exec_of_a_process_without_a_gpu_reads_no_environment) {
+    proc_shows("LD_PRELOAD=/tmp/x/libinject.so\0"s, 140720000000200);
+    feed(live_, 1 * kSecond, "bash", Exec{"/usr/bin/bash", {"bash"}, false, false, kPid});
+    feed(live_, 2 * kSecond, "sleep", Exec{"/usr/bin/sleep", {"sleep", "1"}, false, false, kPid});
+    EXPECT_TRUE(envs_of(passed_).empty());
+    // Its first GPU use reads it, and the exec that follows (the fd survives) again.
+    EXPECT_TRUE(has_rule(feed(live_, 3 * kSecond, "sleep", kOpen), "GG-CORR-0016"));
+    feed(live_, 4 * kSecond, "python3", Exec{"/usr/bin/python3", {"python3"}, false, false, kPid});
+    EXPECT_EQ(envs_of(passed_).size(), 2u);
+}
+
+}  // namespace
+}  // namespace gpuguard::agent
