@@ -106,6 +106,18 @@ std::string domain_body(const Pattern& pattern) {
     return escape_literal(suffix);
 }
 
+// A pool host inside a command line or config file, of any of the escaped
+// suffixes in `alternatives`: "-o pool.example:3333", "--url=eu.pool.example",
+// "stratum+tcp://eu.pool.example:3333", "w@pool.example:4444", "url":
+// "pool.example:3333". Not in a web address: "https://pool.example/api/..."
+// is a dashboard reading the pool's statistics. Hyperscan has no lookbehind,
+// so the scheme before "://" is told by its last two letters: http, https
+// and ftp end in "tp" or "ps"; tcp, udp, ssl, tls, wss, stratum do not.
+std::string host_expression(const std::string& alternatives) {
+    return "(?:^|[^a-z0-9\\x2d.:/]|(?:[^t]p|[^p]s|[^ps])://)(?:[a-z0-9\\x2d]+\\x2e)*(?:" +
+           alternatives + ")(?:[^a-z0-9.\\x2d]|$)";
+}
+
 }  // namespace
 
 std::string pattern_expression(const Pattern& pattern, bool for_cmdline) {
@@ -118,10 +130,7 @@ std::string pattern_expression(const Pattern& pattern, bool for_cmdline) {
             return glob_expression(pattern.text);
         case PatternKind::kDomainSuffix: {
             const std::string escaped = domain_body(pattern);
-            if (for_cmdline) {
-                // A host inside a command line: "-o pool.example:3333", "//pool.example/".
-                return "(?:^|[^a-z0-9\\x2d])" + escaped + "(?:[^a-z0-9.\\x2d]|$)";
-            }
+            if (for_cmdline) return host_expression(escaped);
             return "(?:^|\\x2e)" + escaped + "\\x2e?$";
         }
     }
@@ -197,7 +206,7 @@ Result<Matcher> Matcher::compile(std::vector<Signature> signatures) {
             add(Field::kDomain, index, combined, false);
             // Pool domains are also looked for as hosts in command lines and
             // in configuration files ("url": "pool.example:3333").
-            combined.text = "(?:^|[^a-z0-9\\x2d])(?:" + alternatives + ")(?:[^a-z0-9.\\x2d]|$)";
+            combined.text = host_expression(alternatives);
             add(Field::kCmdline, index, combined, false);
             add(Field::kConfig, index, combined, false);
         }

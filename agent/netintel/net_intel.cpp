@@ -63,11 +63,14 @@ void NetIntel::on_payload(const Event& event, const NetPayload& payload,
     const auto key = std::make_pair(event.task.pid, payload.flow);
     auto found = flows_.find(key);
     if (found == flows_.end()) {
-        // Follow only flows that can be a mining protocol: JSON-RPC lines, or
-        // a first message of Stratum v2's handshake size.
+        // Follow only flows that can be a mining protocol: JSON-RPC lines, a
+        // first message of Stratum v2's handshake size, or JSON-RPC over HTTP
+        // and the Ergo node's mining API (solo mining against a node).
         const bool json_rpc = !payload.data.empty() && payload.data.front() == '{';
         const bool noise_sized = payload.seq == 0 && payload.length == 64;
-        if (!payload.stream || !(json_rpc || noise_sized)) return;
+        const bool node_rpc = payload.direction == NetPayload::Direction::kOut &&
+                              stratum::may_be_node_rpc(payload.data);
+        if (!payload.stream || !(json_rpc || noise_sized || node_rpc)) return;
         if (flows_.size() >= options_.max_sessions) evict();
         found = flows_.emplace(key, Flow{}).first;
         found->second.remote_address = payload.remote_address;

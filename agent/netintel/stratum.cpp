@@ -46,7 +46,23 @@ constexpr MethodProtocol kMethods[] = {
     {kEth, "submitLogin", Protocol::kEthProxy},
     {kEth, "submitWork", Protocol::kEthProxy},
     {kEth, "submitHashrate", Protocol::kEthProxy},
+    {kMining, "suggest_target", Protocol::kStratum1},
+    {kMining, "multi_version", Protocol::kStratum1},
+    {kMining, "get_transactions", Protocol::kStratum1},
+    // Solo mining against a node (BIP 22 getblocktemplate, legacy getwork,
+    // monerod's daemon RPC as XMRig's daemon mode and p2pool use it), and
+    // Grin's stratum. Split like the others: family + rest.
+    {"getblock", "template", Protocol::kNodeRpc},
+    {"submit", "block", Protocol::kNodeRpc},
+    {"get", "work", Protocol::kNodeRpc},
+    {"get_block_", "template", Protocol::kNodeRpc},
+    {"submit_", "block", Protocol::kNodeRpc},
+    {"get_miner_", "data", Protocol::kNodeRpc},
+    {"getjob", "template", Protocol::kGrin},
 };
+
+// The Ergo node's mining API: what an Autolykos solo miner polls and posts.
+constexpr std::string_view kErgoMiningPaths[] = {"/mining/candidate", "/mining/solution"};
 
 // method == family + name.
 bool is(std::string_view method, std::string_view family, std::string_view name) {
@@ -147,6 +163,10 @@ const char* to_string(Protocol protocol) {
             return "cryptonote";
         case Protocol::kStratum2:
             return "stratum2";
+        case Protocol::kNodeRpc:
+            return "node_rpc";
+        case Protocol::kGrin:
+            return "grin";
     }
     return "";
 }
@@ -237,7 +257,9 @@ Update Session::feed(NetPayload::Direction direction, std::string_view bytes, ui
         (outbound ? first_out_size_ : first_in_size_) = length;
         if (outbound) first_out_binary_ = bytes.front() != '{';
     }
-    if (!bytes.empty() && bytes.front() == '{') {
+    if (outbound && (bytes.starts_with("POST ") || bytes.starts_with("GET "))) {
+        http_request(bytes, ts_ns, update);
+    } else if (!bytes.empty() && bytes.front() == '{') {
         size_t start = 0;
         while (start < bytes.size()) {
             size_t end = bytes.find('\n', start);
@@ -261,6 +283,40 @@ Update Session::feed(NetPayload::Direction direction, std::string_view bytes, ui
         method_seen("noise_handshake", kNoiseHandshakeLine, update);
     }
     return update;
+}
+
+bool may_be_node_rpc(std::string_view bytes) {
+    const auto line_end = bytes.find("\r\n");
+    const std::string_view request = bytes.substr(0, line_end);
+    if (request.starts_with("GET ") || request.starts_with("POST ")) {
+        const std::string_view path = request.substr(request.find(' ') + 1);
+        for (std::string_view mining : kErgoMiningPaths) {
+            if (path.starts_with(mining)) return true;
+        }
+    }
+    if (!bytes.starts_with("POST ")) return false;
+    const auto body = bytes.find("\r\n\r\n");
+    return body != std::string_view::npos && body + 4 < bytes.size() && bytes[body + 4] == '{';
+}
+
+// One outbound HTTP request: the Ergo node's mining API by its path, a
+// JSON-RPC body (bitcoind, monerod's /json_rpc) by its method.
+void Session::http_request(std::string_view bytes, uint64_t ts_ns, Update& update) {
+    const std::string_view request = bytes.substr(0, bytes.find("\r\n"));
+    const auto space = request.find(' ');
+    const std::string_view path =
+        request.substr(space + 1, request.find(' ', space + 1) - space - 1);
+    for (std::string_view mining : kErgoMiningPaths) {
+        if (path.starts_with(mining)) {
+            set_protocol(Protocol::kNodeRpc, update);
+            method_seen(std::string(mining), request, update);
+        }
+    }
+    const auto body = bytes.find("\r\n\r\n");
+    if (body == std::string_view::npos || body + 4 >= bytes.size() || bytes[body + 4] != '{') {
+        return;
+    }
+    line(NetPayload::Direction::kOut, bytes.substr(body + 4), ts_ns, update);
 }
 
 void Session::set_protocol(Protocol protocol, Update& update) {

@@ -74,6 +74,22 @@ TEST(Matcher, domain_suffixes_match_subdomains_and_hosts_in_command_lines) {
     EXPECT_TRUE(scanner.match(Field::kDomain, "pool.example.org").empty());
     EXPECT_EQ(scanner.match(Field::kCmdline, "m -o stratum+tcp://eu.pool.example:3333"), Ids{"D"});
     EXPECT_TRUE(scanner.match(Field::kCmdline, "curl https://pool.example.org/").empty());
+    // As a miner names its pool: after an option, a stratum or websocket
+    // scheme, a user@, in a config value.
+    for (const char* miner :
+         {"m -o pool.example:3333", "m --url=eu.pool.example",
+          "m -P stratum1+tcp://0xab.w@pool.example:4444", "m -o stratum+ssl://eu.pool.example:443",
+          "m -uri ethstratum://w@pool.example:4444", "new Miner('wss://ws1.pool.example/proxy')",
+          "\"url\": \"pool.example:3333\",", "POOL: eu1.pool.example:4444, WALLET: 0xab"}) {
+        EXPECT_EQ(scanner.match(Field::kCmdline, miner), Ids{"D"}) << miner;
+    }
+    // A web address is a dashboard or a download reading the pool's site.
+    for (const char* web :
+         {"python3 stats.py --api https://pool.example/api/miner/4A/stats",
+          "exporter --pool-api=https://api.pool.example/v1", "wget http://pool.example/xmrig.tgz",
+          "lftp ftp://mirror.pool.example/pub"}) {
+        EXPECT_TRUE(scanner.match(Field::kCmdline, web).empty()) << web;
+    }
 }
 
 TEST(Matcher, fields_are_separate_databases) {

@@ -17,9 +17,22 @@
 
 namespace gpuguard::agent::stratum {
 
-enum class Protocol { kUnknown, kStratum1, kEthereumStratum, kEthProxy, kCryptoNote, kStratum2 };
+// kNodeRpc: solo mining against a coin's node over HTTP (getblocktemplate,
+// getwork, monerod's get_block_template, the Ergo node's /mining API); kGrin:
+// Grin's stratum (getjobtemplate).
+enum class Protocol {
+    kUnknown,
+    kStratum1,
+    kEthereumStratum,
+    kEthProxy,
+    kCryptoNote,
+    kStratum2,
+    kNodeRpc,
+    kGrin
+};
 
-// "stratum1", "ethereumstratum", "ethproxy", "cryptonote", "stratum2", "" for kUnknown.
+// "stratum1", "ethereumstratum", "ethproxy", "cryptonote", "stratum2",
+// "node_rpc", "grin", "" for kUnknown.
 const char* to_string(Protocol protocol);
 
 // Hashes one share stands for, from the pool's numbers. Nullopt when the
@@ -43,6 +56,11 @@ std::string redact_login(std::string_view login);
 // '-' or ':' keeps its first 8 and the worker name. What alerts, `gpuguard
 // ps` and logs show of a payload line; signatures match the raw line.
 std::string redact_wallets(std::string_view line);
+
+// Whether a connection's first captured bytes can be solo mining against a
+// node: an HTTP POST whose body is JSON (JSON-RPC over HTTP), or a request
+// for the Ergo node's /mining/ API. Other HTTP is not followed.
+bool may_be_node_rpc(std::string_view bytes);
 
 // What feeding a message changed.
 struct Update {
@@ -74,6 +92,7 @@ class Session {
   private:
     void line(NetPayload::Direction direction, std::string_view text, uint64_t ts_ns,
               Update& update);
+    void http_request(std::string_view bytes, uint64_t ts_ns, Update& update);
     void method_seen(const std::string& method, std::string_view text, Update& update);
     void cut_login(std::string_view text, Update& update);
     void set_protocol(Protocol protocol, Update& update);
