@@ -338,7 +338,14 @@ Result<Event> decode_bpf_command(std::span<const std::byte> record) {
             ? "program id " + std::to_string(raw.object_id) + " (fd " + std::to_string(raw.fd) +
                   "), attach type " + std::to_string(raw.attach_type)
             : "link id " + std::to_string(raw.object_id) + " (fd " + std::to_string(raw.fd) + ")";
-    if (raw.ret < 0) tamper.detail += ", failed: " + std::generic_category().message(-raw.ret);
+    if (raw.ret < 0) {
+        // In 64 bits: INT32_MIN (a damaged or forged record) negates without overflow.
+        const int64_t error = -static_cast<int64_t>(raw.ret);
+        tamper.detail +=
+            ", failed: " + (error <= INT32_MAX
+                                ? std::generic_category().message(static_cast<int>(error))
+                                : "error " + std::to_string(error));
+    }
     event.data = std::move(tamper);
     return event;
 }

@@ -10,7 +10,8 @@
 // "# kind: miner|benign" and "# class: NAME" place a file in the detection
 // report (Scenarios.DetectionReport: recall and false alarms by severity,
 // per class); without them the kind comes from the name (miner_, abuse_:
-// miner; benign_: benign; guard_: a policy, not in the report).
+// miner; benign_: benign; guard_: a policy and agent_: tampering with the
+// agent, neither in the report).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -90,8 +91,10 @@ Expectation read_expectation(const fs::path& path) {
     }
     const std::string stem = path.stem().string();
     if (expectation.kind.empty()) {
+        // agent_*: something done to the agent itself, neither a miner nor benign work.
         expectation.kind = stem.starts_with("benign_")  ? "benign"
                            : stem.starts_with("guard_") ? "policy"
+                           : stem.starts_with("agent_") ? "tamper"
                                                         : "miner";
     }
     if (expectation.klass.empty()) expectation.klass = stem.substr(0, stem.find('_'));
@@ -146,7 +149,7 @@ TEST(Scenarios, CorpusHasMinersAndBenignWork) {
         EXPECT_NE(expectation.nothing, !expectation.detections.empty())
             << file << ": needs '# expect: RULE pid=N' lines or exactly '# expect: nothing'";
         EXPECT_TRUE(expectation.kind == "miner" || expectation.kind == "benign" ||
-                    expectation.kind == "policy")
+                    expectation.kind == "policy" || expectation.kind == "tamper")
             << file << ": unknown kind '" << expectation.kind << "'";
         miners += expectation.kind == "miner";
         benign += expectation.kind == "benign";
@@ -249,7 +252,7 @@ TEST(Scenarios, DetectionReport) {
     std::vector<std::string> missed, alarms, slow;
     for (const auto& file : scenario_files()) {
         const Expectation expectation = read_expectation(file);
-        if (expectation.kind == "policy") continue;
+        if (expectation.kind == "policy" || expectation.kind == "tamper") continue;
         const Replayed result = replay(file, expectation);
         Row& row = rows[expectation.klass];
         const bool alert = result.worst && at_least(*result.worst, Severity::kWarning);
