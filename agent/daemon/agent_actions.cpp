@@ -2,6 +2,7 @@
 // journal, the enforcer, kill_now names in the kernel, YARA scans, the
 // priority guard; and the pipeline every event takes (gpuguard/detect/pipeline.h).
 #include <fstream>
+#include <set>
 
 #include <unistd.h>
 
@@ -295,12 +296,21 @@ void Agent::Impl::build_pipeline() {
 // until it happens to exec or connect: its name and command line are judged
 // now (a process_snapshot, as a journal segment's opening one is). GPU
 // holders are in the journal's opening snapshot and judged at their next GPU
-// event; kernel threads have nothing to judge.
+// event; kernel threads have nothing to judge. Nor are the agent's own
+// ancestors (systemd, the shell or harness that started it): who controls
+// the agent's launcher controls the agent.
 void Agent::Impl::judge_running_processes() {
+    std::set<uint32_t> ancestors;
+    for (uint32_t pid = static_cast<uint32_t>(getppid());
+         pid > 1 && ancestors.insert(pid).second;) {
+        const ProcessInfo* parent = table->find(pid);
+        if (!parent) break;
+        pid = parent->ppid;
+    }
     const uint64_t now = monotonic_ns();
     size_t judged = 0;
     for (const ProcessInfo& process : table->live_processes()) {
-        if (process.holds_gpu()) continue;
+        if (process.holds_gpu() || ancestors.contains(process.pid)) continue;
         const ProcessInfo info = table->enriched(task_of(process));
         if (info.exe.empty() && info.cmdline.empty()) continue;  // a kernel thread, or gone
         if (auto container = container_event(info, now)) pipeline->feed(std::move(*container));

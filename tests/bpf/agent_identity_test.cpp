@@ -13,6 +13,7 @@
 #include <optional>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -24,6 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "gpuguard/common/unique_fd.h"
 #include "tests/bpf/agent_detect_fixture.h"
 #include "tests/support/child_process.h"
 #include "tests/support/run_command.h"
@@ -283,21 +285,29 @@ TEST_F(AgentDetectTest, a_kill_after_the_pid_was_reused_leaves_the_newcomer_alon
 // raises the same detection. A shell beside it with ordinary arguments is
 // judged too, and raises nothing.
 TEST_F(AgentDetectTest, a_cpu_miner_running_before_the_agent_started_is_judged_at_its_start) {
-    auto spawn = [](std::vector<std::string> argv) {
+    // Each waits on a pipe the test holds, with no child of its own (an
+    // orphaned child would keep ctest's output pipe open after the test).
+    std::vector<gpuguard::UniqueFd> stdin_writers;
+    auto spawn = [&stdin_writers](std::vector<std::string> argv) {
+        int input[2];
+        if (pipe2(input, O_CLOEXEC) != 0) return -1;
         std::vector<char*> args;
         for (auto& arg : argv) args.push_back(arg.data());
         args.push_back(nullptr);
         const pid_t pid = fork();
         if (pid == 0) {
+            dup2(input[0], STDIN_FILENO);
             execv(args[0], args.data());
             _exit(127);
         }
-        return pid;
+        close(input[0]);
+        stdin_writers.emplace_back(input[1]);
+        return static_cast<int>(pid);
     };
-    // sh stays (sleep is its child, not an exec of it): its argv is the miner's.
-    const pid_t miner = spawn({"/bin/sh", "-c", "sleep 30; :", "xmrig", "-o",
+    // sh stays (read is a builtin): its argv is the miner's.
+    const pid_t miner = spawn({"/bin/sh", "-c", "read line", "xmrig", "-o",
                                "stratum+tcp://pool.example:3333", "-u", "wallet"});
-    const pid_t worker = spawn({"/bin/sh", "-c", "sleep 30; :", "worker", "--port", "8080"});
+    const pid_t worker = spawn({"/bin/sh", "-c", "read line", "worker", "--port", "8080"});
     ASSERT_GT(miner, 0);
     ASSERT_GT(worker, 0);
     gpuguard::testing::ChildReaper reap_miner(miner), reap_worker(worker);
@@ -305,7 +315,7 @@ TEST_F(AgentDetectTest, a_cpu_miner_running_before_the_agent_started_is_judged_a
     const auto exec_done = [](pid_t pid) {
         std::ifstream cmdline("/proc/" + std::to_string(pid) + "/cmdline");
         std::string text((std::istreambuf_iterator<char>(cmdline)), {});
-        return text.find("sleep 30") != std::string::npos;
+        return text.find("read line") != std::string::npos;
     };
     for (const auto deadline = Clock::now() + 5s;
          Clock::now() < deadline && !(exec_done(miner) && exec_done(worker));) {

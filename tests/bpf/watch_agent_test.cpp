@@ -10,6 +10,7 @@
 // in the list, and a connect there from any process is reported, on any port.
 #include <csignal>
 #include <fstream>
+#include <iostream>
 #include <optional>
 #include <string>
 #include <thread>
@@ -153,6 +154,14 @@ TEST(WatchAgentTest, a_cpu_miner_named_by_its_argv_is_captured_on_an_unlisted_po
                                          "--json", "--print-events", "--event-types",
                                          "connect,net_payload"});
     ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
+    // What the agent watches already: processes it found running at its
+    // start and judged miners (another test's leftovers on a shared host).
+    const json before = agent_status(socket_path);
+    ASSERT_TRUE(before.is_object()) << agent.stderr_text();
+    const int base_entries = before["watch_list"]["processes"]["entries"].get<int>();
+    const int base_added = before["watch_list"]["processes"]["added"].get<int>();
+    const int base_removed = before["watch_list"]["processes"]["removed"].get<int>();
+    if (base_entries != 0) std::cerr << "watched at start:\n" << agent.stderr_text();
 
     const auto cryptonote = gpuguard::testing::dialects()[1];
     ASSERT_STREQ(cryptonote.name, "cryptonote");
@@ -208,13 +217,16 @@ TEST(WatchAgentTest, a_cpu_miner_named_by_its_argv_is_captured_on_an_unlisted_po
 
     json status = agent_status(socket_path);
     ASSERT_TRUE(status.is_object()) << agent.stderr_text();
-    EXPECT_EQ(status["watch_list"]["processes"]["entries"], 1) << status["watch_list"].dump();
-    EXPECT_EQ(status["watch_list"]["processes"]["added"], 1);
+    EXPECT_EQ(status["watch_list"]["processes"]["entries"], base_entries + 1)
+        << status["watch_list"].dump();
+    EXPECT_EQ(status["watch_list"]["processes"]["added"], base_added + 1);
     EXPECT_EQ(status["watch_list"]["processes"]["capacity"], 4096);
     EXPECT_EQ(status["watch_list"]["processes"]["evicted"], 0);
     const auto text = gpuguard::testing::run_command(
         {GPUGUARD_BINARY, "status", "--socket", socket_path.string()});
-    EXPECT_NE(text.stdout_text.find("watch list, processes: 1 of 4096 (1 added"), std::string::npos)
+    EXPECT_NE(text.stdout_text.find("watch list, processes: " + std::to_string(base_entries + 1) +
+                                    " of 4096 (" + std::to_string(base_added + 1) + " added"),
+              std::string::npos)
         << text.stdout_text;
 
     // Its exit takes it out of the list.
@@ -230,10 +242,11 @@ TEST(WatchAgentTest, a_cpu_miner_named_by_its_argv_is_captured_on_an_unlisted_po
     do {
         std::this_thread::sleep_for(100ms);
         status = agent_status(socket_path);
-    } while (status["watch_list"]["processes"]["entries"] != 0 &&
+    } while (status["watch_list"]["processes"]["entries"] != base_entries &&
              std::chrono::steady_clock::now() < exit_deadline);
-    EXPECT_EQ(status["watch_list"]["processes"]["entries"], 0) << status["watch_list"].dump();
-    EXPECT_EQ(status["watch_list"]["processes"]["removed"], 1);
+    EXPECT_EQ(status["watch_list"]["processes"]["entries"], base_entries)
+        << status["watch_list"].dump();
+    EXPECT_EQ(status["watch_list"]["processes"]["removed"], base_removed + 1);
 }
 
 TEST(WatchAgentTest, an_address_resolved_from_a_pool_domain_is_watched_on_any_port) {
