@@ -244,7 +244,10 @@ TEST_F(ConnectTracingTest, watched_process_is_reported_on_any_port_and_sampled) 
     EXPECT_EQ(connects[0].second.port, v4_.port());
     const auto payloads = harness_.of<NetPayload>(watched->pid(), 1);
     ASSERT_FALSE(payloads.empty()) << "a watched process's first payloads are sampled";
-    EXPECT_TRUE(payloads[0].second.data.starts_with("{\"id\":1"));
+    EXPECT_TRUE(payloads[0].second.data.starts_with("{\"id\":1"))
+        << payloads.size() << " payload(s), the first " << payloads[0].second.data.size()
+        << " bytes, direction " << static_cast<int>(payloads[0].second.direction) << ": "
+        << payloads[0].second.data;
 
     EXPECT_TRUE(harness_.matching<Connect>(other->pid()).empty()) << "not watched: silent";
     EXPECT_TRUE(harness_.matching<NetPayload>(other->pid()).empty());
