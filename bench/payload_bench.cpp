@@ -97,7 +97,7 @@ std::optional<AttachedSensor> attach(bool payload, bool syscall_hooks) {
     // Either variant (bpf/payload.bpf.c): socket-layer tp_btf or syscall tracepoints.
     const bool attached =
         std::find(hooks.begin(), hooks.end(), "tp_btf/sock_send_length") != hooks.end() ||
-        std::find(hooks.begin(), hooks.end(), "syscalls/sys_enter_write") != hooks.end();
+        std::find(hooks.begin(), hooks.end(), "syscalls/sys_exit_write") != hooks.end();
     if (attached != payload) {
         std::fprintf(stderr, "payload_bench: the payload programs %s attached\n",
                      attached ? "are" : "are not");

@@ -22,9 +22,8 @@ GG_HOOK int gg_hook_open_exit(long ret, __u32 syscall);
 GG_HOOK int gg_hook_ioctl_enter(void);
 /* At exit of connect. */
 GG_HOOK int gg_hook_connect_exit(long ret);
-/* Payload sampling by syscall: at entry of write/sendto/sendmsg, at exit of
- * read/recvfrom/recvmsg; @id: the syscall number. */
-GG_HOOK int gg_hook_payload_enter(long id);
+/* Payload sampling by syscall, at the exit of write/sendto/sendmsg and
+ * read/recvfrom/recvmsg (@ret: the bytes moved); @id: the syscall number. */
 GG_HOOK int gg_hook_payload_exit(long id, long ret);
 
 /* File changes (files.bpf.c): a successful open for writing, from the open

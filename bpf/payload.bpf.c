@@ -305,19 +305,18 @@ static __always_inline const char *payload__msg_buf(const struct user_msghdr *um
 	return iov.iov_base;
 }
 
-static __always_inline int payload__sendmsg(int fd, const struct user_msghdr *umsg)
+static __always_inline int payload__sendmsg(int fd, const struct user_msghdr *umsg, __u64 sent)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	const void *name = NULL;
 	const char *buf;
-	__u64 len = ~0ULL;
+	__u64 len = sent;
 
 	/* Outbound messages matter only for watched processes: stop before the msghdr read. */
 	if (!cfg_payload_all && !bpf_map_lookup_elem(&net_watch_tgids, &tgid))
 		return 0;
 	buf = payload__msg_buf(umsg, &len, &name);
-	return payload__capture(fd, buf, len == ~0ULL ? 0 : len, GG_PAYLOAD_OUT, GG_PSYS_SENDMSG,
-				false, NULL);
+	return payload__capture(fd, buf, len, GG_PAYLOAD_OUT, GG_PSYS_SENDMSG, false, NULL);
 }
 
 static __always_inline int payload__recvmsg(int fd, const struct user_msghdr *umsg, __u64 len)
@@ -431,24 +430,50 @@ int BPF_PROG(gg_sock_recv, struct sock *sk, int ret, int flags)
 	return payload__emit(&peer, tgid, watched, fd, buf, len, GG_PAYLOAD_IN, syscall, true);
 }
 
-SEC("tracepoint/syscalls/sys_enter_write")
-int gg_enter_write(struct trace_event_raw_sys_enter *ctx)
+/*
+ * Sends at the syscall's exit, as receives: the bytes it took (ret), read
+ * from the caller's buffer after the kernel copied them, so a page the
+ * process never touched before (a fresh fork's string constant) is mapped by
+ * then. At entry bpf_probe_read_user cannot fault it in, and the message
+ * (often a miner's login) was lost.
+ */
+SEC("tracepoint/syscalls/sys_exit_write")
+int gg_exit_write(struct trace_event_raw_sys_exit *ctx)
 {
-	return payload__capture((int)ctx->args[0], (const char *)ctx->args[1], ctx->args[2],
+	struct pt_regs *regs;
+
+	if (ctx->ret <= 0)
+		return 0;
+	regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	return payload__capture((int)PT_REGS_PARM1_CORE_SYSCALL(regs),
+				(const char *)PT_REGS_PARM2_CORE_SYSCALL(regs), ctx->ret,
 				GG_PAYLOAD_OUT, GG_PSYS_WRITE, false, NULL);
 }
 
-SEC("tracepoint/syscalls/sys_enter_sendto")
-int gg_enter_sendto(struct trace_event_raw_sys_enter *ctx)
+SEC("tracepoint/syscalls/sys_exit_sendto")
+int gg_exit_sendto(struct trace_event_raw_sys_exit *ctx)
 {
-	return payload__capture((int)ctx->args[0], (const char *)ctx->args[1], ctx->args[2],
+	struct pt_regs *regs;
+
+	if (ctx->ret <= 0)
+		return 0;
+	regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	return payload__capture((int)PT_REGS_PARM1_CORE_SYSCALL(regs),
+				(const char *)PT_REGS_PARM2_CORE_SYSCALL(regs), ctx->ret,
 				GG_PAYLOAD_OUT, GG_PSYS_SENDTO, false, NULL);
 }
 
-SEC("tracepoint/syscalls/sys_enter_sendmsg")
-int gg_enter_sendmsg(struct trace_event_raw_sys_enter *ctx)
+SEC("tracepoint/syscalls/sys_exit_sendmsg")
+int gg_exit_sendmsg(struct trace_event_raw_sys_exit *ctx)
 {
-	return payload__sendmsg((int)ctx->args[0], (const struct user_msghdr *)ctx->args[1]);
+	struct pt_regs *regs;
+
+	if (ctx->ret <= 0)
+		return 0;
+	regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	return payload__sendmsg((int)PT_REGS_PARM1_CORE_SYSCALL(regs),
+				(const struct user_msghdr *)PT_REGS_PARM2_CORE_SYSCALL(regs),
+				ctx->ret);
 }
 
 SEC("tracepoint/syscalls/sys_exit_read")
@@ -492,23 +517,6 @@ int gg_exit_recvmsg(struct trace_event_raw_sys_exit *ctx)
 }
 
 /* The same calls for the raw dispatchers and the syscall functions' hooks. */
-GG_HOOK int gg_hook_payload_enter(long id)
-{
-	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-	int fd = (int)PT_REGS_PARM1_CORE_SYSCALL(regs);
-	const char *buf = (const char *)PT_REGS_PARM2_CORE_SYSCALL(regs);
-
-	if (id == cfg_nr_write)
-		return payload__capture(fd, buf, PT_REGS_PARM3_CORE_SYSCALL(regs), GG_PAYLOAD_OUT,
-					GG_PSYS_WRITE, false, NULL);
-	if (id == cfg_nr_sendto)
-		return payload__capture(fd, buf, PT_REGS_PARM3_CORE_SYSCALL(regs), GG_PAYLOAD_OUT,
-					GG_PSYS_SENDTO, false, NULL);
-	if (id == cfg_nr_sendmsg)
-		return payload__sendmsg(fd, (const struct user_msghdr *)buf);
-	return 0;
-}
-
 GG_HOOK int gg_hook_payload_exit(long id, long ret)
 {
 	struct pt_regs *regs;
@@ -520,6 +528,12 @@ GG_HOOK int gg_hook_payload_exit(long id, long ret)
 	regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
 	fd = (int)PT_REGS_PARM1_CORE_SYSCALL(regs);
 	buf = (const char *)PT_REGS_PARM2_CORE_SYSCALL(regs);
+	if (id == cfg_nr_write)
+		return payload__capture(fd, buf, ret, GG_PAYLOAD_OUT, GG_PSYS_WRITE, false, NULL);
+	if (id == cfg_nr_sendto)
+		return payload__capture(fd, buf, ret, GG_PAYLOAD_OUT, GG_PSYS_SENDTO, false, NULL);
+	if (id == cfg_nr_sendmsg)
+		return payload__sendmsg(fd, (const struct user_msghdr *)buf, ret);
 	if (id == cfg_nr_read)
 		return payload__capture(fd, buf, ret, GG_PAYLOAD_IN, GG_PSYS_READ, false, NULL);
 	if (id == cfg_nr_recvfrom)

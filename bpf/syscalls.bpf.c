@@ -49,12 +49,6 @@ static __always_inline int dispatch__enter(long id)
 			return 0;
 		return gg_hook_ioctl_enter();
 	}
-	if (cfg_dispatch_payload &&
-	    (id == cfg_nr_write || id == cfg_nr_sendto || id == cfg_nr_sendmsg)) {
-		if (task__in_compat_syscall())
-			return 0;
-		return gg_hook_payload_enter(id);
-	}
 	return 0;
 }
 
@@ -92,7 +86,8 @@ static __always_inline int dispatch__exit(long id, long ret)
 		return gg_hook_bpf_exit(ret);
 	} else {
 		if (cfg_dispatch_payload &&
-		    (id == cfg_nr_read || id == cfg_nr_recvfrom || id == cfg_nr_recvmsg) &&
+		    (id == cfg_nr_write || id == cfg_nr_sendto || id == cfg_nr_sendmsg ||
+		     id == cfg_nr_read || id == cfg_nr_recvfrom || id == cfg_nr_recvmsg) &&
 		    !task__in_compat_syscall())
 			return gg_hook_payload_exit(id, ret);
 		return 0;
@@ -208,22 +203,22 @@ int BPF_PROG(gg_fn_connect, struct pt_regs *regs, long ret)
 	return gg_hook_connect_exit(ret);
 }
 
-SEC("fentry/__x64_sys_write")
-int BPF_PROG(gg_fn_write, struct pt_regs *regs)
+SEC("fexit/__x64_sys_write")
+int BPF_PROG(gg_fn_write, struct pt_regs *regs, long ret)
 {
-	return gg_hook_payload_enter(cfg_nr_write);
+	return gg_hook_payload_exit(cfg_nr_write, ret);
 }
 
-SEC("fentry/__x64_sys_sendto")
-int BPF_PROG(gg_fn_sendto, struct pt_regs *regs)
+SEC("fexit/__x64_sys_sendto")
+int BPF_PROG(gg_fn_sendto, struct pt_regs *regs, long ret)
 {
-	return gg_hook_payload_enter(cfg_nr_sendto);
+	return gg_hook_payload_exit(cfg_nr_sendto, ret);
 }
 
-SEC("fentry/__x64_sys_sendmsg")
-int BPF_PROG(gg_fn_sendmsg, struct pt_regs *regs)
+SEC("fexit/__x64_sys_sendmsg")
+int BPF_PROG(gg_fn_sendmsg, struct pt_regs *regs, long ret)
 {
-	return gg_hook_payload_enter(cfg_nr_sendmsg);
+	return gg_hook_payload_exit(cfg_nr_sendmsg, ret);
 }
 
 SEC("fexit/__x64_sys_read")

@@ -99,9 +99,9 @@ std::vector<HookProgram> syscall_hooks(gpuguard_bpf* skel, const AttachRequest& 
                                            {p.gg_fn_unlinkat, "fexit", fn + "unlinkat", true}});
             }
             if (payload) {
-                hooks.insert(hooks.end(), {{p.gg_fn_write, "fentry", fn + "write", false},
-                                           {p.gg_fn_sendto, "fentry", fn + "sendto", false},
-                                           {p.gg_fn_sendmsg, "fentry", fn + "sendmsg", false},
+                hooks.insert(hooks.end(), {{p.gg_fn_write, "fexit", fn + "write", false},
+                                           {p.gg_fn_sendto, "fexit", fn + "sendto", false},
+                                           {p.gg_fn_sendmsg, "fexit", fn + "sendmsg", false},
                                            {p.gg_fn_read, "fexit", fn + "read", false},
                                            {p.gg_fn_recvfrom, "fexit", fn + "recvfrom", false},
                                            {p.gg_fn_recvmsg, "fexit", fn + "recvmsg", false}});
@@ -136,9 +136,9 @@ std::vector<HookProgram> syscall_hooks(gpuguard_bpf* skel, const AttachRequest& 
             }
             if (payload) {
                 hooks.insert(hooks.end(),
-                             {{p.gg_enter_write, "syscalls", "sys_enter_write", false},
-                              {p.gg_enter_sendto, "syscalls", "sys_enter_sendto", false},
-                              {p.gg_enter_sendmsg, "syscalls", "sys_enter_sendmsg", false},
+                             {{p.gg_exit_write, "syscalls", "sys_exit_write", false},
+                              {p.gg_exit_sendto, "syscalls", "sys_exit_sendto", false},
+                              {p.gg_exit_sendmsg, "syscalls", "sys_exit_sendmsg", false},
                               {p.gg_exit_read, "syscalls", "sys_exit_read", false},
                               {p.gg_exit_recvfrom, "syscalls", "sys_exit_recvfrom", false},
                               {p.gg_exit_recvmsg, "syscalls", "sys_exit_recvmsg", false}});

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -101,9 +102,11 @@ class ConnectTracingTest : public ::testing::Test {
         options.config.extra_gpu_devices = {GpuDeviceNumber{1, 7, "test"}};
         options.config.connect_loopback = true;  // the tests' traffic is loopback only
         options.config.watched_ports = {};
+        tune(options);
         const auto error = harness_.open(options);
         ASSERT_FALSE(error) << *error;
     }
+    virtual void tune(SensorOptions&) {}
 
     gpuguard::testing::TempDir dir_{"gg-connect"};
     std::string node_;
@@ -210,51 +213,78 @@ TEST_F(ConnectTracingTest, watched_port_is_reported_from_any_process) {
 }
 
 // A child that connects to 127.0.0.1:`port` on 'c' and then sends a
-// JSON-RPC line on that connection (answers 0, or the errno).
+// JSON-RPC line on that connection (answers 0, or the errno). The line is
+// sent from a page the process maps just before and has never touched, as a
+// freshly started miner's login string often is: the kernel faults it in
+// only while the send copies it, so a sensor reading it at the syscall's
+// entry cannot (bpf_probe_read_user does not fault).
 std::unique_ptr<gpuguard::testing::RequestChild> start_connector(uint16_t port) {
     return std::make_unique<gpuguard::testing::RequestChild>(
         [port, fd = -1](char request) mutable {
             if (request != 'c') return EINVAL;
+            static const char kLine[] = "{\"id\":1,\"method\":\"login\"}\n";
+            const int text = memfd_create("gg-line", MFD_CLOEXEC);
+            if (text < 0 || write(text, kLine, sizeof(kLine) - 1) < 0) return errno;
+            void* line = mmap(nullptr, sizeof(kLine) - 1, PROT_READ, MAP_PRIVATE, text, 0);
+            close(text);
+            if (line == MAP_FAILED) return errno;
             fd = socket(AF_INET, SOCK_STREAM, 0);
             sockaddr_in peer{};
             peer.sin_family = AF_INET;
             peer.sin_port = htons(port);
             peer.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
             if (connect(fd, reinterpret_cast<sockaddr*>(&peer), sizeof(peer)) != 0) return errno;
-            static const char kLine[] = "{\"id\":1,\"method\":\"login\"}\n";
-            return write(fd, kLine, sizeof(kLine) - 1) < 0 ? errno : 0;
+            return write(fd, line, sizeof(kLine) - 1) < 0 ? errno : 0;
         },
         [] { prctl_name("gg-connect"); });
 }
 
-TEST_F(ConnectTracingTest, watched_process_is_reported_on_any_port_and_sampled) {
-    auto watched = start_connector(v4_.port());
-    auto other = start_connector(v4_.port());
-    ASSERT_TRUE(harness_.sensor().watch_process(watched->pid()).ok());
-    EXPECT_TRUE(harness_.sensor().process_watched(watched->pid()));
+// A watched process's connect is reported on an unwatched port and its first
+// send sampled; another process doing the same is not.
+void expect_watched_process_sampled(gpuguard::testing::SensorHarness& harness, uint16_t port) {
+    auto watched = start_connector(port);
+    auto other = start_connector(port);
+    ASSERT_TRUE(harness.sensor().watch_process(watched->pid()).ok());
+    EXPECT_TRUE(harness.sensor().process_watched(watched->pid()));
     ASSERT_EQ(watched->ask('c'), 0);
     ASSERT_EQ(other->ask('c'), 0);
 
-    const auto connects = harness_.of<Connect>(watched->pid(), 1);
+    const auto connects = harness.of<Connect>(watched->pid(), 1);
     ASSERT_EQ(connects.size(), 1u);
     EXPECT_TRUE(connects[0].second.watched_tgid);
     EXPECT_FALSE(connects[0].second.watched_addr);
     EXPECT_FALSE(connects[0].second.watched_port);
     EXPECT_FALSE(connects[0].second.gpu_holder);
-    EXPECT_EQ(connects[0].second.port, v4_.port());
-    const auto payloads = harness_.of<NetPayload>(watched->pid(), 1);
+    EXPECT_EQ(connects[0].second.port, port);
+    const auto payloads = harness.of<NetPayload>(watched->pid(), 1);
     ASSERT_FALSE(payloads.empty()) << "a watched process's first payloads are sampled";
     EXPECT_TRUE(payloads[0].second.data.starts_with("{\"id\":1"))
         << payloads.size() << " payload(s), the first " << payloads[0].second.data.size()
         << " bytes, direction " << static_cast<int>(payloads[0].second.direction) << ": "
         << payloads[0].second.data;
 
-    EXPECT_TRUE(harness_.matching<Connect>(other->pid()).empty()) << "not watched: silent";
-    EXPECT_TRUE(harness_.matching<NetPayload>(other->pid()).empty());
-    const auto counts = harness_.sensor().watch_stats().processes;
+    EXPECT_TRUE(harness.matching<Connect>(other->pid()).empty()) << "not watched: silent";
+    EXPECT_TRUE(harness.matching<NetPayload>(other->pid()).empty());
+    const auto counts = harness.sensor().watch_stats().processes;
     EXPECT_EQ(counts.entries, 1u);
     EXPECT_EQ(counts.added, 1u);
     EXPECT_EQ(counts.capacity, 4096u);  // sensor.watch_processes_max's default
+}
+
+TEST_F(ConnectTracingTest, watched_process_is_reported_on_any_port_and_sampled) {
+    expect_watched_process_sampled(harness_, v4_.port());
+}
+
+// The same with payloads sampled at the send system calls (the variant of
+// kernels without the socket layer's tracepoints, such as Debian 12's 6.1):
+// the line is sent from a page the sender never touched before.
+class ConnectSyscallPayloadTest : public ConnectTracingTest {
+  protected:
+    void tune(SensorOptions& options) override { options.config.payload_syscall_hooks = true; }
+};
+
+TEST_F(ConnectSyscallPayloadTest, a_first_send_from_an_untouched_page_is_sampled_whole) {
+    expect_watched_process_sampled(harness_, v4_.port());
 }
 
 TEST_F(ConnectTracingTest, watched_address_is_reported_from_any_process_until_it_expires) {

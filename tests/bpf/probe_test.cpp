@@ -116,11 +116,11 @@ TEST(SensorProbe, socket_layer_hooks_decide_the_payload_variant) {
         // dispatchers sample payloads in their sys_enter/sys_exit programs).
         switch (harness.sensor().attach_mode()) {
             case gpuguard::agent::AttachMode::kSyscallTracepoints:
-                EXPECT_EQ(has("syscalls/sys_enter_write"), !socket_variant);
+                EXPECT_EQ(has("syscalls/sys_exit_write"), !socket_variant);
                 EXPECT_EQ(has("syscalls/sys_exit_recvfrom"), !socket_variant);
                 break;
             case gpuguard::agent::AttachMode::kKernelFunctions:
-                EXPECT_EQ(has("fentry/__x64_sys_write"), !socket_variant);
+                EXPECT_EQ(has("fexit/__x64_sys_write"), !socket_variant);
                 EXPECT_EQ(has("fexit/__x64_sys_recvfrom"), !socket_variant);
                 break;
             default:
