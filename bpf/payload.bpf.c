@@ -440,83 +440,41 @@ int BPF_PROG(gg_sock_recv, struct sock *sk, int ret, int flags)
 SEC("tracepoint/syscalls/sys_exit_write")
 int gg_exit_write(struct trace_event_raw_sys_exit *ctx)
 {
-	struct pt_regs *regs;
-
-	if (ctx->ret <= 0)
-		return 0;
-	regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-	return payload__capture((int)PT_REGS_PARM1_CORE_SYSCALL(regs),
-				(const char *)PT_REGS_PARM2_CORE_SYSCALL(regs), ctx->ret,
-				GG_PAYLOAD_OUT, GG_PSYS_WRITE, false, NULL);
+	return gg_hook_payload_exit(cfg_nr_write, ctx->ret);
 }
 
 SEC("tracepoint/syscalls/sys_exit_sendto")
 int gg_exit_sendto(struct trace_event_raw_sys_exit *ctx)
 {
-	struct pt_regs *regs;
-
-	if (ctx->ret <= 0)
-		return 0;
-	regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-	return payload__capture((int)PT_REGS_PARM1_CORE_SYSCALL(regs),
-				(const char *)PT_REGS_PARM2_CORE_SYSCALL(regs), ctx->ret,
-				GG_PAYLOAD_OUT, GG_PSYS_SENDTO, false, NULL);
+	return gg_hook_payload_exit(cfg_nr_sendto, ctx->ret);
 }
 
 SEC("tracepoint/syscalls/sys_exit_sendmsg")
 int gg_exit_sendmsg(struct trace_event_raw_sys_exit *ctx)
 {
-	struct pt_regs *regs;
-
-	if (ctx->ret <= 0)
-		return 0;
-	regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-	return payload__sendmsg((int)PT_REGS_PARM1_CORE_SYSCALL(regs),
-				(const struct user_msghdr *)PT_REGS_PARM2_CORE_SYSCALL(regs),
-				ctx->ret);
+	return gg_hook_payload_exit(cfg_nr_sendmsg, ctx->ret);
 }
 
 SEC("tracepoint/syscalls/sys_exit_read")
 int gg_exit_read(struct trace_event_raw_sys_exit *ctx)
 {
-	struct pt_regs *regs;
-
-	if (ctx->ret <= 0)
-		return 0;
-	regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-	return payload__capture((int)PT_REGS_PARM1_CORE_SYSCALL(regs),
-				(const char *)PT_REGS_PARM2_CORE_SYSCALL(regs), ctx->ret,
-				GG_PAYLOAD_IN, GG_PSYS_READ, false, NULL);
+	return gg_hook_payload_exit(cfg_nr_read, ctx->ret);
 }
 
 SEC("tracepoint/syscalls/sys_exit_recvfrom")
 int gg_exit_recvfrom(struct trace_event_raw_sys_exit *ctx)
 {
-	struct pt_regs *regs;
-
-	if (ctx->ret <= 0)
-		return 0;
-	regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-	return payload__capture((int)PT_REGS_PARM1_CORE_SYSCALL(regs),
-				(const char *)PT_REGS_PARM2_CORE_SYSCALL(regs), ctx->ret,
-				GG_PAYLOAD_IN, GG_PSYS_RECVFROM, true,
-				(const void *)PT_REGS_PARM5_CORE_SYSCALL(regs));
+	return gg_hook_payload_exit(cfg_nr_recvfrom, ctx->ret);
 }
 
 SEC("tracepoint/syscalls/sys_exit_recvmsg")
 int gg_exit_recvmsg(struct trace_event_raw_sys_exit *ctx)
 {
-	struct pt_regs *regs;
-
-	if (ctx->ret <= 0)
-		return 0;
-	regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-	return payload__recvmsg((int)PT_REGS_PARM1_CORE_SYSCALL(regs),
-				(const struct user_msghdr *)PT_REGS_PARM2_CORE_SYSCALL(regs),
-				ctx->ret);
+	return gg_hook_payload_exit(cfg_nr_recvmsg, ctx->ret);
 }
 
-/* The same calls for the raw dispatchers and the syscall functions' hooks. */
+/* Every attachment's payload hook: these tracepoints, the raw dispatchers and
+ * the syscall functions' fexit programs. */
 GG_HOOK int gg_hook_payload_exit(long id, long ret)
 {
 	struct pt_regs *regs;
