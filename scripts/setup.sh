@@ -9,6 +9,8 @@ set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${GPUGUARD_BUILD_DIR:-$repo/build}"
+release="${build}-release"   # setup.sh test: the agent with Unix Makefiles, Release
+sanitize="${build}-sanitize" # setup.sh test: the suites under ASan + UBSan
 mode="${1:-}"
 shift || true
 if [[ "${1:-}" == "--" ]]; then shift; fi
@@ -64,15 +66,28 @@ stage() {
     return "$result"
 }
 
+# run_ctest LOG DIR ARGS...: CTest in DIR, its output shown and kept in LOG.
+run_ctest() {
+    local log="$1" dir="$2"
+    shift 2
+    (set -o pipefail && cd "$dir" && ctest "$@" 2>&1 | tee "$log")
+}
+
 # ctest_stage NAME DIR ARGS...: a CTest run whose summary line is kept.
 ctest_stage() {
     local name="$1" dir="$2"
     shift 2
     local log="$dir/ctest-${name// /-}.log"
     local result=0
-    stage "$name" bash -c 'set -o pipefail; cd "$1" && shift && ctest "$@" 2>&1 | tee "$0"' \
-        "$log" "$dir" "$@" ||
-        result=$?
+    stage "$name" run_ctest "$log" "$dir" "$@" || result=$?
+    summarise_ctest "$name" "$dir" "$log" "$result"
+    return "$result"
+}
+
+# summarise_ctest NAME DIR LOG STATUS: the run's summary line and failures,
+# kept for the end of the output.
+summarise_ctest() {
+    local name="$1" dir="$2" log="$3" result="$4"
     local summary
     summary="$(grep -E '^[0-9]+% tests passed' "$log" | tail -n 1 || true)"
     summaries+=("$name: ${summary:-no summary (ctest status $result)}")
@@ -106,7 +121,7 @@ ctest_stage() {
             # What failed, not only where: the first assertions' own lines.
             grep -ah -A3 ': Failure$' "$dir"/vmtests/*.log 2>/dev/null | cut -c1-300 | head -n 24)
     fi
-    return "$result"
+    return 0
 }
 
 print_table() {
@@ -117,8 +132,33 @@ print_table() {
         printf 'setup:   %-44s %6d\n' "${stage_names[$i]}" "${stage_seconds[$i]}"
     done
     printf 'setup:   %-44s %6d\n' "total" "$(($(date +%s) - started_all))"
+    print_slowest
     local line
     for line in "${summaries[@]}"; do echo "$line"; done
+}
+
+# The ten slowest tests of every CTest stage and the ten slowest compile
+# units of each Ninja build (the latest entry per object in .ninja_log; a
+# ccache hit counts as what it took), so each run shows where its time went.
+print_slowest() {
+    local logs=("$build"/ctest-*.log "$build"/setup-background/vmtests.log "$sanitize"/ctest-*.log)
+    local log dir
+    echo
+    echo "setup: slowest tests                                          seconds"
+    for log in "${logs[@]}"; do
+        [[ -f $log ]] || continue
+        sed -nE 's/^.*Test +#[0-9]+: ([^ ]+) .* ([0-9.]+) sec$/\2 \1/p' "$log" |
+            sort -rn | head -n 10 |
+            awk -v stage="$(basename "$log" .log)" '{ printf "setup:   %-52s %8.1f  %s\n", $2, $1, stage }'
+    done
+    echo "setup: slowest compile units                                  seconds"
+    for dir in "$build" "$sanitize"; do
+        [[ -f $dir/.ninja_log ]] || continue
+        awk '!/^#/ && $4 ~ /\.o$/ { took[$4] = ($2 - $1) / 1000 }
+             END { for (o in took) print took[o], o }' "$dir/.ninja_log" |
+            sort -rn | head -n 10 |
+            awk -v build="$(basename "$dir")" '{ printf "setup:   %-52s %8.1f  %s\n", $2, $1, build }'
+    done
 }
 trap print_table EXIT
 
@@ -142,8 +182,6 @@ stage build cmake --build "$build" --parallel "$jobs"
 #    suites. Not rebuilt: the fuzz targets (sanitized already), benchmarks
 #    and vmtests (the VMs boot the plain build).
 sanitize_suite="${GPUGUARD_SANITIZE_SUITE:-1}"
-release="${build}-release"
-sanitize="${build}-sanitize"
 background_dir="$build/setup-background"
 rm -rf "$background_dir"
 mkdir -p "$background_dir"
@@ -163,25 +201,41 @@ sanitizer_build() {
         -DGPUGUARD_WERROR=OFF -DGPUGUARD_BUILD_BENCH=OFF &&
         cmake --build "$sanitize" --parallel "$jobs" --target "${sanitize_targets[@]}"
 }
-# background_build NAME FUNCTION: runs it, leaving NAME.log, NAME.seconds, NAME.status.
+# background_build NAME FUNCTION [ARGS...]: runs it, leaving NAME.log,
+# NAME.seconds, NAME.status.
 background_build() {
-    local started result=0
+    local name="$1" function="$2" started result=0
+    shift 2
     started=$(date +%s)
-    "$2" >"$background_dir/$1.log" 2>&1 || result=$?
-    echo $(($(date +%s) - started)) >"$background_dir/$1.seconds"
-    echo "$result" >"$background_dir/$1.status"
+    "$function" "$@" >"$background_dir/$name.log" 2>&1 || result=$?
+    echo $(($(date +%s) - started)) >"$background_dir/$name.seconds"
+    echo "$result" >"$background_dir/$name.status"
 }
+# The sanitizer build first: the sanitizer tests wait for it, nothing waits
+# for the release build.
 (
     renice -n 19 -p "$BASHPID" >/dev/null
-    background_build release release_build
     if [[ "$sanitize_suite" == 1 ]]; then background_build sanitize sanitizer_build; fi
+    background_build release release_build
 ) &
 background_pid=$!
 
+# The host's own tests; the VMs (label vmtests) come after them, below.
 ctest_stage "plain tests" "$build" --output-on-failure --no-label-summary --timeout 600 \
-    -j "$jobs" "$@" || status=$?
+    -j "$jobs" -LE vmtests "$@" || status=$?
 
-stage "wait for the background builds" wait "$background_pid" || status=$?
+# The VMs (vmtests: Debian's kernels under qemu; vmtests.systemd: the unit
+# under a real systemd) run beside the sanitizer stage, not before it: they
+# change nothing on the host (every kernel, BPF program and nftables rule
+# they touch is the guest's), and the sanitizer tests leave most of a core
+# idle. Their output is shown when they end.
+vm_tests() {
+    cd "$build" && ctest --output-on-failure --no-label-summary --timeout 1800 -L vmtests "$@"
+}
+vm_started=$(date +%s)
+background_build vmtests vm_tests "$@" &
+vm_pid=$!
+
 # collect_build NAME LABEL: its row in the table; its log's tail when it failed.
 collect_build() {
     [[ -f "$background_dir/$1.status" ]] || return 0
@@ -193,8 +247,17 @@ collect_build() {
         return 1
     fi
 }
-collect_build release "release build (Makefiles; during plain tests)" || status=$?
-collect_build sanitize "sanitizer build (during plain tests)" || status=$?
+# wait_for_status NAME: until the background job NAME has finished (or the
+# background chain has ended without it).
+wait_for_status() {
+    while [[ ! -f "$background_dir/$1.status" ]] && kill -0 "$background_pid" 2>/dev/null; do
+        sleep 2
+    done
+}
+if [[ "$sanitize_suite" == 1 ]]; then
+    stage "wait for the sanitizer build" wait_for_status sanitize
+    collect_build sanitize "sanitizer build (during plain tests)" || status=$?
+fi
 
 if [[ "$sanitize_suite" == 1 && "$(cat "$background_dir/sanitize.status" 2>/dev/null)" == 0 ]]; then
     # The agent binary's suites under ASan: the CLI end to end, live
@@ -228,4 +291,15 @@ if [[ "$sanitize_suite" == 1 && "$(cat "$background_dir/sanitize.status" 2>/dev/
     ctest_stage "sanitizer tests" "$sanitize" --output-on-failure --no-label-summary \
         --timeout 600 -j "$jobs" -E "$sanitize_exclude" "${ctest_args[@]}" || status=$?
 fi
+
+stage "wait for the VM tests" wait "$vm_pid" || status=$?
+cat "$background_dir/vmtests.log"
+vm_status="$(cat "$background_dir/vmtests.status" 2>/dev/null || echo 1)"
+stage_names+=("VM tests (from the end of the plain tests)")
+stage_seconds+=($(($(date +%s) - vm_started)))
+summarise_ctest "VM tests" "$build" "$background_dir/vmtests.log" "$vm_status"
+[[ $vm_status == 0 ]] || status=1
+
+stage "wait for the release build" wait "$background_pid" || status=$?
+collect_build release "release build (Makefiles; in the background)" || status=$?
 exit "$status"

@@ -5,10 +5,6 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-void put_if(Json& json, const char* key, const std::string& value) {
-    if (!value.empty()) json[key] = value;
-}
-
 // A bare 64-hex image id as a digest ("sha256:..."); a digest stays as it is.
 std::string image_digest(const std::string& image_id) {
     if (image_id.size() == 64 &&
@@ -85,6 +81,10 @@ Json ocsf_kubernetes(const DetectionProcess& process) {
     put_if(json, "pod_uid", c.pod_uid);
     put_if(json, "container_name", c.kube_container);
     return json;
+}
+
+void put_if(nlohmann::ordered_json& json, const char* key, const std::string& value) {
+    if (!value.empty()) json[key] = value;
 }
 
 }  // namespace gpuguard::siem

@@ -9,6 +9,9 @@
 
 namespace gpuguard::siem {
 
+// json[key] = value, unless value is empty (OCSF leaves unknown attributes out).
+void put_if(nlohmann::ordered_json& json, const char* key, const std::string& value);
+
 // ECS container.{id,name,runtime,image.name,image.hash.all,labels} and, in a
 // pod, orchestrator.{type,namespace,resource.{type,name,id}}; nothing on the host.
 void ecs_container(JsonWriter& out, const DetectionProcess& process);

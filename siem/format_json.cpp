@@ -25,10 +25,6 @@ std::string dump(const Json& json) {
     return json.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
-void put_if(Json& json, const char* key, const std::string& value) {
-    if (!value.empty()) json[key] = value;
-}
-
 // A double as JSON, null when not finite (JSON has no NaN).
 Json number(double value) { return std::isfinite(value) ? Json(value) : Json(nullptr); }
 

@@ -46,7 +46,7 @@ std::optional<json> query(const Context& context, const QueryOptions& options,
     return json::parse(answer.value(), nullptr, false);
 }
 
-std::string join(const json& array, size_t max_chars) {
+std::string join_json_strings(const json& array, size_t max_chars) {
     std::string out;
     for (const auto& item : array) {
         if (!out.empty()) out += ' ';
@@ -111,8 +111,7 @@ std::string device_column(const json& gpus) {
         if (std::find(devices.begin(), devices.end(), device) == devices.end())
             devices.push_back(std::move(device));
     }
-    return gpuguard::join(devices,
-                          ",");  // gpuguard/events/event.h's (this file's join() takes a JSON list)
+    return join(devices, ",");
 }
 
 // "runtime:name" (or the id's first 12 digits), after "namespace/pod/" in a
@@ -136,7 +135,7 @@ void print_ps_table(const json& processes) {
                                                        : std::to_string(p["uid"].get<uint32_t>());
         const std::string container = container_column(p["container"]);
         std::string what = p["exe"].get<std::string>();
-        const std::string args = join(p["cmdline"], 60);
+        const std::string args = join_json_strings(p["cmdline"], 60);
         if (!args.empty()) what += "  " + args;
         what = printable(what);
         const std::string comm = printable(p["comm"].get<std::string>());

@@ -20,26 +20,14 @@
 #include "gpuguard/sensor/sensor_support.h"
 #include "gpuguard_bpf.skel.h"
 #include "kernel_watch.h"
+#include "libbpf_handles.h"
 #include "own_bpf_objects.h"
 #include "sensor_attach.h"
 
 namespace gpuguard::agent {
 namespace {
 
-struct SkeletonDeleter {
-    void operator()(gpuguard_bpf* skeleton) const { gpuguard_bpf__destroy(skeleton); }
-};
-using SkeletonPtr = std::unique_ptr<gpuguard_bpf, SkeletonDeleter>;
-
-struct RingBufferDeleter {
-    void operator()(ring_buffer* ring) const { ring_buffer__free(ring); }
-};
-using RingBufferPtr = std::unique_ptr<ring_buffer, RingBufferDeleter>;
-
-struct LinkDeleter {
-    void operator()(bpf_link* link) const { bpf_link__destroy(link); }
-};
-using LinkPtr = std::unique_ptr<bpf_link, LinkDeleter>;
+using SkeletonPtr = LibbpfPtr<gpuguard_bpf, gpuguard_bpf__destroy>;
 
 const char* record_type_name(uint32_t type) {
     switch (type) {

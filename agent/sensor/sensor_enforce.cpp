@@ -20,20 +20,12 @@
 #include "gpuguard/sensor/bpf_pins.h"
 #include "gpuguard/sensor/sensor_support.h"
 #include "gpuguard_enforce_bpf.skel.h"
+#include "libbpf_handles.h"
 
 namespace gpuguard::agent {
 namespace {
 
-struct SkeletonDeleter {
-    void operator()(gpuguard_enforce_bpf* skeleton) const {
-        gpuguard_enforce_bpf__destroy(skeleton);
-    }
-};
-
-struct LinkDeleter {
-    void operator()(bpf_link* link) const { bpf_link__destroy(link); }
-};
-using LinkPtr = std::unique_ptr<bpf_link, LinkDeleter>;
+using EnforceSkeletonPtr = LibbpfPtr<gpuguard_enforce_bpf, gpuguard_enforce_bpf__destroy>;
 
 std::string normalise_cgroup(const std::string& path) {
     if (path.empty() || path.front() != '/') return "/" + path;
@@ -63,7 +55,7 @@ std::string connect_link_name(int family, const std::string& cgroup) {
 }
 
 struct KernelEnforcer::Impl {
-    std::unique_ptr<gpuguard_enforce_bpf, SkeletonDeleter> skeleton;
+    EnforceSkeletonPtr skeleton;
     std::shared_ptr<PinDirectory> pins;  // null: nothing outlives this object
     std::string cgroup2_root;
     bool lsm = false;

@@ -13,13 +13,12 @@
 #include "gpuguard/common/logging.h"
 #include "gpuguard/sensor/sensor_support.h"
 #include "gpuguard_probe_bpf.skel.h"
+#include "libbpf_handles.h"
 
 namespace gpuguard::agent {
 namespace {
 
-struct ProbeSkeletonDeleter {
-    void operator()(gpuguard_probe_bpf* skeleton) const { gpuguard_probe_bpf__destroy(skeleton); }
-};
+using ProbeSkeletonPtr = LibbpfPtr<gpuguard_probe_bpf, gpuguard_probe_bpf__destroy>;
 
 // Which program of the probe object to load, and whether to attach it too.
 using ProgramPicker = std::function<bpf_program*(gpuguard_probe_bpf*)>;
@@ -29,8 +28,7 @@ using ProgramPicker = std::function<bpf_program*(gpuguard_probe_bpf*)>;
 std::string load_one(const ProgramPicker& pick, bool attach, const std::string& btf_path) {
     LIBBPF_OPTS(bpf_object_open_opts, open_opts);
     if (!btf_path.empty()) open_opts.btf_custom_path = btf_path.c_str();
-    std::unique_ptr<gpuguard_probe_bpf, ProbeSkeletonDeleter> skel(
-        gpuguard_probe_bpf__open_opts(&open_opts));
+    ProbeSkeletonPtr skel(gpuguard_probe_bpf__open_opts(&open_opts));
     if (!skel) return "opening probe object: " + errno_text(errno);
     bpf_program* wanted = pick(skel.get());
     bpf_program* program = nullptr;

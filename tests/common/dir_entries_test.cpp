@@ -18,7 +18,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class DirEntriesTest : public testing::Test {
+class DirEntriesTest : public ::testing::Test {
   protected:
     void SetUp() override {
         dir_ = fs::temp_directory_path() /

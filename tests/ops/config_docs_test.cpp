@@ -8,13 +8,11 @@
 #include <gtest/gtest.h>
 
 #include "gpuguard/daemon/config.h"
+#include "tests/support/temp_dir.h"
 
 namespace {
 
-std::string file_text(const std::string& path) {
-    std::ifstream in(path);
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
+using gpuguard::testing::file_text;
 
 // Dotted paths of the leaves of `config show` output (two-space indentation,
 // one "key: value" or "key:" per line; lists are flow style, so leaves).

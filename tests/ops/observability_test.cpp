@@ -41,10 +41,7 @@ using gpuguard::testing::TempDir;
 
 const std::filesystem::path kContrib = GPUGUARD_SOURCE_DIR "/contrib";
 
-std::string file_text(const std::filesystem::path& path) {
-    std::ifstream in(path);
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
+using gpuguard::testing::file_text;
 
 // gpuguard_* metric names a PromQL expression refers to.
 std::set<std::string> metrics_in(const std::string& expression) {

@@ -12,6 +12,7 @@
 
 #include "tests/support/privileged.h"
 #include "tests/support/run_command.h"
+#include "tests/support/temp_dir.h"
 
 namespace {
 
@@ -23,10 +24,7 @@ namespace fs = std::filesystem;
 const fs::path kSourceDir = GPUGUARD_SOURCE_DIR;
 const fs::path kWorkDir = GPUGUARD_BUILD_DIR "/packaging/package-test";
 
-std::string file_text(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
+using gpuguard::testing::file_text;
 
 std::string describe(const CommandResult& result) {
     return "exit " + std::to_string(result.exit_code) + "\n" + result.stdout_text +

@@ -104,16 +104,6 @@ RefusedPort::~RefusedPort() {
     if (fd_ >= 0) close(fd_);
 }
 
-void replace_file(const std::filesystem::path& path, const std::string& text) {
-    const auto temporary = path.string() + ".new";
-    {
-        std::ofstream out(temporary);
-        out << text;
-        if (!out) throw std::runtime_error("cannot write " + temporary);
-    }
-    std::filesystem::rename(temporary, path);
-}
-
 uint16_t free_loopback_port() {
     const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in address{};

@@ -81,8 +81,4 @@ pid_t start_gpu_holder(const std::string& comm, const std::string& node);
 // name holding the GPU raises GG-CORR-0001.
 void write_miner_rule(const std::filesystem::path& dir, const std::string& comm);
 
-// Writes `text` to `path` atomically (a temporary file renamed over it), as
-// editors and configuration managers do.
-void replace_file(const std::filesystem::path& path, const std::string& text);
-
 }  // namespace gpuguard::testing

@@ -45,10 +45,7 @@ constexpr int kFloodBatch = 1000;
 constexpr auto kFloodPause = std::chrono::milliseconds(20);
 constexpr int kMiners = 20;
 
-std::string file_text(const std::filesystem::path& path) {
-    std::ifstream in(path);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using gpuguard::testing::file_text;
 
 // Polls `path` until it contains `text`.
 bool wait_for_text(const std::filesystem::path& path, const std::string& text,

@@ -20,11 +20,7 @@ namespace {
 using namespace std::chrono_literals;
 using gpuguard::testing::TempDir;
 
-void replace_file(const std::filesystem::path& path, const std::string& text) {
-    const auto temporary = path.parent_path() / ("." + path.filename().string() + ".tmp");
-    std::ofstream(temporary) << text;
-    std::filesystem::rename(temporary, path);
-}
+using gpuguard::testing::replace_file;
 
 std::string rule_file(const std::string& id) {
     return "rules:\n  - id: " + id +

@@ -19,11 +19,7 @@ using namespace std::chrono_literals;
 using gpuguard::testing::TempDir;
 
 // Writes a file the way editors do: a temporary file renamed over the target.
-void replace_file(const std::filesystem::path& path, const std::string& text) {
-    const auto temporary = path.parent_path() / ("." + path.filename().string() + ".tmp");
-    std::ofstream(temporary) << text;
-    std::filesystem::rename(temporary, path);
-}
+using gpuguard::testing::replace_file;
 
 class RuleSetWatcherTest : public ::testing::Test {
   protected:

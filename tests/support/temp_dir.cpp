@@ -1,5 +1,7 @@
 #include "tests/support/temp_dir.h"
 
+#include <fstream>
+#include <iterator>
 #include <stdexcept>
 
 #include <linux/magic.h>
@@ -37,5 +39,20 @@ DiskScratchFile::DiskScratchFile(const std::string& prefix) {
 }
 
 DiskScratchFile::~DiskScratchFile() { unlink(path_.c_str()); }
+
+std::string file_text(const std::filesystem::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void replace_file(const std::filesystem::path& path, const std::string& text) {
+    const auto temporary = path.string() + ".new";
+    {
+        std::ofstream out(temporary);
+        out << text;
+        if (!out) throw std::runtime_error("cannot write " + temporary);
+    }
+    std::filesystem::rename(temporary, path);
+}
 
 }  // namespace gpuguard::testing

@@ -37,4 +37,11 @@ class DiskScratchFile {
     std::string path_;
 };
 
+// The whole file as text ("" when it cannot be read).
+std::string file_text(const std::filesystem::path& path);
+
+// Writes `text` to `path` atomically (a temporary file renamed over it), as
+// editors and configuration managers do.
+void replace_file(const std::filesystem::path& path, const std::string& text);
+
 }  // namespace gpuguard::testing

@@ -16,6 +16,7 @@
 
 #include "gpuguard/detect/correlator.h"
 #include "gpuguard/rules/correlation.h"
+#include "tests/agent/detect/correlator_fixture.h"
 #include "tests/support/child_process.h"
 #include "tests/support/temp_dir.h"
 
@@ -23,7 +24,8 @@ namespace gpuguard::agent {
 namespace {
 
 namespace fs = std::filesystem;
-constexpr uint64_t kSecond = 1'000'000'000;
+using correlator_testing::kSecond;
+using correlator_testing::rule_set;
 
 const std::string kWallet =
     "44AFFq5kSiGBoZ4NMDwYtN18obc8AemS33DBLWs3H7otXft3XjrpDtQGv7SqSsaBYBb98uNbr2VBBEt7f2wfn3RVGQBEP3"
@@ -58,17 +60,6 @@ const char* kTrainingConfig = R"({
   "vocab_size": 32000
 }
 )";
-
-std::shared_ptr<const rules::RuleSet> rule_set() {
-    static auto set = [] {
-        auto builtin = rules::compile_builtin_pack();
-        EXPECT_TRUE(builtin) << builtin.error().message;
-        auto built = rules::RuleSet::build(*builtin, {});
-        EXPECT_TRUE(built) << built.error().message;
-        return std::make_shared<const rules::RuleSet>(std::move(*built));
-    }();
-    return set;
-}
 
 rules::RuleScanner scanner() {
     auto made = rule_set()->scanner();

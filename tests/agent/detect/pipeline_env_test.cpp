@@ -13,8 +13,8 @@
 
 #include <gtest/gtest.h>
 
-#include "correlator_fixture.h"
 #include "gpuguard/detect/pipeline.h"
+#include "tests/agent/detect/correlator_fixture.h"
 #include "tests/support/temp_dir.h"
 
 namespace gpuguard::agent {

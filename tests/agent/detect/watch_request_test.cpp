@@ -7,18 +7,18 @@
 
 #include "gpuguard/detect/correlator.h"
 #include "gpuguard/rules/correlation.h"
+#include "tests/agent/detect/correlator_fixture.h"
 
 namespace gpuguard::agent {
 namespace {
 
-constexpr uint64_t kSecond = 1'000'000'000;
+using correlator_testing::kSecond;
 
 class WatchRequestTest : public ::testing::Test {
   protected:
     void make(CorrelatorOptions options) {
-        auto pack = rules::compile_builtin_pack();
-        ASSERT_TRUE(pack) << pack.error().message;
-        auto set = rules::RuleSet::build(*pack, {});
+        // The pack compiled once for the suite (correlator_fixture.h).
+        auto set = rules::RuleSet::build(correlator_testing::pack(), {});
         ASSERT_TRUE(set) << set.error().message;
         auto parsed = rules::builtin_correlation_rules();
         ASSERT_TRUE(parsed) << parsed.error().message;

@@ -77,7 +77,7 @@ TEST(ProcListingTest, a_proc_root_that_cannot_be_listed_fails_naming_it) {
     EXPECT_NE(hidden.error().message.find("/nonexistent-proc"), std::string::npos);
 }
 
-class HidingMechanismTest : public testing::Test {
+class HidingMechanismTest : public ::testing::Test {
   protected:
     void SetUp() override {
         root_ = fs::temp_directory_path() / ("gg-hiding-" + std::to_string(getpid()));
