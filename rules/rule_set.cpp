@@ -5,11 +5,13 @@
 // first) and reported as "file:line:col: message".
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <tuple>
 
 #include <fnmatch.h>
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include "gpuguard/common/logging.h"
@@ -54,10 +56,23 @@ Result<std::vector<RuleFile>> read_rule_files(const RulePaths& paths) {
     return out;
 }
 
-Result<std::shared_ptr<const signatures::Matcher>> compile_builtin_pack() {
+signatures::CompileCache default_compile_cache() {
+    if (const char* chosen = std::getenv("GPUGUARD_RULE_CACHE_DIR")) return {chosen};
+    if (geteuid() == 0) return {"/var/cache/gpuguard"};
+    if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg == '/') {
+        return {std::filesystem::path(xdg) / "gpuguard"};
+    }
+    if (const char* home = std::getenv("HOME"); home && *home == '/') {
+        return {std::filesystem::path(home) / ".cache" / "gpuguard"};
+    }
+    return {};
+}
+
+Result<std::shared_ptr<const signatures::Matcher>> compile_builtin_pack(
+    const signatures::CompileCache& cache) {
     auto pack = signatures::load_builtin_pack();
     if (!pack) return Unexpected{pack.error()};
-    auto matcher = signatures::Matcher::compile(std::move(pack->signatures));
+    auto matcher = signatures::Matcher::compile(std::move(pack->signatures), cache);
     if (!matcher) return Unexpected{matcher.error()};
     return std::make_shared<const signatures::Matcher>(std::move(matcher).value());
 }

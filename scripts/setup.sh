@@ -44,6 +44,11 @@ if [[ "$mode" == run ]]; then
     exec "$build/agent/gpuguard" run --print-events "$@"
 fi
 
+# The tests' agents and CLI runs share one cache of the compiled signature
+# pack (docs/signatures.md#compiled-pack-cache) in the build tree, not the
+# host's /var/cache/gpuguard: the first compiles it, the rest load it.
+export GPUGUARD_RULE_CACHE_DIR="${GPUGUARD_RULE_CACHE_DIR-$build/rule-cache}"
+
 # ---- test: every stage runs and is timed; the exit status is a failure if
 # any stage failed. The table at the end says where the time went.
 stage_names=()

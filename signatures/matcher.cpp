@@ -5,6 +5,8 @@
 #include <array>
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <thread>
 #include <utility>
@@ -12,6 +14,7 @@
 #include <hs/hs.h>
 
 #include "gpuguard/signatures/signatures.h"
+#include "signatures/database_cache.h"
 
 namespace gpuguard::signatures {
 namespace {
@@ -90,6 +93,7 @@ struct Matcher::Impl {
     std::array<std::vector<Expression>, kFieldCount> expressions;
     std::map<uint16_t, std::vector<uint32_t>> ports;
     hs_scratch_t* prototype = nullptr;  // cloned per Scanner
+    std::string cache_note;
 
     ~Impl() {
         for (auto& database : databases) hs_free_database(database.db);
@@ -150,7 +154,62 @@ Status check_regex(const std::string& regex, bool caseless) {
     return {};
 }
 
-Result<Matcher> Matcher::compile(std::vector<Signature> signatures) {
+namespace {
+
+// What the databases are compiled from, as one digest: Hyperscan's version
+// (its serialised form is its own) and every expression with its flags and
+// id, field by field.
+template <typename PendingArray>
+std::string cache_key(const PendingArray& pending) {
+    std::string described = std::string("hyperscan ") + hs_version() + "\n";
+    for (size_t field = 0; field < pending.size(); ++field) {
+        const auto& in = pending[field];
+        described += "field " + std::to_string(field) + " " +
+                     std::to_string(in.expressions.size()) + "\n";
+        for (size_t i = 0; i < in.expressions.size(); ++i) {
+            described += std::to_string(in.flags[i]) + " " + std::to_string(in.ids[i]) + " " +
+                         std::to_string(in.expressions[i].size()) + " " + in.expressions[i] +
+                         "\n";
+        }
+    }
+    return sha256_hex(described);
+}
+
+// The databases of a cache file, one per field, or why they cannot be used.
+Result<std::array<hs_database_t*, kFieldCount>> deserialise(
+    const std::vector<std::string>& serialised, const std::filesystem::path& file) {
+    std::array<hs_database_t*, kFieldCount> out{};
+    auto release = [&out] {
+        for (auto*& db : out) hs_free_database(std::exchange(db, nullptr));
+    };
+    if (serialised.size() != kFieldCount) {
+        return fail(ErrorCode::kInvalidArgument, file.string() + ": wrong number of databases");
+    }
+    for (size_t field = 0; field < kFieldCount; ++field) {
+        if (serialised[field].empty()) continue;
+        if (hs_deserialize_database(serialised[field].data(), serialised[field].size(),
+                                    &out[field]) != HS_SUCCESS) {
+            release();
+            return fail(ErrorCode::kInvalidArgument,
+                        file.string() + ": Hyperscan refused database " + std::to_string(field));
+        }
+    }
+    return out;
+}
+
+std::string serialise(const hs_database_t* db) {
+    if (!db) return "";
+    char* bytes = nullptr;
+    size_t size = 0;
+    if (hs_serialize_database(db, &bytes, &size) != HS_SUCCESS) return "";
+    std::string out(bytes, size);
+    std::free(bytes);  // hs_serialize_database allocates with the misc allocator: malloc
+    return out;
+}
+
+}  // namespace
+
+Result<Matcher> Matcher::compile(std::vector<Signature> signatures, const CompileCache& cache) {
     auto impl = std::make_shared<Impl>();
     impl->signatures = std::move(signatures);
 
@@ -213,6 +272,40 @@ Result<Matcher> Matcher::compile(std::vector<Signature> signatures) {
         for (const uint16_t port : signature.ports) impl->ports[port].push_back(index);
     }
 
+    std::string key;
+    std::filesystem::path cache_file;
+    std::string unused_because;
+    if (!cache.directory.empty()) {
+        key = cache_key(pending);
+        cache_file = database_cache::file_of(cache.directory, key);
+        auto loaded = database_cache::load(cache_file, key);
+        auto databases = loaded ? deserialise(*loaded, cache_file)
+                                : Result<std::array<hs_database_t*, kFieldCount>>(
+                                      Unexpected{loaded.error()});
+        for (size_t field = 0; databases && field < kFieldCount; ++field) {
+            if (((*databases)[field] == nullptr) != pending[field].expressions.empty()) {
+                for (auto* db : *databases) hs_free_database(db);
+                databases = fail(ErrorCode::kInvalidArgument,
+                                 cache_file.string() + ": its databases are not these fields'");
+            }
+        }
+        if (databases) {
+            for (size_t field = 0; field < kFieldCount; ++field) {
+                impl->databases[field].db = (*databases)[field];
+            }
+            for (const auto& database : impl->databases) {
+                if (database.db && hs_alloc_scratch(database.db, &impl->prototype) != HS_SUCCESS) {
+                    return fail(ErrorCode::kInternal, "hs_alloc_scratch failed");
+                }
+            }
+            impl->cache_note = "loaded from " + cache_file.string();
+            return Matcher(std::move(impl));
+        }
+        if (databases.error().code != ErrorCode::kNotFound) {
+            unused_because = databases.error().message;
+        }
+    }
+
     // The databases are independent: compile them in parallel (Hyperscan's
     // compiler is thread-safe), which roughly halves start-up on two cores.
     std::array<std::string, kFieldCount> failures;
@@ -249,8 +342,22 @@ Result<Matcher> Matcher::compile(std::vector<Signature> signatures) {
             return fail(ErrorCode::kInternal, "hs_alloc_scratch failed");
         }
     }
+    if (!cache_file.empty()) {
+        std::vector<std::string> serialised;
+        for (const auto& database : impl->databases) serialised.push_back(serialise(database.db));
+        const auto stored = database_cache::store(cache_file, key, serialised);
+        if (!unused_because.empty()) {
+            impl->cache_note = "compiled (" + unused_because + ")";
+            impl->cache_note += stored ? ", replaced" : ", not replaced: " + stored.error().message;
+        } else {
+            impl->cache_note = stored ? "compiled, stored in " + cache_file.string()
+                                      : "compiled, not stored: " + stored.error().message;
+        }
+    }
     return Matcher(std::move(impl));
 }
+
+const std::string& Matcher::cache_note() const { return impl_->cache_note; }
 
 const std::vector<Signature>& Matcher::signatures() const { return impl_->signatures; }
 

@@ -184,6 +184,9 @@ Status Agent::Impl::load_rules() {
     auto builtin = rules::compile_builtin_pack();
     if (!builtin)
         return fail(builtin.error().code, "built-in signature pack: " + builtin.error().message);
+    if (const auto& note = (*builtin)->cache_note(); !note.empty()) {
+        log->info("built-in signature pack {}", note);
+    }
     auto correlation_rules = rules::load_correlation_rules(config.rules.correlation_files);
     if (!correlation_rules) {
         return fail(correlation_rules.error().code,

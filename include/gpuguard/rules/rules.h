@@ -145,8 +145,16 @@ class RuleSet {
     std::vector<std::string> files_;
 };
 
-// The built-in pack, compiled (about a second: do it once and share it).
-Result<std::shared_ptr<const signatures::Matcher>> compile_builtin_pack();
+// Where compiled signature databases are cached (docs/signatures.md#compiled-pack-cache):
+// $GPUGUARD_RULE_CACHE_DIR when set (empty: no cache), else /var/cache/gpuguard
+// as root, else $XDG_CACHE_HOME/gpuguard or ~/.cache/gpuguard.
+signatures::CompileCache default_compile_cache();
+
+// The built-in pack, compiled (about a second: do it once and share it), or
+// loaded from `cache` when it holds the same pack compiled by the same
+// Hyperscan (milliseconds). Matcher::cache_note() says which.
+Result<std::shared_ptr<const signatures::Matcher>> compile_builtin_pack(
+    const signatures::CompileCache& cache = default_compile_cache());
 
 // Watches the rule files and rebuilds the RuleSet when they change. The
 // callbacks run on the watcher's own thread.

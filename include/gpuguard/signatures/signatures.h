@@ -108,19 +108,33 @@ struct Expression {
 
 class Scanner;
 
+// Where Matcher::compile keeps its compiled databases between runs
+// (signatures/database_cache.h says when a file is trusted).
+struct CompileCache {
+    std::filesystem::path directory;  // empty: compile every time, write nothing
+};
+
 // Hyperscan databases for a set of signatures. Immutable once compiled, and
 // cheap to share: Scanners keep what they need alive.
 class Matcher {
   public:
     // Fails with the signature id, the pattern and Hyperscan's reason when a
     // pattern does not compile.
-    static Result<Matcher> compile(std::vector<Signature> signatures);
+    // With a cache directory, databases compiled earlier for the very same
+    // expressions are loaded instead (milliseconds instead of about a second),
+    // and new ones stored; a cache that cannot be used only costs the compile.
+    static Result<Matcher> compile(std::vector<Signature> signatures,
+                                   const CompileCache& cache = {});
 
     const std::vector<Signature>& signatures() const;
     const Signature* find(std::string_view id) const;
     std::vector<Expression> expressions(Field field) const;
     size_t database_bytes() const;  // all databases together
     size_t scratch_bytes() const;   // one Scanner's scratch
+    // What compile() did with its cache, in words: "loaded from FILE",
+    // "compiled, stored in FILE", "compiled (FILE: why it was not used)",
+    // "compiled, not stored: why"; "" without a cache.
+    const std::string& cache_note() const;
 
     // A Scanner owns Hyperscan scratch space: make one per thread.
     Result<Scanner> scanner() const;

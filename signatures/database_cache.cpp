@@ -1,0 +1,120 @@
+#include "signatures/database_cache.h"
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gpuguard/common/sha256.h"
+#include "gpuguard/common/trusted_file.h"
+#include "gpuguard/common/unique_fd.h"
+
+namespace gpuguard::signatures::database_cache {
+namespace {
+
+constexpr std::string_view kMagic = "gpuguard hyperscan cache 1\n";
+constexpr size_t kDigestChars = 64;  // SHA-256 as hex
+
+void put_u64(std::string& out, uint64_t value) {
+    for (int shift = 0; shift < 64; shift += 8) out += static_cast<char>((value >> shift) & 0xff);
+}
+
+// Reads a little-endian u64 at `at`, advancing it; nullopt past the end.
+std::optional<uint64_t> get_u64(std::string_view bytes, size_t& at) {
+    if (bytes.size() < at || bytes.size() - at < 8) return std::nullopt;
+    uint64_t value = 0;
+    for (int i = 0; i < 8; ++i) {
+        value |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[at + i])) << (8 * i);
+    }
+    at += 8;
+    return value;
+}
+
+Unexpected unusable(const std::filesystem::path& file, const std::string& why) {
+    return fail(ErrorCode::kInvalidArgument, file.string() + ": " + why);
+}
+
+}  // namespace
+
+std::filesystem::path file_of(const std::filesystem::path& directory, const std::string& key) {
+    return directory / ("hyperscan-" + key + ".db");
+}
+
+Result<std::vector<std::string>> load(const std::filesystem::path& file, const std::string& key) {
+    auto text = read_trusted_file(file, geteuid());
+    if (!text) return Unexpected{text.error()};
+    const std::string_view bytes = *text;
+    if (bytes.size() < kMagic.size() + kDigestChars + 1 + kDigestChars ||
+        !bytes.starts_with(kMagic)) {
+        return unusable(file, "not a gpuguard Hyperscan cache file");
+    }
+    const std::string_view body = bytes.substr(0, bytes.size() - kDigestChars);
+    if (sha256_hex(body) != bytes.substr(body.size())) {
+        return unusable(file, "checksum does not match its contents");
+    }
+    size_t at = kMagic.size();
+    if (body.substr(at, kDigestChars) != key || body[at + kDigestChars] != '\n') {
+        return unusable(file, "made for other rules or another Hyperscan");
+    }
+    at += kDigestChars + 1;
+    const auto count = get_u64(body, at);
+    if (!count || *count > 64) return unusable(file, "bad database count");
+    std::vector<std::string> databases;
+    for (uint64_t i = 0; i < *count; ++i) {
+        const auto size = get_u64(body, at);
+        if (!size || *size > body.size() - at) return unusable(file, "truncated database");
+        databases.emplace_back(body.substr(at, *size));
+        at += *size;
+    }
+    if (at != body.size()) return unusable(file, "trailing bytes after the databases");
+    return databases;
+}
+
+Status store(const std::filesystem::path& file, const std::string& key,
+             const std::vector<std::string>& databases) {
+    const auto directory = file.parent_path();
+    if (::mkdir(directory.c_str(), 0700) != 0 && errno != EEXIST) {
+        // A missing parent too (a user's ~/.cache on a fresh account).
+        std::error_code ec;
+        std::filesystem::create_directories(directory, ec);
+        if (ec) return fail(ErrorCode::kIo, "cannot create " + directory.string() + ": " + ec.message());
+        ::chmod(directory.c_str(), 0700);
+    }
+    std::string bytes(kMagic);
+    bytes += key;
+    bytes += '\n';
+    put_u64(bytes, databases.size());
+    for (const auto& database : databases) {
+        put_u64(bytes, database.size());
+        bytes += database;
+    }
+    bytes += sha256_hex(bytes);
+
+    std::string temporary = (directory / ".hyperscan-XXXXXX").string();
+    UniqueFd fd(::mkstemp(temporary.data()));
+    if (!fd) return fail(ErrorCode::kIo, "cannot create a file in " + directory.string() + ": " +
+                                             std::strerror(errno));
+    size_t written = 0;
+    while (written < bytes.size()) {
+        const ssize_t n = ::write(fd.get(), bytes.data() + written, bytes.size() - written);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            const int err = errno;
+            ::unlink(temporary.c_str());
+            return fail(ErrorCode::kIo, "cannot write " + temporary + ": " + std::strerror(err));
+        }
+        written += static_cast<size_t>(n);
+    }
+    if (::rename(temporary.c_str(), file.c_str()) != 0) {
+        const int err = errno;
+        ::unlink(temporary.c_str());
+        return fail(ErrorCode::kIo, "cannot rename " + temporary + " to " + file.string() + ": " +
+                                        std::strerror(err));
+    }
+    return {};
+}
+
+}  // namespace gpuguard::signatures::database_cache
