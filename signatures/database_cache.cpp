@@ -80,7 +80,9 @@ Status store(const std::filesystem::path& file, const std::string& key,
         // A missing parent too (a user's ~/.cache on a fresh account).
         std::error_code ec;
         std::filesystem::create_directories(directory, ec);
-        if (ec) return fail(ErrorCode::kIo, "cannot create " + directory.string() + ": " + ec.message());
+        if (ec)
+            return fail(ErrorCode::kIo,
+                        "cannot create " + directory.string() + ": " + ec.message());
         ::chmod(directory.c_str(), 0700);
     }
     std::string bytes(kMagic);
@@ -95,8 +97,9 @@ Status store(const std::filesystem::path& file, const std::string& key,
 
     std::string temporary = (directory / ".hyperscan-XXXXXX").string();
     UniqueFd fd(::mkstemp(temporary.data()));
-    if (!fd) return fail(ErrorCode::kIo, "cannot create a file in " + directory.string() + ": " +
-                                             std::strerror(errno));
+    if (!fd)
+        return fail(ErrorCode::kIo,
+                    "cannot create a file in " + directory.string() + ": " + std::strerror(errno));
     size_t written = 0;
     while (written < bytes.size()) {
         const ssize_t n = ::write(fd.get(), bytes.data() + written, bytes.size() - written);

@@ -164,12 +164,11 @@ std::string cache_key(const PendingArray& pending) {
     std::string described = std::string("hyperscan ") + hs_version() + "\n";
     for (size_t field = 0; field < pending.size(); ++field) {
         const auto& in = pending[field];
-        described += "field " + std::to_string(field) + " " +
-                     std::to_string(in.expressions.size()) + "\n";
+        described +=
+            "field " + std::to_string(field) + " " + std::to_string(in.expressions.size()) + "\n";
         for (size_t i = 0; i < in.expressions.size(); ++i) {
             described += std::to_string(in.flags[i]) + " " + std::to_string(in.ids[i]) + " " +
-                         std::to_string(in.expressions[i].size()) + " " + in.expressions[i] +
-                         "\n";
+                         std::to_string(in.expressions[i].size()) + " " + in.expressions[i] + "\n";
         }
     }
     return sha256_hex(described);
@@ -279,9 +278,9 @@ Result<Matcher> Matcher::compile(std::vector<Signature> signatures, const Compil
         key = cache_key(pending);
         cache_file = database_cache::file_of(cache.directory, key);
         auto loaded = database_cache::load(cache_file, key);
-        auto databases = loaded ? deserialise(*loaded, cache_file)
-                                : Result<std::array<hs_database_t*, kFieldCount>>(
-                                      Unexpected{loaded.error()});
+        auto databases =
+            loaded ? deserialise(*loaded, cache_file)
+                   : Result<std::array<hs_database_t*, kFieldCount>>(Unexpected{loaded.error()});
         for (size_t field = 0; databases && field < kFieldCount; ++field) {
             if (((*databases)[field] == nullptr) != pending[field].expressions.empty()) {
                 for (auto* db : *databases) hs_free_database(db);
