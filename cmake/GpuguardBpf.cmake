@@ -52,7 +52,12 @@ function(gpuguard_bpf_object NAME)
         endforeach()
         add_custom_command(
             OUTPUT "${obj}"
+            # The BTF line info names each source relative to the tree, not
+            # by the clone's path: the skeleton headers that embed the
+            # objects (and so the sensor's compile units) are the same bytes
+            # in every clone, and ccache hits them.
             COMMAND "${GPUGUARD_BPF_CLANG}" -g -O2 -target bpf -Wall -Werror
+                    "-fdebug-prefix-map=${PROJECT_SOURCE_DIR}=."
                     -D__TARGET_ARCH_${GPUGUARD_BPF_ARCH}
                     -I "${GPUGUARD_BPF_GEN_DIR}" -I "${CMAKE_CURRENT_SOURCE_DIR}"
                     -MD -MF "${obj}.d"
