@@ -176,9 +176,9 @@ stage configure configure_plain -DGPUGUARD_BUILD_TESTS=ON -DGPUGUARD_BUILD_BENCH
 stage build cmake --build "$build" --parallel "$jobs"
 
 # Two more builds, which need nothing but CPU, run at nice 19 alongside the
-# plain tests: those mostly wait (on agents starting, timeouts, the VMs'
-# serial console; about 40 % of two cores busy), and at nice 19 a compiler
-# gets a core only while no test wants it.
+# tests, one after the other: those mostly wait (on agents starting,
+# timeouts; about 40 % of two cores busy), and at nice 19 a compiler gets a
+# core only while no test wants it.
 #  - The build most people type: CMake's default generator (Unix Makefiles)
 #    in Release, the agent alone, without -Werror.
 #  - The ASan + UBSan build (clang, -O1; docs/reliability.md#sanitizers) of
