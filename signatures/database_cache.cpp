@@ -11,6 +11,7 @@
 #include "gpuguard/common/sha256.h"
 #include "gpuguard/common/trusted_file.h"
 #include "gpuguard/common/unique_fd.h"
+#include "gpuguard/common/write_all.h"
 
 namespace gpuguard::signatures::database_cache {
 namespace {
@@ -76,15 +77,12 @@ Result<std::vector<std::string>> load(const std::filesystem::path& file, const s
 Status store(const std::filesystem::path& file, const std::string& key,
              const std::vector<std::string>& databases) {
     const auto directory = file.parent_path();
-    if (::mkdir(directory.c_str(), 0700) != 0 && errno != EEXIST) {
-        // A missing parent too (a user's ~/.cache on a fresh account).
-        std::error_code ec;
-        std::filesystem::create_directories(directory, ec);
-        if (ec)
-            return fail(ErrorCode::kIo,
-                        "cannot create " + directory.string() + ": " + ec.message());
-        ::chmod(directory.c_str(), 0700);
-    }
+    // Its parents too (a user's ~/.cache on a fresh account); the directory
+    // itself for its owner only.
+    std::error_code ec;
+    if (std::filesystem::create_directories(directory, ec)) ::chmod(directory.c_str(), 0700);
+    if (ec)
+        return fail(ErrorCode::kIo, "cannot create " + directory.string() + ": " + ec.message());
     std::string bytes(kMagic);
     bytes += key;
     bytes += '\n';
@@ -100,16 +98,9 @@ Status store(const std::filesystem::path& file, const std::string& key,
     if (!fd)
         return fail(ErrorCode::kIo,
                     "cannot create a file in " + directory.string() + ": " + std::strerror(errno));
-    size_t written = 0;
-    while (written < bytes.size()) {
-        const ssize_t n = ::write(fd.get(), bytes.data() + written, bytes.size() - written);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-            const int err = errno;
-            ::unlink(temporary.c_str());
-            return fail(ErrorCode::kIo, "cannot write " + temporary + ": " + std::strerror(err));
-        }
-        written += static_cast<size_t>(n);
+    if (const int err = write_all(fd.get(), bytes); err != 0) {
+        ::unlink(temporary.c_str());
+        return fail(ErrorCode::kIo, "cannot write " + temporary + ": " + std::strerror(err));
     }
     if (::rename(temporary.c_str(), file.c_str()) != 0) {
         const int err = errno;

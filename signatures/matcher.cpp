@@ -156,11 +156,19 @@ Status check_regex(const std::string& regex, bool caseless) {
 
 namespace {
 
+// One field's expressions, as hs_compile_multi takes them.
+struct Pending {
+    std::vector<std::string> expressions;
+    std::vector<unsigned> flags;
+    std::vector<unsigned> ids;
+    std::vector<std::string> origin;  // "id: pattern" for errors
+};
+using PendingFields = std::array<Pending, kFieldCount>;
+
 // What the databases are compiled from, as one digest: Hyperscan's version
 // (its serialised form is its own) and every expression with its flags and
 // id, field by field.
-template <typename PendingArray>
-std::string cache_key(const PendingArray& pending) {
+std::string cache_key(const PendingFields& pending) {
     std::string described = std::string("hyperscan ") + hs_version() + "\n";
     for (size_t field = 0; field < pending.size(); ++field) {
         const auto& in = pending[field];
@@ -174,21 +182,29 @@ std::string cache_key(const PendingArray& pending) {
     return sha256_hex(described);
 }
 
-// The databases of a cache file, one per field, or why they cannot be used.
-Result<std::array<hs_database_t*, kFieldCount>> deserialise(
-    const std::vector<std::string>& serialised, const std::filesystem::path& file) {
-    std::array<hs_database_t*, kFieldCount> out{};
-    auto release = [&out] {
-        for (auto*& db : out) hs_free_database(std::exchange(db, nullptr));
-    };
-    if (serialised.size() != kFieldCount) {
+// The databases of the cache file of `key`, one per field (null where
+// `present` says the field has no expressions), or why they cannot be used:
+// kNotFound when there is no file.
+Result<std::array<hs_database_t*, kFieldCount>> load_databases(
+    const std::filesystem::path& file, const std::string& key,
+    const std::array<bool, kFieldCount>& present) {
+    auto serialised = database_cache::load(file, key);
+    if (!serialised) return Unexpected{serialised.error()};
+    if (serialised->size() != kFieldCount) {
         return fail(ErrorCode::kInvalidArgument, file.string() + ": wrong number of databases");
     }
     for (size_t field = 0; field < kFieldCount; ++field) {
-        if (serialised[field].empty()) continue;
-        if (hs_deserialize_database(serialised[field].data(), serialised[field].size(),
-                                    &out[field]) != HS_SUCCESS) {
-            release();
+        if ((*serialised)[field].empty() == present[field]) {
+            return fail(ErrorCode::kInvalidArgument,
+                        file.string() + ": its databases are not these fields'");
+        }
+    }
+    std::array<hs_database_t*, kFieldCount> out{};
+    for (size_t field = 0; field < kFieldCount; ++field) {
+        const std::string& bytes = (*serialised)[field];
+        if (bytes.empty()) continue;
+        if (hs_deserialize_database(bytes.data(), bytes.size(), &out[field]) != HS_SUCCESS) {
+            for (auto* db : out) hs_free_database(db);
             return fail(ErrorCode::kInvalidArgument,
                         file.string() + ": Hyperscan refused database " + std::to_string(field));
         }
@@ -196,14 +212,60 @@ Result<std::array<hs_database_t*, kFieldCount>> deserialise(
     return out;
 }
 
-std::string serialise(const hs_database_t* db) {
-    if (!db) return "";
-    char* bytes = nullptr;
-    size_t size = 0;
-    if (hs_serialize_database(db, &bytes, &size) != HS_SUCCESS) return "";
-    std::string out(bytes, size);
-    std::free(bytes);  // hs_serialize_database allocates with the misc allocator: malloc
+// The databases as the cache stores them ("" for a field without one).
+Result<std::vector<std::string>> serialise(const std::array<Database, kFieldCount>& databases) {
+    std::vector<std::string> out;
+    for (const auto& database : databases) {
+        std::string& bytes = out.emplace_back();
+        if (!database.db) continue;
+        char* serialised = nullptr;
+        size_t size = 0;
+        if (hs_serialize_database(database.db, &serialised, &size) != HS_SUCCESS) {
+            return fail(ErrorCode::kInternal, "Hyperscan could not serialise a database");
+        }
+        bytes.assign(serialised, size);
+        std::free(serialised);  // allocated with Hyperscan's misc allocator: malloc
+    }
     return out;
+}
+
+// Compiles every field that has expressions into `databases`, in parallel
+// (the databases are independent and Hyperscan's compiler is thread-safe:
+// roughly half the start-up on two cores). Fails naming the first rejected
+// pattern.
+Status compile_databases(const PendingFields& pending,
+                         std::array<Database, kFieldCount>& databases) {
+    std::array<std::string, kFieldCount> failures;
+    auto compile_field = [&](size_t field) {
+        auto& in = pending[field];
+        std::vector<const char*> expressions;
+        for (const auto& expression : in.expressions) expressions.push_back(expression.c_str());
+        hs_compile_error_t* error = nullptr;
+        const hs_error_t rc =
+            hs_compile_multi(expressions.data(), in.flags.data(), in.ids.data(),
+                             static_cast<unsigned>(expressions.size()), HS_MODE_BLOCK, nullptr,
+                             &databases[field].db, &error);
+        if (rc == HS_SUCCESS) return;
+        std::string& message = failures[field];
+        message = "Hyperscan rejected ";
+        if (error && error->expression >= 0 &&
+            static_cast<size_t>(error->expression) < in.origin.size()) {
+            message += in.origin[error->expression] + ": ";
+        } else {
+            message += std::string("the ") + to_string(kAllFields[field]) + " database: ";
+        }
+        message += error && error->message ? error->message : "unknown error";
+        hs_free_compile_error(error);
+    };
+    std::vector<std::thread> workers;
+    for (size_t field = 0; field < kFieldCount; ++field) {
+        if (!pending[field].expressions.empty()) workers.emplace_back(compile_field, field);
+    }
+    for (auto& worker : workers) worker.join();
+    for (const auto& failure : failures) {
+        if (!failure.empty()) return fail(ErrorCode::kInvalidArgument, failure);
+    }
+    return {};
 }
 
 }  // namespace
@@ -212,13 +274,7 @@ Result<Matcher> Matcher::compile(std::vector<Signature> signatures, const Compil
     auto impl = std::make_shared<Impl>();
     impl->signatures = std::move(signatures);
 
-    struct Pending {
-        std::vector<std::string> expressions;
-        std::vector<unsigned> flags;
-        std::vector<unsigned> ids;
-        std::vector<std::string> origin;  // "id: pattern" for errors
-    };
-    std::array<Pending, kFieldCount> pending;
+    PendingFields pending;
     auto add = [&](Field field, uint32_t signature, const Pattern& pattern, bool for_cmdline) {
         auto& out = pending[field_index(field)];
         unsigned flags = HS_FLAG_SINGLEMATCH;
@@ -274,77 +330,38 @@ Result<Matcher> Matcher::compile(std::vector<Signature> signatures, const Compil
     std::string key;
     std::filesystem::path cache_file;
     std::string unused_because;
+    bool loaded = false;
     if (!cache.directory.empty()) {
         key = cache_key(pending);
         cache_file = database_cache::file_of(cache.directory, key);
-        auto loaded = database_cache::load(cache_file, key);
-        auto databases =
-            loaded ? deserialise(*loaded, cache_file)
-                   : Result<std::array<hs_database_t*, kFieldCount>>(Unexpected{loaded.error()});
-        for (size_t field = 0; databases && field < kFieldCount; ++field) {
-            if (((*databases)[field] == nullptr) != pending[field].expressions.empty()) {
-                for (auto* db : *databases) hs_free_database(db);
-                databases = fail(ErrorCode::kInvalidArgument,
-                                 cache_file.string() + ": its databases are not these fields'");
-            }
+        std::array<bool, kFieldCount> present{};
+        for (size_t field = 0; field < kFieldCount; ++field) {
+            present[field] = !pending[field].expressions.empty();
         }
-        if (databases) {
+        if (auto databases = load_databases(cache_file, key, present)) {
             for (size_t field = 0; field < kFieldCount; ++field) {
                 impl->databases[field].db = (*databases)[field];
             }
-            for (const auto& database : impl->databases) {
-                if (database.db && hs_alloc_scratch(database.db, &impl->prototype) != HS_SUCCESS) {
-                    return fail(ErrorCode::kInternal, "hs_alloc_scratch failed");
-                }
-            }
             impl->cache_note = "loaded from " + cache_file.string();
-            return Matcher(std::move(impl));
-        }
-        if (databases.error().code != ErrorCode::kNotFound) {
+            loaded = true;
+        } else if (databases.error().code != ErrorCode::kNotFound) {
             unused_because = databases.error().message;
         }
     }
-
-    // The databases are independent: compile them in parallel (Hyperscan's
-    // compiler is thread-safe), which roughly halves start-up on two cores.
-    std::array<std::string, kFieldCount> failures;
-    auto compile_field = [&](size_t field) {
-        auto& in = pending[field];
-        std::vector<const char*> expressions;
-        for (const auto& expression : in.expressions) expressions.push_back(expression.c_str());
-        hs_compile_error_t* error = nullptr;
-        const hs_error_t rc =
-            hs_compile_multi(expressions.data(), in.flags.data(), in.ids.data(),
-                             static_cast<unsigned>(expressions.size()), HS_MODE_BLOCK, nullptr,
-                             &impl->databases[field].db, &error);
-        if (rc == HS_SUCCESS) return;
-        std::string& message = failures[field];
-        message = "Hyperscan rejected ";
-        if (error && error->expression >= 0 &&
-            static_cast<size_t>(error->expression) < in.origin.size()) {
-            message += in.origin[error->expression] + ": ";
-        } else {
-            message += std::string("the ") + to_string(kAllFields[field]) + " database: ";
+    if (!loaded) {
+        if (auto compiled = compile_databases(pending, impl->databases); !compiled) {
+            return Unexpected{compiled.error()};
         }
-        message += error && error->message ? error->message : "unknown error";
-        hs_free_compile_error(error);
-    };
-    std::vector<std::thread> workers;
-    for (size_t field = 0; field < kFieldCount; ++field) {
-        if (!pending[field].expressions.empty()) workers.emplace_back(compile_field, field);
     }
-    for (auto& worker : workers) worker.join();
-    for (size_t field = 0; field < kFieldCount; ++field) {
-        if (!failures[field].empty()) return fail(ErrorCode::kInvalidArgument, failures[field]);
-        if (!impl->databases[field].db) continue;
-        if (hs_alloc_scratch(impl->databases[field].db, &impl->prototype) != HS_SUCCESS) {
+    for (const auto& database : impl->databases) {
+        if (database.db && hs_alloc_scratch(database.db, &impl->prototype) != HS_SUCCESS) {
             return fail(ErrorCode::kInternal, "hs_alloc_scratch failed");
         }
     }
-    if (!cache_file.empty()) {
-        std::vector<std::string> serialised;
-        for (const auto& database : impl->databases) serialised.push_back(serialise(database.db));
-        const auto stored = database_cache::store(cache_file, key, serialised);
+    if (!loaded && !cache_file.empty()) {
+        auto serialised = serialise(impl->databases);
+        const auto stored = serialised ? database_cache::store(cache_file, key, *serialised)
+                                       : Status(Unexpected{serialised.error()});
         if (!unused_because.empty()) {
             impl->cache_note = "compiled (" + unused_because + ")";
             impl->cache_note += stored ? ", replaced" : ", not replaced: " + stored.error().message;

@@ -26,6 +26,7 @@
 
 #include "gpuguard/common/clock.h"
 #include "gpuguard/common/logging.h"
+#include "gpuguard/common/write_all.h"
 #include "gpuguard/events/event_json.h"
 #include "gpuguard/journal/journal.h"
 #include "gpuguard/version.h"
@@ -58,20 +59,6 @@ inline std::optional<uint64_t> segment_sequence(const std::string& name) {
         return std::nullopt;
     }
     return sequence;
-}
-
-// Writes everything or returns the errno of the failure.
-inline int write_all(int fd, std::string_view data) {
-    while (!data.empty()) {
-        const ssize_t n = ::write(fd, data.data(), data.size());
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            return errno;
-        }
-        if (n == 0) return EIO;
-        data.remove_prefix(static_cast<size_t>(n));
-    }
-    return 0;
 }
 
 inline void fsync_directory(const fs::path& dir) {
