@@ -370,6 +370,10 @@ TEST(StratumAgentTest, a_cut_login_is_detected_without_the_pools_answer) {
     const auto detection = wait_for_rule(agent, "GG-CORR-0003", miner, 10s);
     close(done[1]);
     ASSERT_TRUE(detection) << agent.stderr_text();
+    // The agent can judge the sampled bytes before the pool's thread has read
+    // its line: wait for the pool (bounded) instead of racing it.
+    for (int tries = 0; tries < 500 && lines_seen.load() == 0; ++tries)
+        std::this_thread::sleep_for(10ms);
     EXPECT_EQ(lines_seen.load(), 1) << "the pool got the login and said nothing";
     const std::string text = detection->dump();
     EXPECT_EQ(text.find(wallet), std::string::npos) << "wallet in the alert";
