@@ -14,4 +14,37 @@ std::string join(const std::vector<std::string>& parts, std::string_view separat
     return out;
 }
 
+std::string normal_path(std::string_view path) {
+    if (!path.starts_with("/")) return std::string(path);
+    constexpr std::string_view kDeleted = " (deleted)";
+    const bool deleted = path.ends_with(kDeleted);
+    if (deleted) path.remove_suffix(kDeleted.size());
+    std::vector<std::string_view> parts;
+    size_t start = 0;
+    while (start < path.size()) {
+        const size_t end = std::min(path.find('/', start), path.size());
+        const std::string_view part = path.substr(start, end - start);
+        if (part == "..") {
+            if (!parts.empty()) parts.pop_back();
+        } else if (!part.empty() && part != ".") {
+            parts.push_back(part);
+        }
+        start = end + 1;
+    }
+    // /proc/self/root/x, /proc/4242/root/x: the process's own view of /x.
+    while (parts.size() >= 3 && parts[0] == "proc" && parts[2] == "root" &&
+           (parts[1] == "self" || parts[1] == "thread-self" ||
+            parts[1].find_first_not_of("0123456789") == std::string_view::npos)) {
+        parts.erase(parts.begin(), parts.begin() + 3);
+    }
+    std::string out;
+    for (std::string_view part : parts) {
+        out += '/';
+        out += part;
+    }
+    if (out.empty()) out = "/";
+    if (deleted) out += kDeleted;
+    return out;
+}
+
 }  // namespace gpuguard

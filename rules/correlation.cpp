@@ -12,6 +12,7 @@
 
 #include <date/tz.h>
 
+#include "gpuguard/common/text.h"
 #include "rules/correlation_reader.h"
 #include "rules/glob.h"
 
@@ -68,6 +69,13 @@ const char* to_string(ExeLocation location) {
     return "unknown";
 }
 
+const char* to_string(LibrarySign sign) {
+    for (const auto& [value, name] : kLibrarySignNames) {
+        if (value == sign) return name;
+    }
+    return "unknown";
+}
+
 const char* to_string(ModuleLoadContext context) {
     switch (context) {
         case ModuleLoadContext::kGpuProcess:
@@ -106,21 +114,32 @@ bool extracted_runtime(std::string_view below_tmp) {
     return dir.starts_with("ollama") && below_tmp.substr(slash + 1).starts_with("runners/");
 }
 
-bool package_owned_dir(std::string_view path) {
-    for (std::string_view dir : {"/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/", "/lib32/"}) {
-        if (path.starts_with(dir)) return true;
+}  // namespace
+
+bool temporary_path(std::string_view path) {
+    for (std::string_view root : {"/tmp", "/var/tmp", "/dev/shm"}) {
+        if (path.starts_with(root) && (path.size() == root.size() || path[root.size()] == '/')) {
+            return true;
+        }
     }
     return false;
 }
 
-}  // namespace
+bool temporary_look_alike(std::string_view path) {
+    // "/tmp/_MEI123" itself, as PyInstaller's LD_LIBRARY_PATH names it.
+    const std::string dir = std::string(path) + "/";
+    return dir.starts_with("/tmp/.mount_") || extracted_runtime(below_temp_dir(dir));
+}
 
-std::vector<ExeLocation> exe_locations(std::string_view exe) {
+std::vector<ExeLocation> exe_locations(std::string_view exe_as_written,
+                                       std::string_view exe_package) {
     std::vector<ExeLocation> out;
-    if (exe.starts_with("/memfd:")) return {ExeLocation::kMemfd};
+    if (exe_as_written.starts_with("/memfd:")) return {ExeLocation::kMemfd};
+    const std::string exe = normal_path(exe_as_written);
     constexpr std::string_view kDeletedMark = " (deleted)";
     const bool deleted = exe.ends_with(kDeletedMark);
-    const std::string_view path = deleted ? exe.substr(0, exe.size() - kDeletedMark.size()) : exe;
+    const std::string_view path =
+        std::string_view(exe).substr(0, exe.size() - (deleted ? kDeletedMark.size() : 0));
     const std::string_view below_tmp = below_temp_dir(path);
     const bool look_alike = path.starts_with("/tmp/.mount_") || extracted_runtime(below_tmp);
     if (path.starts_with("/tmp/.mount_")) {
@@ -135,7 +154,7 @@ std::vector<ExeLocation> exe_locations(std::string_view exe) {
         out.push_back(ExeLocation::kDevShm);
     }
     // A runtime removes what it unpacked, an AppImage unmounts when it ends.
-    if (deleted && package_owned_dir(path)) {
+    if (deleted && !exe_package.empty() && !path.starts_with("/usr/local/")) {
         out.push_back(ExeLocation::kPackageReplaced);
     } else if (deleted && !look_alike) {
         out.push_back(ExeLocation::kDeleted);

@@ -83,14 +83,29 @@ void RuleReader::size(const YAML::Node& node, const char* key, const std::string
 
 int RuleReader::read_conditions(const YAML::Node& when, const std::string& path,
                                 CorrelationRule& rule) {
-    if (!diag_.check_keys(
-            when, path,
-            {"gpu_held", "signature", "exe_location", "disguised", "known_bad_executable",
-             "memory_growth", "sustained_utilization", "scope", "gpu_memory_above",
-             "gpu_index_not_in", "gpu_vendor_not_in", "time_window", "max_gpu_processes",
-             "hash_rate_above_threshold", "quiet_io", "opaque_peer", "hidden_from_proc",
-             "module_load", "file_changed", "library_injection", "persistence_after_detection",
-             "agent_tamper"})) {
+    if (!diag_.check_keys(when, path,
+                          {"gpu_held",
+                           "signature",
+                           "exe_location",
+                           "disguised",
+                           "known_bad_executable",
+                           "memory_growth",
+                           "sustained_utilization",
+                           "scope",
+                           "gpu_memory_above",
+                           "gpu_index_not_in",
+                           "gpu_vendor_not_in",
+                           "time_window",
+                           "max_gpu_processes",
+                           "hash_rate_above_threshold",
+                           "quiet_io",
+                           "opaque_peer",
+                           "hidden_from_proc",
+                           "module_load",
+                           "file_changed",
+                           "library_injection",
+                           "persistence_after_detection",
+                           "agent_tamper"})) {
         return -1;  // reported already
     }
     int conditions = 0;
@@ -146,7 +161,28 @@ int RuleReader::read_conditions(const YAML::Node& when, const std::string& path,
         ++conditions;
     }
     if (const YAML::Node node = when["library_injection"]) {
-        rule.library_injection = boolean(node, path + ".library_injection").value_or(false);
+        // true, or the signs of which the library shows at least one.
+        if (node.IsSequence()) {
+            rule.library_injection = true;
+            const size_t errors_before = diag_.count();
+            for (auto& [text, item] : diag_.scalar_list(node, path + ".library_injection")) {
+                const auto found = std::find_if(
+                    std::begin(kLibrarySignNames), std::end(kLibrarySignNames),
+                    [&text = text](const auto& entry) { return text == entry.second; });
+                if (found == std::end(kLibrarySignNames)) {
+                    diag_.error(item, path + ".library_injection: unknown sign '" + text +
+                                          "' (temporary, recently_written, writable_by_others, "
+                                          "miner_signature)");
+                } else {
+                    rule.library_signs.push_back(found->first);
+                }
+            }
+            if (rule.library_signs.empty() && diag_.count() == errors_before) {
+                diag_.error(node, path + ".library_injection: name at least one sign, or say true");
+            }
+        } else {
+            rule.library_injection = boolean(node, path + ".library_injection").value_or(false);
+        }
         ++conditions;
     }
     if (const YAML::Node node = when["persistence_after_detection"]) {

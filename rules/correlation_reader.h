@@ -28,6 +28,12 @@ inline constexpr std::pair<ExeLocation, const char*> kLocationNames[] = {
     {ExeLocation::kExtractedRuntime, "extracted_runtime"},
     {ExeLocation::kPackageReplaced, "package_replaced"}};
 
+inline constexpr std::pair<LibrarySign, const char*> kLibrarySignNames[] = {
+    {LibrarySign::kTemporary, "temporary"},
+    {LibrarySign::kRecent, "recently_written"},
+    {LibrarySign::kOthersCanWrite, "writable_by_others"},
+    {LibrarySign::kMinerSignature, "miner_signature"}};
+
 // `text` as a finite number, all of it.
 std::optional<double> parse_number(const std::string& text);
 

@@ -69,6 +69,7 @@ Status Correlator::set_rule_set(std::shared_ptr<const rules::RuleSet> rule_set) 
         state.matched = false;
         state.hits.clear();
         state.disguise_ids.clear();
+        if (state.env) state.libraries = judge_libraries(*state.env);  // signature signs
         state.dirty = true;
     }
     return {};
@@ -272,12 +273,8 @@ void Correlator::observe(const Event& event, std::vector<const Detection*>& out)
             judge(pid);
         }
         void operator()(const FileChange& change) { self.observe_file_change(event, change, out); }
-        void operator()(const ProcessEnv& env) {
-            ProcessState& state = self.states_[pid];
-            state.env = env;  // judged with the GPU event or exec that follows
-            state.env_ns = event.ts_ns;
-            state.dirty = true;
-        }
+        // Judged with the GPU event or exec that follows.
+        void operator()(const ProcessEnv& env) { self.observe_env(pid, event.ts_ns, env); }
         void operator()(const Container&) {}  // the table keeps it; its snapshot follows
         // Raw samples: net_intel.h derives Stratum events from them; here only
         // what protocol a connection's first message speaks (opaque_peer).
@@ -481,7 +478,7 @@ bool Correlator::rule_holds(const CorrelationRule& rule, size_t cache_index, uin
     }
     if (!rule.exe_location.empty()) {
         if (!in.locations_known) {
-            in.locations = rules::exe_locations(info.exe);
+            in.locations = rules::exe_locations(info.exe, info.exe_package);
             in.locations_known = true;
         }
         const bool inside =

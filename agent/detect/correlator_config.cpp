@@ -12,7 +12,8 @@ void Correlator::request_configs(uint32_t pid, const ProcessInfo& info, ProcessS
     const char* reason = state.held_gpu ? "gpu_open" : nullptr;
     if (!reason && state.config_asked) return;
     if (!reason && !state.hits.empty()) reason = "signature";
-    if (!reason && !rules::exe_locations(info.exe).empty()) reason = "exe_location";
+    if (!reason && !rules::exe_locations(info.exe, info.exe_package).empty())
+        reason = "exe_location";
     if (!reason) return;
     state.config_asked = true;
     state.config_asked_gpu = state.held_gpu;

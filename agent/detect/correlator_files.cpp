@@ -1,8 +1,7 @@
-// File changes and library-loading environments: the watched files a
-// process changed (file_changed), persistence written by a flagged process
-// or its kin (persistence_after_detection), and LD_PRELOAD/LD_LIBRARY_PATH
-// outside the system library directories at first GPU use
-// (library_injection).
+// File changes: the watched files a process changed (file_changed) and
+// persistence written by a flagged process or its kin
+// (persistence_after_detection). Library-loading environments are
+// correlator_libraries.cpp's.
 #include "correlator_support.h"
 
 namespace gpuguard::agent {
@@ -14,63 +13,6 @@ constexpr size_t kMaxAncestry = 64;
 
 bool persistence_kind(std::string_view kind) {
     return kind == "cron" || kind == "systemd" || kind == "shell_rc" || kind == "ssh_keys";
-}
-
-// Whether directory `dir` is a system library directory or below one: /lib,
-// /usr/lib, /lib64, /usr/lib64, /usr/local/lib and their multiarch
-// subdirectories, /usr/local/cuda*/ and /opt/rocm*/.
-bool system_library_dir(std::string_view dir) {
-    if (dir.empty() || dir.front() != '/' || dir.find("/..") != std::string_view::npos) {
-        return false;
-    }
-    while (dir.size() > 1 && dir.back() == '/') dir.remove_suffix(1);
-    static constexpr std::string_view kDirs[] = {
-        "/lib",       "/lib64",     "/lib32",      "/libx32",        "/usr/lib",
-        "/usr/lib64", "/usr/lib32", "/usr/libx32", "/usr/local/lib", "/usr/local/lib64"};
-    for (std::string_view base : kDirs) {
-        if (dir == base || (dir.starts_with(base) && dir[base.size()] == '/')) return true;
-    }
-    // A versioned toolkit: /usr/local/cuda-12.4/lib64, /opt/rocm-6.1.0/lib.
-    static constexpr std::string_view kToolkits[] = {"/usr/local/cuda", "/opt/rocm"};
-    for (std::string_view base : kToolkits) {
-        if (dir.starts_with(base)) return true;
-    }
-    return false;
-}
-
-std::vector<std::string_view> split_any(std::string_view text, std::string_view separators) {
-    std::vector<std::string_view> out;
-    size_t start = 0;
-    while (start <= text.size()) {
-        const size_t end = std::min(text.find_first_of(separators, start), text.size());
-        if (end > start) out.push_back(text.substr(start, end - start));
-        start = end + 1;
-    }
-    return out;
-}
-
-// The entries of LD_PRELOAD (libraries) and LD_LIBRARY_PATH (directories)
-// outside the system library directories. A library named without a '/'
-// is searched for in the library path, which LD_LIBRARY_PATH decides; an
-// empty LD_LIBRARY_PATH entry (the working directory, what a trailing ':'
-// makes) is not counted: shells leave them by accident.
-std::vector<std::string> injected(const ProcessEnv& env) {
-    std::vector<std::string> out;
-    if (env.ld_preload) {
-        for (std::string_view library : split_any(*env.ld_preload, ": \t")) {
-            const size_t slash = library.rfind('/');
-            if (slash == std::string_view::npos) continue;
-            if (!system_library_dir(library.substr(0, slash))) {
-                out.push_back("LD_PRELOAD " + std::string(library));
-            }
-        }
-    }
-    if (env.ld_library_path) {
-        for (std::string_view dir : split_any(*env.ld_library_path, ":;")) {
-            if (!system_library_dir(dir)) out.push_back("LD_LIBRARY_PATH " + std::string(dir));
-        }
-    }
-    return out;
 }
 
 std::string describe(const std::string& operation, const std::string& path,
@@ -184,14 +126,7 @@ bool Correlator::file_conditions_hold(const CorrelationRule& rule, const Process
         }
         if (!any) return false;
     }
-    if (rule.library_injection) {
-        if (!state.env) return false;
-        const auto outside = injected(*state.env);
-        if (outside.empty()) return false;
-        extra.push_back(
-            Evidence{state.env_ns, "event", "process_env", "", "environment",
-                     join(outside, "; ") + " (outside the system library directories)"});
-    }
+    if (rule.library_injection && !library_condition_holds(rule, state, extra)) return false;
     if (rule.persistence_after_detection && (!state.flagged || state.persistence.empty())) {
         return false;
     }

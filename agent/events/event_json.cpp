@@ -155,13 +155,15 @@ json snapshot_json(const ProcessSnapshot& snapshot) {
                             {"minor", gpu.minor},
                             {"fd", gpu.fd}});
     }
-    return json{{"exe", snapshot.exe},
-                {"argv", snapshot.argv},
-                {"user", snapshot.user},
-                {"cgroup_path", snapshot.cgroup_path},
-                {"container_id", snapshot.container_id},
-                {"container_runtime", snapshot.container_runtime},
-                {"gpus", gpus}};
+    json out{{"exe", snapshot.exe},
+             {"argv", snapshot.argv},
+             {"user", snapshot.user},
+             {"cgroup_path", snapshot.cgroup_path},
+             {"container_id", snapshot.container_id},
+             {"container_runtime", snapshot.container_runtime},
+             {"gpus", gpus}};
+    if (!snapshot.exe_package.empty()) out["exe_package"] = snapshot.exe_package;
+    return out;
 }
 
 json net_payload_json(const NetPayload& payload) {
@@ -430,6 +432,18 @@ std::string event_to_json(const Event& event, int64_t realtime_offset_ns) {
             if (env.ld_preload) body["ld_preload"] = *env.ld_preload;
             if (env.ld_library_path) body["ld_library_path"] = *env.ld_library_path;
             if (!env.error.empty()) body["error"] = env.error;
+            if (!env.loader_paths.empty()) {
+                json paths = json::array();
+                for (const LoaderPath& entry : env.loader_paths) {
+                    paths.push_back(json{{"variable", entry.variable},
+                                         {"path", entry.path},
+                                         {"resolved", entry.resolved},
+                                         {"vouched_by", entry.vouched_by},
+                                         {"age_s", entry.age_s},
+                                         {"others_can_write", entry.others_can_write}});
+                }
+                body["loader_paths"] = std::move(paths);
+            }
             out["process_env"] = std::move(body);
         }
         void operator()(const AgentTamper& tamper) const {

@@ -209,6 +209,7 @@ ProcessSnapshot read_snapshot(const Reader<Node>& reader) {
         gpu.fd = item.template integer<int32_t>("fd", -1);
         snapshot.gpus.push_back(gpu);
     });
+    snapshot.exe_package = reader.string("exe_package", "");
     return snapshot;
 }
 
@@ -326,6 +327,16 @@ ProcessEnv read_process_env(const Reader<Node>& reader) {
         env.ld_library_path = std::string(*value);
     }
     env.error = reader.string("error", "");
+    reader.objects("loader_paths", [&](const Reader<Node>& item) {
+        LoaderPath entry;
+        entry.variable = item.string("variable", "");
+        entry.path = item.string("path", "");
+        entry.resolved = item.string("resolved", "");
+        entry.vouched_by = item.string("vouched_by", "");
+        entry.age_s = item.template integer<int64_t>("age_s", -1);
+        entry.others_can_write = item.boolean("others_can_write", false);
+        env.loader_paths.push_back(std::move(entry));
+    });
     return env;
 }
 

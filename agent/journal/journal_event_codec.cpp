@@ -106,6 +106,7 @@ struct EncodeVisitor {
             w.varint(gpu.minor);
             w.svarint(gpu.fd);
         }
+        w.str(snapshot.exe_package);  // older records end before it
     }
     void operator()(const KillNow& kill) const {
         w.str(kill.trigger);
@@ -197,10 +198,21 @@ struct EncodeVisitor {
         w.strings(change.libraries);
     }
     void operator()(const ProcessEnv& env) const {
-        w.u8((env.ld_preload ? 1 : 0) | (env.ld_library_path ? 2 : 0));
+        w.u8((env.ld_preload ? 1 : 0) | (env.ld_library_path ? 2 : 0) |
+             (env.loader_paths.empty() ? 0 : 4));
         if (env.ld_preload) w.str(*env.ld_preload);
         if (env.ld_library_path) w.str(*env.ld_library_path);
         w.str(env.error);
+        if (env.loader_paths.empty()) return;  // bit 4: older records lack them
+        w.varint(env.loader_paths.size());
+        for (const LoaderPath& entry : env.loader_paths) {
+            w.str(entry.variable);
+            w.str(entry.path);
+            w.str(entry.resolved);
+            w.str(entry.vouched_by);
+            w.svarint(entry.age_s);
+            w.u8(entry.others_can_write ? 1 : 0);
+        }
     }
     void operator()(const AgentTamper& tamper) const {
         w.str(tamper.kind);
@@ -363,6 +375,7 @@ void decode_body(Reader& r, EventTag tag, EventData& data) {
                 gpu.minor = r.uint<uint32_t>();
                 gpu.fd = r.sint<int32_t>();
             }
+            if (r.remaining() > 0) r.str(snapshot.exe_package);
             return;
         }
         case EventTag::kKillNow: {
@@ -486,6 +499,15 @@ void decode_body(Reader& r, EventTag tag, EventData& data) {
             if (present & 1) r.str(env.ld_preload.emplace());
             if (present & 2) r.str(env.ld_library_path.emplace());
             r.str(env.error);
+            env.loader_paths.resize((present & 4) ? r.count() : 0);
+            for (LoaderPath& entry : env.loader_paths) {
+                r.str(entry.variable);
+                r.str(entry.path);
+                r.str(entry.resolved);
+                r.str(entry.vouched_by);
+                entry.age_s = r.sint<int64_t>();
+                entry.others_can_write = r.u8() != 0;
+            }
             return;
         }
         case EventTag::kAgentTamper: {

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <ctime>
 #include <thread>
 
 #include "gpuguard/common/read_file.h"
 #include "gpuguard/state/config_files.h"
+#include "gpuguard/state/loader_paths.h"
 #include "gpuguard/state/process_handle.h"
 #include "proc_links.h"
 
@@ -50,8 +52,16 @@ bool names_an_fd(std::string_view path) {
 }  // namespace
 
 void complete_exec(uint32_t pid, Exec& exec, const std::string& proc_root) {
-    if (exec.filename.starts_with("/") && !names_an_fd(exec.filename)) return;
-    exec.exe = link_target(proc_root + "/" + std::to_string(pid) + "/exe");
+    const std::string dir = proc_root + "/" + std::to_string(pid);
+    if (!exec.filename.starts_with("/") || names_an_fd(exec.filename)) {
+        exec.exe = link_target(dir + "/exe");
+        return;
+    }
+    // The file the path names once symlinks, "..", "//" and /proc/PID/root
+    // are undone (a script's own path, not its interpreter's, as the
+    // filename is). Kept only where it differs from the filename.
+    std::string resolved = real_path_in_root(dir, exec.filename);
+    if (!resolved.empty() && resolved != exec.filename) exec.exe = std::move(resolved);
 }
 
 std::vector<std::string> preload_libraries(std::string_view contents) {
@@ -138,6 +148,7 @@ ProcessEnv read_process_env(uint32_t pid, const std::string& proc_root) {
         if (entry.starts_with("LD_PRELOAD=")) env.ld_preload = entry.substr(11);
         if (entry.starts_with("LD_LIBRARY_PATH=")) env.ld_library_path = entry.substr(16);
     }
+    env.loader_paths = read_loader_paths(pid, env, proc_root, ::time(nullptr));
     return env;
 }
 

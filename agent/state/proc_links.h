@@ -1,5 +1,5 @@
-// Links of /proc/PID (private to the state room): config_files.cpp and
-// file_context.cpp read a process's cwd, root, exe and fds through them.
+// Links of /proc/PID (private to the state room): config_files.cpp,
+// loader_paths.cpp and file_context.cpp read a process's cwd, root, exe and fds through them.
 #pragma once
 
 #include <string>
@@ -13,5 +13,12 @@ std::string link_target(const std::string& path);
 // relative to its own root, so a process in another root shows that root's
 // path in front. A " (deleted)" suffix is dropped.
 std::string inside_root(std::string path, const std::string& root);
+
+// The real path of `path` (absolute, or relative to the process's working
+// directory) inside the root of the process whose /proc directory is
+// `proc_dir`: symlinks and ".." resolved by the kernel without leaving that
+// root (openat2 RESOLVE_IN_ROOT); "" when it does not exist or the process
+// is gone. Defined in loader_paths.cpp.
+std::string real_path_in_root(const std::string& proc_dir, const std::string& path);
 
 }  // namespace gpuguard::agent

@@ -7,8 +7,8 @@
 #include <string>
 #include <unordered_set>
 
-#include "gpuguard/state/proc_parse.h"
 #include "gpuguard/common/logging.h"
+#include "gpuguard/state/proc_parse.h"
 
 namespace gpuguard::agent {
 

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "gpuguard/common/read_file.h"
+#include "gpuguard/state/package_owner.h"
 #include "gpuguard/state/proc_listing.h"
 #include "gpuguard/state/process_handle.h"
 
@@ -127,6 +128,15 @@ void ProcessTable::enrich_from_proc(ProcessInfo& info) {
             exe.string() == info.exe + " (deleted)") {
             info.exe = exe.string();
         }
+    }
+    // A file replaced under the running process: an upgrade where the
+    // process's own package database owns the path (a package's postinst
+    // restarts it soon), anything else where none does.
+    constexpr std::string_view kDeleted = " (deleted)";
+    info.exe_package.clear();
+    if (info.exe.ends_with(kDeleted) && info.exe.front() == '/') {
+        info.exe_package = package_owner((dir / "root").string(),
+                                         info.exe.substr(0, info.exe.size() - kDeleted.size()));
     }
     if (auto cgroup = read_file(dir / "cgroup")) {
         info.cgroup_path = cgroup_path_from_proc(*cgroup);
@@ -295,6 +305,7 @@ void ProcessTable::apply(const Event& event) {
             ProcessInfo& info = table.processes_[task.pid];
             take_identity(info, task);
             info.exe = snapshot.exe;
+            info.exe_package = snapshot.exe_package;
             info.cmdline = snapshot.argv;
             info.user = snapshot.user;
             info.cgroup_path = snapshot.cgroup_path;
@@ -335,6 +346,7 @@ void ProcessTable::apply_exec(const TaskInfo& task, std::string filename,
     if (info.exited) info = ProcessInfo{};  // a reused pid: nothing carries over
     take_identity(info, task);
     info.exe = std::move(filename);
+    info.exe_package.clear();
     info.cmdline = std::move(argv);
     info.cmdline_truncated = argv_truncated;
     info.exited = false;
@@ -536,6 +548,7 @@ Event snapshot_event(const ProcessInfo& info, uint64_t ts_ns) {
     event.task = task_of(info);
     ProcessSnapshot snapshot;
     snapshot.exe = info.exe;
+    snapshot.exe_package = info.exe_package;
     snapshot.argv = info.cmdline;
     snapshot.user = info.user;
     snapshot.cgroup_path = info.cgroup_path;

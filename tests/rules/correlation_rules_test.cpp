@@ -28,38 +28,6 @@ TEST(CorrelationRules, BuiltinSetLoads) {
     EXPECT_EQ((*rules)[7].memory_growth->within, std::chrono::seconds(300));
 }
 
-TEST(CorrelationRules, FileConditionsParseAndUnknownKindsAreNamed) {
-    auto parsed = parse_correlation_rules(R"(rules:
-  - id: F-1
-    name: files
-    severity: error
-    when:
-      file_changed: [preload, cron]
-      library_injection: true
-      persistence_after_detection: true
-)",
-                                          "files.yaml");
-    ASSERT_TRUE(parsed) << parsed.error().message;
-    const auto& rule = parsed->front();
-    EXPECT_EQ(rule.file_changed, (std::vector<std::string>{"preload", "cron"}));
-    EXPECT_TRUE(rule.library_injection);
-    EXPECT_TRUE(rule.persistence_after_detection);
-
-    auto bad = parse_correlation_rules(R"(rules:
-  - id: F-2
-    name: files
-    severity: error
-    when:
-      file_changed: [preload, crontab]
-)",
-                                       "files.yaml");
-    ASSERT_FALSE(bad);
-    EXPECT_NE(bad.error().message.find("files.yaml:6:31: rules[0] (F-2).when.file_changed: "
-                                       "unknown kind 'crontab'"),
-              std::string::npos)
-        << bad.error().message;
-}
-
 TEST(CorrelationRules, EveryProblemNamesFileLineAndColumn) {
     const char* yaml = R"(rules:
   - id: A-1
@@ -144,44 +112,6 @@ TEST(CorrelationRules, FilesReplaceExtendAndDisableBuiltinRules) {
     auto missing = load_correlation_rules({(dir.path() / "nope.yaml").string()});
     ASSERT_FALSE(missing);
     EXPECT_NE(missing.error().message.find("nope.yaml: cannot open"), std::string::npos);
-}
-
-TEST(CorrelationRules, DurationsSizesAndLocations) {
-    EXPECT_EQ(parse_duration("90s"), std::chrono::seconds(90));
-    EXPECT_EQ(parse_duration("5m"), std::chrono::seconds(300));
-    EXPECT_EQ(parse_duration("2h"), std::chrono::seconds(7200));
-    EXPECT_EQ(parse_duration("1d"), std::chrono::seconds(86400));
-    EXPECT_FALSE(parse_duration("5 minutes"));
-    EXPECT_FALSE(parse_duration("m"));
-    EXPECT_EQ(parse_bytes("20GB"), 20'000'000'000ull);
-    EXPECT_EQ(parse_bytes("20GiB"), 20ull << 30);
-    EXPECT_EQ(parse_bytes("512 MiB"), 512ull << 20);
-    EXPECT_EQ(parse_bytes("1024"), 1024u);
-    EXPECT_FALSE(parse_bytes("lots"));
-    EXPECT_FALSE(parse_bytes("5XB"));
-    EXPECT_EQ(exe_locations("/tmp/x"), std::vector<ExeLocation>{ExeLocation::kTmp});
-    EXPECT_EQ(exe_locations("/memfd:x (deleted)"), std::vector<ExeLocation>{ExeLocation::kMemfd});
-    // A package upgrade replaced a running daemon's file: only dpkg writes /usr.
-    EXPECT_EQ(exe_locations("/usr/bin/a (deleted)"),
-              std::vector<ExeLocation>{ExeLocation::kPackageReplaced});
-    EXPECT_EQ(exe_locations("/opt/app/a (deleted)"),
-              std::vector<ExeLocation>{ExeLocation::kDeleted});
-    EXPECT_EQ(exe_locations("/tmp/x (deleted)"),
-              (std::vector<ExeLocation>{ExeLocation::kTmp, ExeLocation::kDeleted}));
-    EXPECT_EQ(exe_locations("/var/tmp/x"), std::vector<ExeLocation>{ExeLocation::kVarTmp});
-    EXPECT_EQ(exe_locations("/dev/shm/x"), std::vector<ExeLocation>{ExeLocation::kDevShm});
-    // Legitimate look-alikes, recognised by path.
-    EXPECT_EQ(exe_locations("/tmp/.mount_Krita9x/usr/bin/krita"),
-              std::vector<ExeLocation>{ExeLocation::kAppImage});
-    EXPECT_EQ(exe_locations("/tmp/_MEI12345/app (deleted)"),
-              std::vector<ExeLocation>{ExeLocation::kExtractedRuntime});
-    EXPECT_EQ(exe_locations("/tmp/onefile_811_1700000000_123/app"),
-              std::vector<ExeLocation>{ExeLocation::kExtractedRuntime});
-    EXPECT_EQ(exe_locations("/tmp/ollama2837/runners/cuda_v12/ollama_llama_server"),
-              std::vector<ExeLocation>{ExeLocation::kExtractedRuntime});
-    EXPECT_EQ(exe_locations("/tmp/ollama2837/xmrig"), std::vector<ExeLocation>{ExeLocation::kTmp});
-    EXPECT_EQ(exe_locations("/tmp/_MEI12345"), std::vector<ExeLocation>{ExeLocation::kTmp});
-    EXPECT_TRUE(exe_locations("/home/u/tmp/x").empty());
 }
 
 // Unix ns of a UTC civil time (timegm: no process time zone involved).
@@ -595,6 +525,21 @@ TEST(CorrelationRules, AgentTamperNamesKindsAndRefusesUnknownOnes) {
                                        "kind"),
               std::string::npos)
         << bad.error().message;
+}
+
+TEST(CorrelationRules, DurationsAndSizes) {
+    EXPECT_EQ(parse_duration("90s"), std::chrono::seconds(90));
+    EXPECT_EQ(parse_duration("5m"), std::chrono::seconds(300));
+    EXPECT_EQ(parse_duration("2h"), std::chrono::seconds(7200));
+    EXPECT_EQ(parse_duration("1d"), std::chrono::seconds(86400));
+    EXPECT_FALSE(parse_duration("5 minutes"));
+    EXPECT_FALSE(parse_duration("m"));
+    EXPECT_EQ(parse_bytes("20GB"), 20'000'000'000ull);
+    EXPECT_EQ(parse_bytes("20GiB"), 20ull << 30);
+    EXPECT_EQ(parse_bytes("512 MiB"), 512ull << 20);
+    EXPECT_EQ(parse_bytes("1024"), 1024u);
+    EXPECT_FALSE(parse_bytes("lots"));
+    EXPECT_FALSE(parse_bytes("5XB"));
 }
 
 }  // namespace

@@ -12,4 +12,11 @@ namespace gpuguard {
 // separator comes before the first non-empty text.
 std::string join(const std::vector<std::string>& parts, std::string_view separator);
 
+// An absolute path with its spelling undone, without touching the disk:
+// "//" and "/./" collapsed, ".." taken back (never above "/"), a trailing
+// '/' dropped, and a leading /proc/self/root, /proc/thread-self/root or
+// /proc/PID/root removed (a process's root seen through /proc is its "/").
+// A " (deleted)" suffix stays. A relative path is returned as it is.
+std::string normal_path(std::string_view path);
+
 }  // namespace gpuguard

@@ -43,11 +43,15 @@ std::optional<EvidenceField> parse_evidence_field(std::string_view name);
 //                      temporary directory: PyInstaller (_MEI*), Nuitka
 //                      (onefile_*), staticx (staticx-*), Ollama's runners
 //                      (ollama*/runners/...)
-//   kPackageReplaced   "PATH (deleted)" where PATH is under /usr, /bin,
-//                      /sbin or /lib*: only the package manager writes
-//                      there, an upgrade replaced the file under a running
-//                      daemon
+//   kPackageReplaced   "PATH (deleted)" where the process's package
+//                      database owns PATH (`exe_package`, read by the agent
+//                      from dpkg's lists when it saw the deletion): an
+//                      upgrade replaced the file under a running daemon.
+//                      /usr/local and /opt by themselves vouch for nothing.
 // An executable in one of these is not also reported as kTmp or kDeleted.
+// Locations are judged on the path with its spelling undone (normal_path:
+// "//", "..", /proc/self/root); the agent records the resolved path of a
+// symlinked exec in the event, so live and replay judge the same.
 enum class ExeLocation {
     kTmp,
     kVarTmp,
@@ -60,11 +64,31 @@ enum class ExeLocation {
 };
 const char* to_string(ExeLocation location);
 
+// What makes a library the loader is told to take worse than unvouched,
+// for `library_injection: [SIGN, ...]`:
+//   kTemporary       it resolves into /tmp, /var/tmp or /dev/shm
+//   kRecent          it (a directory: it or a shared library in it) changed
+//                    at most 10 minutes before the environment was read
+//   kOthersCanWrite  users other than root and its owner can write it or
+//                    the directory holding it
+//   kMinerSignature  its path matches a miner's process signature
+enum class LibrarySign { kTemporary, kRecent, kOthersCanWrite, kMinerSignature };
+const char* to_string(LibrarySign sign);
+
 // The kinds of agent_tamper events a rule's `agent_tamper:` may name.
 inline constexpr const char* kAgentTamperKinds[] = {"stop", "signal", "bpf_command", "pin_removed",
                                                     "down"};
-// Which of the locations `exe` (a resolved /proc/PID/exe or exec filename) is in.
-std::vector<ExeLocation> exe_locations(std::string_view exe);
+// Which of the locations `exe` (a resolved /proc/PID/exe or exec filename) is
+// in; `exe_package` is what owns a deleted exe's path ("" nothing).
+std::vector<ExeLocation> exe_locations(std::string_view exe, std::string_view exe_package = {});
+
+// Whether the absolute `path` (spelling undone) is in a temporary
+// directory: /tmp, /var/tmp or /dev/shm, or below one.
+bool temporary_path(std::string_view path);
+// Whether it is below a legitimate look-alike of a temporary location: an
+// AppImage's mount or what a self-extracting runtime unpacked (kAppImage,
+// kExtractedRuntime). Their programs put these on LD_LIBRARY_PATH.
+bool temporary_look_alike(std::string_view path);
 
 struct SignatureCondition {
     std::vector<EvidenceField> fields;  // any of these; empty: any field
@@ -239,9 +263,11 @@ struct CorrelationRule {
     // "other"; file_change events) within the rule's window.
     std::vector<std::string> file_changed;
     // It holds a GPU and its environment at its first GPU use (a process_env
-    // event) has LD_PRELOAD, or LD_LIBRARY_PATH naming a directory, outside
-    // the system library directories (docs/detections.md).
+    // event) has an LD_PRELOAD library or LD_LIBRARY_PATH directory that
+    // nothing vouches for (docs/detections.md, "Library injection"); with
+    // `library_signs`, one that also shows any of these signs.
     bool library_injection = false;
+    std::vector<LibrarySign> library_signs;
     // Another rule flagged it, and it, an ancestor or a descendant wrote
     // persistence (cron, systemd, shell_rc, ssh_keys file changes) after
     // that or within persistence_lookback before it.

@@ -2,6 +2,8 @@
 // supporting signals that raise a rule's confidence and severity, the
 // opaque-peer condition, temporary locations and their legitimate
 // look-alikes, scans of every executable.
+#include <tuple>
+
 #include <gtest/gtest.h>
 
 #include "gpuguard/detect/correlator.h"
@@ -121,19 +123,38 @@ TEST_F(CorrelatorTest, APeerANameVouchesForOrThatSpeaksHttpIsNotOpaque) {
 
 TEST_F(CorrelatorTest, LegitimateLookAlikesOfTemporaryExecutablesAreNotFlagged) {
     make();
-    const std::pair<const char*, const char*> look_alikes[] = {
-        {"blender", "/tmp/.mount_BlendeAbC123/usr/bin/blender"},
-        {"ollama_llama_se", "/tmp/ollama1234567/runners/cuda_v12/ollama_llama_server"},
-        {"worker", "/tmp/_MEI8812/worker"},
-        {"nvidia-persiste", "/usr/bin/nvidia-persistenced (deleted)"},
+    // A deleted executable is an upgrade where the agent found a package
+    // owning its path (exe_package), not because of its directory.
+    const std::tuple<const char*, const char*, const char*> look_alikes[] = {
+        {"blender", "/tmp/.mount_BlendeAbC123/usr/bin/blender", ""},
+        {"ollama_llama_se", "/tmp/ollama1234567/runners/cuda_v12/ollama_llama_server", ""},
+        {"worker", "/tmp/_MEI8812/worker", ""},
+        {"nvidia-persiste", "/usr/bin/nvidia-persistenced (deleted)", "dpkg:nvidia-persistenced"},
     };
     uint32_t pid = 420;
-    for (const auto& [comm, exe] : look_alikes) {
+    for (const auto& [comm, exe, package] : look_alikes) {
         ProcessSnapshot snapshot;
         snapshot.exe = exe;
+        snapshot.exe_package = package;
         snapshot.argv = {comm};
         feed(1 * kSecond, pid, comm, snapshot);
         EXPECT_TRUE(feed(2 * kSecond, pid, comm, nvidia0()).empty()) << exe;
+        ++pid;
+    }
+    // Deleted under /usr with no package owning the path, or under
+    // /usr/local whatever a database says: a deleted executable (notice).
+    for (const auto& [exe, package] :
+         {std::pair{"/usr/bin/gpu-helper (deleted)", ""},
+          std::pair{"/usr/local/bin/gpu-helper (deleted)", "dpkg:gpu-helper"}}) {
+        ProcessSnapshot snapshot;
+        snapshot.exe = exe;
+        snapshot.exe_package = package;
+        snapshot.argv = {"gpu-helper"};
+        feed(1 * kSecond, pid, "gpu-helper", snapshot);
+        const Detection* deleted =
+            find_rule(feed(2 * kSecond, pid, "gpu-helper", nvidia0()), "GG-CORR-0005");
+        ASSERT_NE(deleted, nullptr) << exe;
+        EXPECT_EQ(deleted->severity, Severity::kNotice) << exe;
         ++pid;
     }
     // The same names elsewhere in /tmp are still temporary.

@@ -44,7 +44,8 @@ std::vector<Event> one_of_each() {
                              "/system.slice/docker-abc.scope",
                              std::string(64, 'a'),
                              "docker",
-                             {{195, 0, 3}, {195, 255, 4}}};
+                             {{195, 0, 3}, {195, 255, 4}},
+                             "dpkg:python3.11-minimal"};
     KillNow kill{"gpu_open", "file", 0x800001, 1234, 7, 0, 195, 0};
     ExeScan scan{"/tmp/.x/xmrig", std::string(64, 'b'), 8 << 20, {"xmrig"}, {"GG-M001"}, ""};
     NetPayload payload;
@@ -115,6 +116,12 @@ std::vector<Event> one_of_each() {
                                           true,
                                           {"/tmp/x/libhide.so"}}));
     events.push_back(with_task(ProcessEnv{"/tmp/x/libinject.so", "/opt/x:/usr/lib", ""}));
+    events.push_back(with_task(ProcessEnv{
+        "/tmp/x/libinject.so",
+        "/opt/x",
+        "",
+        {LoaderPath{"LD_PRELOAD", "/tmp/x/libinject.so", "/tmp/x/libinject.so", "", 3, false},
+         LoaderPath{"LD_LIBRARY_PATH", "/opt/x", "/opt/x", "dpkg:x", 86400, true}}}));
     events.push_back(with_task(
         AgentTamper{"stop", 15, 0, 0, 812, "/usr/bin/kill", {"kill", "-TERM", "812"}, "", 0, 0}));
     events.push_back(with_task(AgentTamper{"down",

@@ -58,6 +58,10 @@ std::vector<Event> every_event_type(uint64_t ts_ns, uint32_t pid) {
     snapshot.gpus = {SnapshotGpu{195, 0, 5}, SnapshotGpu{195, 255, -1}};
     add(snapshot);
     add(ProcessSnapshot{});
+    ProcessSnapshot upgraded;
+    upgraded.exe = "/usr/sbin/nvidia-persistenced (deleted)";
+    upgraded.exe_package = "dpkg:nvidia-persistenced";
+    add(upgraded);
     add(KillNow{"exec", "file", (259ull << 20) | 3, 1234567, 17, 0, 0, 0});
     add(KillNow{"gpu_open", "name", 0, 0, 4, -3, 195, 1});
     add(ExeScan{"/opt/x/svc-agent",
@@ -152,6 +156,14 @@ std::vector<Event> every_event_type(uint64_t ts_ns, uint32_t pid) {
     add(FileChange{"unlink", "unlinkat", "", "/srv/y", "", 0, -100, 0x200, false, true, {}});
     // Environments: both variables (one empty), none, and unreadable.
     add(ProcessEnv{"/tmp/x/libinject.so", "", ""});
+    add(ProcessEnv{
+        "/dev/shm/x/libhide.so",
+        "/opt/conda/envs/ml/lib:/usr/local/nvidia/lib",
+        "",
+        {LoaderPath{"LD_PRELOAD", "/dev/shm/x/libhide.so", "/dev/shm/x/libhide.so", "", 42, true},
+         LoaderPath{"LD_LIBRARY_PATH", "/opt/conda/envs/ml/lib", "/opt/conda/envs/ml/lib",
+                    "conda:/opt/conda/envs/ml", 86400, false},
+         LoaderPath{"LD_LIBRARY_PATH", "/usr/local/nvidia/lib", "", "", -1, false}}});
     add(ProcessEnv{});
     add(ProcessEnv{std::nullopt, std::nullopt, "process 4242 is gone"});
     // What was done to the agent: a stop with its sender, a kernel-seen

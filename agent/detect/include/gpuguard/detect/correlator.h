@@ -216,6 +216,15 @@ class Correlator {
         std::string kind;    // AgentTamper::kind
         std::string detail;  // the evidence's words
     };
+    // An LD_PRELOAD library or LD_LIBRARY_PATH directory that nothing
+    // vouches for, and what makes it worse (library_injection).
+    struct InjectedLibrary {
+        std::string variable;  // LD_PRELOAD, LD_LIBRARY_PATH
+        std::string path;      // as written
+        std::string where;     // its real path, or the written one with its spelling undone
+        std::vector<rules::LibrarySign> signs;
+        std::string detail;  // for the evidence
+    };
     struct ProcessState {
         bool matched = false;      // process and command line matched for the current image
         std::string matched_comm;  // the name they were matched with (prctl can change it)
@@ -245,6 +254,7 @@ class Correlator {
         std::vector<FileRecord> files;    // newest last, bounded
         std::optional<ProcessEnv> env;    // at its first GPU use, or its last exec since
         uint64_t env_ns = 0;
+        std::vector<InjectedLibrary> libraries;     // of env: what nothing vouches for
         bool flagged = false;                       // a detection of it was raised
         std::vector<PersistenceWrite> persistence;  // attributed to it since (or just before)
         // What it did to the agent (agent_tamper events), oldest first, bounded.
@@ -303,7 +313,14 @@ class Correlator {
     // `rule` raised a detection of the process at `severity`: flags it at warning or above.
     void note_flagged(const rules::CorrelationRule& rule, const ProcessInfo& info,
                       Severity severity);
-    // File changes and environments (correlator_files.cpp).
+    // Library-loading environments (correlator_libraries.cpp): an
+    // environment's entries that nothing vouches for, with their signs.
+    void observe_env(uint32_t pid, uint64_t ts_ns, const ProcessEnv& env);
+    std::vector<InjectedLibrary> judge_libraries(const ProcessEnv& env);
+    std::string miner_signature_of(const std::string& path);  // "" when none
+    bool library_condition_holds(const rules::CorrelationRule& rule, const ProcessState& state,
+                                 std::vector<Evidence>& extra) const;
+    // File changes (correlator_files.cpp).
     void observe_file_change(const Event& event, const FileChange& change,
                              std::vector<const Detection*>& out);
     std::vector<uint32_t> ancestry(uint32_t pid) const;

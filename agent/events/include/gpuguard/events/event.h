@@ -147,6 +147,9 @@ struct ProcessSnapshot {
     std::string container_id;  // "" on the host
     std::string container_runtime;
     std::vector<SnapshotGpu> gpus;
+    // "dpkg:PACKAGE" when exe is "PATH (deleted)" and the process's package
+    // database owns PATH (a package upgrade replaced it), else "".
+    std::string exe_package{};
 };
 
 // The kernel SIGKILLed a known-bad process (kill_now): its executable's
@@ -325,10 +328,36 @@ struct FileChange {
 // agent from /proc/PID/environ at its first GPU use (before the GPU open is
 // judged) and at each exec while it holds a GPU (before the exec is judged),
 // and journaled, so replay judges the same. The task is the process.
+//
+// Each library LD_PRELOAD names by path and each LD_LIBRARY_PATH directory
+// comes with what the agent found on disk when it read the environment (the
+// process's own root: a container's files, not the host's), so that replay
+// judges what live judged without the files (docs/events.md, "process_env").
+struct LoaderPath {
+    std::string variable;    // "LD_PRELOAD" or "LD_LIBRARY_PATH"
+    std::string path;        // the entry as written
+    std::string resolved{};  // its real path in the process's root; "" when it does not exist
+    // What vouches for it by content, "" nothing: "dpkg:PACKAGE" (a dpkg file
+    // list names it), "conda:PREFIX" (PREFIX holds conda-meta/),
+    // "virtualenv:PREFIX" (PREFIX holds pyvenv.cfg), "python:DIR" (a
+    // site-packages or dist-packages DIR holding installed distributions).
+    std::string vouched_by{};
+    // Seconds from its newest change (the file; a directory and the shared
+    // libraries in it) to the read; -1 when it does not exist.
+    int64_t age_s = -1;
+    // The file, its directory or the directory itself can be written by
+    // users other than root and its owner (o+w without the sticky bit).
+    bool others_can_write = false;
+    bool operator==(const LoaderPath&) const = default;
+};
+
 struct ProcessEnv {
     std::optional<std::string> ld_preload;       // unset: nullopt
     std::optional<std::string> ld_library_path;  // unset: nullopt
     std::string error;                           // why environ could not be read; "" when it was
+    // One per LD_PRELOAD entry with a '/' and per non-empty LD_LIBRARY_PATH
+    // entry, in order; empty in records from before the agent read them.
+    std::vector<LoaderPath> loader_paths{};
     bool operator==(const ProcessEnv&) const = default;
 };
 

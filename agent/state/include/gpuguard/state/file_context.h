@@ -28,7 +28,9 @@ void complete_file_change(uint32_t pid, FileChange& change,
 // Completes `exec` of `pid` when its filename does not name the executable
 // (an fd path: /proc/self/fd/N, /proc/PID/fd/N, /dev/fd/N, as execve of a
 // memfd or fexecve pass it; or a relative path): exe is what /proc/PID/exe
-// says, e.g. "/memfd:NAME (deleted)". Read right after the event, so a
+// says, e.g. "/memfd:NAME (deleted)". When the filename is absolute but not
+// the file's real path (a symlink, "..", "//", /proc/self/root in it), exe
+// is its real path in the process's root. Read right after the event, so a
 // process that exec'd again since shows its newer image (its own exec
 // event follows and replaces it); left "" when the process is gone.
 void complete_exec(uint32_t pid, Exec& exec, const std::string& proc_root = "/proc");

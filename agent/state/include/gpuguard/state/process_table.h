@@ -65,6 +65,9 @@ struct ProcessInfo {
     std::vector<GpuHandle> gpus;
     std::string comm;
     std::string exe;  // resolved /proc/PID/exe, or the exec filename until enriched
+    // The package owning exe's path when exe is "PATH (deleted)" (a package
+    // upgrade replaced it), "dpkg:NAME"; "" otherwise.
+    std::string exe_package;
     // Start time in ProcStat::start_time_ns's units, from the fork the
     // kernel reported or /proc at bootstrap; 0 unknown. A kill checks the
     // pid's process against it (gpuguard/state/process_handle.h).
