@@ -146,54 +146,73 @@ TEST_F(AgentDetectTest, temp_dir_and_upgraded_gpu_programs_are_at_most_a_notice)
     std::filesystem::copy_file("/usr/bin/sleep", runner);
     gpuguard::testing::OwnChild from_tmp(start_child("gpu-runner", {runner.string(), "60"}));
 
-    // A daemon whose binary an upgrade replaced while it ran.
-    int ready[2];
-    ASSERT_EQ(pipe(ready), 0);
+    // Daemons whose binaries were replaced while they ran, each in a mount
+    // namespace of its own (tmpfs over the directory, never the host's):
+    // one under /usr/games that the namespace's dpkg database owns (an
+    // upgrade: nothing), one under /usr/local, which no package owns (a
+    // deleted executable: a notice).
     const std::string node = node_.string();
-    const pid_t daemon_pid = fork();
-    if (daemon_pid == 0) {
-        close(ready[0]);
-        if (unshare(CLONE_NEWNS) != 0 ||
-            mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) ||
-            mount("tmpfs", "/usr/local/lib", "tmpfs", 0, "size=16m") != 0) {
-            _exit(2);
+    // The child's pid (-1 when fork failed); `started` once it runs replaced.
+    const auto replaced_daemon = [&](const std::string& dir, bool listed, bool& started) {
+        started = false;
+        int ready[2];
+        if (pipe(ready) != 0) return pid_t{-1};
+        const std::string exe = dir + "/gg-upgraded-daemon";
+        const pid_t pid = fork();
+        if (pid == 0) {
+            close(ready[0]);
+            if (unshare(CLONE_NEWNS) != 0 ||
+                mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) ||
+                mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=16m") != 0 ||
+                (listed && mount("tmpfs", "/var/lib/dpkg/info", "tmpfs", 0, "size=1m") != 0)) {
+                _exit(2);
+            }
+            if (listed) std::ofstream("/var/lib/dpkg/info/gg-upgraded:amd64.list") << exe << "\n";
+            std::error_code ec;
+            std::filesystem::copy_file("/usr/bin/sleep", exe, ec);
+            if (ec || open(node.c_str(), O_RDWR) < 0) _exit(3);
+            prctl(PR_SET_NAME, "gg-upgraded-dae");
+            (void)!write(ready[1], "x", 1);
+            close(ready[1]);
+            execl(exe.c_str(), "gg-upgraded-daemon", "60", nullptr);
+            _exit(4);
         }
-        std::error_code ec;
-        std::filesystem::copy_file("/usr/bin/sleep", "/usr/local/lib/gg-upgraded-daemon", ec);
-        if (ec || open(node.c_str(), O_RDWR) < 0) _exit(3);
-        prctl(PR_SET_NAME, "gg-upgraded-dae");
-        (void)!write(ready[1], "x", 1);
         close(ready[1]);
-        execl("/usr/local/lib/gg-upgraded-daemon", "gg-upgraded-daemon", "60", nullptr);
-        _exit(4);
-    }
-    gpuguard::testing::OwnChild upgraded(daemon_pid);
-    close(ready[1]);
-    char byte = 0;
-    ASSERT_EQ(read(ready[0], &byte, 1), 1) << "the daemon's mount namespace could not be made";
-    close(ready[0]);
-    std::this_thread::sleep_for(100ms);  // past its execl
-    // The upgrade: a new file renamed over the running one.
-    const std::string lib = "/proc/" + std::to_string(daemon_pid) + "/root/usr/local/lib/";
-    std::filesystem::copy_file("/usr/bin/sleep", lib + "gg-upgraded-daemon.new");
-    std::filesystem::rename(lib + "gg-upgraded-daemon.new", lib + "gg-upgraded-daemon");
+        char byte = 0;
+        started = pid > 0 && read(ready[0], &byte, 1) == 1;
+        close(ready[0]);
+        if (!started) return pid;
+        std::this_thread::sleep_for(100ms);  // past its execl
+        // The upgrade: a new file renamed over the running one.
+        const std::string in_root = "/proc/" + std::to_string(pid) + "/root" + dir + "/";
+        std::filesystem::copy_file("/usr/bin/sleep", in_root + "gg-upgraded-daemon.new");
+        std::filesystem::rename(in_root + "gg-upgraded-daemon.new", in_root + "gg-upgraded-daemon");
+        return pid;
+    };
+    bool started = false;
+    gpuguard::testing::OwnChild upgraded(replaced_daemon("/usr/games", true, started));
+    ASSERT_TRUE(started) << "the upgraded daemon's mount namespace could not be made";
+    gpuguard::testing::OwnChild local(replaced_daemon("/usr/local/lib", false, started));
+    ASSERT_TRUE(started) << "the /usr/local daemon's mount namespace could not be made";
     std::error_code ec;
-    const auto exe =
-        std::filesystem::read_symlink("/proc/" + std::to_string(daemon_pid) + "/exe", ec);
-    ASSERT_EQ(exe.string(), "/usr/local/lib/gg-upgraded-daemon (deleted)");
+    EXPECT_EQ(std::filesystem::read_symlink("/proc/" + std::to_string(upgraded.pid) + "/exe", ec),
+              "/usr/games/gg-upgraded-daemon (deleted)");
 
     Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
     ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
     const auto notice = wait_for_detection(agent, from_tmp.pid, "GG-CORR-0005", 5s);
     ASSERT_TRUE(notice) << agent.stderr_text();
     EXPECT_EQ((*notice)["log"]["level"], "notice") << notice->dump();
+    const auto deleted = wait_for_detection(agent, local.pid, "GG-CORR-0005", 5s);
+    ASSERT_TRUE(deleted) << "a deleted executable under /usr/local is no upgrade";
+    EXPECT_EQ((*deleted)["log"]["level"], "notice") << deleted->dump();
     // Nothing else about either, within a second more.
     wait_for_detection(agent, 0, "none", 1s);
     for (const auto& line : seen_) {
         const auto record = nlohmann::json::parse(line);
         const auto pid = record["process"]["pid"];
         if (pid == upgraded.pid) ADD_FAILURE() << "the upgraded daemon was reported: " << line;
-        if (pid == from_tmp.pid && record["log"]["level"] != "notice") {
+        if ((pid == from_tmp.pid || pid == local.pid) && record["log"]["level"] != "notice") {
             ADD_FAILURE() << "more than a notice for the temp-dir runner: " << line;
         }
     }

@@ -1,0 +1,153 @@
+// The real agent against GPU processes started with the library
+// environments ML deployments really set (issue 36): NVIDIA's CUDA images,
+// NGC, a conda environment, a virtualenv with pip's nvidia-* wheels, each
+// below warning; a user's own old library directory a notice; a preload
+// from /dev/shm and a library directory written just before, errors; and a
+// GPU program reached through a symlink judged where its file is. Every
+// child runs in a mount namespace of its own with tmpfs over /opt, /srv,
+// /dev/shm and /var/tmp: the host's directories are never written.
+#include <chrono>
+#include <filesystem>
+#include <list>
+#include <map>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <signal.h>
+
+#include "tests/bpf/agent_detect_fixture.h"
+#include "tests/support/child_process.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+using gpuguard::testing::AgentDetectTest;
+using gpuguard::testing::ChildReaper;
+using gpuguard::testing::Subprocess;
+
+class AgentEnvTest : public AgentDetectTest {
+  protected:
+    // A child in its own mount namespace: `setup` (shell) builds its files,
+    // then it execs `run` with `env`; the program opens the GPU node, says
+    // so with a file and sleeps as the same process.
+    pid_t start(const std::string& name, const std::string& setup, const std::string& env,
+                const std::string& run = "/bin/bash") {
+        const auto mark = dir_ / (name + ".open");
+        const std::string program =
+            "exec 7<>" + node_.string() + "; : > " + mark.string() + "; exec /usr/bin/sleep 30";
+        const std::string script =
+            "mount --make-rprivate / || exit 3; "
+            "for d in /opt /srv /dev/shm /var/tmp; do mount -t tmpfs gg-test $d || exit 4; done; " +
+            setup + " || exit 5; exec /usr/bin/env " + env + " " + run + " -c '" + program + "'";
+        const pid_t pid = gpuguard::testing::spawn_process(
+            "/usr/bin/unshare",
+            {"unshare", "-m", "--propagation", "private", "/bin/bash", "-c", script}, "/",
+            {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"});
+        marks_[pid] = mark;
+        return pid;
+    }
+    // Waits (bounded) until every child started so far has opened the GPU.
+    bool all_opened() {
+        for (int i = 0; i < 400; ++i) {
+            bool all = true;
+            for (const auto& [pid, mark] : marks_) all &= std::filesystem::exists(mark);
+            if (all) return true;
+            std::this_thread::sleep_for(25ms);
+        }
+        return false;
+    }
+    // A detection already read (the agent prints in the order it judges,
+    // not the order the test asks), or the next one within `timeout`.
+    std::optional<nlohmann::json> detection_of(Subprocess& agent, pid_t pid,
+                                               const std::string& rule,
+                                               std::chrono::milliseconds timeout) {
+        for (const auto& line : seen_) {
+            auto record = nlohmann::json::parse(line);
+            if (record["rule"]["id"] == rule && record["process"]["pid"] == pid) return record;
+        }
+        return wait_for_detection(agent, pid, rule, timeout);
+    }
+    std::string level_of(const nlohmann::json& detection) const {
+        return detection["log"]["level"].get<std::string>();
+    }
+    std::map<pid_t, std::filesystem::path> marks_;
+};
+
+TEST_F(AgentEnvTest, ml_environments_stay_below_warning_and_real_injection_is_an_error) {
+    Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
+    const std::string old = "touch -d '30 days ago' ";
+    // nvidia/cuda images: ENV LD_LIBRARY_PATH /usr/local/nvidia/lib:/usr/local/nvidia/lib64.
+    const pid_t cuda =
+        start("cuda", "true", "LD_LIBRARY_PATH=/usr/local/nvidia/lib:/usr/local/nvidia/lib64");
+    // NGC images put CUDA's forward-compatibility libraries first.
+    const pid_t ngc = start(
+        "ngc", "true",
+        "LD_LIBRARY_PATH=/usr/local/cuda/compat/lib:/usr/local/nvidia/lib:/usr/local/nvidia/lib64");
+    // A conda environment made a minute ago: conda-meta/ vouches for it.
+    const pid_t conda = start("conda",
+                              "mkdir -p /opt/conda/envs/ml/conda-meta /opt/conda/envs/ml/lib && "
+                              ": > /opt/conda/envs/ml/lib/libcudart.so.12",
+                              "LD_LIBRARY_PATH=/opt/conda/envs/ml/lib");
+    // A virtualenv with pip's nvidia-cudnn and nvidia-cublas wheels.
+    const std::string site = "/srv/venv/lib/python3.11/site-packages/nvidia";
+    const pid_t venv =
+        start("venv",
+              "mkdir -p " + site + "/cudnn/lib " + site + "/cublas/lib && : > " + site +
+                  "/cudnn/lib/libcudnn.so.9 && echo 'home = /usr/bin' > /srv/venv/pyvenv.cfg",
+              "LD_LIBRARY_PATH=" + site + "/cudnn/lib:" + site + "/cublas/lib");
+    // A user's own build of a library, a month old: nothing vouches, a notice.
+    const pid_t own = start("own",
+                            "mkdir -p /srv/alice/lib && : > /srv/alice/lib/libfoo.so && " + old +
+                                "/srv/alice/lib/libfoo.so /srv/alice/lib",
+                            "LD_LIBRARY_PATH=/srv/alice/lib");
+    ASSERT_TRUE(all_opened()) << agent.stderr_text();
+
+    // The miners': a preload dropped in /dev/shm, a library path written just now.
+    const pid_t shm = start("shm", "mkdir -p /dev/shm/.x && : > /dev/shm/.x/libhook.so",
+                            "LD_PRELOAD=/dev/shm/.x/libhook.so");
+    const pid_t fresh =
+        start("fresh", "mkdir -p /srv/bob/.cache/lib && : > /srv/bob/.cache/lib/libcuda.so.1",
+              "LD_LIBRARY_PATH=/srv/bob/.cache/lib");
+    // A GPU program in /var/tmp started through a symlink in /srv.
+    const pid_t linked =
+        start("linked", "cp /bin/bash /var/tmp/gg-bash && ln -s /var/tmp/gg-bash /srv/run-bash",
+              "GG=1", "/srv/run-bash");
+    std::list<ChildReaper> reapers;  // not movable: a list never moves them
+    for (pid_t pid : {cuda, ngc, conda, venv, own, shm, fresh, linked}) {
+        ASSERT_GT(pid, 0);
+        reapers.emplace_back(pid);
+    }
+    ASSERT_TRUE(all_opened()) << agent.stderr_text();
+
+    for (pid_t miner : {shm, fresh}) {
+        auto detection = detection_of(agent, miner, "GG-CORR-0016", 10s);
+        ASSERT_TRUE(detection) << miner << " " << agent.stderr_text();
+        EXPECT_EQ(level_of(*detection), "error") << detection->dump();
+    }
+    auto location = detection_of(agent, linked, "GG-CORR-0005", 10s);
+    ASSERT_TRUE(location) << "judged by its real path in /var/tmp";
+    EXPECT_EQ(level_of(*location), "notice") << location->dump();
+    EXPECT_NE(location->dump().find("/var/tmp/gg-bash"), std::string::npos) << location->dump();
+    // The benign ones opened the GPU before the miners, so their judgement
+    // was printed before the miners' (one pipeline, in order).
+    bool own_noticed = false;
+    for (const auto& line : seen_) {
+        const auto record = nlohmann::json::parse(line);
+        const pid_t pid = record["process"]["pid"].get<pid_t>();
+        if (pid == cuda || pid == ngc || pid == conda || pid == venv) {
+            ADD_FAILURE() << "an ML environment was reported: " << line;
+        }
+        if (pid == own) {
+            own_noticed |= record["rule"]["id"] == "GG-CORR-0016";
+            EXPECT_EQ(level_of(record), "notice") << line;
+        }
+    }
+    EXPECT_TRUE(own_noticed) << "a library nothing vouches for is a notice";
+    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+}
+
+}  // namespace
