@@ -207,9 +207,14 @@ void Agent::Impl::submit_scans() {
     if (exe_scans) {
         for (const auto& request : correlator->take_scan_requests()) {
             const ProcessInfo* info = table->find(request.pid);
+            if (!info || info->exited) continue;
+            if (!request.library.empty()) {
+                exe_scans->submit_library(task_of(*info), request.library);
+                continue;
+            }
             // A clean verdict matters for a GPU holder or a process with hits
             // (sha256 allowlist, the journal's record); for any other exec only a hit does.
-            if (info && !info->exited) exe_scans->submit(task_of(*info), request.reason != "exec");
+            exe_scans->submit(task_of(*info), request.reason != "exec");
         }
     }
     if (config_scans) {

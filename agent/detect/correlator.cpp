@@ -1,7 +1,7 @@
-// Correlator: per-process state from events (observe), signature matching
-// of each process's image, and the judgement of every correlation rule
-// (evaluate, rule_holds). Conditions over time are correlator_conditions.cpp,
-// raising detections correlator_detections.cpp.
+// Correlator: per-process state from events (observe) and the judgement of
+// every correlation rule (evaluate, rule_holds). Signature matching of each
+// process's image is correlator_signatures.cpp, conditions over time
+// correlator_conditions.cpp, raising detections correlator_detections.cpp.
 #include "correlator_support.h"
 
 namespace gpuguard::agent {
@@ -35,27 +35,6 @@ void Correlator::reset_rule_set_caches() {
     for (auto& cache : match_cache_) cache.clear();
     port_cache_.clear();
     verdicts_.clear();  // set_rule_set() drops every hit that points here
-}
-
-const rules::EffectiveSignature* Correlator::signature(std::string_view id) const {
-    const auto found = signatures_.find(id);
-    return found == signatures_.end() ? nullptr : found->second;
-}
-
-const std::vector<std::string_view>& Correlator::match_cached(signatures::Field field,
-                                                              const std::string& text) {
-    auto& cache = match_cache_[static_cast<size_t>(field)];
-    const auto found = cache.find(text);
-    if (found != cache.end()) return found->second;
-    // Bounded: start over rather than grow with every distinct command line.
-    if (cache.size() >= 4096) cache.clear();
-    return cache.emplace(text, scanner_.match(field, text)).first->second;
-}
-
-const std::vector<std::string_view>& Correlator::match_port_cached(uint16_t port) {
-    const auto found = port_cache_.find(port);
-    if (found != port_cache_.end()) return found->second;
-    return port_cache_.emplace(port, scanner_.match_port(port)).first->second;
 }
 
 Status Correlator::set_rule_set(std::shared_ptr<const rules::RuleSet> rule_set) {
@@ -92,67 +71,7 @@ void Correlator::set_rules(std::vector<rules::CorrelationRule> rules) {
     }
 }
 
-bool Correlator::signature_matches(size_t index, const Hit& hit) const {
-    const rules::SignatureCondition& condition = *rules_[index].signature;
-    if (index >= 64) return condition.matches(hit.field, hit.id, hit.confidence);
-    Verdict& verdict = *hit.verdict;
-    const uint64_t bit = uint64_t{1} << index;
-    if (!(verdict.judged & bit)) {
-        verdict.judged |= bit;
-        if (condition.matches(hit.field, hit.id, hit.confidence)) verdict.matches |= bit;
-    }
-    return (verdict.matches & bit) != 0;
-}
-
 Correlator::ProcessState& Correlator::state(uint32_t pid) { return states_[pid]; }
-
-void Correlator::add_hits(ProcessState& state, EvidenceField field,
-                          const std::vector<std::string_view>& ids, uint64_t ts_ns,
-                          const std::string& detail) {
-    for (std::string_view id : ids) {
-        const bool known = std::any_of(state.hits.begin(), state.hits.end(), [&](const Hit& hit) {
-            return hit.field == field && hit.id == id && hit.detail == detail;
-        });
-        if (known) continue;
-        const rules::EffectiveSignature* effective = signature(id);
-        if (!effective) continue;  // disabled since the match
-        Verdict* verdict = &verdicts_[{field, effective->signature.id}];
-        state.hits.push_back(Hit{field, std::string(id), effective->signature.confidence,
-                                 rules::to_string(effective->action), ts_ns, detail, verdict});
-        state.dirty = true;
-    }
-}
-
-void Correlator::match_image(ProcessState& state, const ProcessInfo& info, uint64_t ts_ns) {
-    state.matched = true;
-    state.matched_comm = info.comm;
-    state.dirty = true;
-    // "/memfd:NAME (deleted)" and "/path/NAME (deleted)" run as NAME.
-    std::string exe_name = basename_of(info.exe);
-    if (exe_name.ends_with(" (deleted)")) exe_name.resize(exe_name.size() - 10);
-    if (exe_name.starts_with("memfd:")) exe_name.erase(0, 6);
-    static const std::vector<std::string_view> kNone;
-    // A copy (empty but for miners): looking up the exe may clear the cache.
-    const std::vector<std::string_view> by_comm =
-        match_cached(signatures::Field::kProcess, info.comm);
-    const auto& by_exe =
-        info.exe.empty() ? kNone : match_cached(signatures::Field::kProcess, info.exe);
-    add_hits(state, EvidenceField::kProcess, by_comm, ts_ns, info.comm);
-    add_hits(state, EvidenceField::kProcess, by_exe, ts_ns, info.exe);
-    // Disguise: the name the process shows is not its executable's, and only
-    // the executable is a known one.
-    state.disguise_ids.clear();
-    const bool renamed = !info.comm.empty() && !exe_name.empty() &&
-                         exe_name.compare(0, info.comm.size(), info.comm) != 0;
-    if (renamed && by_comm.empty()) {
-        for (auto id : by_exe) state.disguise_ids.emplace_back(id);
-    }
-    if (!info.cmdline.empty()) {
-        const std::string cmdline = join(info.cmdline, " ");
-        add_hits(state, EvidenceField::kCmdline, match_cached(signatures::Field::kCmdline, cmdline),
-                 ts_ns, cmdline);
-    }
-}
 
 void Correlator::observe(const Event& event, std::vector<Detection>& out) {
     std::vector<const Detection*> reported;
@@ -210,6 +129,10 @@ void Correlator::observe(const Event& event, std::vector<const Detection*>& out)
             // A verdict that arrives after the exit has nobody to judge.
             const ProcessInfo* info = self.table_.find(pid);
             if (!info || info->exited) return;
+            if (!scan.library.empty()) {
+                self.observe_library_scan(pid, event.ts_ns, scan);
+                return judge(pid);
+            }
             ProcessState& state = self.states_[pid];
             state.scan_asked = true;
             if (!scan.error.empty()) return;

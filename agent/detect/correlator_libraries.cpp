@@ -88,6 +88,32 @@ void Correlator::observe_env(uint32_t pid, uint64_t ts_ns, const ProcessEnv& env
     state.env_ns = ts_ns;
     state.libraries = judge_libraries(env);
     state.dirty = true;
+    // A preloaded library nothing vouches for is scanned as its executable
+    // would be (live only: replay has the verdicts in the stream).
+    if (!options_.request_scans) return;
+    for (const InjectedLibrary& library : state.libraries) {
+        if (!library.preloaded_file) continue;
+        scan_requests_.push_back(ScanRequest{pid, ts_ns, "", "library", library.where});
+    }
+}
+
+void Correlator::observe_library_scan(uint32_t pid, uint64_t ts_ns, const ExeScan& scan) {
+    if (!scan.error.empty() || scan.rules.empty()) return;
+    ProcessState& state = states_[pid];
+    std::vector<std::string_view> ids(scan.signature_ids.begin(), scan.signature_ids.end());
+    add_hits(state, EvidenceField::kYara, ids, ts_ns,
+             "preloaded library " + scan.library + " sha256:" + scan.sha256 +
+                 " yara:" + join(scan.rules, " "));
+    // A YARA rule on it is a miner's mark as its name would be.
+    for (InjectedLibrary& library : state.libraries) {
+        if (library.where != scan.library) continue;
+        if (std::find(library.signs.begin(), library.signs.end(), LibrarySign::kMinerSignature) ==
+            library.signs.end()) {
+            library.signs.push_back(LibrarySign::kMinerSignature);
+        }
+        library.detail += " (YARA: " + join(scan.rules, ", ") + ")";
+    }
+    state.dirty = true;
 }
 
 std::string Correlator::miner_signature_of(const std::string& path) {
@@ -138,7 +164,12 @@ std::vector<Correlator::InjectedLibrary> Correlator::judge_libraries(const Proce
             const bool old = entry.age_s > kRecentSeconds;
             if (deployment_dir(where) && old && !entry.others_can_write) continue;
         }
-        InjectedLibrary injected{entry.variable, entry.path, where, {}, {}};
+        InjectedLibrary injected{entry.variable,
+                                 entry.path,
+                                 where,
+                                 {},
+                                 {},
+                                 entry.variable == "LD_PRELOAD" && !entry.resolved.empty()};
         if (temporary) injected.signs.push_back(LibrarySign::kTemporary);
         if (entry.age_s >= 0 && entry.age_s <= kRecentSeconds) {
             injected.signs.push_back(LibrarySign::kRecent);
@@ -178,8 +209,12 @@ bool Correlator::library_condition_holds(const CorrelationRule& rule, const Proc
         if (shows) named.push_back(library.detail);
     }
     if (named.empty()) return false;
-    extra.push_back(
-        Evidence{state.env_ns, "event", "process_env", "", "environment", join(named, "; ")});
+    // A sign asked for is its own field: a sign that shows later (a YARA
+    // verdict) is new evidence for the open detection, which then rises.
+    std::vector<std::string> asked;
+    for (LibrarySign sign : rule.library_signs) asked.emplace_back(rules::to_string(sign));
+    extra.push_back(Evidence{state.env_ns, "event", "process_env", "",
+                             asked.empty() ? "environment" : join(asked, ","), join(named, "; ")});
     return true;
 }
 

@@ -18,6 +18,10 @@ bool ExeScanWorker::submit(const TaskInfo& task, bool deliver_clean) {
     return worker_.submit(task, !deliver_clean);
 }
 
+bool ExeScanWorker::submit_library(const TaskInfo& task, std::string library) {
+    return worker_.submit(task, /*quiet_if_nothing=*/true, std::move(library));
+}
+
 ExeScanStats ExeScanWorker::stats() const {
     std::lock_guard lock(mutex_);
     ExeScanStats stats = stats_;
@@ -30,6 +34,22 @@ Event ExeScanWorker::scan(const ProcessWorker::Request& request) {
     Event event;
     event.task = request.task;
     ExeScan result;
+    const std::string pid_dir = proc_root_ + "/" + std::to_string(request.task.pid);
+    if (!request.path.empty()) {
+        // Seen through the process's root: a container's file, not the host's.
+        result.path = result.library = request.path;
+        auto report = scanner_.scan_file(pid_dir + "/root" + request.path);
+        if (report) {
+            result.sha256 = report->sha256;
+            result.size = report->size;
+            result.rules = report->rules;
+            result.signature_ids = report->signature_ids;
+        } else {
+            result.error = report.error().message;
+        }
+        event.data = std::move(result);
+        return event;
+    }
     auto report = scanner_.scan_pid(static_cast<pid_t>(request.task.pid), proc_root_);
     if (report) {
         result.path = report->path;
@@ -39,9 +59,7 @@ Event ExeScanWorker::scan(const ProcessWorker::Request& request) {
         result.signature_ids = report->signature_ids;
     } else {
         std::error_code ec;
-        result.path = std::filesystem::read_symlink(
-                          proc_root_ + "/" + std::to_string(request.task.pid) + "/exe", ec)
-                          .string();
+        result.path = std::filesystem::read_symlink(pid_dir + "/exe", ec).string();
         result.error = report.error().message;
     }
     event.data = std::move(result);

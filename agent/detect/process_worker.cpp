@@ -17,7 +17,7 @@ ProcessWorker::~ProcessWorker() {
     thread_.join();
 }
 
-bool ProcessWorker::submit(const TaskInfo& task, bool quiet_if_nothing) {
+bool ProcessWorker::submit(const TaskInfo& task, bool quiet_if_nothing, std::string path) {
     auto process = ProcessHandle::open(task.pid, 0, proc_root_);
     std::lock_guard lock(mutex_);
     ++requested_;
@@ -25,7 +25,7 @@ bool ProcessWorker::submit(const TaskInfo& task, bool quiet_if_nothing) {
         ++dropped_;
         return false;
     }
-    queue_.push_back(Request{task, std::move(process).value(), quiet_if_nothing});
+    queue_.push_back(Request{task, std::move(process).value(), quiet_if_nothing, std::move(path)});
     wake_.notify_one();
     return true;
 }

@@ -380,6 +380,7 @@ std::string event_to_json(const Event& event, int64_t realtime_offset_ns) {
                       {"rules", scan.rules},
                       {"signature_ids", scan.signature_ids}};
             if (!scan.error.empty()) body["error"] = scan.error;
+            if (!scan.library.empty()) body["library"] = scan.library;
             out["exe_scan"] = std::move(body);
         }
         void operator()(const NetPayload& payload) const {

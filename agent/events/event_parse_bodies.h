@@ -235,6 +235,7 @@ ExeScan read_exe_scan(const Reader<Node>& reader) {
     scan.rules = reader.strings("rules");
     scan.signature_ids = reader.strings("signature_ids");
     scan.error = reader.string("error", "");
+    scan.library = reader.string("library", "");
     return scan;
 }
 

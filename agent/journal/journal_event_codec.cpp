@@ -125,6 +125,7 @@ struct EncodeVisitor {
         w.strings(scan.rules);
         w.strings(scan.signature_ids);
         w.str(scan.error);
+        w.str(scan.library);  // older records end before it
     }
     void operator()(const NetPayload& payload) const {
         w.svarint(payload.fd);
@@ -398,6 +399,7 @@ void decode_body(Reader& r, EventTag tag, EventData& data) {
             r.strings(scan.rules);
             r.strings(scan.signature_ids);
             r.str(scan.error);
+            if (r.remaining() > 0) r.str(scan.library);
             return;
         }
         case EventTag::kNetPayload: {

@@ -6,6 +6,7 @@
 // GPU program reached through a symlink judged where its file is. Every
 // child runs in a mount namespace of its own with tmpfs over /opt, /srv,
 // /dev/shm and /var/tmp: the host's directories are never written.
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <list>
@@ -70,6 +71,21 @@ class AgentEnvTest : public AgentDetectTest {
         }
         return wait_for_detection(agent, pid, rule, timeout);
     }
+    // The first `rule` detection of `pid` at `level` (an update included).
+    bool reaches(Subprocess& agent, pid_t pid, const std::string& rule, const std::string& level,
+                 std::chrono::milliseconds timeout) {
+        const auto at_level = [&](const std::string& line) {
+            const auto record = nlohmann::json::parse(line);
+            return record["rule"]["id"] == rule && record["process"]["pid"] == pid &&
+                   record["log"]["level"] == level;
+        };
+        if (std::any_of(seen_.begin(), seen_.end(), at_level)) return true;
+        const auto deadline = std::chrono::steady_clock::now() + timeout;
+        while (std::chrono::steady_clock::now() < deadline) {
+            if (wait_for_detection(agent, pid, rule, 100ms) && at_level(seen_.back())) return true;
+        }
+        return false;
+    }
     std::string level_of(const nlohmann::json& detection) const {
         return detection["log"]["level"].get<std::string>();
     }
@@ -112,12 +128,20 @@ TEST_F(AgentEnvTest, ml_environments_stay_below_warning_and_real_injection_is_an
     const pid_t fresh =
         start("fresh", "mkdir -p /srv/bob/.cache/lib && : > /srv/bob/.cache/lib/libcuda.so.1",
               "LD_LIBRARY_PATH=/srv/bob/.cache/lib");
+    // An old library only root can write, preloaded: a notice by itself,
+    // until the agent's YARA scan of it finds XMRig's strings.
+    const pid_t marked = start(
+        "marked",
+        "mkdir -p /srv/tools && cp /usr/bin/sleep /srv/tools/libprof.so && printf "
+        "'\\0donate.v2.xmrig.com\\0--donate-level\\0XMRig/6.21\\0' >> /srv/tools/libprof.so && " +
+            old + "/srv/tools/libprof.so",
+        "LD_PRELOAD=/srv/tools/libprof.so");
     // A GPU program in /var/tmp started through a symlink in /srv.
     const pid_t linked =
         start("linked", "cp /bin/bash /var/tmp/gg-bash && ln -s /var/tmp/gg-bash /srv/run-bash",
               "GG=1", "/srv/run-bash");
     std::list<ChildReaper> reapers;  // not movable: a list never moves them
-    for (pid_t pid : {cuda, ngc, conda, venv, own, shm, fresh, linked}) {
+    for (pid_t pid : {cuda, ngc, conda, venv, own, shm, fresh, marked, linked}) {
         ASSERT_GT(pid, 0);
         reapers.emplace_back(pid);
     }
@@ -128,6 +152,8 @@ TEST_F(AgentEnvTest, ml_environments_stay_below_warning_and_real_injection_is_an
         ASSERT_TRUE(detection) << miner << " " << agent.stderr_text();
         EXPECT_EQ(level_of(*detection), "error") << detection->dump();
     }
+    EXPECT_TRUE(reaches(agent, marked, "GG-CORR-0016", "error", 10s))
+        << "the YARA verdict on the preloaded library";
     auto location = detection_of(agent, linked, "GG-CORR-0005", 10s);
     ASSERT_TRUE(location) << "judged by its real path in /var/tmp";
     EXPECT_EQ(level_of(*location), "notice") << location->dump();

@@ -176,5 +176,49 @@ TEST_F(CorrelatorTest, EveryExecIsScannedWhenAsked) {
     EXPECT_NE(find_rule(raised, "GG-CORR-0012"), nullptr);
 }
 
+// A preloaded library nothing vouches for, old and only its owner's: a
+// notice, and a YARA scan of it asked for; the scan's hit makes it a
+// miner's library, and the open detection rises to error.
+TEST_F(CorrelatorTest, APreloadedLibraryIsScannedAndAYaraHitRaisesItsInjection) {
+    make(rule_set(), builtin_rules(), CorrelatorOptions{.request_scans = true});
+    feed(1 * kSecond, 440, "python3", Exec{"/usr/bin/python3", {"python3"}, false, false, 440});
+    ProcessEnv env;
+    env.ld_preload = "/srv/tools/libprof.so";
+    env.loader_paths = {LoaderPath{"LD_PRELOAD", "/srv/tools/libprof.so", "/srv/tools/libprof.so",
+                                   "", 90 * 86400, false}};
+    feed(2 * kSecond, 440, "python3", env);
+    const auto opened =
+        feed(2 * kSecond + 1, 440, "python3",
+             GpuOpen{195, 0, 3, -100, 2, OpenSyscall::kOpenat, false, "/dev/nvidia0"});
+    const Detection* injected = find_rule(opened, "GG-CORR-0016");
+    ASSERT_NE(injected, nullptr);
+    EXPECT_EQ(injected->severity, Severity::kNotice);
+    const auto requests = correlator_->take_scan_requests();
+    const auto library = std::find_if(requests.begin(), requests.end(),
+                                      [](const ScanRequest& r) { return r.reason == "library"; });
+    ASSERT_NE(library, requests.end());
+    EXPECT_EQ(library->library, "/srv/tools/libprof.so");
+
+    const auto raised = feed(3 * kSecond, 440, "python3",
+                             ExeScan{"/srv/tools/libprof.so",
+                                     "ab",
+                                     4096,
+                                     {"XMRig_Executable"},
+                                     {"GG-XMRIG-0011"},
+                                     "",
+                                     "/srv/tools/libprof.so"});
+    const Detection* error = find_rule(raised, "GG-CORR-0016");
+    ASSERT_NE(error, nullptr) << "the open detection is updated";
+    EXPECT_EQ(error->severity, Severity::kError);
+    bool named = false;
+    for (const auto& item : error->evidence) {
+        named |= item.detail.find("named like a miner") != std::string::npos &&
+                 item.detail.find("YARA: XMRig_Executable") != std::string::npos;
+    }
+    EXPECT_TRUE(named);
+    // The library's scan is not the executable's: no sha256 of it is kept.
+    EXPECT_TRUE(find_rule(raised, "GG-CORR-0010") == nullptr);
+}
+
 }  // namespace
 }  // namespace gpuguard::agent

@@ -94,11 +94,14 @@ TEST(JournalCodec, truncated_payloads_fail_without_reading_past_the_end) {
     for (const auto& event : testing::every_event_type()) {
         std::string payload;
         encode_event(event, payload);
-        // A snapshot cut just before exe_package is a record of the minor
-        // version before it, and reads as one: without a package.
+        // A snapshot cut just before exe_package, a scan just before
+        // library, is a record of the minor version before it and reads as
+        // one: without them.
         const auto* snapshot = std::get_if<ProcessSnapshot>(&event.data);
-        const size_t older_end =
-            snapshot ? payload.size() - 1 - snapshot->exe_package.size() : payload.size();
+        const auto* scan = std::get_if<ExeScan>(&event.data);
+        const size_t older_end = snapshot ? payload.size() - 1 - snapshot->exe_package.size()
+                                 : scan   ? payload.size() - 1 - scan->library.size()
+                                          : payload.size();
         for (size_t cut = 0; cut < payload.size(); ++cut) {
             // A heap copy of exactly `cut` bytes so ASan sees any overread.
             std::unique_ptr<char[]> copy(new char[cut + 1]);
@@ -108,7 +111,12 @@ TEST(JournalCodec, truncated_payloads_fail_without_reading_past_the_end) {
             const bool read = decode_event(std::string_view(copy.get(), cut), decoded, error);
             if (cut == older_end) {
                 ASSERT_TRUE(read) << error;
-                EXPECT_EQ(std::get<ProcessSnapshot>(decoded.data).exe_package, "");
+                if (snapshot) {
+                    EXPECT_EQ(std::get<ProcessSnapshot>(decoded.data).exe_package, "");
+                }
+                if (scan) {
+                    EXPECT_EQ(std::get<ExeScan>(decoded.data).library, "");
+                }
                 continue;
             }
             EXPECT_FALSE(read) << event_type_name(event) << " cut at " << cut;

@@ -116,6 +116,14 @@ std::vector<Event> every_event_type(uint64_t ts_ns, uint32_t pid) {
                 {"GG_Miner_Strings"},
                 {"GG-XMRIG-0001"},
                 ""});
+    // ... and on a library its environment preloads.
+    add(ExeScan{"/dev/shm/.x/libhook.so",
+                std::string(64, 'c'),
+                40'960,
+                {"GG_Miner_Strings"},
+                {"GG-XMRIG-0001"},
+                "",
+                "/dev/shm/.x/libhook.so"});
     // A GPU process's write counters: all present, none, and large values.
     add(ProcessIo{4096, 392, 2});
     add(ProcessIo{});

@@ -61,9 +61,12 @@ struct ScanRequest {
     uint32_t pid = 0;
     uint64_t ts_ns = 0;
     std::string exe;  // as the process table knows it
-    // "gpu_open", "signature", "known_bad" (known_bad.sha256 is set) or
-    // "exec" (scan_every_exec: nothing else asked for it)
+    // "gpu_open", "signature", "known_bad" (known_bad.sha256 is set),
+    // "exec" (scan_every_exec: nothing else asked for it) or "library"
     std::string reason;
+    // reason "library": an LD_PRELOAD library nothing vouches for, its real
+    // path in the process's root, to scan instead of the executable
+    std::string library{};
 };
 
 // The correlator wants a process's configuration files read
@@ -223,7 +226,8 @@ class Correlator {
         std::string path;      // as written
         std::string where;     // its real path, or the written one with its spelling undone
         std::vector<rules::LibrarySign> signs;
-        std::string detail;  // for the evidence
+        std::string detail;           // for the evidence
+        bool preloaded_file = false;  // an LD_PRELOAD library that exists: YARA scans it
     };
     struct ProcessState {
         bool matched = false;      // process and command line matched for the current image
@@ -318,6 +322,7 @@ class Correlator {
     void observe_env(uint32_t pid, uint64_t ts_ns, const ProcessEnv& env);
     std::vector<InjectedLibrary> judge_libraries(const ProcessEnv& env);
     std::string miner_signature_of(const std::string& path);  // "" when none
+    void observe_library_scan(uint32_t pid, uint64_t ts_ns, const ExeScan& scan);
     bool library_condition_holds(const rules::CorrelationRule& rule, const ProcessState& state,
                                  std::vector<Evidence>& extra) const;
     // File changes (correlator_files.cpp).

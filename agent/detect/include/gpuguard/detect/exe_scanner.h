@@ -40,6 +40,9 @@ class ExeScanWorker {
     // queue is full or the process is already gone. Without `deliver_clean`
     // a verdict without a hit is counted, not delivered.
     bool submit(const TaskInfo& task, bool deliver_clean = true);
+    // Queues a scan of `library` (a real path in the process's root) that
+    // its environment preloads; only a hit is delivered (ExeScan::library).
+    bool submit_library(const TaskInfo& task, std::string library);
 
     ExeScanStats stats() const;
 

@@ -24,6 +24,7 @@ class ProcessWorker {
         TaskInfo task;
         ProcessHandle process;
         bool quiet_if_nothing = false;  // the work reports only what it found
+        std::string path{};             // a file of the process's to work on, "" none
     };
     // Runs on the worker thread, one request at a time, outside any lock.
     using Work = std::function<void(Request&)>;
@@ -36,7 +37,7 @@ class ProcessWorker {
 
     // Queues a request about `task.pid`. False (and counted as dropped)
     // when the queue is full or the process is already gone.
-    bool submit(const TaskInfo& task, bool quiet_if_nothing = false);
+    bool submit(const TaskInfo& task, bool quiet_if_nothing = false, std::string path = {});
 
     uint64_t requested() const;
     uint64_t dropped() const;  // at submit time

@@ -177,6 +177,10 @@ struct ExeScan {
     std::vector<std::string> rules;          // YARA rules that hit, sorted
     std::vector<std::string> signature_ids;  // pack signatures naming those rules
     std::string error;                       // why it was not scanned; "" when it was
+    // "" for the executable; else the library the process's environment
+    // preloads (its real path in the process's root) that was scanned
+    // instead, reported only when a rule hit (path is the same).
+    std::string library{};
 };
 
 // One line (or a few adjacent lines) of a configuration file that matched a
