@@ -110,7 +110,13 @@ TEST(AlertRouter, drop_oldest_counts_every_dropped_record) {
     auto router = start({sink});
     ASSERT_TRUE(router);
     for (int n = 0; n < 500; ++n) router->publish(testing::test_detection(fmt::format("o{}", n)));
-    for (int i = 0; i < 200 && router->counters()[0].queued < 500; ++i) {
+    // Every record queued, and the sink's first connect refused (its thread
+    // may not have tried yet when the last record is queued).
+    const auto settled = [&] {
+        const auto now = router->counters()[0];
+        return now.queued == 500 && !now.healthy;
+    };
+    for (int i = 0; i < 200 && !settled(); ++i) {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     const auto c = router->counters()[0];
