@@ -262,11 +262,13 @@ void Agent::Impl::build_pipeline() {
     stages.net_intel = &net_intel;
     stages.journal = journal.get();
     stages.correlator = correlator.get();
-    stages.snapshot_new_gpu_holders = journal != nullptr;
-    // The live agent completes file changes and reads GPU processes'
-    // environments from /proc; a recording already carries both.
-    stages.read_proc_context = sensor.has_value();
-    if (sensor) stages.watch_files = &sensor->watched_files();
+    // The live agent completes file changes and execs and reads GPU
+    // processes' environments from /proc; a recording already carries them.
+    HostReadOptions host_options;
+    host_options.watch_files = sensor ? &sensor->watched_files() : nullptr;
+    host_options.snapshot_new_gpu_holders = journal != nullptr;
+    host_reads = std::make_unique<HostReads>(*table, std::move(host_options));
+    stages.host = host_reads.get();
     PipelineHooks hooks;
     hooks.emit = [this](const Detection& detection) { emit(detection); };
     hooks.on_applied = [this](const Event& event) {

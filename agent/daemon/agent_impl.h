@@ -95,6 +95,7 @@ struct Agent::Impl {
     // Names connects from DNS answers, derives Stratum events; keeps the
     // addresses answers give for the watch list of pool addresses.
     NetIntel net_intel{NetIntelOptions{.max_pending_resolutions = 1024}};
+    std::unique_ptr<HostReads> host_reads;     // the pipeline's live /proc reads
     std::unique_ptr<Pipeline> pipeline;        // built last in start(), before the first event
     std::unique_ptr<ExeScanWorker> exe_scans;  // null when rules.yara_scan is off
     std::unique_ptr<ConfigScanWorker> config_scans;     // null when rules.config_scan is off

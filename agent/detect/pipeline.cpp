@@ -1,10 +1,7 @@
 #include "gpuguard/detect/pipeline.h"
 
 #include <algorithm>
-#include <type_traits>
 #include <utility>
-
-#include "gpuguard/state/file_context.h"
 
 namespace gpuguard::agent {
 namespace {
@@ -44,11 +41,9 @@ void Pipeline::set_realtime_offset(int64_t offset_ns) {
 }
 
 void Pipeline::feed(const Event& event) { feed_event(event, /*judge_it=*/true); }
-void Pipeline::feed(Event&& event) { feed_event(std::move(event), /*judge_it=*/true); }
 void Pipeline::learn(const Event& event) { feed_event(event, /*judge_it=*/false); }
 
-template <typename AnEvent>
-void Pipeline::feed_event(AnEvent&& event, bool judge_it) {
+void Pipeline::feed_event(const Event& event, bool judge_it) {
     NetIntel* intel = stages_.net_intel;
     const bool net = std::holds_alternative<NetPayload>(event.data) ||
                      std::holds_alternative<Connect>(event.data) ||
@@ -56,52 +51,34 @@ void Pipeline::feed_event(AnEvent&& event, bool judge_it) {
                      std::holds_alternative<Stratum>(event.data);
     if (!intel || !net) {
         recently_derived_.clear();
-        if (stages_.read_proc_context && std::holds_alternative<FileChange>(event.data)) {
-            Event completed = std::forward<AnEvent>(event);
-            static const std::vector<WatchPattern> kNone;
-            complete_file_change(completed.task.pid, std::get<FileChange>(completed.data),
-                                 stages_.watch_files ? *stages_.watch_files : kNone,
-                                 stages_.proc_root);
-            pass(std::move(completed), judge_it);
-            return;
+        HostReads* host = stages_.host;
+        const bool completed_live = std::holds_alternative<FileChange>(event.data) ||
+                                    std::holds_alternative<Exec>(event.data);
+        if (!host || !completed_live) return pass(event, judge_it);
+        Event completed = event;
+        host->complete(completed);
+        if (std::holds_alternative<Exec>(completed.data)) {
+            if (auto container = host->container_of_new_cgroup(completed)) {
+                pass(*container, judge_it);
+            }
         }
-        if (stages_.read_proc_context && std::holds_alternative<Exec>(event.data)) {
-            Event completed = std::forward<AnEvent>(event);
-            complete_exec(completed.task.pid, std::get<Exec>(completed.data), stages_.proc_root);
-            if (auto container = container_of_new_cgroup(completed))
-                pass(std::move(*container), judge_it);
-            pass(std::move(completed), judge_it);
-            return;
-        }
-        pass(std::forward<AnEvent>(event), judge_it);
-        return;
+        return pass(completed, judge_it);
     }
     if (!note_derived(event)) return;
     if (const auto* connect = std::get_if<Connect>(&event.data)) {
         // Named from the DNS answers seen so far: the only event it changes.
         if (auto name = intel->name_of(*connect, event.ts_ns)) {
-            Event named = std::forward<AnEvent>(event);
+            Event named = event;
             std::get<Connect>(named.data).domain = std::move(*name);
-            pass(std::move(named), judge_it);
+            pass(named, judge_it);
             return;
         }
     }
-    pass(std::forward<AnEvent>(event), judge_it);
+    pass(event, judge_it);
     for (const auto& stratum : derived_) pass(stratum, judge_it);
 }
 
 void Pipeline::judge_only(const Event& event) { judge(event); }
-
-std::optional<Event> Pipeline::container_of_new_cgroup(const Event& exec) {
-    constexpr size_t kMaxCgroupsSeen = 4096;  // the table keeps more: see remember_cgroup_container
-    const uint64_t cgroup = exec.task.cgroup_id;
-    if (cgroup == 0 || cgroups_seen_.contains(cgroup)) return std::nullopt;
-    const ProcessInfo info = stages_.table->enriched(exec.task);
-    if (info.cgroup_path.empty()) return std::nullopt;  // gone already: the next exec asks again
-    if (cgroups_seen_.size() >= kMaxCgroupsSeen) cgroups_seen_.clear();
-    cgroups_seen_.insert(cgroup);
-    return container_event(info, exec.ts_ns);
-}
 
 bool Pipeline::note_derived(const Event& event) {
     derived_.clear();
@@ -124,39 +101,25 @@ bool Pipeline::note_derived(const Event& event) {
     return true;
 }
 
-// `event` const, or an rvalue the table may take an exec's strings from
-// (the correlator reads the table's copy, not the event's).
-template <typename AnEvent>
-void Pipeline::pass(AnEvent&& event, bool judge_it) {
+void Pipeline::pass(const Event& event, bool judge_it) {
     ProcessTable& table = *stages_.table;
-    const bool new_holder = (stages_.snapshot_new_gpu_holders || stages_.read_proc_context) &&
-                            becomes_gpu_holder(table, event);
-    if (new_holder && stages_.snapshot_new_gpu_holders) {
+    HostReads* host = stages_.host;
+    const bool new_holder = host && becomes_gpu_holder(table, event);
+    if (new_holder && host->snapshots_new_gpu_holders()) {
         const ProcessInfo holder = table.enriched(event.task);
         // Its container's identity first: the snapshot that follows names it.
-        if (auto container = container_event(holder, event.ts_ns))
-            pass(std::move(*container), judge_it);
+        if (auto container = container_event(holder, event.ts_ns)) pass(*container, judge_it);
         pass(snapshot_event(holder, event.ts_ns), judge_it);
     }
     // Its environment, judged with the event that follows: at its first GPU
     // use, and again at each exec while it holds one (an environ read while
     // the process was exec'ing is empty; its exec event comes next).
-    if (stages_.read_proc_context && (new_holder || gpu_holder_execs(table, event))) {
-        pass(Event{event.ts_ns, event.task, read_process_env(event.task.pid, stages_.proc_root)},
-             judge_it);
+    if (host && (new_holder || gpu_holder_execs(table, event))) {
+        pass(host->environment_of(event), judge_it);
     }
     ++stats_.events;
     if (stages_.journal) stages_.journal->append(event, realtime_offset_ns_);  // never blocks
-    if constexpr (std::is_same_v<AnEvent&&, Event&&>) {
-        const bool read_after = hooks_.on_applied || hooks_.on_judged;
-        if (read_after) {
-            table.apply(static_cast<const Event&>(event));
-        } else {
-            table.apply(std::move(event));  // the correlator reads the table's copy
-        }
-    } else {
-        table.apply(event);
-    }
+    table.apply(event);
     if (!judge_it) return;
     if (hooks_.on_applied) hooks_.on_applied(event);
     judge(event);

@@ -353,6 +353,27 @@ Result<Event> decode_bpf_command(std::span<const std::byte> record) {
 // kernel/panic.c's taint_flags, by bit.
 constexpr char kTaintLetters[] = "PFSRMBUDAWCIOELKXTNJ";
 
+// Every record type the BPF programs emit (bpf/events.h), its name in the
+// sensor's per-type counters and its decoder: the one list both use.
+struct RecordType {
+    uint32_t type;
+    const char* name;
+    Result<Event> (*decode)(std::span<const std::byte> record);
+};
+constexpr RecordType kRecordTypes[] = {
+    {GG_EVENT_GPU_OPEN, "gpu_open", decode_gpu_open},
+    {GG_EVENT_GPU_IOCTL, "gpu_ioctl", decode_gpu_ioctl},
+    {GG_EVENT_CONNECT, "connect", decode_connect},
+    {GG_EVENT_EXEC, "exec", decode_exec},
+    {GG_EVENT_FORK, "fork", decode_fork},
+    {GG_EVENT_EXIT, "exit", decode_exit},
+    {GG_EVENT_KILL_NOW, "kill_now", decode_kill_now},
+    {GG_EVENT_NET_PAYLOAD, "net_payload", decode_net_payload},
+    {GG_EVENT_FILE_CHANGE, "file_change", decode_file_change},
+    {GG_EVENT_MODULE_LOAD, "module_load", decode_module_load},
+    {GG_EVENT_AGENT_SIGNAL, "agent_signal", decode_agent_signal},
+    {GG_EVENT_BPF_COMMAND, "bpf_command", decode_bpf_command},
+};
 }  // namespace
 
 std::string module_taint_letters(uint32_t taints) {
@@ -499,34 +520,17 @@ Result<Event> decode_record(std::span<const std::byte> record) {
                                            " bytes but holds " + std::to_string(record.size()));
     }
     const auto body = record.first(header.size);
-    switch (header.type) {
-        case GG_EVENT_GPU_OPEN:
-            return decode_gpu_open(body);
-        case GG_EVENT_GPU_IOCTL:
-            return decode_gpu_ioctl(body);
-        case GG_EVENT_CONNECT:
-            return decode_connect(body);
-        case GG_EVENT_EXEC:
-            return decode_exec(body);
-        case GG_EVENT_FORK:
-            return decode_fork(body);
-        case GG_EVENT_EXIT:
-            return decode_exit(body);
-        case GG_EVENT_KILL_NOW:
-            return decode_kill_now(body);
-        case GG_EVENT_NET_PAYLOAD:
-            return decode_net_payload(body);
-        case GG_EVENT_MODULE_LOAD:
-            return decode_module_load(body);
-        case GG_EVENT_FILE_CHANGE:
-            return decode_file_change(body);
-        case GG_EVENT_AGENT_SIGNAL:
-            return decode_agent_signal(body);
-        case GG_EVENT_BPF_COMMAND:
-            return decode_bpf_command(body);
-        default:
-            return fail(ErrorCode::kParse, "unknown record type " + std::to_string(header.type));
+    for (const RecordType& known : kRecordTypes) {
+        if (known.type == header.type) return known.decode(body);
     }
+    return fail(ErrorCode::kParse, "unknown record type " + std::to_string(header.type));
+}
+
+const char* record_type_name(uint32_t type) {
+    for (const RecordType& known : kRecordTypes) {
+        if (known.type == type) return known.name;
+    }
+    return nullptr;  // a number no program emits
 }
 
 }  // namespace gpuguard::agent

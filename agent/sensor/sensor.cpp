@@ -18,61 +18,17 @@
 #include "gpuguard/sensor/bpf_pins.h"
 #include "gpuguard/sensor/sensor_probe.h"
 #include "gpuguard/sensor/sensor_support.h"
-#include "gpuguard_bpf.skel.h"
-#include "kernel_watch.h"
-#include "libbpf_handles.h"
-#include "own_bpf_objects.h"
-#include "sensor_attach.h"
+#include "sensor_impl.h"
 
 namespace gpuguard::agent {
 namespace {
-
-using SkeletonPtr = LibbpfPtr<gpuguard_bpf, gpuguard_bpf__destroy>;
-
-const char* record_type_name(uint32_t type) {
-    switch (type) {
-        case GG_EVENT_GPU_OPEN:
-            return "gpu_open";
-        case GG_EVENT_GPU_IOCTL:
-            return "gpu_ioctl";
-        case GG_EVENT_CONNECT:
-            return "connect";
-        case GG_EVENT_EXEC:
-            return "exec";
-        case GG_EVENT_FORK:
-            return "fork";
-        case GG_EVENT_EXIT:
-            return "exit";
-        case GG_EVENT_KILL_NOW:
-            return "kill_now";
-        case GG_EVENT_NET_PAYLOAD:
-            return "net_payload";
-        case GG_EVENT_FILE_CHANGE:
-            return "file_change";
-        case GG_EVENT_MODULE_LOAD:
-            return "module_load";
-        case GG_EVENT_AGENT_SIGNAL:
-            return "agent_signal";
-        case GG_EVENT_BPF_COMMAND:
-            return "bpf_command";
-        default:
-            return nullptr;  // a number no program emits
-    }
-}
 
 gg_gpu_dev_key device_key(const GpuDeviceNumber& device) {
     return gg_gpu_dev_key{device.major, device.minor ? *device.minor : GG_GPU_DEV_ANY_MINOR};
 }
 
-// The BTF CO-RE resolves against when it is not the running kernel's: the
-// configured sensor.btf, else the path a test points at; "" = the kernel's.
-std::string custom_btf_path(const SensorOptions& options) {
-    if (!options.config.btf_path.empty()) return options.config.btf_path;
-    return options.kernel_btf_path != kKernelBtfPath ? options.kernel_btf_path : std::string();
-}
+}  // namespace
 
-// Keeps kill_now_armed in step with the known-bad maps, so the hot paths
-// skip their lookups while a map is empty.
 void update_kill_now_armed(gpuguard_bpf* skel) {
     uint32_t armed = 0;
     if (!map_keys<gg_file_key>(skel->maps.known_bad_files).empty()) armed |= GG_KILL_ARMED_FILES;
@@ -80,252 +36,16 @@ void update_kill_now_armed(gpuguard_bpf* skel) {
     skel->bss->kill_now_armed = armed;
 }
 
-}  // namespace
-
 uint64_t SensorStats::total_dropped() const {
     uint64_t total = 0;
     for (const auto& type : kernel) total += type.dropped;
     return total;
 }
 
-struct Sensor::Impl {
-    // Destroyed bottom-up: consumer, then links (detach), then the skeleton (unload).
-    SkeletonPtr skeleton;
-    std::vector<LinkPtr> links;
-    RingBufferPtr ring;
-    EventHandler handler;
-    uint64_t delivered = 0;
-    uint64_t decode_errors = 0;
-    std::vector<std::string> hooks;
-    AttachMode mode = AttachMode::kSyscallTracepoints;
-    std::string reason;                          // why this mode
-    PayloadHooks payload = PayloadHooks::kNone;  // kNone: no program counts GPU processes' sends
-    std::unique_ptr<KernelWatch> watch;          // watched_tgids, watched_addrs
-    std::vector<WatchPattern> watch_files;       // as loaded into watch_paths, watch_names
-    BpfObjects own_objects;                      // as loaded into agent_bpf_objects
-
-    static int on_record(void* context, void* data, size_t size) {
-        auto* self = static_cast<Impl*>(context);
-        auto event = decode_record(std::span(static_cast<const std::byte*>(data), size));
-        if (!event) {
-            // Counted and reported in stats; a bad record never stops the stream.
-            ++self->decode_errors;
-            logger("sensor")->warn("dropping undecodable record ({} bytes): {}", size,
-                                   event.error().message);
-            return 0;
-        }
-        ++self->delivered;
-        if (self->handler) self->handler(event.value());
-        return 0;
-    }
-};
-
 Sensor::Sensor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Sensor::Sensor(Sensor&&) noexcept = default;
 Sensor& Sensor::operator=(Sensor&&) noexcept = default;
 Sensor::~Sensor() = default;
-
-Result<Sensor> Sensor::open(const SensorOptions& options, EventHandler handler) {
-    const auto log = logger("sensor");
-    install_libbpf_logger();
-    if (auto privileges = check_privileges(); !privileges) return Unexpected{privileges.error()};
-    const SensorConfig& config = options.config;
-    if (auto btf = check_btf(config.btf_path, options.kernel_btf_path); !btf) {
-        return Unexpected{btf.error()};
-    }
-    const std::string btf_path = custom_btf_path(options);
-    AttachDecision decision = decide_attach_mode(config.attach, btf_path);
-    if (decision.mode == AttachMode::kAuto) {
-        return fail(ErrorCode::kUnsupported, "sensor.attach " +
-                                                 std::string(attach_mode_name(config.attach)) +
-                                                 " is not possible on this kernel (" +
-                                                 decision.reason + "): set sensor.attach to auto");
-    }
-    if (options.raw_syscalls_untyped && decision.raw_btf) {
-        decision.raw_btf = false;
-        decision.reason += "; plain raw tracepoints asked for";
-    }
-    log->info("sensor attach mode {}: {}", attach_mode_name(decision.mode), decision.reason);
-    while (true) {
-        auto sensor = open_in_mode(options, handler, decision);
-        // auto falls back a mode when the kernel refuses this one's programs.
-        if (sensor || config.attach != AttachMode::kAuto ||
-            decision.mode == AttachMode::kSyscallTracepoints) {
-            return sensor;
-        }
-        const AttachMode next = decision.mode == AttachMode::kKernelFunctions
-                                    ? AttachMode::kRawSyscalls
-                                    : AttachMode::kSyscallTracepoints;
-        log->warn("sensor attach mode {} failed ({}); trying {}", attach_mode_name(decision.mode),
-                  sensor.error().message, attach_mode_name(next));
-        const std::string refused = std::string(attach_mode_name(decision.mode)) + " refused (" +
-                                    sensor.error().message + ")";
-        decision = decide_attach_mode(next, btf_path);
-        if (decision.mode == AttachMode::kAuto) {
-            decision = {AttachMode::kSyscallTracepoints, false, ""};
-        }
-        decision.reason = refused + "; " + decision.reason;
-    }
-}
-
-Result<Sensor> Sensor::open_in_mode(const SensorOptions& options, const EventHandler& handler,
-                                    const AttachDecision& decision) {
-    const auto log = logger("sensor");
-    const SensorConfig& config = options.config;
-
-    if (auto tracefs = ensure_tracefs(options.tracefs_dir, config.mount_tracefs); !tracefs) {
-        return Unexpected{tracefs.error()};
-    }
-
-    auto impl = std::make_unique<Impl>();
-    impl->handler = handler;
-
-    const std::string btf_path = custom_btf_path(options);
-    LIBBPF_OPTS(bpf_object_open_opts, open_opts);
-    if (!btf_path.empty()) open_opts.btf_custom_path = btf_path.c_str();
-    impl->skeleton.reset(gpuguard_bpf__open_opts(&open_opts));
-    if (!impl->skeleton) return Unexpected{libbpf_error("opening BPF object gpuguard_bpf", -errno)};
-    gpuguard_bpf* skel = impl->skeleton.get();
-
-    if (skel->rodata->gg_abi_major != GG_ABI_MAJOR) {
-        return fail(ErrorCode::kUnsupported,
-                    "BPF object ABI " + std::to_string(skel->rodata->gg_abi_major) +
-                        " does not match the agent's " + std::to_string(GG_ABI_MAJOR) +
-                        ": rebuild gpuguard");
-    }
-    log->debug("BPF object ABI {}.{}; report_failed_opens={}", skel->rodata->gg_abi_major,
-               skel->rodata->gg_abi_minor, config.report_failed_opens);
-    skel->rodata->cfg_report_failed_opens = config.report_failed_opens ? 1 : 0;
-    skel->rodata->cfg_connect_all = config.connect_all ? 1 : 0;
-    skel->rodata->cfg_connect_loopback = config.connect_loopback ? 1 : 0;
-    skel->rodata->cfg_argv_max = config.argv_max_bytes;
-    skel->rodata->cfg_ignore_tgid = options.ignore_tgid;
-    skel->rodata->cfg_payload_all = config.payload_all ? 1 : 0;
-    skel->rodata->cfg_payload_dns = config.payload_dns ? 1 : 0;
-    skel->rodata->cfg_payload_msgs = config.payload_messages;
-
-    const uint32_t ring_bytes = config.ring_buffer_kb * 1024;
-    const long page_bytes = sysconf(_SC_PAGESIZE);
-    if (page_bytes > 0 && ring_bytes < static_cast<uint64_t>(page_bytes)) {
-        return fail(ErrorCode::kInvalidArgument,
-                    "sensor.ring_buffer_kb " + std::to_string(config.ring_buffer_kb) +
-                        " is smaller than this machine's page size (" +
-                        std::to_string(page_bytes / 1024) + " KiB): raise it");
-    }
-    if (int err = bpf_map__set_max_entries(skel->maps.events, ring_bytes); err) {
-        return Unexpected{libbpf_error("sizing ring buffer to " + std::to_string(ring_bytes), err)};
-    }
-
-    // The payload programs' preferred variant (bpf/payload.bpf.c): the socket
-    // layer's sock_send_length/sock_recv_length tracepoints (6.3+), which only
-    // socket I/O reaches; syscall hooks make every write and read of every
-    // process pay. Decided by the probe `gpuguard probe` reports: the
-    // tracepoints must exist, load and attach here.
-    PayloadHooks payload = PayloadHooks::kNone;
-    if (config.payload_capture) {
-        payload = PayloadHooks::kSyscalls;
-        if (!config.payload_syscall_hooks) {
-            const FeatureStatus socket_layer = probe_socket_layer(btf_path);
-            if (socket_layer.available) payload = PayloadHooks::kSocketLayer;
-            log->debug("probe sock_send_length: {} ({})",
-                       socket_layer.available ? "available" : "unavailable", socket_layer.detail);
-        }
-    }
-    // Hooks missing on this kernel or ABI (openat2 came in 5.6; arm64 has no
-    // open/creat) are skipped, not fatal.
-    auto plan = plan_attachment(
-        skel, AttachRequest{decision.mode, decision.raw_btf, payload, !config.watch_files.empty(),
-                            options.tracefs_dir, btf_path});
-    if (!plan) return Unexpected{plan.error()};
-    impl->mode = decision.mode;
-    impl->reason = decision.reason;
-    impl->payload = payload;
-    log->debug("payload sampling: {}",
-               payload == PayloadHooks::kNone          ? "off (sensor.payload_capture)"
-               : payload == PayloadHooks::kSocketLayer ? "tp_btf/sock_send_length, sock_recv_length"
-                                                       : "syscall hooks");
-
-    for (auto [map, entries, key] :
-         {std::tuple{skel->maps.watched_tgids, config.watch_processes_max, "watch_processes_max"},
-          std::tuple{skel->maps.watched_addrs, config.watch_addresses_max,
-                     "watch_addresses_max"}}) {
-        if (int err = bpf_map__set_max_entries(map, entries); err) {
-            return Unexpected{libbpf_error(std::string("sizing ") + bpf_map__name(map) +
-                                               " to sensor." + key + " " + std::to_string(entries),
-                                           err)};
-        }
-    }
-
-    PinDirectory* pins = options.pins.get();
-    if (pins) {
-        // kill_now's targets outlive the agent: an earlier agent's are reused.
-        pins->pin_map_on_load(skel->maps.known_bad_files);
-        pins->pin_map_on_load(skel->maps.known_bad_names);
-        // Who SIGKILLed an earlier agent: read by the next one (agent_killer).
-        pins->pin_map_on_load(skel->maps.agent_kills);
-    }
-    if (int err = gpuguard_bpf__load(skel); err) {
-        return Unexpected{libbpf_error("loading BPF programs", err)};
-    }
-    if (pins) {
-        for (const bpf_map* map :
-             {skel->maps.known_bad_files, skel->maps.known_bad_names, skel->maps.agent_kills}) {
-            pins->note_pinned_map(map);
-        }
-    }
-    update_kill_now_armed(skel);  // reused maps may hold targets already
-    impl->watch =
-        std::make_unique<KernelWatch>(skel->maps.watched_tgids, skel->maps.watched_addrs,
-                                      skel->maps.net_watch_tgids, &skel->bss->net_watch_armed);
-    std::vector<std::string> pinned_names;
-    for (const auto& hook : plan->hooks) {
-        bpf_link* link = bpf_program__attach(hook.program);
-        if (!link) return Unexpected{libbpf_error("attaching to " + hook.name(), -errno)};
-        impl->links.emplace_back(link);
-        impl->hooks.push_back(hook.name());
-        if (!pins || !hook.pinned) continue;
-        // Ours is attached; an earlier agent's, still running, goes now.
-        const std::string name = std::string("sensor-") + bpf_program__name(hook.program);
-        pinned_names.push_back(name);
-        LinkPtr earlier(pins->open_link(name));
-        if (auto pinned = pins->pin_link(link, name); !pinned) {
-            log->warn("{}: this hook ends with the agent", pinned.error().message);
-            continue;
-        }
-        if (earlier) ++pins->report().links_replaced;
-    }
-    if (pins) {
-        // An earlier agent's hooks of another mode: ours do their work now.
-        for (const auto& name : pins->link_names("sensor-")) {
-            if (std::find(pinned_names.begin(), pinned_names.end(), name) != pinned_names.end()) {
-                continue;
-            }
-            LinkPtr earlier(pins->open_link(name));
-            pins->unpin_link(name);
-            ++pins->report().links_replaced;
-        }
-    }
-
-    impl->ring.reset(
-        ring_buffer__new(bpf_map__fd(skel->maps.events), &Impl::on_record, impl.get(), nullptr));
-    if (!impl->ring) return Unexpected{libbpf_error("creating ring buffer consumer", -errno)};
-
-    log->info("sensor attached ({}): {} hook(s), ring buffer {} KiB", attach_mode_name(impl->mode),
-              impl->hooks.size(), config.ring_buffer_kb);
-    Sensor sensor(std::move(impl));
-    for (const auto& device : config.extra_gpu_devices) {
-        if (auto added = sensor.add_gpu_device(device); !added) return Unexpected{added.error()};
-    }
-    if (auto ports = sensor.set_watched_ports(config.watched_ports); !ports) {
-        return Unexpected{ports.error()};
-    }
-    auto files = watch_patterns(config.watch_files, options.pins.get());
-    if (!files) return Unexpected{files.error()};
-    if (auto watched = sensor.set_watched_files(*files); !watched) {
-        return Unexpected{watched.error()};
-    }
-    return sensor;
-}
 
 Status Sensor::add_gpu_device(const GpuDeviceNumber& device) {
     const gg_gpu_dev_key key = device_key(device);

@@ -1,4 +1,4 @@
-// The live pipeline's process_env events (read_proc_context) over a fake
+// The live pipeline's process_env events (its HostReads) over a fake
 // /proc: a GPU process's environment is read at its first GPU use and again
 // at each exec while it holds the GPU, so a shell that opens the GPU and
 // tail-execs its program (`bash -c "exec 7<>/dev/nvidia0; exec miner"`) is
@@ -48,6 +48,7 @@ class PipelineEnvTest : public ::testing::Test {
     struct Stages {
         std::unique_ptr<ProcessTable> table;
         std::unique_ptr<Correlator> correlator;
+        std::unique_ptr<HostReads> host;  // live only
         std::unique_ptr<Pipeline> pipeline;
     };
 
@@ -65,8 +66,11 @@ class PipelineEnvTest : public ::testing::Test {
         PipelineStages wiring;
         wiring.table = stages.table.get();
         wiring.correlator = stages.correlator.get();
-        wiring.read_proc_context = read_proc;
-        wiring.proc_root = proc_.path().string();
+        if (read_proc) {
+            stages.host = std::make_unique<HostReads>(
+                *stages.table, HostReadOptions{.proc_root = proc_.path().string()});
+            wiring.host = stages.host.get();
+        }
         PipelineHooks hooks;
         hooks.emit = [this](const Detection& detection) { raised_.push_back(detection); };
         if (read_proc) hooks.on_judged = [this](const Event& event) { passed_.push_back(event); };

@@ -1,5 +1,7 @@
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include <fcntl.h>
@@ -42,6 +44,31 @@ gg_gpu_open_event sample_record() {
 
 std::span<const std::byte> bytes_of(const void* data, size_t size) {
     return {static_cast<const std::byte*>(data), size};
+}
+
+// The one list of record types: every type the BPF programs can emit has
+// a counter name and a decoder (a header alone is too short for its body,
+// never an unknown type), names are unique, and the end marker is no type.
+TEST(EventDecode, every_record_type_has_a_name_and_a_decoder) {
+    std::vector<std::string> names;
+    for (uint32_t type = 1; type < GG_EVENT_TYPE_MAX; ++type) {
+        const char* name = gpuguard::agent::record_type_name(type);
+        ASSERT_NE(name, nullptr) << "record type " << type << " has no name";
+        EXPECT_EQ(std::count(names.begin(), names.end(), name), 0) << name;
+        names.emplace_back(name);
+        gg_event_header header{};
+        header.type = static_cast<__u16>(type);
+        header.abi_major = GG_ABI_MAJOR;
+        header.size = sizeof(header);
+        std::vector<std::byte> record(sizeof(header));
+        std::memcpy(record.data(), &header, sizeof(header));
+        auto decoded = gpuguard::agent::decode_record(record);
+        ASSERT_FALSE(decoded) << name;
+        EXPECT_EQ(decoded.error().message.find("unknown record type"), std::string::npos)
+            << name << ": " << decoded.error().message;
+    }
+    EXPECT_EQ(gpuguard::agent::record_type_name(0), nullptr);
+    EXPECT_EQ(gpuguard::agent::record_type_name(GG_EVENT_TYPE_MAX), nullptr);
 }
 
 TEST(EventDecode, decodes_a_gpu_open_record) {

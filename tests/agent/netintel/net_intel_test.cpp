@@ -84,7 +84,7 @@ class NetIntelTest : public ::testing::Test {
             journal_.push_back(event_to_json(event, 0));
         };
         return std::make_unique<Pipeline>(
-            PipelineStages{table_.get(), &intel, nullptr, correlator_.get(), false},
+            PipelineStages{table_.get(), &intel, nullptr, correlator_.get(), nullptr},
             std::move(hooks));
     }
 

@@ -19,6 +19,7 @@
 
 #include "gpuguard/common/detection.h"
 #include "gpuguard/detect/correlator.h"
+#include "gpuguard/detect/host_reads.h"
 #include "gpuguard/events/event.h"
 #include "gpuguard/events/file_watch.h"
 #include "gpuguard/journal/journal.h"
@@ -32,22 +33,13 @@ struct PipelineStages {
     NetIntel* net_intel = nullptr;              // null: events pass unannotated
     journal::JournalWriter* journal = nullptr;  // null: nothing is written
     Correlator* correlator = nullptr;           // null: nothing is judged
-    // A process's first GPU use puts a process_snapshot (what /proc says
-    // about it) into the stream before the event, so the journal carries
-    // the identity the live correlator sees. Live with a journal only: a
-    // recorded stream already holds the snapshots it was given.
-    bool snapshot_new_gpu_holders = false;
-    // Live only (a recording carries what live read): complete each
-    // file_change from /proc (a relative path made absolute and named with
-    // `watch_files`, the libraries ld.so.preload names) and each exec whose
-    // filename is an fd path (its exe from /proc/PID/exe) before it is
-    // journaled, put a process_env event (LD_PRELOAD, LD_LIBRARY_PATH)
-    // into the stream before a process's first GPU event and before each
-    // exec of a process that holds a GPU, and a container event before the
-    // first exec seen in each container's cgroup.
-    bool read_proc_context = false;
-    const std::vector<WatchPattern>* watch_files = nullptr;
-    std::string proc_root = "/proc";
+    // Live only (a recording carries what live read; replay has none): each
+    // file_change and exec completed from /proc before it is journaled, a
+    // process_env event put into the stream before a process's first GPU
+    // event and before each exec of a process that holds a GPU, a container
+    // event before the first exec seen in each container's cgroup, and
+    // (with a journal) a process_snapshot before a process's first GPU use.
+    HostReads* host = nullptr;
 };
 
 struct PipelineHooks {
@@ -70,11 +62,9 @@ class Pipeline {
   public:
     Pipeline(PipelineStages stages, PipelineHooks hooks);
 
-    // One event from the kernel (or a recording of it), judged. The rvalue
-    // form lets the table take an exec's strings instead of copying them
-    // (replay's hot path) when no hook is there to read the event after.
+    // One event from the kernel (or a recording of it), judged as it came:
+    // nothing is moved out of it before the correlator has read it.
     void feed(const Event& event);
-    void feed(Event&& event);
     // State only, not judged: what replay reads before --since. Network
     // intelligence and the table still learn from it.
     void learn(const Event& event);
@@ -92,14 +82,9 @@ class Pipeline {
     // recorded stratum event it just derived again (a journal or
     // --print-events stream holds both).
     bool note_derived(const Event& event);
-    template <typename AnEvent>
-    void feed_event(AnEvent&& event, bool judge_it);
-    template <typename AnEvent>
-    void pass(AnEvent&& event, bool judge);
+    void feed_event(const Event& event, bool judge_it);
+    void pass(const Event& event, bool judge);
     void judge(const Event& event);
-    // Live: the container of an exec's cgroup, the first time the cgroup is
-    // seen (one /proc read per cgroup, not per exec).
-    std::optional<Event> container_of_new_cgroup(const Event& exec);
 
     PipelineStages stages_;
     PipelineHooks hooks_;
@@ -108,7 +93,6 @@ class Pipeline {
     std::vector<Event> derived_;           // from the latest input event
     std::vector<Event> recently_derived_;  // not yet matched by a recorded copy
     std::vector<const Detection*> raised_;
-    std::unordered_set<uint64_t> cgroups_seen_;  // bounded: cleared past kMaxCgroupsSeen
 };
 
 }  // namespace gpuguard::agent

@@ -434,6 +434,11 @@ std::vector<std::string> split_nul_separated(std::string_view bytes);
 // `record`.
 Result<Event> decode_record(std::span<const std::byte> record);
 
+// The name of a ring-buffer record type (GG_EVENT_*) in the sensor's
+// per-type counters, from the list decode_record dispatches on; nullptr for
+// a number no program emits.
+const char* record_type_name(uint32_t type);
+
 // The operation and syscall names of a gg_file_change_event's syscall, and
 // the kind name of its category (bpf/events.h); nullptr when unknown.
 const char* file_change_operation(uint16_t syscall);

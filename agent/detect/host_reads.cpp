@@ -1,0 +1,36 @@
+#include "gpuguard/detect/host_reads.h"
+
+#include "gpuguard/state/file_context.h"
+
+namespace gpuguard::agent {
+
+HostReads::HostReads(ProcessTable& table, HostReadOptions options)
+    : table_(table), options_(std::move(options)) {}
+
+void HostReads::complete(Event& event) const {
+    if (auto* change = std::get_if<FileChange>(&event.data)) {
+        static const std::vector<WatchPattern> kNone;
+        complete_file_change(event.task.pid, *change,
+                             options_.watch_files ? *options_.watch_files : kNone,
+                             options_.proc_root);
+    } else if (auto* exec = std::get_if<Exec>(&event.data)) {
+        complete_exec(event.task.pid, *exec, options_.proc_root);
+    }
+}
+
+Event HostReads::environment_of(const Event& event) const {
+    return Event{event.ts_ns, event.task, read_process_env(event.task.pid, options_.proc_root)};
+}
+
+std::optional<Event> HostReads::container_of_new_cgroup(const Event& exec) {
+    constexpr size_t kMaxCgroupsSeen = 4096;  // the table keeps more: see remember_cgroup_container
+    const uint64_t cgroup = exec.task.cgroup_id;
+    if (cgroup == 0 || cgroups_seen_.contains(cgroup)) return std::nullopt;
+    const ProcessInfo info = table_.enriched(exec.task);
+    if (info.cgroup_path.empty()) return std::nullopt;  // gone already: the next exec asks again
+    if (cgroups_seen_.size() >= kMaxCgroupsSeen) cgroups_seen_.clear();
+    cgroups_seen_.insert(cgroup);
+    return container_event(info, exec.ts_ns);
+}
+
+}  // namespace gpuguard::agent

@@ -1,0 +1,51 @@
+// HostReads: what the live agent reads from the host for the pipeline
+// before an event is journaled, so that a recording carries it and replay,
+// which has no host to read, judges the same. The pipeline is given one
+// live and none in replay (gpuguard/detect/pipeline.h).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "gpuguard/events/event.h"
+#include "gpuguard/events/file_watch.h"
+#include "gpuguard/state/process_table.h"
+
+namespace gpuguard::agent {
+
+struct HostReadOptions {
+    std::string proc_root = "/proc";
+    // Names a file_change whose path was relative once it is absolute.
+    const std::vector<WatchPattern>* watch_files = nullptr;
+    // A process's first GPU use puts a process_snapshot (what /proc says of
+    // it) into the stream before the event, so the journal carries the
+    // identity the live correlator sees: with a journal only.
+    bool snapshot_new_gpu_holders = false;
+};
+
+class HostReads {
+  public:
+    HostReads(ProcessTable& table, HostReadOptions options);
+
+    // Completes `event` from /proc: a file_change's relative path made
+    // absolute (and named), the libraries an ld.so.preload names; an exec's
+    // real executable (gpuguard/state/file_context.h). Others are left.
+    void complete(Event& event) const;
+    // The process_env event of `event`'s process (LD_PRELOAD, LD_LIBRARY_PATH
+    // and what the disk says of each), at `event`'s time.
+    Event environment_of(const Event& event) const;
+    // The container event of an exec's cgroup, the first time the cgroup is
+    // seen (one /proc read per cgroup, not per exec).
+    std::optional<Event> container_of_new_cgroup(const Event& exec);
+    bool snapshots_new_gpu_holders() const { return options_.snapshot_new_gpu_holders; }
+
+  private:
+    ProcessTable& table_;
+    HostReadOptions options_;
+    std::unordered_set<uint64_t> cgroups_seen_;  // bounded: cleared past kMaxCgroupsSeen
+};
+
+}  // namespace gpuguard::agent
