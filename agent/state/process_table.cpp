@@ -1,46 +1,15 @@
 #include "gpuguard/state/process_table.h"
 
 #include <algorithm>
-#include <charconv>
 #include <functional>
 #include <utility>
 
-#include <grp.h>
-#include <pwd.h>
-#include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "gpuguard/common/read_file.h"
-#include "gpuguard/state/package_owner.h"
-#include "gpuguard/state/proc_listing.h"
 #include "gpuguard/state/process_handle.h"
+#include "process_info_edits.h"
 
 namespace gpuguard::agent {
-namespace {
-
-// What the kernel says about a task, which is newer than anything /proc gave.
-void take_identity(ProcessInfo& info, const TaskInfo& task) {
-    info.pid = task.pid;
-    info.ppid = task.ppid;
-    info.uid = task.uid;
-    info.gid = task.gid;
-    info.comm = task.comm;
-    info.cgroup_id = task.cgroup_id;
-}
-
-void add_gpu(ProcessInfo& info, const GpuHandle& handle) {
-    for (auto& existing : info.gpus) {
-        if (existing.major == handle.major && existing.minor == handle.minor &&
-            (existing.fd == handle.fd || existing.fd < 0 || handle.fd < 0)) {
-            if (existing.fd < 0) existing.fd = handle.fd;
-            return;
-        }
-    }
-    info.gpus.push_back(handle);
-}
-
-}  // namespace
 
 TaskInfo task_of(const ProcessInfo& info) {
     return TaskInfo{info.pid, info.pid, info.ppid, info.uid, info.gid, info.cgroup_id, info.comm};
@@ -59,121 +28,6 @@ ProcessTable::ProcessTable(ProcessTableOptions options, IsGpuDevice is_gpu)
     // Slots for the bound up front (up to 2 MiB of them): growing re-slots
     // every entry.
     processes_.reserve(std::min<size_t>(options_.max_entries, 1 << 16));
-}
-
-Result<BootstrapReport> ProcessTable::bootstrap() {
-    BootstrapReport report;
-    // getdents64, not readdir: a preloaded library cannot hide a process here.
-    auto pids = list_proc_pids(options_.proc_root);
-    if (!pids) return Unexpected{pids.error()};
-    for (const uint32_t pid : *pids) {
-        const auto pid_dir = options_.proc_root / std::to_string(pid);
-        ProcessInfo info;
-        info.pid = pid;
-        load_from_proc(info);
-        if (options_.read_host) {  // the process there now: the one listed
-            auto stat = read_proc_stat(pid, options_.proc_root.string());
-            if (stat) info.start_time_ns = stat->start_time_ns;
-        }
-        if (info.comm.empty() && info.cmdline.empty()) {
-            ++report.unreadable;  // exited while we looked, or a kernel we cannot read
-            continue;
-        }
-        // Each fd once: stat() follows the /proc symlink to the opened inode.
-        if (info.pid != options_.ignore_pid) {
-            for (const uint32_t fd : list_proc_fds(options_.proc_root, pid)) {
-                const auto fd_path = pid_dir / "fd" / std::to_string(fd);
-                struct stat st {};
-                if (stat(fd_path.c_str(), &st) != 0 || !S_ISCHR(st.st_mode)) continue;
-                const uint32_t major_number = major(st.st_rdev), minor_number = minor(st.st_rdev);
-                if (is_gpu_(major_number, minor_number)) {
-                    add_gpu(info, GpuHandle{major_number, minor_number, static_cast<int32_t>(fd), 0,
-                                            false});
-                }
-            }
-        }
-        if (info.holds_gpu()) {
-            enrich_from_proc(info);
-            ++report.gpu_processes;
-        }
-        processes_[info.pid] = std::move(info);
-        ++report.processes;
-    }
-    rebuild_candidates();
-    enforce_bound();
-    return report;
-}
-
-void ProcessTable::load_from_proc(ProcessInfo& info) {
-    if (!options_.read_host) return;
-    const auto dir = options_.proc_root / std::to_string(info.pid);
-    if (auto status = read_file(dir / "status")) {
-        info.comm = proc_status_name(*status);
-        info.ppid = proc_status_field(*status, "PPid").value_or(info.ppid);
-        info.uid = proc_status_field(*status, "Uid").value_or(info.uid);
-        info.gid = proc_status_field(*status, "Gid").value_or(info.gid);
-    }
-    if (auto cmdline = read_file(dir / "cmdline")) info.cmdline = split_nul_separated(*cmdline);
-}
-
-void ProcessTable::enrich_from_proc(ProcessInfo& info) {
-    if (!options_.read_host) return;
-    const auto dir = options_.proc_root / std::to_string(info.pid);
-    std::error_code ec;
-    // The exec event's filename wins when it is absolute: /proc is read later
-    // than the event happened and may already show a newer image. Except
-    // that the same file unlinked since is news: "PATH (deleted)".
-    if (const auto exe = std::filesystem::read_symlink(dir / "exe", ec); !ec) {
-        if (info.exe.empty() || info.exe.front() != '/' ||
-            exe.string() == info.exe + " (deleted)") {
-            info.exe = exe.string();
-        }
-    }
-    // A file replaced under the running process: an upgrade where the
-    // process's own package database owns the path (a package's postinst
-    // restarts it soon), anything else where none does.
-    constexpr std::string_view kDeleted = " (deleted)";
-    info.exe_package.clear();
-    if (info.exe.ends_with(kDeleted) && info.exe.front() == '/') {
-        info.exe_package = package_owner((dir / "root").string(),
-                                         info.exe.substr(0, info.exe.size() - kDeleted.size()));
-    }
-    if (auto cgroup = read_file(dir / "cgroup")) {
-        info.cgroup_path = cgroup_path_from_proc(*cgroup);
-        info.container = container_from_cgroup(info.cgroup_path);
-    }
-    info.container_details =
-        info.container ? container_names_.details_of(*info.container) : ContainerDetails{};
-    info.user = user_name(info.uid);
-    info.group = group_name(info.gid);
-}
-
-std::string ProcessTable::group_name(uint32_t gid) {
-    if (const auto found = group_names_.find(gid); found != group_names_.end()) {
-        return found->second;
-    }
-    std::string name;
-    group entry{};
-    group* result = nullptr;
-    std::vector<char> buffer(16384);
-    if (getgrgid_r(gid, &entry, buffer.data(), buffer.size(), &result) == 0 && result) {
-        name = result->gr_name;
-    }
-    group_names_[gid] = name;
-    return name;
-}
-
-std::string ProcessTable::user_name(uint32_t uid) {
-    if (const auto found = user_names_.find(uid); found != user_names_.end()) return found->second;
-    std::string name;
-    passwd entry{};
-    passwd* result = nullptr;
-    std::vector<char> buffer(4096);
-    if (getpwuid_r(uid, &entry, buffer.data(), buffer.size(), &result) == 0 && result) {
-        name = result->pw_name;
-    }
-    user_names_[uid] = name;
-    return name;
 }
 
 ProcessInfo& ProcessTable::entry(uint32_t pid) {
@@ -498,19 +352,6 @@ std::optional<ProcessInfo> ProcessTable::get(uint32_t pid) const {
     const ProcessInfo* found = processes_.find(pid);
     if (!found) return std::nullopt;
     return *found;
-}
-
-ProcessInfo ProcessTable::enriched(const TaskInfo& task) {
-    ProcessInfo info;
-    if (const ProcessInfo* found = processes_.find(task.pid); found && !found->exited) {
-        info = *found;
-    } else {
-        info.pid = task.pid;
-        load_from_proc(info);
-    }
-    take_identity(info, task);
-    enrich_from_proc(info);
-    return info;
 }
 
 const ProcessInfo* ProcessTable::find(uint32_t pid) const { return processes_.find(pid); }
