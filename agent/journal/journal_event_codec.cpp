@@ -1,5 +1,9 @@
-// Events in the journal's binary form: one encoder and one decoder per
-// event type, tagged by EventTag (codec_primitives.h). Never renumber a tag.
+// Events in the journal's binary form, tagged by EventTag (codec_primitives.h,
+// from each type's declaration; never renumber a tag). Each type is stored
+// as its declaration lays it out (gpuguard/events/event_declarations.h),
+// but gpu_open and connect, whose decoders check a byte in words of their
+// own; tests/agent/journal/event_declaration_test.cpp holds both to the
+// declarations.
 #include "codec_primitives.h"
 
 namespace gpuguard::agent::journal {
