@@ -11,6 +11,7 @@
 
 #include "events.h"
 #include "gpuguard/events/event.h"
+#include "gpuguard/events/event_declarations.h"
 #include "payload.h"
 
 namespace gpuguard::agent {
@@ -423,29 +424,12 @@ const char* to_string(OpenSyscall syscall) {
 }
 
 const char* event_type_name(const Event& event) {
-    struct Visitor {
-        const char* operator()(const GpuOpen&) const { return "gpu_open"; }
-        const char* operator()(const GpuIoctl&) const { return "gpu_ioctl"; }
-        const char* operator()(const Connect&) const { return "connect"; }
-        const char* operator()(const Exec&) const { return "exec"; }
-        const char* operator()(const Fork&) const { return "fork"; }
-        const char* operator()(const Exit&) const { return "exit"; }
-        const char* operator()(const Telemetry&) const { return "telemetry"; }
-        const char* operator()(const ProcessSnapshot&) const { return "process_snapshot"; }
-        const char* operator()(const KillNow&) const { return "kill_now"; }
-        const char* operator()(const ExeScan&) const { return "exe_scan"; }
-        const char* operator()(const NetPayload&) const { return "net_payload"; }
-        const char* operator()(const Stratum&) const { return "stratum"; }
-        const char* operator()(const ProcessIo&) const { return "process_io"; }
-        const char* operator()(const ConfigFile&) const { return "config_file"; }
-        const char* operator()(const HiddenProcess&) const { return "hidden_process"; }
-        const char* operator()(const ModuleLoad&) const { return "module_load"; }
-        const char* operator()(const FileChange&) const { return "file_change"; }
-        const char* operator()(const ProcessEnv&) const { return "process_env"; }
-        const char* operator()(const AgentTamper&) const { return "agent_tamper"; }
-        const char* operator()(const Container&) const { return "container"; }
-    };
-    return std::visit(Visitor{}, event.data);
+    // Declared as string literals: each name's data() ends in a NUL.
+    return std::visit(
+        [](const auto& body) {
+            return schema::Declaration<std::remove_cvref_t<decltype(body)>>::name.data();
+        },
+        event.data);
 }
 
 const char* file_change_operation(uint16_t syscall) {

@@ -1,10 +1,13 @@
 #include "gpuguard/events/event_json.h"
 
 #include <cstring>
+#include <string>
 
 #include <fcntl.h>
 #include <nlohmann/json.hpp>
 #include <time.h>
+
+#include "gpuguard/events/event_declarations.h"
 
 namespace gpuguard::agent {
 namespace {
@@ -23,6 +26,51 @@ std::string errno_name(int32_t result) {
 namespace {
 
 using json = nlohmann::ordered_json;
+
+// --- the bodies written from their declarations (event_declarations.h) -----
+
+template <schema::Declared T>
+void add_declared_fields(json& out, const T& body);
+
+template <typename V>
+json declared_value_json(const V& value) {
+    if constexpr (schema::ListOf<V>::value) {
+        json list = json::array();
+        for (const auto& element : value) {
+            json item = json::object();
+            add_declared_fields(item, element);
+            list.push_back(std::move(item));
+        }
+        return list;
+    } else if constexpr (requires { value.has_value(); }) {
+        return value ? json(*value) : json(nullptr);
+    } else {
+        return json(value);
+    }
+}
+
+template <schema::Declared T>
+void add_declared_fields(json& out, const T& body) {
+    schema::for_each_field<T>([&](const auto& field) {
+        const auto& value = body.*field.member;
+        using Value = std::remove_cvref_t<decltype(value)>;
+        if constexpr (schema::Declared<Value>) {
+            add_declared_fields(out, value);  // flattened into its owner
+        } else {
+            if (field.forms.out == schema::Out::kWhenSet && !schema::is_set(value)) return;
+            out[std::string(field.json_key())] = declared_value_json(value);
+        }
+    });
+}
+
+template <schema::Declared T>
+json declared_json(const T& body) {
+    static_assert(schema::Declaration<T>::writer == schema::Writer::kDeclared,
+                  "a type with its own writer needs its overload in event_to_json's visitor");
+    json out = json::object();
+    add_declared_fields(out, body);
+    return out;
+}
 
 json task_json(const TaskInfo& task) {
     return json{
@@ -101,16 +149,6 @@ json connect_json(const Connect& connect) {
     return errno_fields(std::move(out), connect.result);
 }
 
-json exec_json(const Exec& exec) {
-    json out{{"filename", exec.filename},
-             {"filename_truncated", exec.filename_truncated},
-             {"argv", exec.argv},
-             {"argv_truncated", exec.argv_truncated},
-             {"old_tid", exec.old_tid}};
-    if (!exec.exe.empty()) out["exe"] = exec.exe;
-    return out;
-}
-
 json exit_json(const Exit& exit) {
     json out{{"status", exit.status}, {"held_gpu", exit.held_gpu}};
     if (exit.signal() != 0) {
@@ -123,28 +161,6 @@ json exit_json(const Exit& exit) {
         out["signal"] = nullptr;
     }
     return out;
-}
-
-template <typename T>
-json optional_json(const std::optional<T>& value) {
-    return value ? json(*value) : json(nullptr);
-}
-
-json telemetry_json(const Telemetry& telemetry) {
-    json processes = json::array();
-    for (const auto& usage : telemetry.processes) {
-        processes.push_back(json{{"pid", usage.pid},
-                                 {"memory_bytes", optional_json(usage.memory_bytes)},
-                                 {"compute_percent", optional_json(usage.compute_percent)}});
-    }
-    return json{{"gpu_index", telemetry.gpu_index},
-                {"vendor", telemetry.vendor},
-                {"model", telemetry.model},
-                {"devices", telemetry.devices},
-                {"utilization_percent", optional_json(telemetry.utilization_percent)},
-                {"memory_used_bytes", optional_json(telemetry.memory_used_bytes)},
-                {"memory_total_bytes", optional_json(telemetry.memory_total_bytes)},
-                {"processes", processes}};
 }
 
 json snapshot_json(const ProcessSnapshot& snapshot) {
@@ -184,44 +200,45 @@ json net_payload_json(const NetPayload& payload) {
                 {"data", base64_encode(payload.data)}};
 }
 
+// Adds an event's body to its JSON object, under its type's name.
+struct BodyJsonVisitor {
+    json& out;
+    void operator()(const GpuOpen& open) const { out["gpu_open"] = gpu_open_json(open); }
+    void operator()(const GpuIoctl& ioctl) const { out["gpu_ioctl"] = gpu_ioctl_json(ioctl); }
+    void operator()(const Connect& connect) const { out["connect"] = connect_json(connect); }
+    void operator()(const Exit& exit) const { out["exit"] = exit_json(exit); }
+    void operator()(const ProcessSnapshot& snapshot) const {
+        out["process_snapshot"] = snapshot_json(snapshot);
+    }
+    void operator()(const KillNow& kill) const {
+        json body{{"trigger", kill.trigger}, {"match", kill.match},
+                  {"dev", kill.dev},         {"ino", kill.ino},
+                  {"rule_id", kill.rule_id}, {"signal_result", kill.signal_result}};
+        if (kill.major || kill.minor) {
+            body["device"] = std::to_string(kill.major) + ":" + std::to_string(kill.minor);
+        }
+        out["kill_now"] = std::move(body);
+    }
+    void operator()(const NetPayload& payload) const {
+        out["net_payload"] = net_payload_json(payload);
+    }
+    void operator()(const ModuleLoad& module) const {
+        out["module_load"] = json{{"name", module.name},
+                                  {"taints", module_taint_letters(module.taints)},
+                                  {"taint_bits", module.taints}};
+    }
+    // The rest: written from their declarations alone.
+    template <schema::DeclaredEvent T>
+    void operator()(const T& body) const {
+        out[std::string(schema::Declaration<T>::name)] = declared_json(body);
+    }
+};
+
 }  // namespace
 
-json container_to_json(const Container& container) {
-    const ContainerDetails& d = container.details;
-    json body{{"id", container.id}, {"runtime", container.runtime}};
-    for (const auto& [key, value] : {std::pair{"name", &d.name},
-                                     {"image", &d.image},
-                                     {"image_id", &d.image_id},
-                                     {"pod_name", &d.pod_name},
-                                     {"pod_namespace", &d.pod_namespace},
-                                     {"pod_uid", &d.pod_uid},
-                                     {"kube_container", &d.kube_container}}) {
-        if (!value->empty()) body[key] = *value;
-    }
-    return body;
-}
+json container_to_json(const Container& container) { return declared_json(container); }
 
-json stratum_to_json(const Stratum& stratum) {
-    const auto optional_number = [](const std::optional<double>& value) {
-        return value ? json(*value) : json(nullptr);
-    };
-    return json{{"flow", stratum.flow},
-                {"protocol", stratum.protocol},
-                {"pool_address", stratum.pool_address},
-                {"pool_port", stratum.pool_port},
-                {"pool_domain", stratum.pool_domain},
-                {"login", stratum.login},
-                {"agent", stratum.agent},
-                {"methods", stratum.methods},
-                {"messages", stratum.messages},
-                {"shares_submitted", stratum.shares_submitted},
-                {"shares_accepted", stratum.shares_accepted},
-                {"shares_rejected", stratum.shares_rejected},
-                {"share_hashes", stratum.share_hashes},
-                {"difficulty_updates", stratum.difficulty_updates},
-                {"hash_rate", optional_number(stratum.hash_rate)},
-                {"reported_hash_rate", optional_number(stratum.reported_hash_rate)}};
-}
+json stratum_to_json(const Stratum& stratum) { return declared_json(stratum); }
 
 std::string base64_encode(std::string_view bytes) {
     std::string out;
@@ -346,124 +363,7 @@ std::string event_to_json(const Event& event, int64_t realtime_offset_ns) {
              {"ts_ns", event.ts_ns},
              {"time", format_rfc3339(static_cast<int64_t>(event.ts_ns) + realtime_offset_ns)},
              {"process", task_json(event.task)}};
-    struct Visitor {
-        json& out;
-        void operator()(const GpuOpen& open) const { out["gpu_open"] = gpu_open_json(open); }
-        void operator()(const GpuIoctl& ioctl) const { out["gpu_ioctl"] = gpu_ioctl_json(ioctl); }
-        void operator()(const Connect& connect) const { out["connect"] = connect_json(connect); }
-        void operator()(const Exec& exec) const { out["exec"] = exec_json(exec); }
-        void operator()(const Fork& fork) const {
-            out["fork"] =
-                json{{"child_pid", fork.child_pid}, {"inherited_gpu", fork.inherited_gpu}};
-            if (fork.child_start_ns != 0) out["fork"]["child_start_ns"] = fork.child_start_ns;
-        }
-        void operator()(const Exit& exit) const { out["exit"] = exit_json(exit); }
-        void operator()(const Telemetry& telemetry) const {
-            out["telemetry"] = telemetry_json(telemetry);
-        }
-        void operator()(const ProcessSnapshot& snapshot) const {
-            out["process_snapshot"] = snapshot_json(snapshot);
-        }
-        void operator()(const KillNow& kill) const {
-            json body{{"trigger", kill.trigger}, {"match", kill.match},
-                      {"dev", kill.dev},         {"ino", kill.ino},
-                      {"rule_id", kill.rule_id}, {"signal_result", kill.signal_result}};
-            if (kill.major || kill.minor) {
-                body["device"] = std::to_string(kill.major) + ":" + std::to_string(kill.minor);
-            }
-            out["kill_now"] = std::move(body);
-        }
-        void operator()(const ExeScan& scan) const {
-            json body{{"path", scan.path},
-                      {"sha256", scan.sha256},
-                      {"size", scan.size},
-                      {"rules", scan.rules},
-                      {"signature_ids", scan.signature_ids}};
-            if (!scan.error.empty()) body["error"] = scan.error;
-            if (!scan.library.empty()) body["library"] = scan.library;
-            out["exe_scan"] = std::move(body);
-        }
-        void operator()(const NetPayload& payload) const {
-            out["net_payload"] = net_payload_json(payload);
-        }
-        void operator()(const Stratum& stratum) const { out["stratum"] = stratum_to_json(stratum); }
-        void operator()(const ProcessIo& io) const {
-            json body = json::object();
-            if (io.file_write_bytes) body["file_write_bytes"] = *io.file_write_bytes;
-            if (io.net_send_bytes) body["net_send_bytes"] = *io.net_send_bytes;
-            if (io.net_sends) body["net_sends"] = *io.net_sends;
-            out["process_io"] = std::move(body);
-        }
-        void operator()(const ConfigFile& file) const {
-            json lines = json::array();
-            for (const auto& line : file.lines) {
-                lines.push_back(json{{"line", line.line}, {"text", line.text}});
-            }
-            json body{{"path", file.path},
-                      {"reason", file.reason},
-                      {"size", file.size},
-                      {"sha256", file.sha256},
-                      {"lines", std::move(lines)}};
-            if (file.truncated) body["truncated"] = true;
-            out["config_file"] = std::move(body);
-        }
-        void operator()(const HiddenProcess& hidden) const {
-            out["hidden_process"] = json{{"seen_by", hidden.seen_by},
-                                         {"libraries", hidden.libraries},
-                                         {"mechanisms", hidden.mechanisms}};
-        }
-        void operator()(const ModuleLoad& module) const {
-            out["module_load"] = json{{"name", module.name},
-                                      {"taints", module_taint_letters(module.taints)},
-                                      {"taint_bits", module.taints}};
-        }
-        void operator()(const FileChange& change) const {
-            json body{{"operation", change.operation}, {"syscall", change.syscall},
-                      {"kind", change.kind},           {"path", change.path},
-                      {"result", change.result},       {"dirfd", change.dirfd},
-                      {"flags", change.flags}};
-            if (!change.raw_path.empty()) body["raw_path"] = change.raw_path;
-            if (change.path_truncated) body["path_truncated"] = true;
-            if (change.watched_process) body["watched_process"] = true;
-            if (!change.libraries.empty()) body["libraries"] = change.libraries;
-            out["file_change"] = std::move(body);
-        }
-        void operator()(const ProcessEnv& env) const {
-            json body = json::object();
-            if (env.ld_preload) body["ld_preload"] = *env.ld_preload;
-            if (env.ld_library_path) body["ld_library_path"] = *env.ld_library_path;
-            if (!env.error.empty()) body["error"] = env.error;
-            if (!env.loader_paths.empty()) {
-                json paths = json::array();
-                for (const LoaderPath& entry : env.loader_paths) {
-                    paths.push_back(json{{"variable", entry.variable},
-                                         {"path", entry.path},
-                                         {"resolved", entry.resolved},
-                                         {"vouched_by", entry.vouched_by},
-                                         {"age_s", entry.age_s},
-                                         {"others_can_write", entry.others_can_write}});
-                }
-                body["loader_paths"] = std::move(paths);
-            }
-            out["process_env"] = std::move(body);
-        }
-        void operator()(const AgentTamper& tamper) const {
-            json body{{"kind", tamper.kind}, {"agent_pid", tamper.agent_pid}};
-            if (tamper.signal) body["signal"] = tamper.signal;
-            if (tamper.result) body["result"] = tamper.result;
-            if (tamper.command) body["command"] = tamper.command;
-            if (!tamper.exe.empty()) body["exe"] = tamper.exe;
-            if (!tamper.cmdline.empty()) body["cmdline"] = tamper.cmdline;
-            if (!tamper.detail.empty()) body["detail"] = tamper.detail;
-            if (tamper.down_from_unix_ns) body["down_from_unix_ns"] = tamper.down_from_unix_ns;
-            if (tamper.down_to_unix_ns) body["down_to_unix_ns"] = tamper.down_to_unix_ns;
-            out["agent_tamper"] = std::move(body);
-        }
-        void operator()(const Container& container) const {
-            out["container"] = container_to_json(container);
-        }
-    };
-    std::visit(Visitor{out}, event.data);
+    std::visit(BodyJsonVisitor{out}, event.data);
     // Replace invalid UTF-8 (paths and comm are bytes) instead of throwing.
     return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }

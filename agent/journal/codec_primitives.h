@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "gpuguard/events/event_declarations.h"
 #include "gpuguard/journal/journal_codec.h"
 
 namespace gpuguard::agent::journal {
@@ -18,29 +19,29 @@ namespace gpuguard::agent::journal {
 static_assert(std::endian::native == std::endian::little,
               "the journal format is little-endian; add byte swaps for this host");
 
-// Event type tags on disk. Never renumber: add new ones at the end.
+// Event type tags on disk, as each type's declaration gives them
+// (event_declarations.h). Never renumber: add new ones at the end.
 enum class EventTag : uint8_t {
-    kGpuOpen = 1,
-    kGpuIoctl = 2,
-    kConnect = 3,
-    kExec = 4,
-    kFork = 5,
-    kExit = 6,
-    kTelemetry = 7,
-    kProcessSnapshot = 8,
-    kKillNow = 9,
-    kExeScan = 10,
-    kNetPayload = 11,
-    kStratum = 12,
-    kProcessIo = 13,
-    kConfigFile = 14,
-    kHiddenProcess = 21,
-    kModuleLoad = 17,
-    kFileChange = 15,
-    kProcessEnv = 16,
-    // 15-17: file change, module load (issue 28, helpers A and E)
-    kAgentTamper = 18,  // 19-20 kept for the agent's own records
-    kContainer = 22,  // 15-21: other event types of issue 28
+    kGpuOpen = schema::Declaration<GpuOpen>::tag,
+    kGpuIoctl = schema::Declaration<GpuIoctl>::tag,
+    kConnect = schema::Declaration<Connect>::tag,
+    kExec = schema::Declaration<Exec>::tag,
+    kFork = schema::Declaration<Fork>::tag,
+    kExit = schema::Declaration<Exit>::tag,
+    kTelemetry = schema::Declaration<Telemetry>::tag,
+    kProcessSnapshot = schema::Declaration<ProcessSnapshot>::tag,
+    kKillNow = schema::Declaration<KillNow>::tag,
+    kExeScan = schema::Declaration<ExeScan>::tag,
+    kNetPayload = schema::Declaration<NetPayload>::tag,
+    kStratum = schema::Declaration<Stratum>::tag,
+    kProcessIo = schema::Declaration<ProcessIo>::tag,
+    kConfigFile = schema::Declaration<ConfigFile>::tag,
+    kHiddenProcess = schema::Declaration<HiddenProcess>::tag,
+    kModuleLoad = schema::Declaration<ModuleLoad>::tag,
+    kFileChange = schema::Declaration<FileChange>::tag,
+    kProcessEnv = schema::Declaration<ProcessEnv>::tag,
+    kAgentTamper = schema::Declaration<AgentTamper>::tag,  // 19-20 kept for the agent's own records
+    kContainer = schema::Declaration<Container>::tag,
 };
 
 // --- writing --------------------------------------------------------------

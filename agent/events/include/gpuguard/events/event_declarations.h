@@ -1,0 +1,439 @@
+// Every event type and every type inside one, declared once
+// (event_schema.h says what a declaration holds and who reads it). Adding
+// an event type or a field: declare it here, in JSON order, with its forms;
+// docs/architecture.md ("Events, declared once") walks through an example.
+#pragma once
+
+#include "gpuguard/common/detection.h"
+#include "gpuguard/events/event.h"
+#include "gpuguard/events/event_schema.h"
+
+namespace gpuguard::agent::schema {
+
+// --- the types inside events ------------------------------------------------
+
+template <>
+struct Declaration<ProcessGpuUsage> {
+    static constexpr std::tuple fields{
+        field("pid", &ProcessGpuUsage::pid),
+        field("memory_bytes", &ProcessGpuUsage::memory_bytes),
+        field("compute_percent", &ProcessGpuUsage::compute_percent),
+    };
+};
+
+template <>
+struct Declaration<SnapshotGpu> {
+    static constexpr std::tuple fields{
+        field("major", &SnapshotGpu::major),  // and "device", "MAJOR:MINOR"
+        field("minor", &SnapshotGpu::minor),
+        field("fd", &SnapshotGpu::fd),
+    };
+};
+
+template <>
+struct Declaration<ConfigLine> {
+    static constexpr std::tuple fields{
+        field("line", &ConfigLine::line),
+        field("text", &ConfigLine::text),
+    };
+};
+
+template <>
+struct Declaration<LoaderPath> {
+    static constexpr std::tuple fields{
+        field("variable", &LoaderPath::variable),
+        field("path", &LoaderPath::path),
+        field("resolved", &LoaderPath::resolved),
+        field("vouched_by", &LoaderPath::vouched_by),
+        field("age_s", &LoaderPath::age_s),
+        field("others_can_write", &LoaderPath::others_can_write, {.store = Store::kByte}),
+    };
+};
+
+// Flattened into the container event's body.
+template <>
+struct Declaration<ContainerDetails> {
+    static constexpr Forms kKnown{.out = Out::kWhenSet};
+    static constexpr std::tuple fields{
+        field("name", &ContainerDetails::name, kKnown),
+        field("image", &ContainerDetails::image, kKnown),
+        field("image_id", &ContainerDetails::image_id, kKnown),
+        field("pod_name", &ContainerDetails::pod_name, kKnown),
+        field("pod_namespace", &ContainerDetails::pod_namespace, kKnown),
+        field("pod_uid", &ContainerDetails::pod_uid, kKnown),
+        field("kube_container", &ContainerDetails::kube_container, kKnown),
+    };
+};
+
+// --- the event types, in EventData's order ----------------------------------
+
+template <>
+struct Declaration<GpuOpen> {
+    static constexpr std::string_view name = "gpu_open";
+    static constexpr uint8_t tag = 1;
+    static constexpr Writer writer = Writer::kOwn;  // "flags", "device", "errno", "error"
+    static constexpr Codec codec = Codec::kOwn;     // "bad open syscall"
+    static constexpr Forms kOnSuccess{.out = Out::kSometimes};
+    static constexpr std::tuple fields{
+        field("syscall", &GpuOpen::syscall, {.store = Store::kByte}),
+        field("path", &GpuOpen::path),
+        field("path_truncated", &GpuOpen::path_truncated),
+        field("dirfd", &GpuOpen::dirfd),
+        field("open_flags", &GpuOpen::open_flags),  // and "flags", its names
+        field("major", &GpuOpen::major, kOnSuccess),
+        field("minor", &GpuOpen::minor, kOnSuccess),
+        field("result", &GpuOpen::result, {.key = "fd", .out = Out::kSometimes}),  // or "errno"
+    };
+    static constexpr auto layout = layout_of("major", "minor", "result", "dirfd", "open_flags",
+                                             "syscall", "path_truncated", "path");
+};
+
+template <>
+struct Declaration<GpuIoctl> {
+    static constexpr std::string_view name = "gpu_ioctl";
+    static constexpr uint8_t tag = 2;
+    static constexpr Writer writer = Writer::kOwn;  // "device", hex, the _IOC split
+    static constexpr Codec codec = Codec::kDeclared;
+    static constexpr std::tuple fields{
+        field("major", &GpuIoctl::major), field("minor", &GpuIoctl::minor),
+        field("fd", &GpuIoctl::fd),       field("cmd", &GpuIoctl::cmd),
+        field("arg", &GpuIoctl::arg),
+    };
+};
+
+template <>
+struct Declaration<Connect> {
+    static constexpr std::string_view name = "connect";
+    static constexpr uint8_t tag = 3;
+    static constexpr Writer writer = Writer::kOwn;  // "reasons", "errno", "error"
+    static constexpr Codec codec = Codec::kOwn;     // "bad ip version"
+    static constexpr std::tuple fields{
+        field("fd", &Connect::fd),
+        field("ip_version", &Connect::ip_version,
+              {.in = In::kDerived, .store = Store::kByte, .examples = "4 6"}),
+        field("address", &Connect::address, {.examples = "198.51.100.7 198.51.100.8"}),
+        field("port", &Connect::port),
+        field("v4_mapped", &Connect::v4_mapped, {.store = Store::kBit, .bit = 8}),
+        field("loopback", &Connect::loopback, {.store = Store::kBit, .bit = 16}),
+        field("gpu_holder", &Connect::gpu_holder,
+              {.key = "reasons", .store = Store::kBit, .bit = 1}),
+        field("watched_port", &Connect::watched_port,
+              {.key = "reasons", .store = Store::kBit, .bit = 2}),
+        field("all", &Connect::all, {.key = "reasons", .store = Store::kBit, .bit = 4}),
+        field("watched_tgid", &Connect::watched_tgid,
+              {.key = "reasons", .store = Store::kBit, .bit = 64}),
+        field("watched_addr", &Connect::watched_addr,
+              {.key = "reasons", .store = Store::kBit, .bit = 128}),
+        field("result", &Connect::result),
+        field("domain", &Connect::domain,
+              {.out = Out::kWhenSet, .store = Store::kIfBit, .bit = 32}),
+    };
+    static constexpr auto layout =
+        layout_of("fd", "result", "ip_version", "address", "port", kFlagByte, "domain");
+};
+
+template <>
+struct Declaration<Exec> {
+    static constexpr std::string_view name = "exec";
+    static constexpr uint8_t tag = 4;
+    static constexpr Writer writer = Writer::kDeclared;
+    static constexpr Codec codec = Codec::kDeclared;
+    static constexpr std::tuple fields{
+        field("filename", &Exec::filename),
+        field("filename_truncated", &Exec::filename_truncated, {.store = Store::kBit, .bit = 2}),
+        field("argv", &Exec::argv),
+        field("argv_truncated", &Exec::argv_truncated, {.store = Store::kBit, .bit = 1}),
+        field("old_tid", &Exec::old_tid),
+        field("exe", &Exec::exe, {.out = Out::kWhenSet, .store = Store::kIfBit, .bit = 4}),
+    };
+    static constexpr auto layout = layout_of("filename", "argv", kFlagByte, "old_tid", "exe");
+};
+
+template <>
+struct Declaration<Fork> {
+    static constexpr std::string_view name = "fork";
+    static constexpr uint8_t tag = 5;
+    static constexpr Writer writer = Writer::kDeclared;
+    static constexpr Codec codec = Codec::kDeclared;
+    static constexpr std::tuple fields{
+        field("child_pid", &Fork::child_pid),
+        field("inherited_gpu", &Fork::inherited_gpu, {.store = Store::kBit, .bit = 1}),
+        field("child_start_ns", &Fork::child_start_ns,
+              {.out = Out::kWhenSet, .store = Store::kIfBit, .bit = 2}),
+    };
+};
+
+template <>
+struct Declaration<Exit> {
+    static constexpr std::string_view name = "exit";
+    static constexpr uint8_t tag = 6;
+    static constexpr Writer writer = Writer::kOwn;  // "exit_code", "signal", "signal_name"
+    static constexpr Codec codec = Codec::kDeclared;
+    static constexpr std::tuple fields{
+        field("status", &Exit::status),
+        field("held_gpu", &Exit::held_gpu),
+    };
+};
+
+template <>
+struct Declaration<Telemetry> {
+    static constexpr std::string_view name = "telemetry";
+    static constexpr uint8_t tag = 7;
+    static constexpr Writer writer = Writer::kDeclared;
+    static constexpr Codec codec = Codec::kDeclared;
+    static constexpr std::tuple fields{
+        field("gpu_index", &Telemetry::gpu_index),
+        field("vendor", &Telemetry::vendor),
+        field("model", &Telemetry::model),
+        field("devices", &Telemetry::devices),
+        field("utilization_percent", &Telemetry::utilization_percent),
+        field("memory_used_bytes", &Telemetry::memory_used_bytes),
+        field("memory_total_bytes", &Telemetry::memory_total_bytes),
+        field("processes", &Telemetry::processes),
+    };
+};
+
+template <>
+struct Declaration<ProcessSnapshot> {
+    static constexpr std::string_view name = "process_snapshot";
+    static constexpr uint8_t tag = 8;
+    static constexpr Writer writer = Writer::kOwn;  // each GPU's "device"
+    static constexpr Codec codec = Codec::kDeclared;
+    static constexpr std::tuple fields{
+        field("exe", &ProcessSnapshot::exe),
+        field("argv", &ProcessSnapshot::argv),
+        field("user", &ProcessSnapshot::user),
+        field("cgroup_path", &ProcessSnapshot::cgroup_path),
+        field("container_id", &ProcessSnapshot::container_id),
+        field("container_runtime", &ProcessSnapshot::container_runtime),
+        field("gpus", &ProcessSnapshot::gpus),
+        field("exe_package", &ProcessSnapshot::exe_package,
+              {.out = Out::kWhenSet, .store = Store::kTrailing}),
+    };
+};
+
+template <>
+struct Declaration<KillNow> {
+    static constexpr std::string_view name = "kill_now";
+    static constexpr uint8_t tag = 9;
+    static constexpr Writer writer = Writer::kOwn;  // "device" of major and minor
+    static constexpr Codec codec = Codec::kDeclared;
+    static constexpr Forms kDevice{.key = "device", .out = Out::kSometimes};
+    static constexpr std::tuple fields{
+        field("trigger", &KillNow::trigger),
+        field("match", &KillNow::match),
+        field("dev", &KillNow::dev),
+        field("ino", &KillNow::ino),
+        field("rule_id", &KillNow::rule_id),
+        field("signal_result", &KillNow::signal_result),
+        field("major", &KillNow::major, kDevice),
+        field("minor", &KillNow::minor, kDevice),
+    };
+};
+
+template <>
+struct Declaration<ExeScan> {
+    static constexpr std::string_view name = "exe_scan";
+    static constexpr uint8_t tag = 10;
+    static constexpr Writer writer = Writer::kDeclared;
+    static constexpr Codec codec = Codec::kDeclared;
+    static constexpr std::tuple fields{
+        field("path", &ExeScan::path),
+        field("sha256", &ExeScan::sha256),
+        field("size", &ExeScan::size),
+        field("rules", &ExeScan::rules),
+        field("signature_ids", &ExeScan::signature_ids),
+        field("error", &ExeScan::error, {.out = Out::kWhenSet}),
+        field("library", &ExeScan::library, {.out = Out::kWhenSet, .store = Store::kTrailing}),
+    };
+};
+
+template <>
+struct Declaration<NetPayload> {
+    static constexpr std::string_view name = "net_payload";
+    static constexpr uint8_t tag = 11;
+    static constexpr Writer writer = Writer::kOwn;  // "in"/"out", "tcp"/"udp", base64
+    static constexpr Codec codec = Codec::kDeclared;
+    static constexpr std::tuple fields{
+        field("fd", &NetPayload::fd),
+        field("direction", &NetPayload::direction, {.store = Store::kBit, .bit = 1}),
+        field("syscall", &NetPayload::syscall),
+        field("length", &NetPayload::length),
+        field("seq", &NetPayload::seq),
+        field("flow", &NetPayload::flow),
+        field("stream", &NetPayload::stream, {.key = "transport", .store = Store::kBit, .bit = 2}),
+        field("dns", &NetPayload::dns, {.store = Store::kBit, .bit = 8}),
+        field("followed", &NetPayload::followed, {.store = Store::kBit, .bit = 16}),
+        field("truncated", &NetPayload::truncated, {.store = Store::kBit, .bit = 4}),
+        field("local_address", &NetPayload::local_address),
+        field("local_port", &NetPayload::local_port),
+        field("remote_address", &NetPayload::remote_address),
+        field("remote_port", &NetPayload::remote_port),
+        field("data", &NetPayload::data),
+    };
+    static constexpr auto layout =
+        layout_of("fd", kFlagByte, "syscall", "length", "seq", "flow", "local_address",
+                  "local_port", "remote_address", "remote_port", "data");
+};
+
+template <>
+struct Declaration<Stratum> {
+    static constexpr std::string_view name = "stratum";
+    static constexpr uint8_t tag = 12;
+    static constexpr Writer writer = Writer::kDeclared;
+    static constexpr Codec codec = Codec::kDeclared;
+    static constexpr std::tuple fields{
+        field("flow", &Stratum::flow),
+        field("protocol", &Stratum::protocol),
+        field("pool_address", &Stratum::pool_address),
+        field("pool_port", &Stratum::pool_port),
+        field("pool_domain", &Stratum::pool_domain),
+        field("login", &Stratum::login),
+        field("agent", &Stratum::agent),
+        field("methods", &Stratum::methods),
+        field("messages", &Stratum::messages),
+        field("shares_submitted", &Stratum::shares_submitted),
+        field("shares_accepted", &Stratum::shares_accepted),
+        field("shares_rejected", &Stratum::shares_rejected),
+        field("share_hashes", &Stratum::share_hashes),
+        field("difficulty_updates", &Stratum::difficulty_updates),
+        field("hash_rate", &Stratum::hash_rate),
+        field("reported_hash_rate", &Stratum::reported_hash_rate),
+    };
+};
+
+template <>
+struct Declaration<ProcessIo> {
+    static constexpr std::string_view name = "process_io";
+    static constexpr uint8_t tag = 13;
+    static constexpr Writer writer = Writer::kDeclared;
+    static constexpr Codec codec = Codec::kDeclared;
+    static constexpr std::tuple fields{
+        field("file_write_bytes", &ProcessIo::file_write_bytes, {.out = Out::kWhenSet}),
+        field("net_send_bytes", &ProcessIo::net_send_bytes, {.out = Out::kWhenSet}),
+        field("net_sends", &ProcessIo::net_sends, {.out = Out::kWhenSet}),
+    };
+};
+
+template <>
+struct Declaration<ConfigFile> {
+    static constexpr std::string_view name = "config_file";
+    static constexpr uint8_t tag = 14;
+    static constexpr Writer writer = Writer::kDeclared;
+    static constexpr Codec codec = Codec::kDeclared;
+    static constexpr std::tuple fields{
+        field("path", &ConfigFile::path),
+        field("reason", &ConfigFile::reason, {.examples = "argument default"}),
+        field("size", &ConfigFile::size),
+        field("sha256", &ConfigFile::sha256),
+        field("lines", &ConfigFile::lines),
+        field("truncated", &ConfigFile::truncated, {.out = Out::kWhenSet}),
+    };
+    static constexpr auto layout =
+        layout_of("path", "reason", "size", "sha256", "truncated", "lines");
+};
+
+template <>
+struct Declaration<HiddenProcess> {
+    static constexpr std::string_view name = "hidden_process";
+    static constexpr uint8_t tag = 21;
+    static constexpr Writer writer = Writer::kDeclared;
+    static constexpr Codec codec = Codec::kDeclared;
+    static constexpr std::tuple fields{
+        field("seen_by", &HiddenProcess::seen_by, {.examples = "getdents64 process_table"}),
+        field("libraries", &HiddenProcess::libraries),
+        field("mechanisms", &HiddenProcess::mechanisms),
+    };
+};
+
+template <>
+struct Declaration<ModuleLoad> {
+    static constexpr std::string_view name = "module_load";
+    static constexpr uint8_t tag = 17;
+    static constexpr Writer writer = Writer::kOwn;  // "taints", the kernel's letters
+    static constexpr Codec codec = Codec::kDeclared;
+    static constexpr std::tuple fields{
+        field("name", &ModuleLoad::name),
+        field("taints", &ModuleLoad::taints, {.key = "taint_bits"}),  // and "taints"
+    };
+};
+
+template <>
+struct Declaration<FileChange> {
+    static constexpr std::string_view name = "file_change";
+    static constexpr uint8_t tag = 15;
+    static constexpr Writer writer = Writer::kDeclared;
+    static constexpr Codec codec = Codec::kDeclared;
+    static constexpr std::tuple fields{
+        field("operation", &FileChange::operation, {.examples = "write unlink"}),
+        field("syscall", &FileChange::syscall),
+        field("kind", &FileChange::kind, {.examples = "preload cron"}),
+        field("path", &FileChange::path),
+        field("result", &FileChange::result),
+        field("dirfd", &FileChange::dirfd),
+        field("flags", &FileChange::flags),
+        field("raw_path", &FileChange::raw_path, {.out = Out::kWhenSet}),
+        field("path_truncated", &FileChange::path_truncated,
+              {.out = Out::kWhenSet, .store = Store::kBit, .bit = 1}),
+        field("watched_process", &FileChange::watched_process,
+              {.out = Out::kWhenSet, .store = Store::kBit, .bit = 2}),
+        field("libraries", &FileChange::libraries, {.out = Out::kWhenSet}),
+    };
+    static constexpr auto layout = layout_of("operation", "syscall", "kind", "path", "raw_path",
+                                             "result", "dirfd", "flags", kFlagByte, "libraries");
+};
+
+template <>
+struct Declaration<ProcessEnv> {
+    static constexpr std::string_view name = "process_env";
+    static constexpr uint8_t tag = 16;
+    static constexpr Writer writer = Writer::kDeclared;
+    static constexpr Codec codec = Codec::kDeclared;
+    static constexpr std::tuple fields{
+        field("ld_preload", &ProcessEnv::ld_preload,
+              {.out = Out::kWhenSet, .store = Store::kIfBit, .bit = 1}),
+        field("ld_library_path", &ProcessEnv::ld_library_path,
+              {.out = Out::kWhenSet, .store = Store::kIfBit, .bit = 2}),
+        field("error", &ProcessEnv::error, {.out = Out::kWhenSet}),
+        field("loader_paths", &ProcessEnv::loader_paths,
+              {.out = Out::kWhenSet, .store = Store::kIfBit, .bit = 4}),
+    };
+};
+
+template <>
+struct Declaration<AgentTamper> {
+    static constexpr std::string_view name = "agent_tamper";
+    static constexpr uint8_t tag = 18;
+    static constexpr Writer writer = Writer::kDeclared;
+    static constexpr Codec codec = Codec::kDeclared;
+    static constexpr Forms kKnown{.out = Out::kWhenSet};
+    static constexpr std::tuple fields{
+        field("kind", &AgentTamper::kind),
+        field("agent_pid", &AgentTamper::agent_pid),
+        field("signal", &AgentTamper::signal, kKnown),
+        field("result", &AgentTamper::result, kKnown),
+        field("command", &AgentTamper::command, kKnown),
+        field("exe", &AgentTamper::exe, kKnown),
+        field("cmdline", &AgentTamper::cmdline, kKnown),
+        field("detail", &AgentTamper::detail, kKnown),
+        field("down_from_unix_ns", &AgentTamper::down_from_unix_ns, kKnown),
+        field("down_to_unix_ns", &AgentTamper::down_to_unix_ns, kKnown),
+    };
+    static constexpr auto layout =
+        layout_of("kind", "signal", "result", "command", "agent_pid", "exe", "cmdline", "detail",
+                  "down_from_unix_ns", "down_to_unix_ns");
+};
+
+template <>
+struct Declaration<Container> {
+    static constexpr std::string_view name = "container";
+    static constexpr uint8_t tag = 22;
+    static constexpr Writer writer = Writer::kDeclared;
+    static constexpr Codec codec = Codec::kDeclared;
+    static constexpr std::tuple fields{
+        field("id", &Container::id), field("runtime", &Container::runtime),
+        field("details", &Container::details),  // flattened: its fields are the body's
+    };
+};
+
+}  // namespace gpuguard::agent::schema
