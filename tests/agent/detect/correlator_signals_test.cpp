@@ -151,8 +151,8 @@ TEST_F(CorrelatorTest, LegitimateLookAlikesOfTemporaryExecutablesAreNotFlagged) 
         snapshot.exe_package = package;
         snapshot.argv = {"gpu-helper"};
         feed(1 * kSecond, pid, "gpu-helper", snapshot);
-        const Detection* deleted =
-            find_rule(feed(2 * kSecond, pid, "gpu-helper", nvidia0()), "GG-CORR-0005");
+        const auto raised = feed(2 * kSecond, pid, "gpu-helper", nvidia0());
+        const Detection* deleted = find_rule(raised, "GG-CORR-0005");
         ASSERT_NE(deleted, nullptr) << exe;
         EXPECT_EQ(deleted->severity, Severity::kNotice) << exe;
         ++pid;
