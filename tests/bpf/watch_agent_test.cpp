@@ -7,7 +7,9 @@
 // `gpuguard status` shows the list. The client: test_pool_client.cpp.
 // And the list of addresses: a DNS answer naming a pool domain (from a
 // resolver the test plays on loopback, stratum_test_pool.h) puts its address
-// in the list, and a connect there from any process is reported, on any port.
+// in the list, and a connect there from any process is reported, on any port;
+// an answer naming any other domain puts nothing there.
+#include <array>
 #include <csignal>
 #include <fstream>
 #include <iostream>
@@ -269,33 +271,41 @@ TEST(WatchAgentTest, an_address_resolved_from_a_pool_domain_is_watched_on_any_po
     gpuguard::testing::TestServer pool("127.77.0.9", gpuguard::testing::dialects()[1].pool);
     gpuguard::testing::TestServer elsewhere("127.77.0.10", gpuguard::testing::dialects()[1].pool);
     ASSERT_TRUE(pool.ok() && elsewhere.ok());
-    // A process looks the pool up (a real UDP query and answer on the wire,
-    // from a resolver on 127.53.53.53:53).
-    gpuguard::testing::DnsResponder resolver("xmr-eu1.nanopool.org", {127, 77, 0, 9});
-    ASSERT_TRUE(resolver.ok());
-    const std::string query = gpuguard::testing::dns_query("xmr-eu1.nanopool.org");
-    int lookup_status = -1;
-    gpuguard::testing::run_in_child(
-        "gg-lookup",
-        [&] {
-            const int fd = socket(AF_INET, SOCK_DGRAM, 0);
-            sockaddr_in server{};
-            server.sin_family = AF_INET;
-            server.sin_port = htons(53);
-            inet_pton(AF_INET, "127.53.53.53", &server.sin_addr);
-            if (connect(fd, reinterpret_cast<const sockaddr*>(&server), sizeof(server)) != 0) {
-                return 1;
-            }
-            if (send(fd, query.data(), query.size(), 0) < 0) return 2;
-            char reply[512];
-            pollfd ready{fd, POLLIN, 0};
-            if (poll(&ready, 1, 5000) <= 0) return 3;
-            return recv(fd, reply, sizeof(reply), 0) > 12 ? 0 : 4;
-        },
-        &lookup_status);
-    ASSERT_EQ(lookup_status, 0);
+    // A process looks a name up: a real UDP query and answer on the wire,
+    // from a resolver on 127.53.53.53:53 that knows that one name.
+    const auto look_up = [](const std::string& name, std::array<uint8_t, 4> address) {
+        gpuguard::testing::DnsResponder resolver(name, address);
+        if (!resolver.ok()) return -2;
+        const std::string query = gpuguard::testing::dns_query(name);
+        int lookup_status = -1;
+        gpuguard::testing::run_in_child(
+            "gg-lookup",
+            [&] {
+                const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+                sockaddr_in server{};
+                server.sin_family = AF_INET;
+                server.sin_port = htons(53);
+                inet_pton(AF_INET, "127.53.53.53", &server.sin_addr);
+                if (connect(fd, reinterpret_cast<const sockaddr*>(&server), sizeof(server)) != 0) {
+                    return 1;
+                }
+                if (send(fd, query.data(), query.size(), 0) < 0) return 2;
+                char reply[512];
+                pollfd ready{fd, POLLIN, 0};
+                if (poll(&ready, 1, 5000) <= 0) return 3;
+                return recv(fd, reply, sizeof(reply), 0) > 12 ? 0 : 4;
+            },
+            &lookup_status);
+        return lookup_status;
+    };
+    // First a name no pool signature knows, for the other address: the
+    // agent reads its answer before the pool's (one stream, in order), and
+    // must not watch it.
+    ASSERT_EQ(look_up("huggingface.co", {127, 77, 0, 10}), 0);
+    ASSERT_EQ(look_up("xmr-eu1.nanopool.org", {127, 77, 0, 9}), 0);
 
-    // Its address is in the list once the agent has read the answer.
+    // The pool's address, and only it, is in the list once the agent has
+    // read the answers.
     json status;
     const auto deadline = std::chrono::steady_clock::now() + 5s;
     do {

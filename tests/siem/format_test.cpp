@@ -140,6 +140,28 @@ TEST(EcsJson, outcome_maps_to_ecs_event) {
               "unknown");
 }
 
+// A kill that found its process already ended by another detection's kill:
+// the outcome says so (not a failure) and names that detection, in the JSON
+// forms a SIEM reads (ECS, OCSF) and in CEF's outcome.
+TEST(EcsJson, an_already_exited_outcome_names_the_detection_whose_kill_ended_it) {
+    auto exited = test_outcome();
+    exited.outcome = "already_exited";
+    exited.linked_detection_id = "d-0042";
+    const auto ecs = nlohmann::json::parse(format_ecs_json(exited, test_host()));
+    EXPECT_EQ(ecs["gpuguard"]["enforcement"]["outcome"], "already_exited");
+    EXPECT_EQ(ecs["gpuguard"]["enforcement"]["linked_detection_id"], "d-0042");
+    EXPECT_EQ(ecs["event"]["outcome"], "unknown") << "ECS has no value for it; not a failure";
+    EXPECT_EQ(ecs["event"]["type"][0], "info");
+    const auto ocsf = nlohmann::json::parse(format_ocsf(exited, test_host()));
+    EXPECT_EQ(ocsf["unmapped"]["gpuguard"]["outcome"], "already_exited");
+    EXPECT_EQ(ocsf["unmapped"]["gpuguard"]["linked_detection_id"], "d-0042");
+    EXPECT_NE(ocsf["disposition"], "Error");
+    EXPECT_EQ(parse_cef(format_cef(exited, test_host())).extension.at("outcome"), "already_exited");
+    // Without a link the field is absent, not empty.
+    const auto unlinked = nlohmann::json::parse(format_ecs_json(test_outcome(), test_host()));
+    EXPECT_FALSE(unlinked["gpuguard"]["enforcement"].contains("linked_detection_id"));
+}
+
 TEST(EcsJson, identical_input_gives_identical_bytes_and_fixed_key_order) {
     const auto a = format_ecs_json(test_detection(), test_host());
     const auto b = format_ecs_json(test_detection(), test_host());
