@@ -81,6 +81,19 @@ TEST_F(AgentDetectTest, config_only_miner_on_gpu_is_detected_from_its_config_and
                                                           {"python3"}, train_dir, hold);
     ASSERT_GT(benign, 0);
     ChildReaper reap_benign(benign);
+    // The miner starts once the training job holds the GPU: its GPU use, so
+    // its config read, comes first in the agent's one stream and one worker
+    // queue, and the miner's detection below shows it was judged.
+    const auto holds_node = [&] {
+        std::error_code ec;
+        for (const auto& fd :
+             fs::directory_iterator("/proc/" + std::to_string(benign) + "/fd", ec)) {
+            if (fs::read_symlink(fd.path(), ec) == node_) return true;
+        }
+        return false;
+    };
+    for (int i = 0; i < 400 && !holds_node(); ++i) std::this_thread::sleep_for(10ms);
+    ASSERT_TRUE(holds_node()) << "the training job never opened the GPU node";
     const pid_t miner = gpuguard::testing::spawn_process((miner_dir / "python3").string(),
                                                          {"python3"}, miner_dir, hold);
     ASSERT_GT(miner, 0);
@@ -109,9 +122,11 @@ TEST_F(AgentDetectTest, config_only_miner_on_gpu_is_detected_from_its_config_and
     ASSERT_EQ(report.exit_code, 0) << report.stderr_text;
     const auto reads = nlohmann::json::parse(report.stdout_text)["config_files"];
     EXPECT_GE(reads["requested"].get<int>(), 2) << reads.dump() << "both GPU holders asked";
+    // Both config.json files (two inodes) were read from disk, the training
+    // job's first; only the miner's matched.
+    EXPECT_GE(reads["files_read"].get<int>(), 2) << reads.dump();
     EXPECT_GE(reads["reported"].get<int>(), 1) << reads.dump();
 
-    std::this_thread::sleep_for(500ms);  // the benign one's answer came long before
     while (auto line = agent.read_stdout_line(100ms)) seen_.push_back(*line);
     ASSERT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
     std::vector<std::string> live;

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -178,6 +179,40 @@ class AgentDetectTest : public ::testing::Test {
             }
         }
         return std::nullopt;
+    }
+
+    // The detections read so far (seen_, the lines other waits read
+    // included) of any of `pids` at warning or above: what a negative must
+    // find empty once the agent has judged the events that would raise one.
+    std::vector<std::string> alarms_for(std::initializer_list<pid_t> pids) const {
+        std::vector<std::string> out;
+        for (const auto& line : seen_) {
+            const auto record = nlohmann::json::parse(line, nullptr, false);
+            if (!record.is_object() || !record.contains("log")) continue;
+            const auto pid = record["process"]["pid"];
+            const std::string level = record["log"]["level"].get<std::string>();
+            const bool alarm = level == "warning" || level == "error" || level == "critical";
+            for (pid_t wanted : pids) {
+                if (alarm && pid == wanted) out.push_back(line);
+            }
+        }
+        return out;
+    }
+
+    // The detections of `rule` read so far (seen_, the lines other waits
+    // read included) of any of `pids`, at any level.
+    std::vector<std::string> detections_for(std::initializer_list<pid_t> pids,
+                                            const std::string& rule) const {
+        std::vector<std::string> out;
+        for (const auto& line : seen_) {
+            const auto record = nlohmann::json::parse(line, nullptr, false);
+            if (!record.is_object() || !record.contains("rule")) continue;
+            if (record["rule"]["id"] != rule) continue;
+            for (pid_t wanted : pids) {
+                if (record["process"]["pid"] == wanted) out.push_back(line);
+            }
+        }
+        return out;
     }
 
     // Forks a child that names itself `comm`, opens the fake GPU node (the fd
