@@ -118,7 +118,7 @@ int RuleReader::read_conditions(const YAML::Node& when, const std::string& path,
         ++conditions;
     }
     if (const YAML::Node node = when["exe_location"]) {
-        read_exe_location(node, path + ".exe_location", rule.exe_location);
+        read_names(node, path + ".exe_location", "location", kLocationNames, rule.exe_location);
         ++conditions;
     }
     if (const YAML::Node node = when["disguised"]) {
@@ -165,18 +165,8 @@ int RuleReader::read_conditions(const YAML::Node& when, const std::string& path,
         if (node.IsSequence()) {
             rule.library_injection = true;
             const size_t errors_before = diag_.count();
-            for (auto& [text, item] : diag_.scalar_list(node, path + ".library_injection")) {
-                const auto found = std::find_if(
-                    std::begin(kLibrarySignNames), std::end(kLibrarySignNames),
-                    [&text = text](const auto& entry) { return text == entry.second; });
-                if (found == std::end(kLibrarySignNames)) {
-                    diag_.error(item, path + ".library_injection: unknown sign '" + text +
-                                          "' (temporary, recently_written, writable_by_others, "
-                                          "miner_signature)");
-                } else {
-                    rule.library_signs.push_back(found->first);
-                }
-            }
+            read_names(node, path + ".library_injection", "sign", kLibrarySignNames,
+                       rule.library_signs);
             if (rule.library_signs.empty() && diag_.count() == errors_before) {
                 diag_.error(node, path + ".library_injection: name at least one sign, or say true");
             }
@@ -254,22 +244,6 @@ void RuleReader::read_agent_tamper(const YAML::Node& node, const std::string& wh
         }
     }
     if (kinds.empty()) diag_.error(node, where + ": name at least one kind");
-}
-
-void RuleReader::read_exe_location(const YAML::Node& node, const std::string& where,
-                                   std::vector<ExeLocation>& locations) {
-    for (auto& [text, item] : diag_.scalar_list(node, where)) {
-        auto found =
-            std::find_if(std::begin(kLocationNames), std::end(kLocationNames),
-                         [&text = text](const auto& entry) { return text == entry.second; });
-        if (found == std::end(kLocationNames)) {
-            diag_.error(item, where + ": unknown location '" + text +
-                                  "' (tmp, var_tmp, dev_shm, deleted, memfd, appimage, "
-                                  "extracted_runtime, package_replaced)");
-        } else {
-            locations.push_back(found->first);
-        }
-    }
 }
 
 MemoryGrowthCondition RuleReader::read_memory_growth(const YAML::Node& node,

@@ -4,6 +4,7 @@
 // names both it and correlation.cpp use.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -71,8 +72,25 @@ class RuleReader {
     SignatureCondition read_signature(const YAML::Node& node, const std::string& path);
     void read_agent_tamper(const YAML::Node& node, const std::string& where,
                            std::vector<std::string>& kinds);
-    void read_exe_location(const YAML::Node& node, const std::string& where,
-                           std::vector<ExeLocation>& locations);
+    // The values a list of names stands for by `names` (kLocationNames,
+    // kLibrarySignNames); an unknown `what` is named with every known one.
+    template <typename Value, size_t N>
+    void read_names(const YAML::Node& node, const std::string& where, const char* what,
+                    const std::pair<Value, const char*> (&names)[N], std::vector<Value>& out) {
+        for (auto& [text, item] : diag_.scalar_list(node, where)) {
+            const auto found =
+                std::find_if(std::begin(names), std::end(names),
+                             [&text = text](const auto& entry) { return text == entry.second; });
+            if (found != std::end(names)) {
+                out.push_back(found->first);
+                continue;
+            }
+            std::string known;
+            for (const auto& entry : names)
+                known += (known.empty() ? "" : ", ") + std::string(entry.second);
+            diag_.error(item, where + ": unknown " + what + " '" + text + "' (" + known + ")");
+        }
+    }
     MemoryGrowthCondition read_memory_growth(const YAML::Node& node, const std::string& where);
     SustainedUtilizationCondition read_sustained_utilization(const YAML::Node& node,
                                                              const std::string& where);

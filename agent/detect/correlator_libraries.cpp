@@ -105,13 +105,15 @@ void Correlator::observe_library_scan(uint32_t pid, uint64_t ts_ns, const ExeSca
              "preloaded library " + scan.library + " sha256:" + scan.sha256 +
                  " yara:" + join(scan.rules, " "));
     // A YARA rule on it is a miner's mark as its name would be.
+    // (A second verdict on it, from a second request, adds nothing.)
+    const std::string yara = " (YARA: " + join(scan.rules, ", ") + ")";
     for (InjectedLibrary& library : state.libraries) {
-        if (library.where != scan.library) continue;
+        if (library.where != scan.library || library.detail.ends_with(yara)) continue;
         if (std::find(library.signs.begin(), library.signs.end(), LibrarySign::kMinerSignature) ==
             library.signs.end()) {
             library.signs.push_back(LibrarySign::kMinerSignature);
         }
-        library.detail += " (YARA: " + join(scan.rules, ", ") + ")";
+        library.detail += yara;
     }
     state.dirty = true;
 }

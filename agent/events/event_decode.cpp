@@ -375,6 +375,13 @@ constexpr RecordType kRecordTypes[] = {
     {GG_EVENT_AGENT_SIGNAL, "agent_signal", decode_agent_signal},
     {GG_EVENT_BPF_COMMAND, "bpf_command", decode_bpf_command},
 };
+
+const RecordType* record_type(uint32_t type) {
+    for (const RecordType& known : kRecordTypes) {
+        if (known.type == type) return &known;
+    }
+    return nullptr;
+}
 }  // namespace
 
 std::string module_taint_letters(uint32_t taints) {
@@ -504,17 +511,13 @@ Result<Event> decode_record(std::span<const std::byte> record) {
                                            " bytes but holds " + std::to_string(record.size()));
     }
     const auto body = record.first(header.size);
-    for (const RecordType& known : kRecordTypes) {
-        if (known.type == header.type) return known.decode(body);
-    }
+    if (const RecordType* known = record_type(header.type)) return known->decode(body);
     return fail(ErrorCode::kParse, "unknown record type " + std::to_string(header.type));
 }
 
 const char* record_type_name(uint32_t type) {
-    for (const RecordType& known : kRecordTypes) {
-        if (known.type == type) return known.name;
-    }
-    return nullptr;  // a number no program emits
+    const RecordType* known = record_type(type);
+    return known ? known->name : nullptr;  // nullptr: a number no program emits
 }
 
 }  // namespace gpuguard::agent

@@ -183,16 +183,6 @@ void ProcessTable::apply(const Event& event) {
     enforce_bound();
 }
 
-void ProcessTable::apply(Event&& event) {
-    if (auto* exec = std::get_if<Exec>(&event.data)) {
-        apply_exec(event.task, std::move(exec->exe.empty() ? exec->filename : exec->exe),
-                   std::move(exec->argv), exec->argv_truncated);
-        enforce_bound();
-        return;
-    }
-    apply(std::as_const(event));
-}
-
 void ProcessTable::apply_exec(const TaskInfo& task, std::string filename,
                               std::vector<std::string> argv, bool argv_truncated) {
     // Everything is in the event: no /proc read for the host's every exec.

@@ -166,9 +166,6 @@ class ProcessTable {
 
     // Applies one sensor event.
     void apply(const Event& event);
-    // The same, taking an exec's filename and argv instead of copying them
-    // (a reader that is done with the event: replay).
-    void apply(Event&& event);
 
     // Folds in the kernel's ioctl aggregates read at `now_ns`; rates are per
     // second over the time since the previous call.
