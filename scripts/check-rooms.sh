@@ -39,6 +39,9 @@ report() {
 # check_file FILE OWNER: each include line of FILE against what OWNER may use.
 check_file() {
     local file=$1 owner=$2 allowed=" ${may_use[$2]} $2 common " number=0 line target what
+    # The folder of its own private headers: agent/ROOM for a room, LIBRARY/ for a library.
+    local home=$owner
+    [[ " $rooms " == *" $owner "* ]] && home=agent/$owner
     while IFS= read -r line; do
         number=$((number + 1))
         [[ $line =~ ^[[:space:]]*#[[:space:]]*include[[:space:]]*([\"\<])([^\"\>]+) ]] || continue
@@ -75,12 +78,14 @@ check_file() {
                     report "$file:$number" "\"$target\": the BPF ABI is for events and sensor"
                 ;;
             */*)
-                # Root-relative ("siem/format_util.h"): the library's own private header only.
-                [[ ${target%%/*} == "$owner" && -f $target ]] ||
+                # Root-relative ("siem/format_util.h"): the library's own private header
+                # only; or a room's own subfolder ("conditions/condition.h" in detect).
+                [[ (${target%%/*} == "$owner" && -f $target) || -f $home/$target ]] ||
                     report "$file:$number" "\"$target\": a private header of ${target%%/*}"
                 ;;
             *)
-                [[ -f $(dirname "$file")/$target ]] ||
+                # Beside the file, or at its room's own top (from a subfolder of it).
+                [[ -f $(dirname "$file")/$target || -f $home/$target ]] ||
                     report "$file:$number" "\"$target\" is not beside $file (a private header of another folder?)"
                 ;;
         esac

@@ -6,31 +6,31 @@
 
 namespace gpuguard::agent {
 
-void Correlator::request_configs(uint32_t pid, const ProcessInfo& info, ProcessState& state,
-                                 uint64_t ts_ns) {
+void CorrelatorImpl::request_configs(uint32_t pid, const ProcessInfo& info,
+                                     ProcessEvidence& evidence, uint64_t ts_ns) {
     // At the first GPU use again: a miner may have written its file since.
-    const char* reason = state.held_gpu ? "gpu_open" : nullptr;
-    if (!reason && state.config_asked) return;
-    if (!reason && !state.hits.empty()) reason = "signature";
+    const char* reason = evidence.held_gpu ? "gpu_open" : nullptr;
+    if (!reason && evidence.config_asked) return;
+    if (!reason && !evidence.hits.empty()) reason = "signature";
     if (!reason && !rules::exe_locations(info.exe, info.exe_package).empty())
         reason = "exe_location";
     if (!reason) return;
-    state.config_asked = true;
-    state.config_asked_gpu = state.held_gpu;
+    evidence.config_asked = true;
+    evidence.config_asked_gpu = evidence.held_gpu;
     config_requests_.push_back(ConfigRequest{pid, ts_ns, reason});
 }
 
-void Correlator::observe_config_file(uint32_t pid, uint64_t ts_ns, const ConfigFile& file) {
+void CorrelatorImpl::record_config_file(uint32_t pid, uint64_t ts_ns, const ConfigFile& file) {
     // Lines that arrive after the exit have nobody to judge.
     const ProcessInfo* info = table_.find(pid);
     if (!info || info->exited) return;
-    ProcessState& state = states_[pid];
+    ProcessEvidence& evidence = book_.of(pid);
     for (const ConfigLine& line : file.lines) {
         const auto& ids = match_cached(signatures::Field::kConfig, line.text);
         if (ids.empty()) continue;
         // Signatures see the raw line; the evidence a wallet cut to a prefix.
         add_hits(
-            state, EvidenceField::kConfig, ids, ts_ns,
+            evidence, EvidenceField::kConfig, ids, ts_ns,
             file.path + ":" + std::to_string(line.line) + ": " + redact_config_line(line.text));
     }
 }

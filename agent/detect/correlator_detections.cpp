@@ -1,44 +1,12 @@
 // Detections from rules that hold: their supporting signals, raising one (allowlist, dry run,
-// action), refreshing it with new evidence, and the GPUs it names.
+// action) and refreshing it with new evidence.
 #include "correlator_support.h"
 
 namespace gpuguard::agent {
 
-std::vector<DetectionGpu> Correlator::gpus_of(const ProcessInfo& info) const {
-    std::vector<DetectionGpu> gpus;
-    for (const auto& handle : info.gpus) {
-        const bool seen = std::any_of(gpus.begin(), gpus.end(), [&](const DetectionGpu& known) {
-            return known.major == handle.major && known.minor == handle.minor;
-        });
-        if (seen) continue;
-        DetectionGpu gpu;
-        gpu.major = handle.major;
-        gpu.minor = handle.minor;
-        char device[24];  // "major:minor", the key of gpu_by_device_
-        char* end = std::to_chars(device, device + 10, handle.major).ptr;
-        *end++ = ':';
-        end = std::to_chars(end, device + sizeof(device), handle.minor).ptr;
-        const auto found = gpu_by_device_.find(std::string_view(device, end - device));
-        if (found != gpu_by_device_.end()) {
-            const GpuTelemetry& reading = found->second;
-            gpu.index = static_cast<int>(reading.index);
-            gpu.vendor = reading.vendor;
-            gpu.utilization_percent = reading.utilization_percent;
-            const auto usage =
-                std::find_if(reading.processes.begin(), reading.processes.end(),
-                             [&](const ProcessGpuUsage& known) { return known.pid == info.pid; });
-            if (usage != reading.processes.end()) {
-                gpu.memory_used_bytes = usage->memory_bytes;
-                gpu.process_utilization_percent = usage->compute_percent;
-            }
-        }
-        gpus.push_back(std::move(gpu));
-    }
-    return gpus;
-}
-
-void Correlator::refresh(Detection& detection, const ProcessInfo& info, const ProcessState& state,
-                         const std::vector<const Hit*>& hits, uint64_t ts_ns) const {
+void CorrelatorImpl::refresh(Detection& detection, const ProcessInfo& info,
+                             const ProcessEvidence& evidence, const std::vector<const Hit*>& hits,
+                             uint64_t ts_ns) const {
     for (const Hit* hit : hits) detection.signature_ids.push_back(hit->id);
     std::sort(detection.signature_ids.begin(), detection.signature_ids.end());
     detection.signature_ids.erase(
@@ -48,17 +16,27 @@ void Correlator::refresh(Detection& detection, const ProcessInfo& info, const Pr
     detection.time_unix_ns =
         realtime_offset_ns_ ? static_cast<int64_t>(ts_ns) + realtime_offset_ns_ : 0;
     detection.process = describe_process(info);
-    detection.gpus = gpus_of(info);
-    if (state.peer) detection.peer = state.peer;
+    detection.gpus = book_.gpus_of(info);
+    if (evidence.peer) detection.peer = evidence.peer;
 }
 
-uint32_t Correlator::add_support(const CorrelationRule& rule, uint32_t pid, const ProcessInfo& info,
-                                 const ProcessState& state, uint64_t ts_ns, RuleInputs& in) {
+uint32_t CorrelatorImpl::add_support(const CorrelationRule& rule, const JudgedRule& judged,
+                                     const ConditionContext& rule_context, RuleInputs& in) const {
     uint32_t held = 0;
     RuleInputs signal_inputs;
-    for (const CorrelationRule& signal : rule.supporting->signals) {
+    for (size_t i = 0; i < judged.signals.size(); ++i) {
+        const CorrelationRule& signal = rule.supporting->signals[i];
+        const ConditionContext signal_context{signal,
+                                              kSupportingSignal,
+                                              rule_context.pid,
+                                              rule_context.info,
+                                              rule_context.evidence,
+                                              rule_context.book,
+                                              rule_context.rule_set,
+                                              rule_context.ts_ns,
+                                              rule_context.realtime_offset_ns};
         signal_inputs.locations_known = false;
-        if (!rule_holds(signal, kUncached, pid, info, state, ts_ns, signal_inputs)) continue;
+        if (!holds(judged.signals[i], signal_context, signal_inputs)) continue;
         ++held;
         for (const Hit* hit : signal_inputs.hits) {
             if (std::find(in.hits.begin(), in.hits.end(), hit) == in.hits.end()) {
@@ -70,14 +48,15 @@ uint32_t Correlator::add_support(const CorrelationRule& rule, uint32_t pid, cons
             in.extra.push_back(std::move(item));
         }
         if (signal_inputs.hits.empty() && signal_inputs.extra.empty()) {
-            in.extra.push_back(Evidence{ts_ns, "supporting", "", "", "signal", signal.name});
+            in.extra.push_back(
+                Evidence{rule_context.ts_ns, "supporting", "", "", "signal", signal.name});
         }
     }
     return held;
 }
 
-bool Correlator::adds_evidence(const Detection& detection, const std::vector<const Hit*>& hits,
-                               const std::vector<Evidence>& extra) const {
+bool CorrelatorImpl::adds_evidence(const Detection& detection, const std::vector<const Hit*>& hits,
+                                   const std::vector<Evidence>& extra) const {
     // The test raise() applies to each item; an item it would take is one
     // that no evidence of the open detection already covers.
     if (detection.evidence.size() >= options_.max_evidence) return false;
@@ -102,10 +81,10 @@ bool Correlator::adds_evidence(const Detection& detection, const std::vector<con
     });
 }
 
-void Correlator::raise(const CorrelationRule& rule, const ProcessInfo& info,
-                       const ProcessState& state, const std::vector<const Hit*>& hits,
-                       std::vector<Evidence>& extra, uint32_t supported, uint64_t ts_ns,
-                       std::vector<const Detection*>& out, std::optional<bool>& allowlisted) {
+void CorrelatorImpl::raise(const CorrelationRule& rule, const ProcessInfo& info,
+                           const ProcessEvidence& process, const std::vector<const Hit*>& hits,
+                           std::vector<Evidence>& extra, uint32_t supported, uint64_t ts_ns,
+                           std::vector<const Detection*>& out, std::optional<bool>& allowlisted) {
     double confidence = rule.base_confidence;
     Severity severity = rule.severity;
     if (supported > 0) {
@@ -133,15 +112,15 @@ void Correlator::raise(const CorrelationRule& rule, const ProcessInfo& info,
     if (!allowlisted) {
         // The sha256 is known once the executable's exe_scan came back.
         rules::ProcessIdentity identity{
-            info.user,    static_cast<int64_t>(info.uid),           info.exe,
-            state.sha256, info.container ? info.container->id : "", ""};
+            info.user,      static_cast<int64_t>(info.uid),           info.exe,
+            process.sha256, info.container ? info.container->id : "", ""};
         allowlisted = rule_set_->allowlisted(identity);
     }
     if (*allowlisted) {
         ++stats_.allowlisted;
         return;
     }
-    note_flagged(rule, info, severity);
+    book_.flag(rule, info, severity);
     const auto key = std::make_pair(info.pid, rule.id);
     auto found = open_.find(key);
     const bool open = found != open_.end() && ts_ns < found->second.window_end_ns;
@@ -194,7 +173,7 @@ void Correlator::raise(const CorrelationRule& rule, const ProcessInfo& info,
         detection.confidence = std::max(detection.confidence, confidence);
         detection.severity = std::min(detection.severity, severity);
         if (action_rank(action) > action_rank(detection.action)) detection.action = action;
-        refresh(detection, info, state, hits, ts_ns);
+        refresh(detection, info, process, hits, ts_ns);
         ++detection.update;
         ++stats_.updates;
         report(detection, out);
@@ -218,7 +197,7 @@ void Correlator::raise(const CorrelationRule& rule, const ProcessInfo& info,
     detection.mitre_technique_id = rule.mitre_id;
     detection.mitre_technique_name = rule.mitre_name;
     detection.mitre_tactic = rule.mitre_tactic;
-    refresh(detection, info, state, hits, ts_ns);
+    refresh(detection, info, process, hits, ts_ns);
     if (evidence.size() > options_.max_evidence) evidence.resize(options_.max_evidence);
     detection.evidence = std::move(evidence);
     detection.action = std::move(action);

@@ -82,32 +82,32 @@ std::string sign_text(LibrarySign sign, const LoaderPath& entry) {
 
 }  // namespace
 
-void Correlator::observe_env(uint32_t pid, uint64_t ts_ns, const ProcessEnv& env) {
-    ProcessState& state = states_[pid];
-    state.env = env;
-    state.env_ns = ts_ns;
-    state.libraries = judge_libraries(env);
-    state.dirty = true;
+void CorrelatorImpl::record_env(uint32_t pid, uint64_t ts_ns, const ProcessEnv& env) {
+    ProcessEvidence& evidence = book_.of(pid);
+    evidence.env = env;
+    evidence.env_ns = ts_ns;
+    evidence.libraries = judge_libraries(env);
+    evidence.dirty = true;
     // A preloaded library nothing vouches for is scanned as its executable
     // would be (live only: replay has the verdicts in the stream).
     if (!options_.request_scans) return;
-    for (const InjectedLibrary& library : state.libraries) {
+    for (const InjectedLibrary& library : evidence.libraries) {
         if (!library.preloaded_file) continue;
         scan_requests_.push_back(ScanRequest{pid, ts_ns, "", "library", library.where});
     }
 }
 
-void Correlator::observe_library_scan(uint32_t pid, uint64_t ts_ns, const ExeScan& scan) {
+void CorrelatorImpl::record_library_scan(uint32_t pid, uint64_t ts_ns, const ExeScan& scan) {
     if (!scan.error.empty() || scan.rules.empty()) return;
-    ProcessState& state = states_[pid];
+    ProcessEvidence& evidence = book_.of(pid);
     std::vector<std::string_view> ids(scan.signature_ids.begin(), scan.signature_ids.end());
-    add_hits(state, EvidenceField::kYara, ids, ts_ns,
+    add_hits(evidence, EvidenceField::kYara, ids, ts_ns,
              "preloaded library " + scan.library + " sha256:" + scan.sha256 +
                  " yara:" + join(scan.rules, " "));
     // A YARA rule on it is a miner's mark as its name would be.
     // (A second verdict on it, from a second request, adds nothing.)
     const std::string yara = " (YARA: " + join(scan.rules, ", ") + ")";
-    for (InjectedLibrary& library : state.libraries) {
+    for (InjectedLibrary& library : evidence.libraries) {
         if (library.where != scan.library || library.detail.ends_with(yara)) continue;
         if (std::find(library.signs.begin(), library.signs.end(), LibrarySign::kMinerSignature) ==
             library.signs.end()) {
@@ -115,10 +115,10 @@ void Correlator::observe_library_scan(uint32_t pid, uint64_t ts_ns, const ExeSca
         }
         library.detail += yara;
     }
-    state.dirty = true;
+    evidence.dirty = true;
 }
 
-std::string Correlator::miner_signature_of(const std::string& path) {
+std::string CorrelatorImpl::miner_signature_of(const std::string& path) {
     // The name first (libxmrig-cuda.so), then the whole path (a miner's
     // directory); a miner's own signatures only, not GPU-abuse or
     // persistence patterns (an executable in /tmp is not a miner's name).
@@ -141,7 +141,7 @@ std::string Correlator::miner_signature_of(const std::string& path) {
     return "";
 }
 
-std::vector<Correlator::InjectedLibrary> Correlator::judge_libraries(const ProcessEnv& env) {
+std::vector<InjectedLibrary> CorrelatorImpl::judge_libraries(const ProcessEnv& env) {
     const bool facts = !env.loader_paths.empty();
     const std::vector<LoaderPath> entries = facts ? env.loader_paths : loader_entries(env);
     std::vector<InjectedLibrary> out;
@@ -194,30 +194,6 @@ std::vector<Correlator::InjectedLibrary> Correlator::judge_libraries(const Proce
         out.push_back(std::move(injected));
     }
     return out;
-}
-
-bool Correlator::library_condition_holds(const CorrelationRule& rule, const ProcessState& state,
-                                         std::vector<Evidence>& extra) const {
-    if (!state.env) return false;
-    std::vector<std::string> named;
-    for (const InjectedLibrary& library : state.libraries) {
-        const bool shows =
-            rule.library_signs.empty() ||
-            std::any_of(rule.library_signs.begin(), rule.library_signs.end(),
-                        [&](LibrarySign sign) {
-                            return std::find(library.signs.begin(), library.signs.end(), sign) !=
-                                   library.signs.end();
-                        });
-        if (shows) named.push_back(library.detail);
-    }
-    if (named.empty()) return false;
-    // A sign asked for is its own field: a sign that shows later (a YARA
-    // verdict) is new evidence for the open detection, which then rises.
-    std::vector<std::string> asked;
-    for (LibrarySign sign : rule.library_signs) asked.emplace_back(rules::to_string(sign));
-    extra.push_back(Evidence{state.env_ns, "event", "process_env", "",
-                             asked.empty() ? "environment" : join(asked, ","), join(named, "; ")});
-    return true;
 }
 
 }  // namespace gpuguard::agent

@@ -6,13 +6,23 @@
 
 namespace gpuguard::agent {
 
-const rules::EffectiveSignature* Correlator::signature(std::string_view id) const {
+void CorrelatorImpl::reset_rule_set_caches() {
+    signatures_.clear();
+    for (const auto& entry : rule_set_->effective()) {
+        signatures_.try_emplace(entry.signature.id, &entry);  // the first wins, as in find()
+    }
+    for (auto& cache : match_cache_) cache.clear();
+    port_cache_.clear();
+    verdicts_.clear();  // set_rule_set() drops every hit that points here
+}
+
+const rules::EffectiveSignature* CorrelatorImpl::signature(std::string_view id) const {
     const auto found = signatures_.find(id);
     return found == signatures_.end() ? nullptr : found->second;
 }
 
-const std::vector<std::string_view>& Correlator::match_cached(signatures::Field field,
-                                                              const std::string& text) {
+const std::vector<std::string_view>& CorrelatorImpl::match_cached(signatures::Field field,
+                                                                  const std::string& text) {
     auto& cache = match_cache_[static_cast<size_t>(field)];
     const auto found = cache.find(text);
     if (found != cache.end()) return found->second;
@@ -21,45 +31,35 @@ const std::vector<std::string_view>& Correlator::match_cached(signatures::Field 
     return cache.emplace(text, scanner_.match(field, text)).first->second;
 }
 
-const std::vector<std::string_view>& Correlator::match_port_cached(uint16_t port) {
+const std::vector<std::string_view>& CorrelatorImpl::match_port_cached(uint16_t port) {
     const auto found = port_cache_.find(port);
     if (found != port_cache_.end()) return found->second;
     return port_cache_.emplace(port, scanner_.match_port(port)).first->second;
 }
 
-bool Correlator::signature_matches(size_t index, const Hit& hit) const {
-    const rules::SignatureCondition& condition = *rules_[index].signature;
-    if (index >= 64) return condition.matches(hit.field, hit.id, hit.confidence);
-    Verdict& verdict = *hit.verdict;
-    const uint64_t bit = uint64_t{1} << index;
-    if (!(verdict.judged & bit)) {
-        verdict.judged |= bit;
-        if (condition.matches(hit.field, hit.id, hit.confidence)) verdict.matches |= bit;
-    }
-    return (verdict.matches & bit) != 0;
-}
-
-void Correlator::add_hits(ProcessState& state, EvidenceField field,
-                          const std::vector<std::string_view>& ids, uint64_t ts_ns,
-                          const std::string& detail) {
+void CorrelatorImpl::add_hits(ProcessEvidence& evidence, EvidenceField field,
+                              const std::vector<std::string_view>& ids, uint64_t ts_ns,
+                              const std::string& detail) {
     for (std::string_view id : ids) {
-        const bool known = std::any_of(state.hits.begin(), state.hits.end(), [&](const Hit& hit) {
-            return hit.field == field && hit.id == id && hit.detail == detail;
-        });
+        const bool known =
+            std::any_of(evidence.hits.begin(), evidence.hits.end(), [&](const Hit& hit) {
+                return hit.field == field && hit.id == id && hit.detail == detail;
+            });
         if (known) continue;
         const rules::EffectiveSignature* effective = signature(id);
         if (!effective) continue;  // disabled since the match
         Verdict* verdict = &verdicts_[{field, effective->signature.id}];
-        state.hits.push_back(Hit{field, std::string(id), effective->signature.confidence,
-                                 rules::to_string(effective->action), ts_ns, detail, verdict});
-        state.dirty = true;
+        evidence.hits.push_back(Hit{field, std::string(id), effective->signature.confidence,
+                                    rules::to_string(effective->action), ts_ns, detail, verdict});
+        evidence.dirty = true;
     }
 }
 
-void Correlator::match_image(ProcessState& state, const ProcessInfo& info, uint64_t ts_ns) {
-    state.matched = true;
-    state.matched_comm = info.comm;
-    state.dirty = true;
+void CorrelatorImpl::match_image(ProcessEvidence& evidence, const ProcessInfo& info,
+                                 uint64_t ts_ns) {
+    evidence.matched = true;
+    evidence.matched_comm = info.comm;
+    evidence.dirty = true;
     // "/memfd:NAME (deleted)" and "/path/NAME (deleted)" run as NAME.
     std::string exe_name = basename_of(info.exe);
     if (exe_name.ends_with(" (deleted)")) exe_name.resize(exe_name.size() - 10);
@@ -70,20 +70,20 @@ void Correlator::match_image(ProcessState& state, const ProcessInfo& info, uint6
         match_cached(signatures::Field::kProcess, info.comm);
     const auto& by_exe =
         info.exe.empty() ? kNone : match_cached(signatures::Field::kProcess, info.exe);
-    add_hits(state, EvidenceField::kProcess, by_comm, ts_ns, info.comm);
-    add_hits(state, EvidenceField::kProcess, by_exe, ts_ns, info.exe);
+    add_hits(evidence, EvidenceField::kProcess, by_comm, ts_ns, info.comm);
+    add_hits(evidence, EvidenceField::kProcess, by_exe, ts_ns, info.exe);
     // Disguise: the name the process shows is not its executable's, and only
     // the executable is a known one.
-    state.disguise_ids.clear();
+    evidence.disguise_ids.clear();
     const bool renamed = !info.comm.empty() && !exe_name.empty() &&
                          exe_name.compare(0, info.comm.size(), info.comm) != 0;
     if (renamed && by_comm.empty()) {
-        for (auto id : by_exe) state.disguise_ids.emplace_back(id);
+        for (auto id : by_exe) evidence.disguise_ids.emplace_back(id);
     }
     if (!info.cmdline.empty()) {
         const std::string cmdline = join(info.cmdline, " ");
-        add_hits(state, EvidenceField::kCmdline, match_cached(signatures::Field::kCmdline, cmdline),
-                 ts_ns, cmdline);
+        add_hits(evidence, EvidenceField::kCmdline,
+                 match_cached(signatures::Field::kCmdline, cmdline), ts_ns, cmdline);
     }
 }
 

@@ -31,6 +31,18 @@ expect fail '#include <bpf/libbpf.h>'                    # libbpf outside sensor
 expect fail '#include "gpuguard/siem/siem.h"'            # a library the room does not use
 expect pass '#include "gpuguard/common/result.h"'
 expect pass '#include <vector>'
+# A room's own subfolder and, from there, its top: allowed; another room's not.
+mkdir -p "$tree/agent/journal/codecs" "$tree/agent/state/codecs"
+echo '#pragma once' >"$tree/agent/journal/codecs/codec.h"
+echo '#pragma once' >"$tree/agent/state/codecs/table_codec.h"
+echo '#pragma once' >"$tree/agent/journal/writer.h"
+expect pass '#include "codecs/codec.h"'
+expect fail '#include "codecs/table_codec.h"'            # another room's subfolder
+printf '%s\n' '#include "writer.h"' >"$tree/agent/journal/codecs/codec.cpp"
+expect pass '#include <vector>'
+printf '%s\n' '#include "process_table.h"' >"$tree/agent/journal/codecs/codec.cpp"
+expect fail '#include <vector>'                          # from a subfolder, not its room's
+rm -r "$tree/agent/journal/codecs/codec.cpp"
 touch "$tree/agent/stray.cpp"
 expect fail '#include <vector>'                          # a source outside every room
 rm "$tree/agent/stray.cpp"

@@ -1,0 +1,35 @@
+// gpu_held: true|false — whether the process holds a GPU now. When it must
+// and does, the GPU it holds is the detection's first piece of evidence.
+#include "condition.h"
+
+namespace gpuguard::agent {
+namespace {
+
+class GpuHeld final : public Condition {
+  public:
+    explicit GpuHeld(bool held) : held_(held) {}
+    std::string_view name() const override { return "gpu_held"; }
+    bool holds(const ConditionContext& context, RuleInputs& in) const override {
+        if (held_ != context.info.holds_gpu()) return false;
+        if (held_ && !context.info.gpus.empty()) {
+            const GpuHandle& first = context.info.gpus.front();
+            in.extra.push_back(Evidence{context.evidence.first_gpu_ns, "event",
+                                        first.inherited ? "fork" : "gpu_open", "", "gpu",
+                                        "holds GPU device " + std::to_string(first.major) + ":" +
+                                            std::to_string(first.minor)});
+        }
+        return true;
+    }
+
+  private:
+    bool held_;
+};
+
+}  // namespace
+
+std::unique_ptr<const Condition> conditions::gpu_held(const rules::CorrelationRule& rule) {
+    if (!rule.gpu_held) return nullptr;
+    return std::make_unique<GpuHeld>(*rule.gpu_held);
+}
+
+}  // namespace gpuguard::agent

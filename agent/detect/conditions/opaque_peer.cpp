@@ -1,0 +1,44 @@
+// opaque_peer: true — the process has an outbound connection nothing
+// vouches for: to an address no observed DNS answer named whose first bytes
+// sent were TLS or no protocol gpuguard recognises, or to a miner's port
+// (a port signature lists it) unless what it sent there was recognised.
+#include "condition.h"
+
+namespace gpuguard::agent {
+namespace {
+
+class OpaquePeer final : public Condition {
+  public:
+    std::string_view name() const override { return "opaque_peer"; }
+    bool holds(const ConditionContext& context, RuleInputs& in) const override {
+        for (const Peer& peer : context.evidence.peers) {
+            // What it said must be seen to be opaque, unless the port is a miner's.
+            const bool opaque = peer.protocol == "tls" || peer.protocol == "opaque";
+            if (!(opaque && !peer.named) &&
+                !(peer.pool_port && (opaque || peer.protocol.empty()))) {
+                continue;
+            }
+            const bool v6 = peer.address.find(':') != std::string::npos;
+            std::string detail =
+                (v6 ? "[" + peer.address + "]" : peer.address) + ":" + std::to_string(peer.port);
+            detail += peer.named       ? " (a miner's port)"
+                      : peer.pool_port ? " (no DNS answer named it; a miner's port)"
+                                       : " (no DNS answer named it)";
+            detail += peer.protocol.empty()    ? ", nothing sent captured"
+                      : peer.protocol == "tls" ? ", TLS from the first byte"
+                                               : ", a protocol gpuguard does not recognise";
+            in.extra.push_back(Evidence{context.ts_ns, "event", "connect", "", "peer", detail});
+            return true;
+        }
+        return false;
+    }
+};
+
+}  // namespace
+
+std::unique_ptr<const Condition> conditions::opaque_peer(const rules::CorrelationRule& rule) {
+    if (!rule.opaque_peer) return nullptr;
+    return std::make_unique<OpaquePeer>();
+}
+
+}  // namespace gpuguard::agent

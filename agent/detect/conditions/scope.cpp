@@ -1,0 +1,88 @@
+// scope: who and where the rule applies to — users, groups, containers by
+// id or name, host or container, process names exempt. Adds no evidence.
+#include <algorithm>
+
+#include <fnmatch.h>
+
+#include "condition.h"
+
+namespace gpuguard::agent {
+namespace {
+
+bool user_matches(const std::vector<std::string>& users, const ProcessInfo& info) {
+    const std::string uid = std::to_string(info.uid);
+    return std::any_of(users.begin(), users.end(), [&](const std::string& user) {
+        return user == uid || (!info.user.empty() && user == info.user);
+    });
+}
+
+bool group_matches(const std::vector<std::string>& groups, const ProcessInfo& info) {
+    const std::string gid = std::to_string(info.gid);
+    return std::any_of(groups.begin(), groups.end(), [&](const std::string& group) {
+        return group == gid || (!info.group.empty() && group == info.group);
+    });
+}
+
+// Globs over the container id and its "runtime://id" form; host processes match none.
+bool container_matches(const std::vector<std::string>& globs, const ProcessInfo& info) {
+    if (!info.container) return false;
+    const std::string qualified = info.container->runtime + "://" + info.container->id;
+    return std::any_of(globs.begin(), globs.end(), [&](const std::string& glob) {
+        return fnmatch(glob.c_str(), info.container->id.c_str(), 0) == 0 ||
+               fnmatch(glob.c_str(), qualified.c_str(), 0) == 0;
+    });
+}
+
+bool in_scope(const rules::ScopeCondition& scope, const ProcessInfo& info) {
+    if (!scope.users.empty() && !user_matches(scope.users, info)) return false;
+    if (user_matches(scope.not_users, info)) return false;
+    if (!scope.groups.empty() && !group_matches(scope.groups, info)) return false;
+    if (group_matches(scope.not_groups, info)) return false;
+    if (!scope.container_ids.empty() && !container_matches(scope.container_ids, info)) {
+        return false;
+    }
+    if (container_matches(scope.not_container_ids, info)) return false;
+    const auto name_matches = [&](const std::vector<std::string>& globs) {
+        return !info.container_details.name.empty() &&
+               std::any_of(globs.begin(), globs.end(), [&](const std::string& glob) {
+                   return fnmatch(glob.c_str(), info.container_details.name.c_str(), 0) == 0;
+               });
+    };
+    if (!scope.container_names.empty() && !name_matches(scope.container_names)) return false;
+    if (name_matches(scope.not_container_names)) return false;
+    if (std::any_of(scope.not_comm.begin(), scope.not_comm.end(), [&](const std::string& glob) {
+            return fnmatch(glob.c_str(), info.comm.c_str(), 0) == 0;
+        })) {
+        return false;
+    }
+    switch (scope.containers) {
+        case rules::ContainerScope::kAny:
+            return true;
+        case rules::ContainerScope::kHost:
+            return !info.container.has_value();
+        case rules::ContainerScope::kContainer:
+            return info.container.has_value();
+    }
+    return true;
+}
+
+class Scope final : public Condition {
+  public:
+    explicit Scope(rules::ScopeCondition scope) : scope_(std::move(scope)) {}
+    std::string_view name() const override { return "scope"; }
+    bool holds(const ConditionContext& context, RuleInputs&) const override {
+        return in_scope(scope_, context.info);
+    }
+
+  private:
+    rules::ScopeCondition scope_;
+};
+
+}  // namespace
+
+std::unique_ptr<const Condition> conditions::scope(const rules::CorrelationRule& rule) {
+    if (!rule.scope) return nullptr;
+    return std::make_unique<Scope>(*rule.scope);
+}
+
+}  // namespace gpuguard::agent

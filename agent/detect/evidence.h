@@ -1,0 +1,173 @@
+// What the correlator knows of one process (ProcessEvidence) and of the
+// host (EvidenceBook, evidence_book.h): the records the events left, kept
+// so that conditions (conditions/condition.h) can judge them. Private to
+// the detect room.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpuguard/common/detection.h"
+#include "gpuguard/common/text.h"
+#include "gpuguard/events/event.h"
+#include "gpuguard/rules/correlation.h"
+
+namespace gpuguard::agent {
+
+// "a, b, c" for evidence: the first eight of a long list and how many more.
+inline std::string list_of(const std::vector<std::string>& items) {
+    constexpr size_t kMaxListed = 8;
+    if (items.size() <= kMaxListed) return join(items, ", ");
+    return join(std::vector<std::string>(items.begin(), items.begin() + kMaxListed), ", ") +
+           " and " + std::to_string(items.size() - kMaxListed) + " more";
+}
+
+// Signature conditions of rule i (i < 64) a signature id meets in a field:
+// bit i of `matches` is known once bit i of `judged` is set. One per
+// (field, id), shared by every hit of it: a host sees the same few again
+// and again. A new rule list resets them, a new rule set drops them.
+struct Verdict {
+    uint64_t judged = 0;
+    uint64_t matches = 0;
+};
+
+// A signature of the pack matched something of the process.
+struct Hit {
+    rules::EvidenceField field;
+    std::string id;
+    double confidence = 0;
+    std::string action;  // the signature's action in miner-rules.yaml
+    uint64_t ts_ns = 0;
+    std::string detail;          // the matched value
+    Verdict* verdict = nullptr;  // kept by the correlator per (field, id)
+};
+
+struct UsageSample {
+    uint64_t ts_ns = 0;
+    std::optional<uint64_t> memory_bytes;
+    std::optional<double> compute_percent;
+};
+
+// A process_io reading: cumulative counters, recorded when one moved.
+struct IoSample {
+    uint64_t ts_ns = 0;
+    ProcessIo counters;
+};
+
+// An outbound connection and what was first sent on it (opaque_peer).
+struct Peer {
+    uint64_t ts_ns = 0;
+    std::string address;
+    uint16_t port = 0;
+    bool named = false;      // an observed DNS answer named the address
+    bool pool_port = false;  // a port signature lists the port
+    std::string protocol;    // of the first bytes sent: "tls", "http", "ssh", "json", "opaque";
+                             // "" none seen
+};
+
+// A kernel module the process loaded, with the host as it was at the load.
+struct ModuleSeen {
+    uint64_t ts_ns = 0;
+    ModuleLoad module;
+    std::vector<std::string> gpu_processes;  // "PID COMM" of each GPU process running
+    std::string flagged;  // the flagged process of its lineage and why; "" when none
+    std::string miners;   // the other miners flagged on the host; "" when none
+};
+
+// A process with a detection at warning or above (module_load's
+// flagged_lineage, miner_on_host), until it exits.
+struct Flag {
+    std::string comm;
+    std::vector<std::string> rules;  // ids of the rules that flagged it, first first
+    bool miner = false;              // a rule of ATT&CK T1496 (Resource Hijacking) flagged it
+};
+
+// A watched file the process changed (file_change events with a kind).
+struct FileRecord {
+    uint64_t ts_ns = 0;
+    std::string operation;
+    std::string kind;
+    std::string path;
+    std::vector<std::string> libraries;
+};
+
+// Persistence written on the host (cron, systemd, shell_rc, ssh_keys),
+// with the writer's ancestry then: whose it is may be known only later.
+struct PersistenceWrite {
+    uint64_t ts_ns = 0;
+    uint32_t writer = 0;
+    std::string comm;
+    std::string operation;
+    std::string kind;
+    std::string path;
+    std::vector<uint32_t> chain;  // writer, parent, ... up to (not including) pid 1
+};
+
+struct Tamper {
+    uint64_t ts_ns = 0;
+    std::string kind;    // AgentTamper::kind
+    std::string detail;  // the evidence's words
+};
+
+// An LD_PRELOAD library or LD_LIBRARY_PATH directory that nothing
+// vouches for, and what makes it worse (library_injection).
+struct InjectedLibrary {
+    std::string variable;  // LD_PRELOAD, LD_LIBRARY_PATH
+    std::string path;      // as written
+    std::string where;     // its real path, or the written one with its spelling undone
+    std::vector<rules::LibrarySign> signs;
+    std::string detail;           // for the evidence
+    bool preloaded_file = false;  // an LD_PRELOAD library that exists: YARA scans it
+};
+
+// The latest reading of one GPU device (by "major:minor").
+struct GpuTelemetry {
+    uint32_t index = 0;
+    std::string vendor;
+    std::optional<double> utilization_percent;
+    std::vector<ProcessGpuUsage> processes;  // one per pid, the last reading wins
+};
+
+struct ProcessEvidence {
+    // What the correlator did about the process (its requests, its passes).
+    bool matched = false;           // process and command line matched for the current image
+    std::string matched_comm;       // the name they were matched with (prctl can change it)
+    bool dirty = true;              // evidence changed since the last evaluation
+    bool scan_asked = false;        // a YARA scan of the current image was requested or came
+    bool exec_seen = false;         // the current image came with an exec (not a snapshot)
+    bool config_asked = false;      // its config files were requested (current image)
+    bool config_asked_gpu = false;  // ... since it holds a GPU
+    bool watch_asked = false;       // a WatchRequest was made for it
+    bool flagged = false;           // a detection of it was raised
+
+    // What it is.
+    bool held_gpu = false;
+    uint64_t first_gpu_ns = 0;
+    std::string sha256;       // of the executable, from its exe_scan
+    uint64_t scanned_ns = 0;  // when that exe_scan came
+    std::vector<Hit> hits;
+    std::vector<std::string> disguise_ids;  // process signatures on the exe, none on comm
+    std::optional<ProcessEnv> env;          // at its first GPU use, or its last exec since
+    uint64_t env_ns = 0;
+    std::vector<InjectedLibrary> libraries;  // of env: what nothing vouches for
+
+    // What it does, newest last, bounded.
+    std::vector<UsageSample> usage;
+    std::vector<uint64_t> connect_ts;
+    std::vector<IoSample> io;
+    std::optional<DetectionPeer> peer;  // last connect with port/domain evidence
+    std::vector<Peer> peers;            // outbound, not loopback
+    std::optional<double> hash_rate;    // fastest estimate of its mining sessions, H/s
+    uint64_t hash_rate_ns = 0;          // when it was reported
+    // The latest hidden_process event: how it is hidden (hidden_from_proc).
+    std::string hidden;
+    uint64_t hidden_ns = 0;
+    std::vector<ModuleSeen> modules;
+    std::vector<FileRecord> files;
+    std::vector<PersistenceWrite> persistence;  // attributed to it since (or just before) flagged
+    std::vector<Tamper> tampers;                // what it did to the agent, oldest first
+};
+
+}  // namespace gpuguard::agent

@@ -1,0 +1,160 @@
+// What events add to the evidence book: connections and what was first sent
+// on them, I/O counters, GPU readings, hiding and tampering. Module loads and
+// flags are evidence_modules.cpp's, watched files evidence_files.cpp's.
+#include "evidence_book.h"
+
+#include <algorithm>
+#include <charconv>
+
+#include "gpuguard/common/text.h"
+#include "gpuguard/events/agent_tamper.h"
+
+namespace gpuguard::agent {
+namespace {
+
+constexpr size_t kMaxConnects = 64;
+constexpr size_t kMaxPeers = 16;
+constexpr size_t kMaxTampers = 16;  // per process: a signal storm is one detection's worth
+
+// The protocol of a connection's first message, from its first bytes:
+// "tls" (a handshake record), "http", "ssh", "json" (JSON-RPC, Stratum's
+// family: judged by net_intel), else "opaque".
+std::string first_bytes_protocol(std::string_view data) {
+    if (data.size() >= 3 && data[0] == 0x16 && data[1] == 0x03) return "tls";
+    if (data.starts_with("SSH-")) return "ssh";
+    if (!data.empty() && (data.front() == '{' || data.front() == '[')) return "json";
+    for (std::string_view method : {"GET ", "POST ", "PUT ", "HEAD ", "DELETE ", "PATCH ",
+                                    "OPTIONS ", "CONNECT ", "PRI * HTTP/2"}) {
+        if (data.starts_with(method)) return "http";
+    }
+    return "opaque";
+}
+
+}  // namespace
+
+void EvidenceBook::forget(uint32_t pid) {
+    processes_.erase(pid);
+    flagged_.erase(pid);
+}
+
+void EvidenceBook::record_connect(uint32_t pid, uint64_t ts_ns, const Connect& connect,
+                                  bool pool_port) {
+    ProcessEvidence& evidence = processes_[pid];
+    evidence.connect_ts.push_back(ts_ns);
+    if (evidence.connect_ts.size() > kMaxConnects) {
+        evidence.connect_ts.erase(evidence.connect_ts.begin());
+    }
+    const bool reached = connect.result == 0 || connect.result == -115 /* EINPROGRESS */;
+    if (!reached || connect.loopback) return;
+    evidence.peers.push_back(
+        Peer{ts_ns, connect.address, connect.port, !connect.domain.empty(), pool_port, ""});
+    if (evidence.peers.size() > kMaxPeers) evidence.peers.erase(evidence.peers.begin());
+    evidence.dirty = true;
+}
+
+bool EvidenceBook::record_first_bytes(uint32_t pid, const NetPayload& payload) {
+    if (payload.direction != NetPayload::Direction::kOut || payload.seq != 0 || payload.dns) {
+        return false;
+    }
+    ProcessEvidence& evidence = processes_[pid];
+    for (Peer& peer : evidence.peers) {
+        if (peer.protocol.empty() && peer.port == payload.remote_port &&
+            peer.address == payload.remote_address) {
+            peer.protocol = first_bytes_protocol(payload.data);
+            evidence.dirty = true;
+            return true;
+        }
+    }
+    return false;
+}
+
+void EvidenceBook::record_io(uint32_t pid, uint64_t ts_ns, const ProcessIo& io) {
+    ProcessEvidence& evidence = processes_[pid];
+    evidence.io.push_back(IoSample{ts_ns, io});
+    if (evidence.io.size() > options_.max_telemetry_samples) evidence.io.erase(evidence.io.begin());
+    evidence.dirty = true;
+}
+
+void EvidenceBook::record_telemetry(uint64_t ts_ns, const Telemetry& telemetry) {
+    for (const auto& device : telemetry.devices) {
+        GpuTelemetry& reading = gpu_by_device_[device];  // updated in place
+        reading.index = telemetry.gpu_index;
+        reading.vendor = telemetry.vendor;
+        reading.utilization_percent = telemetry.utilization_percent;
+        reading.processes.clear();
+        for (const auto& usage : telemetry.processes) {
+            auto same =
+                std::find_if(reading.processes.begin(), reading.processes.end(),
+                             [&](const ProcessGpuUsage& known) { return known.pid == usage.pid; });
+            if (same != reading.processes.end()) {
+                *same = usage;
+            } else {
+                reading.processes.push_back(usage);
+            }
+        }
+    }
+    for (const auto& usage : telemetry.processes) {
+        ProcessEvidence& evidence = processes_[usage.pid];
+        evidence.usage.push_back(UsageSample{ts_ns, usage.memory_bytes, usage.compute_percent});
+        if (evidence.usage.size() > options_.max_telemetry_samples) {
+            evidence.usage.erase(evidence.usage.begin());
+        }
+        evidence.dirty = true;
+    }
+}
+
+void EvidenceBook::record_hidden(uint32_t pid, uint64_t ts_ns, const HiddenProcess& hidden) {
+    ProcessEvidence& evidence = processes_[pid];
+    std::string detail = "not listed by libc's readdir of /proc, listed by " + hidden.seen_by;
+    if (hidden.mechanisms.empty()) {
+        detail += "; hiding mechanism not found";
+    } else {
+        detail += "; " + join(hidden.mechanisms, "; ");
+    }
+    if (detail != evidence.hidden) evidence.dirty = true;
+    evidence.hidden = std::move(detail);
+    evidence.hidden_ns = ts_ns;
+}
+
+void EvidenceBook::record_tamper(const Event& event, const AgentTamper& tamper) {
+    ProcessEvidence& evidence = processes_[event.task.pid];
+    if (evidence.tampers.size() >= kMaxTampers) evidence.tampers.erase(evidence.tampers.begin());
+    evidence.tampers.push_back(
+        Tamper{event.ts_ns, tamper.kind, describe_agent_tamper(event.task, tamper)});
+    evidence.dirty = true;
+}
+
+std::vector<DetectionGpu> EvidenceBook::gpus_of(const ProcessInfo& info) const {
+    std::vector<DetectionGpu> gpus;
+    for (const auto& handle : info.gpus) {
+        const bool seen = std::any_of(gpus.begin(), gpus.end(), [&](const DetectionGpu& known) {
+            return known.major == handle.major && known.minor == handle.minor;
+        });
+        if (seen) continue;
+        DetectionGpu gpu;
+        gpu.major = handle.major;
+        gpu.minor = handle.minor;
+        char device[24];  // "major:minor", the key of gpu_by_device_
+        char* end = std::to_chars(device, device + 10, handle.major).ptr;
+        *end++ = ':';
+        end = std::to_chars(end, device + sizeof(device), handle.minor).ptr;
+        const auto found = gpu_by_device_.find(std::string_view(device, end - device));
+        if (found != gpu_by_device_.end()) {
+            const GpuTelemetry& reading = found->second;
+            gpu.index = static_cast<int>(reading.index);
+            gpu.vendor = reading.vendor;
+            gpu.utilization_percent = reading.utilization_percent;
+            const auto usage =
+                std::find_if(reading.processes.begin(), reading.processes.end(),
+                             [&](const ProcessGpuUsage& known) { return known.pid == info.pid; });
+            if (usage != reading.processes.end()) {
+                gpu.memory_used_bytes = usage->memory_bytes;
+                gpu.process_utilization_percent = usage->compute_percent;
+            }
+        }
+        gpus.push_back(std::move(gpu));
+    }
+    return gpus;
+}
+
+}  // namespace gpuguard::agent

@@ -1,0 +1,87 @@
+// The evidence book: what the correlator knows of every process and of the
+// host, and what each event adds to it. The correlator (correlator_impl.h)
+// decides which events to record and when to judge; conditions
+// (conditions/condition.h) read the book, never write it. Time is the
+// events' own ts_ns, so replay records what live recorded.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "evidence.h"
+#include "gpuguard/state/pid_map.h"
+#include "gpuguard/state/process_table.h"
+
+namespace gpuguard::agent {
+
+struct EvidenceBookOptions {
+    size_t max_telemetry_samples = 1024;  // per process
+    // Persistence written this long before a process was flagged still
+    // counts as its own (persistence_after_detection).
+    uint64_t persistence_lookback_ns = 600'000'000'000ull;
+};
+
+class EvidenceBook {
+  public:
+    EvidenceBook(const ProcessTable& table, EvidenceBookOptions options)
+        : table_(table), options_(options) {}
+
+    const ProcessTable& table() const { return table_; }
+    ProcessEvidence& of(uint32_t pid) { return processes_[pid]; }
+    const ProcessEvidence* find(uint32_t pid) const { return processes_.find(pid); }
+    PidMap<ProcessEvidence>& processes() { return processes_; }
+    const PidMap<ProcessEvidence>& processes() const { return processes_; }
+    // The process exited: its evidence and its flag go.
+    void forget(uint32_t pid);
+
+    // What the process does (evidence_book.cpp).
+    // A connect: its time, and the peer when it reached one off this host
+    // (`pool_port`: a port signature lists the port).
+    void record_connect(uint32_t pid, uint64_t ts_ns, const Connect& connect, bool pool_port);
+    // The protocol of a connection's first bytes sent; false when it names
+    // no peer still unknown (nothing changed).
+    bool record_first_bytes(uint32_t pid, const NetPayload& payload);
+    void record_io(uint32_t pid, uint64_t ts_ns, const ProcessIo& io);
+    // Each GPU's reading and each process's usage sample.
+    void record_telemetry(uint64_t ts_ns, const Telemetry& telemetry);
+    void record_hidden(uint32_t pid, uint64_t ts_ns, const HiddenProcess& hidden);
+    void record_tamper(const Event& event, const AgentTamper& tamper);
+    // A kernel module load with what it saw of the host then (evidence_modules.cpp).
+    void record_module_load(uint32_t pid, uint64_t ts_ns, const ModuleLoad& module);
+
+    // Watched files (evidence_files.cpp). A change of a watched kind: true
+    // when it writes persistence, which record_persistence() then gives
+    // to the flagged processes it belongs to (their pids, to judge again).
+    bool record_file_change(const Event& event, const FileChange& change);
+    std::vector<uint32_t> record_persistence(const Event& event, const FileChange& change);
+    // A newly flagged process takes the persistence written in the look-back window.
+    bool attribute_recent_persistence(uint32_t pid, uint64_t ts_ns);
+
+    // Flags (evidence_modules.cpp): a rule raised a detection of the process
+    // at `severity`; at warning or above it is flagged until it exits.
+    void flag(const rules::CorrelationRule& rule, const ProcessInfo& info, Severity severity);
+    // The flagged process nearest `pid` in its parent chain (itself first); "" none.
+    std::string flagged_lineage(uint32_t pid) const;
+    // The miners (Flag::miner) running on the host but `pid`; "" when none.
+    std::string miners_on_host(uint32_t pid) const;
+
+    // The GPUs the process holds, with the latest reading of each.
+    std::vector<DetectionGpu> gpus_of(const ProcessInfo& info) const;
+
+  private:
+    std::vector<uint32_t> ancestry(uint32_t pid) const;
+    bool related(uint32_t pid, const PersistenceWrite& write) const;
+
+    const ProcessTable& table_;
+    EvidenceBookOptions options_;
+    PidMap<ProcessEvidence> processes_;
+    PidMap<Flag> flagged_;
+    std::map<std::string, GpuTelemetry, std::less<>> gpu_by_device_;  // "195:0" -> latest reading
+    std::deque<PersistenceWrite> recent_persistence_;  // newest last, within the look-back
+};
+
+}  // namespace gpuguard::agent
