@@ -83,29 +83,7 @@ void RuleReader::size(const YAML::Node& node, const char* key, const std::string
 
 int RuleReader::read_conditions(const YAML::Node& when, const std::string& path,
                                 CorrelationRule& rule) {
-    if (!diag_.check_keys(when, path,
-                          {"gpu_held",
-                           "signature",
-                           "exe_location",
-                           "disguised",
-                           "known_bad_executable",
-                           "memory_growth",
-                           "sustained_utilization",
-                           "scope",
-                           "gpu_memory_above",
-                           "gpu_index_not_in",
-                           "gpu_vendor_not_in",
-                           "time_window",
-                           "max_gpu_processes",
-                           "hash_rate_above_threshold",
-                           "quiet_io",
-                           "opaque_peer",
-                           "hidden_from_proc",
-                           "module_load",
-                           "file_changed",
-                           "library_injection",
-                           "persistence_after_detection",
-                           "agent_tamper"})) {
+    if (!diag_.check_keys(when, path, kConditionKeys)) {
         return -1;  // reported already
     }
     int conditions = 0;

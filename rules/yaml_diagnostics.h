@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <initializer_list>
 #include <optional>
+#include <span>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -58,6 +59,10 @@ class Diagnostics {
     // Reports keys of `map` outside `allowed`; false when `map` is not a map.
     bool check_keys(const YAML::Node& map, const std::string& path,
                     std::initializer_list<const char*> allowed) {
+        return check_keys(map, path, std::span<const char* const>(allowed.begin(), allowed.size()));
+    }
+    bool check_keys(const YAML::Node& map, const std::string& path,
+                    std::span<const char* const> allowed) {
         if (!map.IsMap()) {
             error(map, (path.empty() ? "top level" : path) + ": must be a mapping");
             return false;

@@ -1,4 +1,4 @@
-// module_load: {when: [gpu_process, flagged_lineage, miner_on_host, any],
+// module_load: {while: [gpu_process, flagged_lineage, miner_on_host, any],
 // driver_modules, driver_loaders} — the process loaded a kernel module
 // within the rule's window, in one of the contexts listed, as the host was
 // at the load (EvidenceBook::record_module_load). The GPU driver's own

@@ -1,5 +1,5 @@
-// quiet_io: {duration, max_file_write_bytes, max_net_send_bytes,
-// max_bytes_per_send, max_send_gap} — over `duration` the process wrote
+// quiet_io: {for, max_file_write_bytes, max_net_send_bytes,
+// max_bytes_per_send, max_send_gap} — over `for` the process wrote
 // (almost) nothing to files and sent small messages at a steady pace: a
 // miner talking to its pool and nothing else. Judged from process_io
 // samples; never while they do not cover the whole window. Over time.

@@ -1,5 +1,5 @@
-// sustained_utilization: {above_percent, duration, max_connects,
-// min_connects} — every reading of the process's compute over `duration`
+// sustained_utilization: {above_percent, for, max_connects, min_connects}
+// — every reading of the process's compute over `for`
 // is above `above_percent` while it made few new connections (a miner
 // keeps one pool connection). Over time.
 #include <algorithm>

@@ -204,6 +204,32 @@ struct SupportingSignals {
     uint32_t min = 1;
 };
 
+// The keys a rule's `when:` (and each supporting signal) may set, one per
+// condition. The detect room judges each with a class of its own
+// (agent/detect/conditions/); a test holds the two lists together.
+inline constexpr const char* kConditionKeys[] = {"gpu_held",
+                                                 "signature",
+                                                 "exe_location",
+                                                 "disguised",
+                                                 "known_bad_executable",
+                                                 "memory_growth",
+                                                 "sustained_utilization",
+                                                 "scope",
+                                                 "gpu_memory_above",
+                                                 "gpu_index_not_in",
+                                                 "gpu_vendor_not_in",
+                                                 "time_window",
+                                                 "max_gpu_processes",
+                                                 "hash_rate_above_threshold",
+                                                 "quiet_io",
+                                                 "opaque_peer",
+                                                 "hidden_from_proc",
+                                                 "module_load",
+                                                 "file_changed",
+                                                 "library_injection",
+                                                 "persistence_after_detection",
+                                                 "agent_tamper"};
+
 struct CorrelationRule {
     std::string id;  // GG-CORR-NNNN for the built-in rules
     std::string name;
