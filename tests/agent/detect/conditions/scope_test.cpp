@@ -1,0 +1,158 @@
+// scope (agent/detect/conditions/scope.cpp): who and where a rule applies
+// to — users and groups by name or id, host or container, containers by id
+// glob (bare or "runtime://id") and by name glob, process names exempt. It
+// narrows the other conditions and adds no evidence of its own.
+//
+// The table reads no host here: a user's name comes from a process_snapshot,
+// a group's never (gids only, as in replay), and a container's name from a
+// journaled container event.
+#include "condition_fixture.h"
+
+namespace gpuguard::agent::condition_testing {
+namespace {
+
+class ScopeTest : public ConditionTest {
+  protected:
+    // A scope alone is not a rule: opaque_peer keeps it company.
+    static rules::CorrelationRule scoped(const std::string& scope) {
+        return rule_when("{scope: " + scope + ", opaque_peer: true}");
+    }
+
+    // A process as a process_snapshot tells it: its user's name, its gid
+    // and its container ("" on the host).
+    void snapshot(uint32_t pid, const std::string& comm, uint32_t uid, uint32_t gid,
+                  const std::string& user, const std::string& container_id = "",
+                  const std::string& runtime = "") {
+        ProcessSnapshot snap;
+        snap.exe = "/usr/bin/" + comm;
+        snap.argv = {comm};
+        snap.user = user;
+        snap.container_id = container_id;
+        snap.container_runtime = runtime;
+        Event event;
+        event.ts_ns = kSecond;
+        event.task = TaskInfo{pid, pid, 1, uid, gid, 0, comm};
+        event.data = std::move(snap);
+        table_.apply(event);
+    }
+    // A journaled container event naming container `id`.
+    void name_container(const std::string& id, const std::string& runtime,
+                        const std::string& name) {
+        ContainerDetails details;
+        details.name = name;
+        Event event;
+        event.ts_ns = kSecond;
+        event.task = TaskInfo{1, 1, 0, 0, 0, 0, "gpuguard"};
+        event.data = Container{id, runtime, details};
+        table_.apply(event);
+    }
+    // Whether the scope holds for `pid`; it never leaves evidence.
+    bool in(const rules::CorrelationRule& rule, uint32_t pid) {
+        const bool held = holds(rule, "scope", pid, 5 * kSecond);
+        EXPECT_TRUE(in_.extra.empty());
+        EXPECT_TRUE(in_.hits.empty());
+        return held;
+    }
+
+    static constexpr uint32_t kPid = 300;
+    static constexpr uint32_t kOther = 301;
+    static constexpr uint32_t kHost = 302;
+    const std::string coffee_ = "c0ffee00a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c";
+    const std::string beef_ = "beef0000a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c";
+};
+
+TEST_F(ScopeTest, users_and_groups_match_by_id_or_by_name_and_their_not_lists_exempt) {
+    exec(kPid, "/usr/bin/trainer", {}, 1500);
+    exec(kOther, "/usr/bin/trainer", {}, 1501);
+    const auto by_uid = scoped("{users: ['1500']}");
+    EXPECT_TRUE(in(by_uid, kPid));
+    EXPECT_FALSE(in(by_uid, kOther));  // one uid beside
+
+    snapshot(kHost, "trainer", 1700, 1700, "intern");
+    const auto by_name = scoped("{users: [intern, '1600']}");
+    EXPECT_TRUE(in(by_name, kHost));
+    EXPECT_FALSE(in(by_name, kPid));  // no name known, uid not listed
+    snapshot(kHost, "trainer", 1700, 1700, "interns");
+    EXPECT_FALSE(in(by_name, kHost));  // a name is not a prefix
+
+    const auto not_root = scoped("{not_users: [root, '0']}");
+    EXPECT_TRUE(in(not_root, kPid));
+    exec(kOther, "/usr/bin/trainer", {}, 0);
+    EXPECT_FALSE(in(not_root, kOther));  // by uid
+    snapshot(kHost, "trainer", 1700, 1700, "root");
+    EXPECT_FALSE(in(not_root, kHost));  // by name
+
+    // The fixture's exec gives gid = uid; groups by gid (names need the host).
+    const auto group = scoped("{groups: ['1500']}");
+    EXPECT_TRUE(in(group, kPid));
+    snapshot(kHost, "trainer", 1500, 1501, "");
+    EXPECT_FALSE(in(group, kHost));  // its uid is 1500, its group is not
+    const auto not_group = scoped("{not_groups: ['1501']}");
+    EXPECT_FALSE(in(not_group, kHost));
+    EXPECT_TRUE(in(not_group, kPid));
+}
+
+TEST_F(ScopeTest, containers_host_or_container_and_container_ids_by_glob) {
+    snapshot(kPid, "trainer", 1000, 1000, "", coffee_, "docker");
+    snapshot(kOther, "trainer", 1000, 1000, "", beef_, "containerd");
+    exec(kHost, "/usr/bin/trainer");
+
+    const auto host = scoped("{containers: host}");
+    EXPECT_TRUE(in(host, kHost));
+    EXPECT_FALSE(in(host, kPid));
+    const auto container = scoped("{containers: container}");
+    EXPECT_TRUE(in(container, kPid));
+    EXPECT_FALSE(in(container, kHost));
+    const auto any = scoped("{containers: any}");
+    EXPECT_TRUE(in(any, kPid));
+    EXPECT_TRUE(in(any, kHost));
+
+    const auto ids = scoped("{container_ids: ['c0ffee*']}");
+    EXPECT_TRUE(in(ids, kPid));
+    EXPECT_FALSE(in(ids, kOther));
+    EXPECT_FALSE(in(ids, kHost));  // a host process matches no container glob
+    const auto qualified = scoped("{container_ids: ['docker://c0ffee*']}");
+    EXPECT_TRUE(in(qualified, kPid));
+    EXPECT_FALSE(in(scoped("{container_ids: ['containerd://c0ffee*']}"), kPid));  // runtime
+    const auto not_ids = scoped("{not_container_ids: ['docker://c0ffee00*']}");
+    EXPECT_FALSE(in(not_ids, kPid));
+    EXPECT_TRUE(in(not_ids, kOther));
+    EXPECT_TRUE(in(not_ids, kHost));
+}
+
+TEST_F(ScopeTest, container_names_by_glob_match_only_a_named_container) {
+    name_container(coffee_, "docker", "batch-7");
+    snapshot(kPid, "trainer", 1000, 1000, "", coffee_, "docker");
+    snapshot(kOther, "trainer", 1000, 1000, "", beef_, "docker");  // no name known
+    exec(kHost, "/usr/bin/trainer");
+    ASSERT_EQ(table_.find(kPid)->container_details.name, "batch-7");
+
+    const auto names = scoped("{container_names: ['batch-*']}");
+    EXPECT_TRUE(in(names, kPid));
+    EXPECT_FALSE(in(names, kOther));
+    EXPECT_FALSE(in(names, kHost));
+    EXPECT_FALSE(in(scoped("{container_names: ['batch-?x']}"), kPid));
+
+    const auto not_names = scoped("{not_container_names: ['batch-*']}");
+    EXPECT_FALSE(in(not_names, kPid));
+    EXPECT_TRUE(in(not_names, kOther));  // an unnamed container is not exempt
+    EXPECT_TRUE(in(not_names, kHost));
+}
+
+TEST_F(ScopeTest, not_comm_globs_exempt_process_names_and_scope_does_not_depend_on_time) {
+    exec(kPid, "/usr/bin/grep");
+    exec(kOther, "/usr/bin/egrep");
+    exec(kHost, "/usr/bin/rgrep");
+    const auto rule = scoped("{not_comm: [grep, 'rg*']}");
+    EXPECT_FALSE(in(rule, kPid));
+    EXPECT_TRUE(in(rule, kOther));  // "grep" is the whole name, not a part
+    EXPECT_FALSE(in(rule, kHost));
+    EXPECT_FALSE(find("scope")->time_dependent());
+
+    // An empty scope takes everyone.
+    EXPECT_TRUE(in(scoped("{}"), kPid));
+    EXPECT_FALSE(find("scope")->time_dependent());
+}
+
+}  // namespace
+}  // namespace gpuguard::agent::condition_testing

@@ -1,0 +1,111 @@
+// sustained_utilization (agent/detect/conditions/sustained_utilization.cpp):
+// every reading of the process's compute over `for` is above
+// `above_percent`, the samples cover the whole window and at least half of
+// them carry a reading, while it made at most `max_connects` new
+// connections in the window and at least `min_connects` in its life (a
+// miner keeps one pool connection). Over time.
+#include "condition_fixture.h"
+
+namespace gpuguard::agent::condition_testing {
+namespace {
+
+class SustainedUtilizationTest : public ConditionTest {
+  protected:
+    const rules::CorrelationRule rule_ = rule_when(
+        "{sustained_utilization: {above_percent: 90, for: 10m, max_connects: 2, min_connects: "
+        "1}}");
+
+    // A sample each minute from 1000 s to 1600 s, eleven in all (the one at
+    // 1000 s covers the window's start), compute 97 % but 93 % at 1300 s.
+    void busy_minutes() {
+        for (uint64_t ts_s = 1000; ts_s <= 1600; ts_s += 60) {
+            evidence(kPid).usage.push_back(
+                UsageSample{ts_s * kSecond, 4ull << 30, ts_s == 1300 ? 93.0 : 97.0});
+        }
+    }
+    // Sample `index` (0: the one at 1000 s) reads `percent`, or nothing.
+    void reading(size_t index, std::optional<double> percent) {
+        evidence(kPid).usage.at(index).compute_percent = percent;
+    }
+    static constexpr uint32_t kPid = 400;
+    static constexpr uint64_t kNow = 1600 * kSecond;  // the window is [1000 s, 1600 s]
+};
+
+TEST_F(SustainedUtilizationTest, a_miner_above_the_threshold_over_the_whole_window_holds) {
+    exec(kPid, "/opt/miner/worker");
+    busy_minutes();
+    evidence(kPid).connect_ts = {1100 * kSecond};  // its pool
+    ASSERT_TRUE(holds(rule_, "sustained_utilization", kPid, kNow));
+    ASSERT_EQ(in_.extra.size(), 1u);
+    EXPECT_EQ(in_.extra[0].ts_ns, kNow);
+    EXPECT_EQ(in_.extra[0].kind, "telemetry");
+    EXPECT_EQ(in_.extra[0].event_type, "telemetry");
+    EXPECT_EQ(in_.extra[0].field, "utilization");
+    EXPECT_EQ(in_.extra[0].detail,
+              "compute above 90% (lowest 93%) for 600s with 1 new connections");
+
+    // NVML left it out of five of the eleven samples: passed over, and said.
+    for (size_t index : {1, 2, 3, 7, 9}) reading(index, std::nullopt);
+    ASSERT_TRUE(holds(rule_, "sustained_utilization", kPid, kNow));
+    EXPECT_EQ(details(), std::vector<std::string>{
+                             "compute above 90% (lowest 93%) for 600s with 1 new connections; 5 "
+                             "of 11 samples without a reading"});
+}
+
+TEST_F(SustainedUtilizationTest, a_training_job_dipping_to_the_threshold_once_does_not_hold) {
+    exec(kPid, "/usr/bin/python3");
+    busy_minutes();
+    evidence(kPid).connect_ts = {1100 * kSecond};
+    reading(4, 90);  // at the threshold, not above it
+    EXPECT_FALSE(holds(rule_, "sustained_utilization", kPid, kNow));
+    EXPECT_TRUE(in_.extra.empty());
+    reading(4, 90.5);
+    EXPECT_TRUE(holds(rule_, "sustained_utilization", kPid, kNow));
+    // The dip at the window's start counts too (the sample covering it).
+    reading(0, 90);
+    EXPECT_FALSE(holds(rule_, "sustained_utilization", kPid, kNow));
+    reading(0, 97);
+
+    // Six of eleven samples without a reading: too few to say.
+    for (size_t index : {1, 2, 3, 5, 7, 9}) reading(index, std::nullopt);
+    EXPECT_FALSE(holds(rule_, "sustained_utilization", kPid, kNow));
+}
+
+TEST_F(SustainedUtilizationTest, samples_that_do_not_cover_the_window_do_not_hold) {
+    exec(kPid, "/opt/miner/worker");
+    busy_minutes();
+    evidence(kPid).connect_ts = {1100 * kSecond};
+    // The first sample a second after the window's start: not watched throughout.
+    evidence(kPid).usage.front().ts_ns = 1001 * kSecond;
+    EXPECT_FALSE(holds(rule_, "sustained_utilization", kPid, kNow));
+    EXPECT_TRUE(in_.extra.empty());
+    evidence(kPid).usage.front().ts_ns = 1000 * kSecond;
+    EXPECT_TRUE(holds(rule_, "sustained_utilization", kPid, kNow));
+    // Earlier than the window's length after boot.
+    evidence(kPid).usage = {UsageSample{0, 4ull << 30, 97.0},
+                            UsageSample{300 * kSecond, 4ull << 30, 97.0}};
+    EXPECT_FALSE(holds(rule_, "sustained_utilization", kPid, 300 * kSecond));
+    EXPECT_TRUE(find("sustained_utilization")->time_dependent());
+}
+
+TEST_F(SustainedUtilizationTest, many_new_connections_or_none_in_its_life_do_not_hold) {
+    exec(kPid, "/usr/bin/python3");
+    busy_minutes();
+    // A job streaming its data: three new connections in the window.
+    evidence(kPid).connect_ts = {1100 * kSecond, 1200 * kSecond, 1300 * kSecond};
+    EXPECT_FALSE(holds(rule_, "sustained_utilization", kPid, kNow));
+    evidence(kPid).connect_ts = {900 * kSecond, 1200 * kSecond, 1300 * kSecond};
+    EXPECT_TRUE(holds(rule_, "sustained_utilization", kPid, kNow));  // two in the window
+
+    // A render on local data: no connection ever.
+    evidence(kPid).connect_ts.clear();
+    EXPECT_FALSE(holds(rule_, "sustained_utilization", kPid, kNow));
+    // The pool connection made before the window counts as one in its life.
+    evidence(kPid).connect_ts = {10 * kSecond};
+    ASSERT_TRUE(holds(rule_, "sustained_utilization", kPid, kNow));
+    EXPECT_EQ(details(), std::vector<std::string>{
+                             "compute above 90% (lowest 93%) for 600s with 0 new connections"});
+}
+
+}  // namespace
+}  // namespace gpuguard::agent::condition_testing
