@@ -33,7 +33,9 @@ std::string sha256_hex(std::string_view bytes) {
     return to_hex(digest, length);
 }
 
-Result<std::string> sha256_file(const std::filesystem::path& path) {
+namespace {
+
+Result<std::string> digest_file(const std::filesystem::path& path, const EVP_MD* algorithm) {
     const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd) {
         const int err = errno;
@@ -41,7 +43,7 @@ Result<std::string> sha256_file(const std::filesystem::path& path) {
     }
     std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> context(EVP_MD_CTX_new(),
                                                                     &EVP_MD_CTX_free);
-    EVP_DigestInit_ex(context.get(), EVP_sha256(), nullptr);
+    EVP_DigestInit_ex(context.get(), algorithm, nullptr);
     char buffer[1 << 16];
     for (;;) {
         const ssize_t n = ::read(fd.get(), buffer, sizeof(buffer));
@@ -57,6 +59,16 @@ Result<std::string> sha256_file(const std::filesystem::path& path) {
     unsigned int length = 0;
     EVP_DigestFinal_ex(context.get(), digest, &length);
     return to_hex(digest, length);
+}
+
+}  // namespace
+
+Result<std::string> sha256_file(const std::filesystem::path& path) {
+    return digest_file(path, EVP_sha256());
+}
+
+Result<std::string> md5_file(const std::filesystem::path& path) {
+    return digest_file(path, EVP_md5());
 }
 
 }  // namespace gpuguard

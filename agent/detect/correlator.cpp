@@ -176,6 +176,11 @@ void CorrelatorImpl::reset_image(uint32_t pid, bool exec) {
     evidence.scan_asked = false;
     evidence.config_asked = evidence.config_asked_gpu = false;
     evidence.sha256.clear();
+    evidence.scanned_ns = 0;
+    evidence.exe_path.clear();
+    evidence.exe_yara_hit = false;
+    evidence.package_check.clear();
+    evidence.package.clear();
 }
 
 void CorrelatorImpl::record_exe_scan(uint32_t pid, uint64_t ts_ns, const ExeScan& scan) {
@@ -185,6 +190,10 @@ void CorrelatorImpl::record_exe_scan(uint32_t pid, uint64_t ts_ns, const ExeScan
     if (!scan.error.empty()) return;
     evidence.sha256 = scan.sha256;
     evidence.scanned_ns = ts_ns;
+    evidence.exe_path = scan.path;
+    evidence.exe_yara_hit = !scan.rules.empty();
+    evidence.package_check = scan.package_check;
+    evidence.package = scan.package;
     std::vector<std::string_view> ids(scan.signature_ids.begin(), scan.signature_ids.end());
     std::string detail = scan.path + " sha256:" + scan.sha256;
     if (!scan.rules.empty()) detail += " yara:" + join(scan.rules, " ");

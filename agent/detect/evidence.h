@@ -145,8 +145,13 @@ struct ProcessEvidence {
     // What it is.
     bool held_gpu = false;
     uint64_t first_gpu_ns = 0;
-    std::string sha256;       // of the executable, from its exe_scan
-    uint64_t scanned_ns = 0;  // when that exe_scan came
+    std::string sha256;         // of the executable, from its exe_scan
+    uint64_t scanned_ns = 0;    // when that exe_scan came
+    std::string exe_path;       // what that exe_scan read
+    bool exe_yara_hit = false;  // a YARA rule hit the executable
+    // What the package database says of it (ExeScan::package_check), its owner.
+    std::string package_check;
+    std::string package;
     std::vector<Hit> hits;
     std::vector<std::string> disguise_ids;  // process signatures on the exe, none on comm
     std::optional<ProcessEnv> env;          // at its first GPU use, or its last exec since

@@ -1,6 +1,10 @@
 #include "gpuguard/detect/exe_scanner.h"
 
+#include <sys/stat.h>
+
 #include "gpuguard/common/logging.h"
+#include "gpuguard/common/sha256.h"
+#include "gpuguard/state/package_owner.h"
 
 namespace gpuguard::agent {
 
@@ -30,6 +34,25 @@ ExeScanStats ExeScanWorker::stats() const {
     return stats;
 }
 
+void ExeScanWorker::check_package(const std::string& pid_dir, ExeScan& result) const {
+    // The agent's own executable carries the signature pack's strings.
+    struct stat exe {
+    }, own{};
+    if (::stat((pid_dir + "/exe").c_str(), &exe) == 0 &&
+        ::stat((proc_root_ + "/self/exe").c_str(), &own) == 0 && exe.st_dev == own.st_dev &&
+        exe.st_ino == own.st_ino) {
+        result.package_check = "agent";
+        return;
+    }
+    // The file the process runs (through /proc/PID/exe: a container's own, a
+    // replaced one), against what its own root's package database recorded.
+    auto md5 = md5_file(pid_dir + "/exe");
+    if (!md5) return;
+    const PackageFileCheck check = check_package_file(pid_dir + "/root", result.path, *md5);
+    result.package = check.owner;
+    result.package_check = check.check;
+}
+
 Event ExeScanWorker::scan(const ProcessWorker::Request& request) {
     Event event;
     event.task = request.task;
@@ -51,15 +74,17 @@ Event ExeScanWorker::scan(const ProcessWorker::Request& request) {
         return event;
     }
     auto report = scanner_.scan_pid(static_cast<pid_t>(request.task.pid), proc_root_);
+    // What /proc/PID/exe names (in the process's own root), not the link.
+    std::error_code ec;
+    result.path = std::filesystem::read_symlink(pid_dir + "/exe", ec).string();
     if (report) {
-        result.path = report->path;
+        if (result.path.empty()) result.path = report->path;
         result.sha256 = report->sha256;
         result.size = report->size;
         result.rules = report->rules;
         result.signature_ids = report->signature_ids;
+        check_package(pid_dir, result);
     } else {
-        std::error_code ec;
-        result.path = std::filesystem::read_symlink(pid_dir + "/exe", ec).string();
         result.error = report.error().message;
     }
     event.data = std::move(result);

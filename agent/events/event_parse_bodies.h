@@ -236,6 +236,8 @@ ExeScan read_exe_scan(const Reader<Node>& reader) {
     scan.signature_ids = reader.strings("signature_ids");
     scan.error = reader.string("error", "");
     scan.library = reader.string("library", "");
+    scan.package = reader.string("package", "");
+    scan.package_check = reader.string("package_check", "");
     return scan;
 }
 

@@ -283,7 +283,9 @@ TEST_F(AgentDetectTest, a_kill_after_the_pid_was_reused_leaves_the_newcomer_alon
 // never execs again: the agent judges what it finds running at its start,
 // as at an exec, and the journal carries it (process_snapshot), so replay
 // raises the same detection. A shell beside it with ordinary arguments is
-// judged too, and raises nothing.
+// judged too, and raises nothing; so does the real grep with a pool's URL in
+// its arguments (an exempt name, the file its package installed), while a
+// copy of sh named curl with the same URL is judged after all.
 TEST_F(AgentDetectTest, a_cpu_miner_running_before_the_agent_started_is_judged_at_its_start) {
     // Each waits on a pipe the test holds, with no child of its own (an
     // orphaned child would keep ctest's output pipe open after the test).
@@ -308,23 +310,31 @@ TEST_F(AgentDetectTest, a_cpu_miner_running_before_the_agent_started_is_judged_a
     const pid_t miner = spawn({"/bin/sh", "-c", "read line", "xmrig", "-o",
                                "stratum+tcp://pool.example:3333", "-u", "wallet"});
     const pid_t worker = spawn({"/bin/sh", "-c", "read line", "worker", "--port", "8080"});
-    // A look-alike with pool text: a pool's stats API fetched by curl (a copy
-    // of sh named curl, so the kernel names it so), as dashboards do.
+    // A look-alike with a miner's text: the real grep (an exempt name, the
+    // file its package installed) looking for a pool URL in what it reads.
+    const pid_t stats = spawn({"/usr/bin/grep", "-e", "stratum+tcp://pool.supportxmr.com:3333"});
+    // A miner's text under an exempt name, from an executable nobody
+    // installed (a copy of sh named curl): the name exempts nothing.
     const auto curl = dir_ / "curl";
     std::filesystem::copy_file("/bin/sh", curl);
-    const pid_t stats = spawn({curl.string(), "-c", "read line", "curl", "-s",
-                               "https://xmr-eu1.nanopool.org/api/v1/user/WALLET"});
+    const pid_t fake_curl = spawn({curl.string(), "-c", "read line", "curl", "-o",
+                                   "stratum+tcp://pool.supportxmr.com:3333", "-u", "WALLET"});
     ASSERT_GT(miner, 0);
     ASSERT_GT(worker, 0);
     ASSERT_GT(stats, 0);
-    gpuguard::testing::ChildReaper reap_miner(miner), reap_worker(worker), reap_stats(stats);
-    // Both have exec'd before the agent starts.
-    const auto exec_done = [](pid_t pid) {
+    ASSERT_GT(fake_curl, 0);
+    gpuguard::testing::ChildReaper reap_miner(miner), reap_worker(worker), reap_stats(stats),
+        reap_fake_curl(fake_curl);
+    // All have exec'd before the agent starts.
+    const auto exec_done = [](pid_t pid, const char* text_of_argv) {
         std::ifstream cmdline("/proc/" + std::to_string(pid) + "/cmdline");
         std::string text((std::istreambuf_iterator<char>(cmdline)), {});
-        return text.find("read line") != std::string::npos;
+        return text.find(text_of_argv) != std::string::npos;
     };
-    const auto all_done = [&] { return exec_done(miner) && exec_done(worker) && exec_done(stats); };
+    const auto all_done = [&] {
+        return exec_done(miner, "read line") && exec_done(worker, "read line") &&
+               exec_done(stats, "supportxmr") && exec_done(fake_curl, "read line");
+    };
     for (const auto deadline = Clock::now() + 5s; Clock::now() < deadline && !all_done();) {
         std::this_thread::sleep_for(10ms);
     }
@@ -339,8 +349,16 @@ TEST_F(AgentDetectTest, a_cpu_miner_running_before_the_agent_started_is_judged_a
               std::string::npos)
         << detection->dump();
     EXPECT_EQ((*detection)["log"]["level"], "error") << detection->dump();
-    // The worker and the stats fetch (later pids, judged after the miner)
-    // raise nothing at warning or above; the worker nothing at all.
+    // The copy named curl: judged once its scan says no package owns it.
+    const auto unowned = wait_for_detection(agent, fake_curl, "GG-CORR-0012", 5s);
+    ASSERT_TRUE(unowned) << agent.stderr_text();
+    EXPECT_NE((*unowned)["gpuguard"]["detection"]["evidence"].dump().find(
+                  "name 'curl' is exempt (not_comm curl), but its executable " + curl.string() +
+                  " is owned by no package"),
+              std::string::npos)
+        << unowned->dump();
+    // The worker and grep (later pids, judged after the miner) raise
+    // nothing at warning or above; the worker nothing at all.
     while (auto line = agent.read_stdout_line(300ms)) seen_.push_back(*line);
     for (const auto& line : seen_) {
         EXPECT_NE(nlohmann::json::parse(line).value("/process/pid"_json_pointer, 0), worker)
@@ -353,17 +371,19 @@ TEST_F(AgentDetectTest, a_cpu_miner_running_before_the_agent_started_is_judged_a
 
     const auto replayed = replay_journal();
     ASSERT_EQ(replayed.exit_code, 0) << replayed.stderr_text;
-    bool replayed_miner = false;
+    bool replayed_miner = false, replayed_fake_curl = false;
     std::istringstream lines(replayed.stdout_text);
     for (std::string line; std::getline(lines, line);) {
         const auto record = nlohmann::json::parse(line, nullptr, false);
         if (!record.is_object()) continue;
         const int pid = record.value("/process/pid"_json_pointer, 0);
         EXPECT_NE(pid, worker) << line;
-        replayed_miner = replayed_miner || (pid == miner && record.value("/rule/id"_json_pointer,
-                                                                         "") == "GG-CORR-0012");
+        const bool corr_0012 = record.value("/rule/id"_json_pointer, "") == "GG-CORR-0012";
+        replayed_miner = replayed_miner || (pid == miner && corr_0012);
+        replayed_fake_curl = replayed_fake_curl || (pid == fake_curl && corr_0012);
     }
     EXPECT_TRUE(replayed_miner) << replayed.stdout_text;
+    EXPECT_TRUE(replayed_fake_curl) << "the scan's package check is journaled";
 }
 
 }  // namespace

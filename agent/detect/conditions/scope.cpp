@@ -1,5 +1,11 @@
 // scope: who and where the rule applies to — users, groups, containers by
-// id or name, host or container, process names exempt. Adds no evidence.
+// id or name, host or container, process names exempt (not_comm). A name is
+// exempt only while its executable is what the name claims: once the
+// executable's scan says a package owns it unchanged (or the host has no
+// package database) and no YARA rule hit it. An executable no package owns,
+// one changed since its package installed it, or one YARA flags under an
+// exempt name is judged after all, and the detection says why
+// (docs/detections.md, "Exemptions").
 #include <algorithm>
 
 #include <fnmatch.h>
@@ -50,11 +56,6 @@ bool in_scope(const rules::ScopeCondition& scope, const ProcessInfo& info) {
     };
     if (!scope.container_names.empty() && !name_matches(scope.container_names)) return false;
     if (name_matches(scope.not_container_names)) return false;
-    if (std::any_of(scope.not_comm.begin(), scope.not_comm.end(), [&](const std::string& glob) {
-            return fnmatch(glob.c_str(), info.comm.c_str(), 0) == 0;
-        })) {
-        return false;
-    }
     switch (scope.containers) {
         case rules::ContainerScope::kAny:
             return true;
@@ -66,12 +67,37 @@ bool in_scope(const rules::ScopeCondition& scope, const ProcessInfo& info) {
     return true;
 }
 
+// Why an exempt name does not exempt this executable; "" when it does (or
+// nothing is known of it yet: the scan comes back within milliseconds).
+std::string exemption_refused(const ProcessEvidence& evidence) {
+    const std::string& check = evidence.package_check;
+    const std::string& path = evidence.exe_path;
+    if (check == "agent") return "";
+    if (check == "unowned") return "its executable " + path + " is owned by no package";
+    if (check == "modified") {
+        return "its executable " + path + " is not the file " + evidence.package + " installed";
+    }
+    if (evidence.exe_yara_hit) return "YARA rules hit its executable " + path;
+    return "";
+}
+
 class Scope final : public Condition {
   public:
     explicit Scope(rules::ScopeCondition scope) : scope_(std::move(scope)) {}
     std::string_view name() const override { return "scope"; }
-    bool holds(const ConditionContext& context, RuleInputs&) const override {
-        return in_scope(scope_, context.info);
+    bool holds(const ConditionContext& context, RuleInputs& in) const override {
+        if (!in_scope(scope_, context.info)) return false;
+        const std::string& comm = context.info.comm;
+        const auto exempt_name = std::find_if(
+            scope_.not_comm.begin(), scope_.not_comm.end(),
+            [&](const std::string& glob) { return fnmatch(glob.c_str(), comm.c_str(), 0) == 0; });
+        if (exempt_name == scope_.not_comm.end()) return true;
+        const std::string refused = exemption_refused(context.evidence);
+        if (refused.empty()) return false;
+        in.extra.push_back(Evidence{
+            context.evidence.scanned_ns, "event", "exe_scan", "", "exemption",
+            "name '" + comm + "' is exempt (not_comm " + *exempt_name + "), but " + refused});
+        return true;
     }
 
   private:

@@ -1,5 +1,5 @@
-// SHA-256 digests as lowercase hex (OpenSSL underneath; its headers stay in
-// common/sha256.cpp).
+// SHA-256 digests as lowercase hex, and MD5 for dpkg's md5sums lists
+// (OpenSSL underneath; its headers stay in common/sha256.cpp).
 #pragma once
 
 #include <filesystem>
@@ -16,5 +16,9 @@ std::string sha256_hex(std::string_view bytes);
 // Lowercase hex sha256 of a file's contents, streamed. kIo when it cannot be
 // opened ("open PATH: STRERROR") or read ("read PATH: STRERROR"), sys_errno set.
 Result<std::string> sha256_file(const std::filesystem::path& path);
+
+// Lowercase hex MD5 of a file's contents, the same way: only to compare a
+// file with the sum its package recorded, never as an identity.
+Result<std::string> md5_file(const std::filesystem::path& path);
 
 }  // namespace gpuguard

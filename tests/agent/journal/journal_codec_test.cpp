@@ -2,6 +2,7 @@
 // reject damage.
 #include "gpuguard/journal/journal_codec.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -95,13 +96,17 @@ TEST(JournalCodec, truncated_payloads_fail_without_reading_past_the_end) {
         std::string payload;
         encode_event(event, payload);
         // A snapshot cut just before exe_package, a scan just before
-        // library, is a record of the minor version before it and reads as
-        // one: without them.
+        // library, package or package_check, is a record of a minor version
+        // before it and reads as one: without them.
         const auto* snapshot = std::get_if<ProcessSnapshot>(&event.data);
         const auto* scan = std::get_if<ExeScan>(&event.data);
-        const size_t older_end = snapshot ? payload.size() - 1 - snapshot->exe_package.size()
-                                 : scan   ? payload.size() - 1 - scan->library.size()
-                                          : payload.size();
+        std::vector<size_t> older_ends;
+        if (snapshot) older_ends.push_back(payload.size() - 1 - snapshot->exe_package.size());
+        if (scan) {
+            const size_t before_check = payload.size() - 1 - scan->package_check.size();
+            const size_t before_package = before_check - 1 - scan->package.size();
+            older_ends = {before_check, before_package, before_package - 1 - scan->library.size()};
+        }
         for (size_t cut = 0; cut < payload.size(); ++cut) {
             // A heap copy of exactly `cut` bytes so ASan sees any overread.
             std::unique_ptr<char[]> copy(new char[cut + 1]);
@@ -109,13 +114,20 @@ TEST(JournalCodec, truncated_payloads_fail_without_reading_past_the_end) {
             Event decoded;
             std::string error;
             const bool read = decode_event(std::string_view(copy.get(), cut), decoded, error);
-            if (cut == older_end) {
+            if (std::find(older_ends.begin(), older_ends.end(), cut) != older_ends.end()) {
                 ASSERT_TRUE(read) << error;
                 if (snapshot) {
                     EXPECT_EQ(std::get<ProcessSnapshot>(decoded.data).exe_package, "");
                 }
                 if (scan) {
-                    EXPECT_EQ(std::get<ExeScan>(decoded.data).library, "");
+                    const auto& older = std::get<ExeScan>(decoded.data);
+                    EXPECT_EQ(older.package_check, "");
+                    if (cut < older_ends[0]) {
+                        EXPECT_EQ(older.package, "");
+                    }
+                    if (cut < older_ends[1]) {
+                        EXPECT_EQ(older.library, "");
+                    }
                 }
                 continue;
             }

@@ -69,7 +69,12 @@ std::vector<Event> every_event_type(uint64_t ts_ns, uint32_t pid) {
                 8123456,
                 {"GG_XMRig_Executable"},
                 {"GG-XMRIG-0011"},
-                ""});
+                "",
+                "",
+                "",
+                "unowned"});
+    add(ExeScan{
+        "/usr/bin/curl", std::string(64, 'b'), 260000, {}, {}, "", "", "dpkg:curl", "intact"});
     add(ExeScan{"/memfd:x (deleted)", "", 0, {}, {}, "larger than 67108864 bytes: not scanned"});
     // Network intelligence (gpuguard/netintel/net_intel.h): a named connect, a payload sample, a
     // session.

@@ -21,6 +21,7 @@
 namespace {
 
 namespace fs = std::filesystem;
+using gpuguard::agent::check_package_file;
 using gpuguard::agent::LoaderPath;
 using gpuguard::agent::package_owner;
 using gpuguard::agent::ProcessEnv;
@@ -155,6 +156,33 @@ TEST_F(LoaderPaths, package_owner_reads_dpkg_lists_with_both_usr_spellings) {
     struct timespec later[2] = {{0, UTIME_OMIT}, {kNow + 10, 0}};
     ASSERT_EQ(::utimensat(AT_FDCWD, (root_ / "var/lib/dpkg/info").c_str(), later, 0), 0);
     EXPECT_EQ(package_owner(root, "/usr/bin/gg-new"), "dpkg:gg-new");
+}
+
+TEST_F(LoaderPaths, check_package_file_compares_the_md5_dpkg_recorded) {
+    const std::string sum(32, 'a'), other(32, 'b');
+    file("/var/lib/dpkg/info/curl.list", kMonth, "/.\n/usr/bin\n/usr/bin/curl\n");
+    file("/var/lib/dpkg/info/curl.md5sums", kMonth,
+         other + "  usr/bin/curl-config\n" + other + "  opt/usr/bin/curl\n" + sum +
+             "  usr/bin/curl\n");
+    file("/var/lib/dpkg/info/coreutils:amd64.list", kMonth, "/bin/ls\n/usr/bin/nosum\n");
+    file("/var/lib/dpkg/info/coreutils:amd64.md5sums", kMonth, sum + "  bin/ls\n");
+    const std::string root = root_.string();
+    auto check = check_package_file(root, "/usr/bin/curl", sum);
+    EXPECT_EQ(check.owner, "dpkg:curl");
+    EXPECT_EQ(check.check, "intact");
+    EXPECT_EQ(check_package_file(root, "/usr/bin/curl", other).check, "modified");
+    // The architecture-qualified lists, and the merged-/usr spelling.
+    check = check_package_file(root, "/usr/bin/ls", sum);
+    EXPECT_EQ(check.owner, "dpkg:coreutils");
+    EXPECT_EQ(check.check, "intact");
+    EXPECT_EQ(check_package_file(root, "/usr/bin/nosum", sum).check, "unverified");
+    // The sums of curl-config and of a longer path that ends the same way
+    // come first in the list: neither is taken for curl's (above).
+    EXPECT_EQ(check_package_file(root, "/home/dev/.cache/curl", sum).check, "unowned");
+    EXPECT_EQ(check_package_file(root, "/usr/local/bin/curl", sum).check, "unowned");
+    check = check_package_file((proc_ / "nowhere").string(), "/usr/bin/curl", sum);
+    EXPECT_EQ(check.owner, "");
+    EXPECT_EQ(check.check, "") << "no database: not checked";
 }
 
 }  // namespace

@@ -154,5 +154,61 @@ TEST_F(ScopeTest, not_comm_globs_exempt_process_names_and_scope_does_not_depend_
     EXPECT_FALSE(find("scope")->time_dependent());
 }
 
+// The executable's scan (ExeScan::package_check) as the correlator keeps it.
+void scope_scanned(ProcessEvidence& evidence, const std::string& path, const std::string& check,
+                   bool yara_hit, const std::string& package = "") {
+    evidence.exe_path = path;
+    evidence.package_check = check;
+    evidence.exe_yara_hit = yara_hit;
+    evidence.package = package;
+    evidence.scanned_ns = 3 * kSecond;
+}
+
+TEST_F(ScopeTest, an_exempt_name_exempts_only_the_executable_its_package_installed_unchanged) {
+    const auto rule = scoped("{not_comm: [curl, grep]}");
+    // Before the scan answers: exempt (the benefit of the doubt for milliseconds).
+    exec(kPid, "/usr/bin/curl");
+    EXPECT_FALSE(holds(rule, "scope", kPid, 5 * kSecond));
+    // The file dpkg installed, unchanged; a package without sums; no database at all.
+    for (const char* check : {"intact", "unverified", ""}) {
+        SCOPED_TRACE(check);
+        scope_scanned(evidence(kPid), "/usr/bin/curl", check, false, "dpkg:curl");
+        EXPECT_FALSE(holds(rule, "scope", kPid, 5 * kSecond));
+    }
+    // The agent's own executable carries the pack's strings: YARA hits it.
+    scope_scanned(evidence(kPid), "/usr/sbin/gpuguard", "agent", true);
+    EXPECT_FALSE(holds(rule, "scope", kPid, 5 * kSecond));
+
+    // A copy nobody installed.
+    scope_scanned(evidence(kPid), "/home/dev/.cache/curl", "unowned", false);
+    ASSERT_TRUE(holds(rule, "scope", kPid, 5 * kSecond));
+    ASSERT_EQ(in_.extra.size(), 1u);
+    EXPECT_EQ(in_.extra[0].ts_ns, 3 * kSecond);
+    EXPECT_EQ(in_.extra[0].event_type, "exe_scan");
+    EXPECT_EQ(in_.extra[0].field, "exemption");
+    EXPECT_EQ(in_.extra[0].detail,
+              "name 'curl' is exempt (not_comm curl), but its executable /home/dev/.cache/curl is "
+              "owned by no package");
+    // The package's file, replaced.
+    scope_scanned(evidence(kPid), "/usr/bin/curl", "modified", false, "dpkg:curl");
+    ASSERT_TRUE(holds(rule, "scope", kPid, 5 * kSecond));
+    EXPECT_EQ(details(), std::vector<std::string>{"name 'curl' is exempt (not_comm curl), but its "
+                                                  "executable /usr/bin/curl is not the file "
+                                                  "dpkg:curl installed"});
+    // Intact by its package, or unknown, but YARA knows it.
+    for (const char* check : {"intact", ""}) {
+        SCOPED_TRACE(check);
+        scope_scanned(evidence(kPid), "/usr/bin/curl", check, true, "dpkg:curl");
+        ASSERT_TRUE(holds(rule, "scope", kPid, 5 * kSecond));
+        EXPECT_EQ(details(),
+                  std::vector<std::string>{"name 'curl' is exempt (not_comm curl), but YARA rules "
+                                           "hit its executable /usr/bin/curl"});
+    }
+    // A name the list does not exempt: in scope, no word about exemptions.
+    exec(kOther, "/home/dev/.cache/wget");
+    scope_scanned(evidence(kOther), "/home/dev/.cache/wget", "unowned", true);
+    EXPECT_TRUE(in(rule, kOther));
+}
+
 }  // namespace
 }  // namespace gpuguard::agent::condition_testing

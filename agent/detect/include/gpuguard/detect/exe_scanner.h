@@ -3,7 +3,8 @@
 // `deliver` on the worker thread (the agent journals and judges it like any
 // other event). A scan reads /proc/PID/exe; a pidfd taken at submit time
 // makes sure the verdict is about the process that was asked for, never one
-// that got its pid later.
+// that got its pid later. Each verdict also says what the process's own
+// package database records of the executable (ExeScan::package_check).
 #pragma once
 
 #include <cstdint>
@@ -49,6 +50,8 @@ class ExeScanWorker {
   private:
     void work(ProcessWorker::Request& request);
     Event scan(const ProcessWorker::Request& request);
+    // ExeScan::package and package_check of the executable just scanned.
+    void check_package(const std::string& pid_dir, ExeScan& result) const;
 
     signatures::YaraScanner scanner_;
     Deliver deliver_;

@@ -181,6 +181,12 @@ struct ExeScan {
     // preloads (its real path in the process's root) that was scanned
     // instead, reported only when a rule hit (path is the same).
     std::string library{};
+    // The package database of the process's root on the executable:
+    // its owner ("dpkg:curl", "" none) and "intact", "modified",
+    // "unowned", "unverified" (gpuguard/state/package_owner.h), "agent"
+    // (the agent's own executable) or "" (no database, not checked).
+    std::string package{};
+    std::string package_check{};
 };
 
 // One line (or a few adjacent lines) of a configuration file that matched a

@@ -245,6 +245,9 @@ struct Declaration<ExeScan> {
         field("signature_ids", &ExeScan::signature_ids),
         field("error", &ExeScan::error, {.out = Out::kWhenSet}),
         field("library", &ExeScan::library, {.out = Out::kWhenSet, .store = Store::kTrailing}),
+        field("package", &ExeScan::package, {.out = Out::kWhenSet, .store = Store::kTrailing}),
+        field("package_check", &ExeScan::package_check,
+              {.out = Out::kWhenSet, .store = Store::kTrailing}),
     };
 };
 

@@ -18,4 +18,19 @@ namespace gpuguard::agent {
 // full database reads its lists once (about 9 MB on a desktop install).
 std::string package_owner(const std::string& root, const std::string& path);
 
+// What the package database of `root` says of the file seen at `path`
+// whose contents have the MD5 sum `md5` (lowercase hex): its owner
+// ("dpkg:PACKAGE") and `check`:
+//   ""            no dpkg database under `root` (rpm, Alpine: not judged)
+//   "unowned"     no package installed this path
+//   "intact"      the package's md5sums list has this very sum for it
+//   "modified"    it lists another sum: the file was replaced since
+//   "unverified"  owned, but the package keeps no sum for it
+struct PackageFileCheck {
+    std::string owner;
+    std::string check;
+};
+PackageFileCheck check_package_file(const std::string& root, const std::string& path,
+                                    const std::string& md5);
+
 }  // namespace gpuguard::agent
