@@ -364,6 +364,7 @@ bool CorrelatorImpl::holds(const Conditions& conditions, const ConditionContext&
     for (const auto& condition : conditions) {
         if (!condition->holds(context, in)) return false;
     }
+    for (const auto& condition : conditions) condition->held(context, in);
     return true;
 }
 

@@ -64,6 +64,9 @@ class Condition {
     // Whether it holds; its evidence goes to `in` (hits it names to
     // in.hits, the rest to in.extra). Left as it was when it does not.
     virtual bool holds(const ConditionContext& context, RuleInputs& in) const = 0;
+    // Once every condition of the rule held: evidence too costly to build
+    // for each rule tried (gpu_held's, a detection's first item).
+    virtual void held(const ConditionContext&, RuleInputs&) const {}
 };
 
 // "20.0 GiB", as evidence writes a size.

@@ -87,7 +87,10 @@ class ConditionTest : public ::testing::Test {
         const ConditionContext context{rule,       rule_index,    pid,
                                        *info,      book_.of(pid), book_,
                                        *rule_set_, ts_ns,         realtime_offset_ns_};
-        return condition->holds(context, in_);
+        // As the correlator does once all of a rule's conditions held.
+        if (!condition->holds(context, in_)) return false;
+        condition->held(context, in_);
+        return true;
     }
     const Condition* find(std::string_view name) const {
         for (const auto& condition : conditions_) {
