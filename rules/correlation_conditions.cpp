@@ -247,10 +247,31 @@ MemoryGrowthCondition RuleReader::read_memory_growth(const YAML::Node& node,
 SustainedUtilizationCondition RuleReader::read_sustained_utilization(const YAML::Node& node,
                                                                      const std::string& where) {
     SustainedUtilizationCondition condition;
-    if (diag_.check_keys(node, where, {"above_percent", "for", "max_connects", "min_connects"})) {
+    if (diag_.check_keys(node, where,
+                         {"above_percent", "by", "for", "max_connects", "min_connects"})) {
         if (node["above_percent"]) {
             if (auto value = number(node["above_percent"], where + ".above_percent", 0, 100)) {
                 condition.above_percent = *value;
+            }
+        }
+        if (node["by"]) {
+            const auto text = diag_.scalar(node["by"], where + ".by");
+            int percentile = 0;
+            char extra = 0;
+            if (text && *text == "every") {
+                condition.by = UtilizationStatistic::kEvery;
+            } else if (text && *text == "mean") {
+                condition.by = UtilizationStatistic::kMean;
+            } else if (text && std::sscanf(text->c_str(), "p%d%c", &percentile, &extra) == 1 &&
+                       percentile >= 1 && percentile <= 99 &&
+                       *text == "p" + std::to_string(percentile)) {
+                condition.by = UtilizationStatistic::kPercentile;
+                condition.percentile = percentile;
+            } else if (text) {
+                diag_.error(node["by"], where +
+                                            ".by: must be every, mean or a percentile p1..p99 "
+                                            "(p10: nine readings in ten above), got '" +
+                                            *text + "'");
             }
         }
         if (node["for"]) {

@@ -1,10 +1,9 @@
 // Behaviour and precision in the running agent. The quiet-miner rule (GG-CORR-0013): a
-// process that pegs its GPU (the fake NVML), writes nothing, and sends small
-// periodic messages of a protocol gpuguard does not recognise to an address
-// no DNS answer named is reported with each signal in its evidence; the same
-// worker talking to loopback (a local service) and one that writes files are
-// not. The peer is a namespace of the test's own behind a veth pair. The
-// rule is the built-in one with its 2-minute windows cut to 2 s (same id,
+// process that keeps its GPU busy, throttled to 60 % (the fake NVML), writes nothing, and sends
+// small periodic messages of a protocol gpuguard does not recognise to an address no DNS answer
+// named is reported with each signal in its evidence; the same worker talking to loopback (a local
+// service) and one that writes files are not. The peer is a namespace of the test's own behind a
+// veth pair. The rule is the built-in one with its 2-minute windows cut to 2 s (same id,
 // `rules.correlation_files`); the windows themselves are the scenarios'.
 #include <chrono>
 #include <filesystem>
@@ -70,22 +69,24 @@ TEST_F(AgentDetectTest, quiet_gpu_miner_talking_to_an_unnamed_peer_is_detected_b
     }
     const auto script = dir_ / "nvml.json";
     std::ofstream(script) << gpuguard::testing::fake_nvml_script(
-        {.gpu_utilization = 99,
+        {.gpu_utilization = 70,
          .memory_utilization = 40,
          .memory_used = 6ull << 30,
-         .processes = {{quiet->pid(), 2ull << 30, 98},
-                       {writer->pid(), 2ull << 30, 98},
-                       {chatty_local->pid(), 2ull << 30, 98}}});
+         // Throttled to 60 %: never "every sample above 90 %".
+         .processes = {{quiet->pid(), 2ull << 30, 60},
+                       {writer->pid(), 2ull << 30, 60},
+                       {chatty_local->pid(), 2ull << 30, 60}}});
     const auto rules = dir_ / "quiet.yaml";
     std::ofstream(rules) << R"(rules:
   - id: GG-CORR-0013
-    name: Quiet GPU miner by its behaviour (2 s windows)
+    name: Quiet GPU miner by its behaviour (the built-in rule with 2 s windows)
     severity: warning
     action: alert
     window: 1h
     when:
       gpu_held: true
-      sustained_utilization: {above_percent: 90, for: 2s, max_connects: 3, min_connects: 1}
+      sustained_utilization: {above_percent: 40, by: p20, for: 2s, max_connects: 3,
+                              min_connects: 1}
       quiet_io: {for: 2s, max_file_write_bytes: 256KB, max_net_send_bytes: 64KB,
                  max_bytes_per_send: 1KB, max_send_gap: 1s}
       opaque_peer: true
@@ -119,7 +120,8 @@ TEST_F(AgentDetectTest, quiet_gpu_miner_talking_to_an_unnamed_peer_is_detected_b
     const std::string text = detection->dump();
     EXPECT_NE(text.find("10.67.0.2:8443 (no DNS answer named it)"), std::string::npos) << text;
     EXPECT_NE(text.find("a protocol gpuguard does not recognise"), std::string::npos) << text;
-    EXPECT_NE(text.find("compute above 90%"), std::string::npos) << text;
+    EXPECT_NE(text.find("compute p20 60% (mean 60%, lowest 60%) above 40%"), std::string::npos)
+        << text;
     EXPECT_NE(text.find("no file writes at all: "), std::string::npos) << text;
     EXPECT_EQ((*detection)["log"]["level"], "error") << "raised by its supporting signal";
     // The loopback talker and the writer, pegged and sending the same, never

@@ -76,6 +76,42 @@ TEST(CorrelationRules, LibraryInjectionTakesSignsAndNamesUnknownOnes) {
     }
 }
 
+TEST(CorrelationRules, SustainedUtilizationByEveryMeanOrAPercentile) {
+    const auto parse = [](const std::string& by) {
+        return parse_correlation_rules(R"(rules:
+  - id: U-1
+    name: busy
+    severity: warning
+    when:
+      sustained_utilization: {above_percent: 50, by: )" +
+                                           by + R"(, for: 2m}
+)",
+                                       "busy.yaml");
+    };
+    auto parsed = parse("p10");
+    ASSERT_TRUE(parsed) << parsed.error().message;
+    EXPECT_EQ(parsed->front().sustained_utilization->by,
+              gpuguard::rules::UtilizationStatistic::kPercentile);
+    EXPECT_EQ(parsed->front().sustained_utilization->percentile, 10);
+    parsed = parse("mean");
+    ASSERT_TRUE(parsed) << parsed.error().message;
+    EXPECT_EQ(parsed->front().sustained_utilization->by,
+              gpuguard::rules::UtilizationStatistic::kMean);
+    parsed = parse("every");
+    ASSERT_TRUE(parsed) << parsed.error().message;
+    EXPECT_EQ(parsed->front().sustained_utilization->by,
+              gpuguard::rules::UtilizationStatistic::kEvery);
+    for (const char* bad : {"p0", "p100", "median", "p10x", "p+10"}) {
+        auto rejected = parse(bad);
+        ASSERT_FALSE(rejected) << bad;
+        EXPECT_NE(rejected.error().message.find(
+                      "busy.yaml:6:54: rules[0] (U-1).when.sustained_utilization.by: must be "
+                      "every, mean or a percentile p1..p99"),
+                  std::string::npos)
+            << rejected.error().message;
+    }
+}
+
 TEST(CorrelationRules, ExeLocationsByPathPackageAndSpelling) {
     EXPECT_EQ(exe_locations("/tmp/x"), std::vector<ExeLocation>{ExeLocation::kTmp});
     EXPECT_EQ(exe_locations("/memfd:x (deleted)"), std::vector<ExeLocation>{ExeLocation::kMemfd});

@@ -1,8 +1,10 @@
-// sustained_utilization: {above_percent, for, max_connects, min_connects}
-// — every reading of the process's compute over `for`
-// is above `above_percent` while it made few new connections (a miner
+// sustained_utilization: {above_percent, by, for, max_connects,
+// min_connects} — the process's compute readings over `for` (every one, or
+// their mean or a percentile: `by: every | mean | p10`)
+// stay above `above_percent` while it made few new connections (a miner
 // keeps one pool connection). Over time.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "condition.h"
@@ -21,39 +23,66 @@ class SustainedUtilization final : public Condition {
         const uint64_t duration_ns = condition_.duration.count() * 1'000'000'000ull;
         if (context.ts_ns < duration_ns || evidence.usage.empty()) return false;
         const uint64_t since = context.ts_ns - duration_ns;
-        // Every reading of the window must be above the threshold, and the
-        // samples must cover the whole window. A sample may lack the process's
-        // reading: NVML leaves a busy process out of an interval now and then
-        // (on an H200 shared by two CUDA processes, one 500 ms interval in five).
-        // Such samples are passed over, but at least half must carry a reading.
+        // The samples must cover the whole window. A sample may lack the
+        // process's reading: NVML leaves a busy process out of an interval
+        // now and then (on an H200 shared by two CUDA processes, one 500 ms
+        // interval in five). Such samples are passed over, but at least half
+        // must carry a reading.
         if (evidence.usage.front().ts_ns > since) return false;
+        const bool every = condition_.by == rules::UtilizationStatistic::kEvery;
         double lowest = 100;
-        size_t samples = 0, readings = 0;
+        size_t samples = 0;
+        std::vector<double> readings;
         for (auto sample = evidence.usage.rbegin(); sample != evidence.usage.rend(); ++sample) {
             ++samples;
             if (sample->compute_percent) {
-                if (*sample->compute_percent <= condition_.above_percent) return false;
+                // Every reading must be above the threshold: the first one
+                // that is not ends it.
+                if (every && *sample->compute_percent <= condition_.above_percent) return false;
                 lowest = std::min(lowest, *sample->compute_percent);
-                ++readings;
+                readings.push_back(*sample->compute_percent);
             }
             if (sample->ts_ns <= since) break;
         }
-        if (readings * 2 < samples) return false;
+        if (readings.empty() || readings.size() * 2 < samples) return false;
+        std::string summary;
+        if (!every) {
+            const double value = statistic(readings);
+            if (value <= condition_.above_percent) return false;
+            double mean = 0;
+            for (double reading : readings) mean += reading;
+            mean /= static_cast<double>(readings.size());
+            char text[120];
+            if (condition_.by == rules::UtilizationStatistic::kMean) {
+                snprintf(text, sizeof(text), "compute mean %.0f%% (lowest %.0f%%) above %.0f%%",
+                         mean, lowest, condition_.above_percent);
+            } else {
+                snprintf(text, sizeof(text),
+                         "compute p%d %.0f%% (mean %.0f%%, lowest %.0f%%) above %.0f%%",
+                         condition_.percentile, value, mean, lowest, condition_.above_percent);
+            }
+            summary = text;
+        }
         const auto connects = std::count_if(evidence.connect_ts.begin(), evidence.connect_ts.end(),
                                             [&](uint64_t ts) { return ts >= since; });
         if (connects > static_cast<long>(condition_.max_connects) ||
             evidence.connect_ts.size() < condition_.min_connects) {
             return false;
         }
-        char text[200];
-        int length = snprintf(
-            text, sizeof(text),
-            "compute above %.0f%% (lowest %.0f%%) for %llds with %ld new connections",
-            condition_.above_percent, lowest, static_cast<long long>(condition_.duration.count()),
-            static_cast<long>(connects));
-        if (readings < samples && length > 0 && static_cast<size_t>(length) < sizeof(text)) {
+        char text[240];
+        int length =
+            every ? snprintf(
+                        text, sizeof(text),
+                        "compute above %.0f%% (lowest %.0f%%) for %llds with %ld new connections",
+                        condition_.above_percent, lowest,
+                        static_cast<long long>(condition_.duration.count()),
+                        static_cast<long>(connects))
+                  : snprintf(text, sizeof(text), "%s for %llds with %ld new connections",
+                             summary.c_str(), static_cast<long long>(condition_.duration.count()),
+                             static_cast<long>(connects));
+        if (readings.size() < samples && length > 0 && static_cast<size_t>(length) < sizeof(text)) {
             snprintf(text + length, sizeof(text) - length, "; %zu of %zu samples without a reading",
-                     samples - readings, samples);
+                     samples - readings.size(), samples);
         }
         in.extra.push_back(
             Evidence{context.ts_ns, "telemetry", "telemetry", "", "utilization", text});
@@ -61,6 +90,21 @@ class SustainedUtilization final : public Condition {
     }
 
   private:
+    // The mean or the percentile (nearest rank: p10 is the reading that nine
+    // in ten are at or above) of `readings`, which it reorders.
+    double statistic(std::vector<double>& readings) const {
+        if (condition_.by == rules::UtilizationStatistic::kMean) {
+            double sum = 0;
+            for (double reading : readings) sum += reading;
+            return sum / static_cast<double>(readings.size());
+        }
+        const size_t rank = static_cast<size_t>(
+            std::ceil(condition_.percentile / 100.0 * static_cast<double>(readings.size())));
+        const size_t index = rank == 0 ? 0 : rank - 1;
+        std::nth_element(readings.begin(), readings.begin() + index, readings.end());
+        return readings[index];
+    }
+
     rules::SustainedUtilizationCondition condition_;
 };
 

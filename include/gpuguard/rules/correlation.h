@@ -106,13 +106,22 @@ struct MemoryGrowthCondition {
     double max_utilization_percent = 20.0;
 };
 
-// The process keeps a GPU above `above_percent` for `duration` while making at
+// The process keeps a GPU above `above_percent` for `duration` (every
+// reading, or their mean or a percentile: `by`) while making at
 // most `max_connects` new connections in that time, having made at least
 // `min_connects` in its life: a miner holds one long-lived pool connection;
 // a render or a training job on local data has none, one streaming its data
 // opens many.
+// How a window's readings are summed up against above_percent: every
+// reading above it (kEvery, the default), their mean, or a percentile
+// (p10: nine readings in ten above it) — a throttled or duty-cycled
+// miner never keeps every reading high.
+enum class UtilizationStatistic { kEvery, kMean, kPercentile };
+
 struct SustainedUtilizationCondition {
     double above_percent = 90.0;
+    UtilizationStatistic by = UtilizationStatistic::kEvery;
+    int percentile = 0;  // 1..99 with kPercentile
     std::chrono::seconds duration{600};
     uint32_t max_connects = 2;
     uint32_t min_connects = 1;

@@ -107,5 +107,36 @@ TEST_F(SustainedUtilizationTest, many_new_connections_or_none_in_its_life_do_not
                              "compute above 90% (lowest 93%) for 600s with 0 new connections"});
 }
 
+TEST_F(SustainedUtilizationTest, by_a_percentile_or_the_mean_a_throttled_or_pausing_miner_holds) {
+    exec(kPid, "/opt/miner/worker");
+    evidence(kPid).connect_ts = {1100 * kSecond};
+    // Throttled to 55-70 %, and pausing (3 %) in one sample of eleven.
+    const double percents[] = {60, 55, 70, 65, 3, 62, 58, 66, 61, 57, 69};
+    for (size_t i = 0; i < std::size(percents); ++i) {
+        evidence(kPid).usage.push_back(
+            UsageSample{(1000 + 60 * i) * kSecond, 4ull << 30, percents[i]});
+    }
+    const auto by = [](const std::string& statistic, int above) {
+        return rule_when("{sustained_utilization: {above_percent: " + std::to_string(above) +
+                         ", by: " + statistic + ", for: 10m, max_connects: 2}}");
+    };
+    // Every reading: the pause ends it, and 90 % is far anyway.
+    EXPECT_FALSE(holds(by("every", 50), "sustained_utilization", kPid, kNow));
+    // p10 of eleven readings is the second lowest (nearest rank 2): 55 %.
+    ASSERT_TRUE(holds(by("p10", 50), "sustained_utilization", kPid, kNow));
+    EXPECT_EQ(details(), std::vector<std::string>{"compute p10 55% (mean 57%, lowest 3%) above "
+                                                  "50% for 600s with 1 new connections"});
+    EXPECT_FALSE(holds(by("p10", 55), "sustained_utilization", kPid, kNow)) << "at, not above";
+    EXPECT_FALSE(holds(by("p5", 50), "sustained_utilization", kPid, kNow)) << "p5: the pause";
+    // The mean: 626 / 11, 57 %.
+    ASSERT_TRUE(holds(by("mean", 50), "sustained_utilization", kPid, kNow));
+    EXPECT_EQ(details(), std::vector<std::string>{"compute mean 57% (lowest 3%) above 50% for "
+                                                  "600s with 1 new connections"});
+    EXPECT_FALSE(holds(by("mean", 60), "sustained_utilization", kPid, kNow));
+    // A window not covered holds by no statistic.
+    evidence(kPid).usage.erase(evidence(kPid).usage.begin());
+    EXPECT_FALSE(holds(by("mean", 10), "sustained_utilization", kPid, kNow));
+}
+
 }  // namespace
 }  // namespace gpuguard::agent::condition_testing
