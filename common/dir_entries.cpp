@@ -36,11 +36,20 @@ Unexpected list_error(const std::filesystem::path& dir, int err) {
 Result<std::vector<DirEntry>> list_directory(const std::filesystem::path& dir) {
     const UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!fd) return list_error(dir, errno);
+    return list_open_directory(fd.get(), dir);
+}
+
+std::vector<DirEntry> entries_of(const std::filesystem::path& dir) {
+    auto entries = list_directory(dir);
+    return entries ? std::move(*entries) : std::vector<DirEntry>{};
+}
+
+Result<std::vector<DirEntry>> list_open_directory(int fd, const std::filesystem::path& dir) {
     std::vector<DirEntry> entries;
     // 32 KiB holds ~1000 /proc entries per call; a bigger /proc takes more calls.
     alignas(8) char buffer[32 * 1024];
     for (;;) {
-        const long n = ::syscall(SYS_getdents64, fd.get(), buffer, sizeof buffer);
+        const long n = ::syscall(SYS_getdents64, fd, buffer, sizeof buffer);
         if (n < 0) {
             if (errno == EINTR) continue;
             return list_error(dir, errno);

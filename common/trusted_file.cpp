@@ -5,12 +5,12 @@
 #include <cstdio>
 #include <cstring>
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
 #include <unistd.h>
 
+#include "gpuguard/common/dir_entries.h"
 #include "gpuguard/common/read_file.h"
 #include "gpuguard/common/unique_fd.h"
 
@@ -98,18 +98,12 @@ Result<std::vector<std::filesystem::path>> list_trusted_directory(
     if (owner) {
         if (!trust_problem(st, *owner).empty()) return refused(dir, st, *owner);
     }
-    DIR* stream = ::fdopendir(fd.get());
-    if (!stream) return open_error("cannot list", dir, errno);
-    static_cast<void>(fd.release());  // closedir() closes it
+    auto entries = list_open_directory(fd.get(), dir);
+    if (!entries) return Unexpected{entries.error()};
     std::vector<std::filesystem::path> out;
-    errno = 0;
-    while (const struct dirent* entry = ::readdir(stream)) {
-        const std::string name = entry->d_name;
-        if (name != "." && name != ".." && keep(name)) out.push_back(dir / name);
+    for (const DirEntry& entry : *entries) {
+        if (keep(entry.name)) out.push_back(dir / entry.name);
     }
-    const int err = errno;
-    ::closedir(stream);
-    if (err != 0) return open_error("cannot list", dir, err);
     std::sort(out.begin(), out.end());
     return out;
 }

@@ -17,6 +17,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "gpuguard/common/dir_entries.h"
+
 namespace gpuguard::siem {
 namespace {
 
@@ -444,11 +446,14 @@ Status DiskQueue::recover() {
         if (ack >> value) acked_seq_ = value;
     }
     std::vector<std::filesystem::path> files;
-    for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
-        if (entry.path().extension() == ".seg") files.push_back(entry.path());
+    auto entries = list_directory(dir_);  // getdents64, as every listing of the agent's own
+    if (!entries) {
+        return fail(ErrorCode::kIo, fmt::format("queue: read {}: {}", dir_.string(),
+                                                std::strerror(entries.error().sys_errno)));
     }
-    if (ec) {
-        return fail(ErrorCode::kIo, fmt::format("queue: read {}: {}", dir_.string(), ec.message()));
+    for (const DirEntry& entry : *entries) {
+        if (std::filesystem::path(entry.name).extension() == ".seg")
+            files.push_back(dir_ / entry.name);
     }
     std::sort(files.begin(), files.end());
     uint64_t last_seq = acked_seq_;

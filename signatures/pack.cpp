@@ -8,6 +8,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "gpuguard/common/dir_entries.h"
 #include "gpuguard/common/read_file.h"
 #include "gpuguard/common/yaml_where.h"
 #include "gpuguard/signatures/signatures.h"
@@ -344,15 +345,16 @@ Result<Pack> load_builtin_pack() {
 
 Result<Pack> load_pack_directory(const std::filesystem::path& directory) {
     Pack pack;
-    std::error_code ec;
     for (const auto& [sub, extension] : {std::pair{"packs", ".yaml"}, std::pair{"yara", ".yar"}}) {
         std::vector<std::filesystem::path> files;
-        for (const auto& entry : std::filesystem::directory_iterator(directory / sub, ec)) {
-            if (entry.path().extension() == extension) files.push_back(entry.path());
+        auto entries = list_directory(directory / sub);
+        if (!entries) {
+            return fail(ErrorCode::kNotFound, "cannot list " + (directory / sub).string() + ": " +
+                                                  std::strerror(entries.error().sys_errno));
         }
-        if (ec) {
-            return fail(ErrorCode::kNotFound,
-                        "cannot list " + (directory / sub).string() + ": " + ec.message());
+        for (const DirEntry& entry : *entries) {
+            const auto path = directory / sub / entry.name;
+            if (path.extension() == extension) files.push_back(path);
         }
         std::sort(files.begin(), files.end());
         for (const auto& path : files) {

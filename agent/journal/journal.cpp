@@ -3,6 +3,7 @@
 // journal_incidents.cpp, their shared state journal_writer.h.
 #include "gpuguard/journal/journal.h"
 
+#include "gpuguard/common/dir_entries.h"
 #include "journal_writer.h"
 
 namespace gpuguard::agent::journal {
@@ -38,8 +39,8 @@ Result<std::unique_ptr<JournalWriter>> JournalWriter::open(
     Writer& w = *journal->writer_;
     w.gpu_devices = std::move(gpu_devices);
     w.realtime_offset_ns = monotonic_to_realtime_offset_ns();
-    for (const auto& entry : fs::directory_iterator(journal->options_.dir, ec)) {
-        if (auto sequence = segment_sequence(entry.path().filename().string())) {
+    for (const DirEntry& entry : entries_of(journal->options_.dir)) {
+        if (auto sequence = segment_sequence(entry.name)) {
             w.next_sequence = std::max(w.next_sequence, *sequence + 1);
         }
     }

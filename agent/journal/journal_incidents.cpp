@@ -1,10 +1,31 @@
 // Incident bundles: a detection's look-back window and what follows it,
 // written by the journal writer thread into incidents/, and their pruning.
 #include "codec_primitives.h"
+#include "gpuguard/common/dir_entries.h"
 #include "gpuguard/journal/journal_codec.h"
 #include "journal_writer.h"
 
 namespace gpuguard::agent::journal {
+namespace {
+
+// The bytes of the regular files under `dir`, listed with getdents64.
+uint64_t tree_bytes(const fs::path& dir, int depth = 0) {
+    uint64_t bytes = 0;
+    for (const DirEntry& entry : entries_of(dir)) {
+        const fs::path path = dir / entry.name;
+        std::error_code ec;
+        const auto status = fs::symlink_status(path, ec);
+        if (fs::is_directory(status) && depth < 8) {
+            bytes += tree_bytes(path, depth + 1);
+        } else if (fs::is_regular_file(status)) {
+            const auto size = fs::file_size(path, ec);
+            if (!ec) bytes += size;
+        }
+    }
+    return bytes;
+}
+
+}  // namespace
 
 // Incident bundles count toward retention_max_bytes but may hold at most
 // half of it, so neither a burst of incidents nor a busy journal pushes
@@ -18,17 +39,13 @@ uint64_t JournalWriter::Writer::prune_incidents(int64_t now, int64_t max_age_ns)
     };
     std::vector<Bundle> bundles;
     uint64_t total = 0;
-    std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(options.dir / "incidents", ec)) {
-        uint64_t size = 0;
-        std::error_code walk_ec;
-        for (const auto& file : fs::recursive_directory_iterator(entry.path(), walk_ec)) {
-            std::error_code size_ec;
-            if (file.is_regular_file(size_ec)) size += file.file_size(size_ec);
-        }
+    const fs::path incidents = options.dir / "incidents";
+    for (const DirEntry& entry : entries_of(incidents)) {
+        const fs::path bundle = incidents / entry.name;
+        const uint64_t size = tree_bytes(bundle);
         total += size;
-        if (incident && entry.path() == incident->dir) continue;  // still being written
-        bundles.push_back({mtime_unix_ns(entry.path()), entry.path(), size});
+        if (incident && bundle == incident->dir) continue;  // still being written
+        bundles.push_back({mtime_unix_ns(bundle), bundle, size});
     }
     std::sort(bundles.begin(), bundles.end(), [](const Bundle& a, const Bundle& b) {
         return std::tie(a.mtime_ns, a.dir) < std::tie(b.mtime_ns, b.dir);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "gpuguard/common/dir_entries.h"
 #include "gpuguard/common/read_file.h"
 #include "gpuguard/events/event_json.h"
 #include "gpuguard/journal/journal.h"
@@ -48,10 +49,9 @@ bool is_meta(RecordKind kind) {
 std::vector<fs::path> segment_files(const fs::path& dir) {
     std::vector<fs::path> files;
     std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(dir, ec)) {
-        if (entry.path().extension() == ".ggj" && entry.is_regular_file(ec)) {
-            files.push_back(entry.path());
-        }
+    for (const DirEntry& entry : entries_of(dir)) {
+        const fs::path path = dir / entry.name;
+        if (path.extension() == ".ggj" && fs::is_regular_file(path, ec)) files.push_back(path);
     }
     std::sort(files.begin(), files.end());  // seg-<zero-padded sequence>.ggj
     return files;

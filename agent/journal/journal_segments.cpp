@@ -1,5 +1,6 @@
 // The journal writer thread: records into segments (framing, zstd blocks,
 // snapshots), rotation, write failures and gaps, fsync and retention.
+#include "gpuguard/common/dir_entries.h"
 #include "journal_writer.h"
 
 namespace gpuguard::agent::journal {
@@ -426,13 +427,12 @@ void JournalWriter::Writer::enforce_retention() {
         uint64_t size;
     };
     std::vector<Segment> segments;
-    std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(options.dir, ec)) {
-        const auto sequence = segment_sequence(entry.path().filename().string());
+    for (const DirEntry& entry : entries_of(options.dir)) {
+        const auto sequence = segment_sequence(entry.name);
         if (!sequence) continue;
         std::error_code size_ec;
-        const auto bytes = entry.file_size(size_ec);
-        segments.push_back({*sequence, entry.path(), size_ec ? 0 : bytes});
+        const auto bytes = fs::file_size(options.dir / entry.name, size_ec);
+        segments.push_back({*sequence, options.dir / entry.name, size_ec ? 0 : bytes});
     }
     std::sort(segments.begin(), segments.end(),
               [](const Segment& a, const Segment& b) { return a.sequence < b.sequence; });

@@ -13,6 +13,7 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include "gpuguard/common/dir_entries.h"
 #include "gpuguard/common/logging.h"
 #include "gpuguard/sensor/sensor_support.h"
 
@@ -192,10 +193,10 @@ void PinDirectory::unpin_link(const std::string& name) {
 
 std::vector<std::string> PinDirectory::link_names(const std::string& prefix) const {
     std::vector<std::string> names;
-    std::error_code ec;
-    for (const auto& entry : std::filesystem::directory_iterator(path_ + "/links", ec)) {
-        const std::string name = entry.path().filename().string();
-        if (name.starts_with(prefix)) names.push_back(name);
+    auto entries = list_directory(path_ + "/links");  // getdents64: a preload cannot hide pins
+    if (!entries) return names;
+    for (const DirEntry& entry : *entries) {
+        if (entry.name.starts_with(prefix)) names.push_back(entry.name);
     }
     return names;
 }

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gpuguard/common/dir_entries.h"
+
 namespace gpuguard::agent {
 namespace {
 
@@ -174,8 +176,8 @@ ContainerNames::Entry ContainerNames::lookup(const ContainerInfo& container) con
         // One directory per containerd namespace (k8s.io, moby, default, ...).
         const fs::path tasks = root_ / "run/containerd/io.containerd.runtime.v2.task";
         std::error_code ec;
-        for (const auto& ns : fs::directory_iterator(tasks, ec)) {
-            const fs::path config_path = ns.path() / id / "config.json";
+        for (const DirEntry& ns : entries_of(tasks)) {
+            const fs::path config_path = tasks / ns.name / id / "config.json";
             if (!fs::exists(config_path, ec)) continue;
             entry.source = config_path;
             if (const auto config = read_json(config_path)) {

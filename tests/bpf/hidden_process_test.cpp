@@ -173,6 +173,40 @@ TEST_F(HiddenProcessTest, ld_so_preload_hider_in_a_mount_namespace_is_named) {
     EXPECT_FALSE(fs::exists("/etc/ld.so.preload")) << "the host's /etc was never written";
 }
 
+// A careless hider leaves errno set at the end of every listing: libc
+// callers that check it (ls, std::filesystem) take each listing for a
+// failure. The agent under it lists its rule drop-ins, its journal and /proc
+// with getdents64: it starts, applies the drop-in, and still finds the
+// hidden process (it failed to start before: "cannot list .../rules.d").
+TEST_F(HiddenProcessTest, a_sloppy_hider_leaving_errno_set_does_not_stop_the_agent) {
+    auto prefix = ld_preload_prefix();
+    prefix.push_back("GG_HIDE_SLOPPY_ERRNO=1");
+    const auto hooked_ls = run_command(concat(prefix, {"/bin/ls", rules_dir_.string()}), 10s);
+    EXPECT_NE(hooked_ls.exit_code, 0) << "ls under the careless hook: " << hooked_ls.stdout_text;
+    std::ofstream(rules_dir_ / "60-local.yaml") << R"(rules:
+  - id: local-sloppy-probe
+    name: A name of this test's own
+    severity: critical
+    confidence: 0.9
+    action: alert
+    process_name: ["gg-sloppy-*"]
+)";
+    OwnChild probe(start_child(comm_, {}));
+    ASSERT_GT(probe.pid, 0);
+    Subprocess agent(
+        concat(prefix, {GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"}));
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
+    ASSERT_TRUE(wait_for_detection(agent, probe.pid, "GG-CORR-0017", time_bound(10s)))
+        << agent.stderr_text();
+    const pid_t named = start_child("gg-sloppy-1", {});
+    gpuguard::testing::ChildReaper reap(named);
+    auto detection = wait_for_detection(agent, named, "GG-CORR-0001", time_bound(10s));
+    ASSERT_TRUE(detection) << agent.stderr_text();
+    EXPECT_EQ((*detection)["gpuguard"]["detection"]["signature_ids"][0], "local-sloppy-probe");
+    EXPECT_EQ(agent.stderr_text().find("cannot list"), std::string::npos) << agent.stderr_text();
+    ASSERT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+}
+
 TEST_F(HiddenProcessTest, without_a_hiding_library_nothing_is_hidden) {
     Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
     ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();

@@ -2,9 +2,13 @@
 // tests (hidden_process_test.cpp): preloaded (LD_PRELOAD or ld.so.preload),
 // its readdir and readdir64 skip the entries of /proc whose process name
 // (/proc/PID/comm) is GG_HIDE_COMM from the environment. Everything else
-// passes through to libc's own (dlsym(RTLD_NEXT)).
+// passes through to libc's own (dlsym(RTLD_NEXT)). With GG_HIDE_SLOPPY_ERRNO
+// set it is a careless one, as many are: the end of every listing comes
+// with errno left at ENOENT (from its own open of a /proc/PID/comm that
+// vanished), which a careful caller of readdir takes for a failed listing.
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <errno.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -41,6 +45,7 @@ struct dirent* readdir(DIR* dirp) {
     struct dirent* entry;
     while ((entry = real(dirp)) && hidden_entry(dirp, entry->d_name)) {
     }
+    if (!entry && getenv("GG_HIDE_SLOPPY_ERRNO")) errno = ENOENT;
     return entry;
 }
 
@@ -50,5 +55,6 @@ struct dirent64* readdir64(DIR* dirp) {
     struct dirent64* entry;
     while ((entry = real(dirp)) && hidden_entry(dirp, entry->d_name)) {
     }
+    if (!entry && getenv("GG_HIDE_SLOPPY_ERRNO")) errno = ENOENT;
     return entry;
 }
