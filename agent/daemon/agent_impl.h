@@ -110,6 +110,10 @@ struct Agent::Impl {
     // Pins and BPF objects the agent keeps an eye on (agent_trust.cpp).
     uint64_t next_pin_check_ns = 0;                // monotonic (under mutex)
     std::map<std::string, TaskInfo> pin_removers;  // pin file -> who the kernel saw remove it
+    // Pins the check found missing before the kernel's report of who removed
+    // them came (the unlink's event trails the unlink): reported once it
+    // comes or the grace ends (pin file -> the pin, when the grace ends).
+    std::map<std::string, std::pair<MissingPin, uint64_t>> unattributed_pins;
     std::unique_ptr<ProcessIoSampler> process_io;  // GPU processes' writes, per sample
     uint64_t detections_total = 0;
     uint64_t rule_reloads_rejected = 0;
@@ -198,6 +202,7 @@ struct Agent::Impl {
     // agent_tamper "pin_removed"; the tamper hook's list of the agent's BPF
     // objects follows the links it holds. Under `mutex`.
     void check_pins(uint64_t now_ns);
+    void report_pin(const MissingPin& pin, const TaskInfo* remover, uint64_t now_ns);
     // The kernel saw a process remove one of the agent's pins (file_change
     // of kind agent_pins): remember who, check at once.
     void note_pin_change(const Event& event, const FileChange& change);

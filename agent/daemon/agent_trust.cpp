@@ -14,6 +14,9 @@ namespace {
 
 constexpr char kRunMarkerName[] = "agent.run";
 constexpr uint64_t kPinCheckIntervalNs = 5'000'000'000ull;
+// How long a pin found missing waits for the kernel's report of its unlink
+// (which trails the unlink itself) before it is reported as found missing.
+constexpr uint64_t kPinRemoverGraceNs = 300'000'000ull;
 
 }  // namespace
 
@@ -100,28 +103,45 @@ void Agent::Impl::check_pins(uint64_t now_ns) {
     if (!pins) return;
     // What the kernel saw so far first: an unlink it reported names the remover.
     if (sensor) (void)sensor->poll(std::chrono::milliseconds(0));
-    for (const MissingPin& pin : pins->restore_missing()) {
-        Event event;
-        event.ts_ns = now_ns;
-        AgentTamper tamper;
-        tamper.kind = "pin_removed";
-        tamper.agent_pid = static_cast<uint32_t>(getpid());
-        tamper.detail = pin.file + (pin.restored ? " (pinned again)"
-                                                 : " (could not pin it again: " + pin.error + ")");
-        // The remover when the kernel saw the unlink, else the agent found it.
-        if (auto remover = pin_removers.find(pin.file); remover != pin_removers.end()) {
-            event.task = remover->second;
-            tamper.detail += ", removed by " + remover->second.comm;
-        } else {
-            event.task.pid = event.task.tid = tamper.agent_pid;
-            event.task.comm = "gpuguard";
-            tamper.detail += ", found missing by the agent's check";
+    for (MissingPin& pin : pins->restore_missing()) {
+        // Pinned again at once; reported once the remover is known, or the
+        // grace for the kernel's report of the unlink has passed.
+        unattributed_pins.try_emplace(pin.file, std::move(pin), now_ns + kPinRemoverGraceNs);
+    }
+    for (auto entry = unattributed_pins.begin(); entry != unattributed_pins.end();) {
+        const auto& [pin, grace_end_ns] = entry->second;
+        const auto remover = pin_removers.find(pin.file);
+        if (remover == pin_removers.end() && now_ns < grace_end_ns) {
+            next_pin_check_ns = std::min(next_pin_check_ns, grace_end_ns);
+            ++entry;
+            continue;
         }
-        logger("agent")->warn("pin {}", tamper.detail);
-        event.data = std::move(tamper);
-        on_event(event);
+        report_pin(pin, remover == pin_removers.end() ? nullptr : &remover->second, now_ns);
+        entry = unattributed_pins.erase(entry);
     }
     pin_removers.clear();
+}
+
+void Agent::Impl::report_pin(const MissingPin& pin, const TaskInfo* remover, uint64_t now_ns) {
+    Event event;
+    event.ts_ns = now_ns;
+    AgentTamper tamper;
+    tamper.kind = "pin_removed";
+    tamper.agent_pid = static_cast<uint32_t>(getpid());
+    tamper.detail = pin.file + (pin.restored ? " (pinned again)"
+                                             : " (could not pin it again: " + pin.error + ")");
+    // The remover when the kernel saw the unlink, else the agent found it.
+    if (remover) {
+        event.task = *remover;
+        tamper.detail += ", removed by " + remover->comm;
+    } else {
+        event.task.pid = event.task.tid = tamper.agent_pid;
+        event.task.comm = "gpuguard";
+        tamper.detail += ", found missing by the agent's check";
+    }
+    logger("agent")->warn("pin {}", tamper.detail);
+    event.data = std::move(tamper);
+    on_event(event);
 }
 
 }  // namespace gpuguard::agent
