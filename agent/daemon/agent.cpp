@@ -88,6 +88,7 @@ Result<std::unique_ptr<Agent>> Agent::start(AgentOptions options) {
     impl->build_pipeline();
     impl->judge_running_processes();
     impl->mark_run();
+    impl->report_own_preloads();
     return std::unique_ptr<Agent>(new Agent(std::move(impl)));
 }
 

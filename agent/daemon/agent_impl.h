@@ -202,6 +202,8 @@ struct Agent::Impl {
     // agent_tamper "pin_removed"; the tamper hook's list of the agent's BPF
     // objects follows the links it holds. Under `mutex`.
     void check_pins(uint64_t now_ns);
+    // Libraries preloaded into the agent itself, each an agent_tamper event.
+    void report_own_preloads();
     void report_pin(const MissingPin& pin, const TaskInfo* remover, uint64_t now_ns);
     // The kernel saw a process remove one of the agent's pins (file_change
     // of kind agent_pins): remember who, check at once.

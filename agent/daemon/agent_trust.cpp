@@ -8,6 +8,7 @@
 
 #include "agent_impl.h"
 #include "gpuguard/events/agent_tamper.h"
+#include "gpuguard/state/proc_listing.h"
 
 namespace gpuguard::agent {
 namespace {
@@ -84,6 +85,29 @@ void Agent::Impl::mark_run() {
         return;
     }
     run_marker.emplace(std::move(marker).value());
+}
+
+void Agent::Impl::report_own_preloads() {
+    HiddenCheckOptions where;
+    where.proc_root = options.proc_root;
+    std::error_code ec;
+    const std::string exe = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+    for (const OwnPreload& preload : own_preloads(where)) {
+        Event event;
+        event.ts_ns = monotonic_ns();
+        event.task.pid = event.task.tid = static_cast<uint32_t>(getpid());
+        event.task.comm = "gpuguard";
+        AgentTamper tamper;
+        tamper.kind = "preloaded";
+        tamper.agent_pid = event.task.pid;
+        tamper.exe = exe;
+        tamper.detail = preload.how;
+        event.data = std::move(tamper);
+        logger("agent")->warn("{}",
+                              describe_agent_tamper(event.task, std::get<AgentTamper>(event.data)));
+        std::lock_guard lock(mutex);
+        on_event(event);
+    }
 }
 
 void Agent::Impl::note_pin_change(const Event& event, const FileChange& change) {

@@ -67,6 +67,9 @@ std::string describe_agent_tamper(const TaskInfo& task, const AgentTamper& tampe
         return bpf_command_name(tamper.command) + " on " + agent + "'s programs by " +
                sender(task, tamper) + (tamper.detail.empty() ? "" : " (" + tamper.detail + ")");
     }
+    if (tamper.kind == "preloaded") {
+        return tamper.detail + ": loaded into " + agent + " before its own code";
+    }
     if (tamper.kind == "pin_removed") {
         return "pin " + tamper.detail + " of " + agent + " removed" +
                (task.pid == tamper.agent_pid ? "" : " by " + sender(task, tamper));

@@ -148,6 +148,20 @@ Result<std::vector<uint32_t>> libc_listed_pids(const fs::path& proc_root) {
     return pids;
 }
 
+std::vector<OwnPreload> own_preloads(const HiddenCheckOptions& options) {
+    std::vector<OwnPreload> out;
+    if (auto text = read_file(options.etc_root / "etc/ld.so.preload")) {
+        for (auto& library : preload_file_libraries(*text)) {
+            out.push_back(
+                {library, "/etc/ld.so.preload (the agent's mount namespace) preloads " + library});
+        }
+    }
+    for (auto& library : environ_preload(options.proc_root / "self/environ")) {
+        out.push_back({library, "LD_PRELOAD of the agent names " + library});
+    }
+    return out;
+}
+
 void find_hiding_mechanism(const HiddenCheckOptions& options, uint32_t pid, HiddenProcess& hidden) {
     const fs::path pid_dir = options.proc_root / std::to_string(pid);
     const std::pair<fs::path, std::string> preload_files[] = {

@@ -95,6 +95,30 @@ TEST_F(AgentDetectTest, miner_on_gpu_connecting_to_pool_is_detected_within_100ms
     EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
 }
 
+// Configuration management writes rules right after starting the service:
+// a drop-in written the moment the agent says "ready" is applied (the
+// watches are in place before it), not lost until a later change.
+TEST_F(AgentDetectTest, a_drop_in_written_right_at_ready_is_applied) {
+    Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
+    std::ofstream(rules_dir_ / "60-local.yaml") << R"(rules:
+  - id: local-ready-miner
+    name: A name of this test's own
+    severity: critical
+    confidence: 0.9
+    action: alert
+    process_name: ["gg-ready-*"]
+)";
+    ASSERT_TRUE(agent.wait_for_stderr("from the built-in pack and 1 file(s)", 5s))
+        << agent.stderr_text();
+    const pid_t named = start_child("gg-ready-1", {});
+    ChildReaper reap(named);
+    auto detection = wait_for_detection(agent, named, "GG-CORR-0001", 5s);
+    ASSERT_TRUE(detection) << agent.stderr_text();
+    EXPECT_EQ((*detection)["gpuguard"]["detection"]["signature_ids"][0], "local-ready-miner");
+    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+}
+
 TEST_F(AgentDetectTest, rule_changes_apply_live_and_broken_ones_are_rejected_with_an_alert) {
     Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
     ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();

@@ -176,8 +176,9 @@ TEST_F(HiddenProcessTest, ld_so_preload_hider_in_a_mount_namespace_is_named) {
 // A careless hider leaves errno set at the end of every listing: libc
 // callers that check it (ls, std::filesystem) take each listing for a
 // failure. The agent under it lists its rule drop-ins, its journal and /proc
-// with getdents64: it starts, applies the drop-in, and still finds the
-// hidden process (it failed to start before: "cannot list .../rules.d").
+// with getdents64: it starts, applies the drop-in, still finds the hidden
+// process (it failed to start before: "cannot list .../rules.d"), and
+// reports the library preloaded into it.
 TEST_F(HiddenProcessTest, a_sloppy_hider_leaving_errno_set_does_not_stop_the_agent) {
     auto prefix = ld_preload_prefix();
     prefix.push_back("GG_HIDE_SLOPPY_ERRNO=1");
@@ -204,6 +205,14 @@ TEST_F(HiddenProcessTest, a_sloppy_hider_leaving_errno_set_does_not_stop_the_age
     ASSERT_TRUE(detection) << agent.stderr_text();
     EXPECT_EQ((*detection)["gpuguard"]["detection"]["signature_ids"][0], "local-sloppy-probe");
     EXPECT_EQ(agent.stderr_text().find("cannot list"), std::string::npos) << agent.stderr_text();
+    // And the library in the agent itself is reported, named (GG-CORR-0022),
+    // at its start: among the lines the waits above read.
+    const auto preloaded = detections_for({agent.pid()}, "GG-CORR-0022");
+    ASSERT_EQ(preloaded.size(), 1u) << agent.stderr_text();
+    EXPECT_NE(preloaded[0].find(std::string("LD_PRELOAD of the agent names ") +
+                                GPUGUARD_HIDE_LIBRARY),
+              std::string::npos)
+        << preloaded[0];
     ASSERT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
 }
 

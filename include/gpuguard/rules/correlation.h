@@ -76,8 +76,8 @@ enum class LibrarySign { kTemporary, kRecent, kOthersCanWrite, kMinerSignature }
 const char* to_string(LibrarySign sign);
 
 // The kinds of agent_tamper events a rule's `agent_tamper:` may name.
-inline constexpr const char* kAgentTamperKinds[] = {"stop", "signal", "bpf_command", "pin_removed",
-                                                    "down"};
+inline constexpr const char* kAgentTamperKinds[] = {"stop",        "signal", "bpf_command",
+                                                    "pin_removed", "down",   "preloaded"};
 // Which of the locations `exe` (a resolved /proc/PID/exe or exec filename) is
 // in; `exe_package` is what owns a deleted exe's path ("" nothing).
 std::vector<ExeLocation> exe_locations(std::string_view exe, std::string_view exe_package = {});

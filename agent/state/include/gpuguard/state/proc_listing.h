@@ -44,6 +44,16 @@ struct HiddenCheckOptions {
     bool signal_probe = true;
 };
 
+// A library preloaded into this process (the agent): its own LD_PRELOAD
+// (proc_root/self/environ) or the /etc/ld.so.preload of its mount namespace
+// (etc_root). `how`: "LD_PRELOAD of the agent names LIB", "/etc/ld.so.preload
+// (the agent's mount namespace) preloads LIB".
+struct OwnPreload {
+    std::string library;
+    std::string how;
+};
+std::vector<OwnPreload> own_preloads(const HiddenCheckOptions& options);
+
 // One comparison of the kernel's view of the processes with libc's. Cheap
 // enough to run every few seconds: one getdents64 and one readdir pass over
 // /proc, and more only for a suspect.
