@@ -30,9 +30,10 @@ class SustainedUtilization final : public Condition {
         // must carry a reading.
         if (evidence.usage.front().ts_ns > since) return false;
         const bool every = condition_.by == rules::UtilizationStatistic::kEvery;
-        double lowest = 100;
-        size_t samples = 0;
-        std::vector<double> readings;
+        const bool percentile = condition_.by == rules::UtilizationStatistic::kPercentile;
+        double lowest = 100, sum = 0;
+        size_t samples = 0, readings = 0;
+        std::vector<double> kept;  // the readings, for a percentile only
         for (auto sample = evidence.usage.rbegin(); sample != evidence.usage.rend(); ++sample) {
             ++samples;
             if (sample->compute_percent) {
@@ -40,26 +41,26 @@ class SustainedUtilization final : public Condition {
                 // that is not ends it.
                 if (every && *sample->compute_percent <= condition_.above_percent) return false;
                 lowest = std::min(lowest, *sample->compute_percent);
-                readings.push_back(*sample->compute_percent);
+                sum += *sample->compute_percent;
+                ++readings;
+                if (percentile) kept.push_back(*sample->compute_percent);
             }
             if (sample->ts_ns <= since) break;
         }
-        if (readings.empty() || readings.size() * 2 < samples) return false;
+        if (readings == 0 || readings * 2 < samples) return false;
         std::string summary;
         if (!every) {
-            const double value = statistic(readings);
+            const double mean = sum / static_cast<double>(readings);
+            const double value = percentile ? nearest_rank(kept) : mean;
             if (value <= condition_.above_percent) return false;
-            double mean = 0;
-            for (double reading : readings) mean += reading;
-            mean /= static_cast<double>(readings.size());
             char text[120];
-            if (condition_.by == rules::UtilizationStatistic::kMean) {
-                snprintf(text, sizeof(text), "compute mean %.0f%% (lowest %.0f%%) above %.0f%%",
-                         mean, lowest, condition_.above_percent);
-            } else {
+            if (percentile) {
                 snprintf(text, sizeof(text),
                          "compute p%d %.0f%% (mean %.0f%%, lowest %.0f%%) above %.0f%%",
                          condition_.percentile, value, mean, lowest, condition_.above_percent);
+            } else {
+                snprintf(text, sizeof(text), "compute mean %.0f%% (lowest %.0f%%) above %.0f%%",
+                         mean, lowest, condition_.above_percent);
             }
             summary = text;
         }
@@ -80,9 +81,9 @@ class SustainedUtilization final : public Condition {
                   : snprintf(text, sizeof(text), "%s for %llds with %ld new connections",
                              summary.c_str(), static_cast<long long>(condition_.duration.count()),
                              static_cast<long>(connects));
-        if (readings.size() < samples && length > 0 && static_cast<size_t>(length) < sizeof(text)) {
+        if (readings < samples && length > 0 && static_cast<size_t>(length) < sizeof(text)) {
             snprintf(text + length, sizeof(text) - length, "; %zu of %zu samples without a reading",
-                     samples - readings.size(), samples);
+                     samples - readings, samples);
         }
         in.extra.push_back(
             Evidence{context.ts_ns, "telemetry", "telemetry", "", "utilization", text});
@@ -90,14 +91,9 @@ class SustainedUtilization final : public Condition {
     }
 
   private:
-    // The mean or the percentile (nearest rank: p10 is the reading that nine
-    // in ten are at or above) of `readings`, which it reorders.
-    double statistic(std::vector<double>& readings) const {
-        if (condition_.by == rules::UtilizationStatistic::kMean) {
-            double sum = 0;
-            for (double reading : readings) sum += reading;
-            return sum / static_cast<double>(readings.size());
-        }
+    // The condition's percentile of `readings` by nearest rank (p10 is the
+    // reading that nine in ten are at or above); reorders them.
+    double nearest_rank(std::vector<double>& readings) const {
         const size_t rank = static_cast<size_t>(
             std::ceil(condition_.percentile / 100.0 * static_cast<double>(readings.size())));
         const size_t index = rank == 0 ? 0 : rank - 1;
