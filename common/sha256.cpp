@@ -24,18 +24,20 @@ std::string to_hex(const unsigned char* digest, unsigned int length) {
     return out;
 }
 
-}  // namespace
-
-std::string sha256_hex(std::string_view bytes) {
+std::string digest_hex(std::string_view bytes, const EVP_MD* algorithm) {
     unsigned char digest[EVP_MAX_MD_SIZE];
     unsigned int length = 0;
-    EVP_Digest(bytes.data(), bytes.size(), digest, &length, EVP_sha256(), nullptr);
+    EVP_Digest(bytes.data(), bytes.size(), digest, &length, algorithm, nullptr);
     return to_hex(digest, length);
 }
 
-namespace {
+}  // namespace
 
-Result<std::string> digest_file(const std::filesystem::path& path, const EVP_MD* algorithm) {
+std::string sha256_hex(std::string_view bytes) { return digest_hex(bytes, EVP_sha256()); }
+
+std::string md5_hex(std::string_view bytes) { return digest_hex(bytes, EVP_md5()); }
+
+Result<std::string> sha256_file(const std::filesystem::path& path) {
     const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd) {
         const int err = errno;
@@ -43,7 +45,7 @@ Result<std::string> digest_file(const std::filesystem::path& path, const EVP_MD*
     }
     std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> context(EVP_MD_CTX_new(),
                                                                     &EVP_MD_CTX_free);
-    EVP_DigestInit_ex(context.get(), algorithm, nullptr);
+    EVP_DigestInit_ex(context.get(), EVP_sha256(), nullptr);
     char buffer[1 << 16];
     for (;;) {
         const ssize_t n = ::read(fd.get(), buffer, sizeof(buffer));
@@ -59,16 +61,6 @@ Result<std::string> digest_file(const std::filesystem::path& path, const EVP_MD*
     unsigned int length = 0;
     EVP_DigestFinal_ex(context.get(), digest, &length);
     return to_hex(digest, length);
-}
-
-}  // namespace
-
-Result<std::string> sha256_file(const std::filesystem::path& path) {
-    return digest_file(path, EVP_sha256());
-}
-
-Result<std::string> md5_file(const std::filesystem::path& path) {
-    return digest_file(path, EVP_md5());
 }
 
 }  // namespace gpuguard

@@ -49,6 +49,7 @@ struct FileKey {
 struct Verdict {
     std::string sha256;
     std::vector<std::string> rules;
+    std::string md5;
 };
 
 ErrorCode code_for_errno(int err) {
@@ -155,6 +156,7 @@ struct YaraScanner::Impl {
             std::lock_guard lock(mutex);
             if (const auto it = by_file.find(key); it != by_file.end()) {
                 report.sha256 = it->second.sha256;
+                report.md5 = it->second.md5;
                 report.rules = it->second.rules;
                 report.from_cache = true;
                 fill_signatures(report);
@@ -176,12 +178,13 @@ struct YaraScanner::Impl {
         }
         bytes.resize(done);
         report.sha256 = sha256_hex(bytes);
+        report.md5 = md5_hex(bytes);
         {
             std::lock_guard lock(mutex);
             if (const auto it = by_sha256.find(report.sha256); it != by_sha256.end()) {
                 report.rules = it->second;
                 report.from_cache = true;
-                by_file[key] = {report.sha256, report.rules};
+                by_file[key] = {report.sha256, report.rules, report.md5};
                 fill_signatures(report);
                 return report;
             }
@@ -191,7 +194,7 @@ struct YaraScanner::Impl {
         if (!error.empty()) return fail(ErrorCode::kInternal, path + ": " + error);
         {
             std::lock_guard lock(mutex);
-            by_file[key] = {report.sha256, report.rules};
+            by_file[key] = {report.sha256, report.rules, report.md5};
             by_sha256[report.sha256] = report.rules;
         }
         fill_signatures(report);

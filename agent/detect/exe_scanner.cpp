@@ -3,7 +3,6 @@
 #include <sys/stat.h>
 
 #include "gpuguard/common/logging.h"
-#include "gpuguard/common/sha256.h"
 #include "gpuguard/state/package_owner.h"
 
 namespace gpuguard::agent {
@@ -34,7 +33,8 @@ ExeScanStats ExeScanWorker::stats() const {
     return stats;
 }
 
-void ExeScanWorker::check_package(const std::string& pid_dir, ExeScan& result) const {
+void ExeScanWorker::check_package(const std::string& pid_dir, const std::string& md5,
+                                  ExeScan& result) const {
     // The agent's own executable carries the signature pack's strings.
     struct stat exe {
     }, own{};
@@ -44,11 +44,10 @@ void ExeScanWorker::check_package(const std::string& pid_dir, ExeScan& result) c
         result.package_check = "agent";
         return;
     }
-    // The file the process runs (through /proc/PID/exe: a container's own, a
-    // replaced one), against what its own root's package database recorded.
-    auto md5 = md5_file(pid_dir + "/exe");
-    if (!md5) return;
-    const PackageFileCheck check = check_package_file(pid_dir + "/root", result.path, *md5);
+    // The bytes the process runs (the scan read them through /proc/PID/exe:
+    // a container's own, a replaced one), against what its own root's
+    // package database recorded.
+    const PackageFileCheck check = check_package_file(pid_dir + "/root", result.path, md5);
     result.package = check.owner;
     result.package_check = check.check;
 }
@@ -83,7 +82,7 @@ Event ExeScanWorker::scan(const ProcessWorker::Request& request) {
         result.size = report->size;
         result.rules = report->rules;
         result.signature_ids = report->signature_ids;
-        check_package(pid_dir, result);
+        check_package(pid_dir, report->md5, result);
     } else {
         result.error = report.error().message;
     }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "gpuguard/signatures/signatures.h"
+#include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
 
 namespace gpuguard::signatures {
@@ -95,6 +96,14 @@ TEST_F(YaraScannerTest, caches_by_file_identity_and_by_sha256) {
     EXPECT_EQ(copy->rules, first->rules);
     EXPECT_FALSE(copy->rules.empty());
     EXPECT_EQ(scanner_->cache_entries(), 2u);
+    // The bytes' MD5 (for dpkg's md5sums) comes with every verdict, cached or not.
+    const auto md5sum = gpuguard::testing::run_command({"/usr/bin/md5sum", (dir_ / "a").string()},
+                                                       std::chrono::seconds(10));
+    ASSERT_EQ(md5sum.exit_code, 0);
+    const std::string expected = md5sum.stdout_text.substr(0, 32);
+    EXPECT_EQ(first->md5, expected);
+    EXPECT_EQ(again->md5, expected);
+    EXPECT_EQ(copy->md5, expected);
 }
 
 TEST_F(YaraScannerTest, a_changed_file_is_scanned_again) {

@@ -181,6 +181,7 @@ struct YaraOptions {
 struct YaraReport {
     std::string path;    // what was opened
     std::string sha256;  // lowercase hex of the scanned bytes
+    std::string md5;     // the same bytes' MD5 (to compare with a package's md5sums)
     uint64_t size = 0;
     std::vector<std::string> rules;          // YARA rules that hit, sorted
     std::vector<std::string> signature_ids;  // pack signatures naming those rules

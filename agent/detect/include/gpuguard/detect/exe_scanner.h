@@ -50,8 +50,9 @@ class ExeScanWorker {
   private:
     void work(ProcessWorker::Request& request);
     Event scan(const ProcessWorker::Request& request);
-    // ExeScan::package and package_check of the executable just scanned.
-    void check_package(const std::string& pid_dir, ExeScan& result) const;
+    // ExeScan::package and package_check of the executable just scanned,
+    // whose bytes had the MD5 sum `md5`.
+    void check_package(const std::string& pid_dir, const std::string& md5, ExeScan& result) const;
 
     signatures::YaraScanner scanner_;
     Deliver deliver_;
