@@ -61,8 +61,9 @@ enum gg_event_type {
 	GG_EVENT_NET_PAYLOAD = 8,  /* first bytes of socket traffic (bpf/payload.h) */
 	GG_EVENT_FILE_CHANGE = 9,  /* a watched file changed (ABI 1.5) */
 	GG_EVENT_MODULE_LOAD = 10, /* a kernel module was loaded (module:module_load), ABI 1.5 */
-	GG_EVENT_AGENT_SIGNAL = 11, /* another process signalled the agent (signal_generate), ABI 1.6 */
-	GG_EVENT_BPF_COMMAND = 12,  /* another process detached BPF programs (bpf(2)), ABI 1.6 */
+	GG_EVENT_AGENT_SIGNAL =
+		11, /* another process signalled the agent (signal_generate), ABI 1.6 */
+	GG_EVENT_BPF_COMMAND = 12, /* another process detached BPF programs (bpf(2)), ABI 1.6 */
 	GG_EVENT_TYPE_MAX,	   /* size of per-type arrays */
 };
 
@@ -186,6 +187,13 @@ struct gg_gpu_proc {
 	__u64 net_sends;      /* send calls on INET sockets since it was marked */
 };
 GG_STATIC_ASSERT(sizeof(struct gg_gpu_proc) == 32, "gg_gpu_proc ABI");
+
+/* Value of watched_tgids: its sends, counted as gg_gpu_proc counts a GPU process's. */
+struct gg_watched_proc {
+	__u64 net_send_bytes; /* bytes sent on INET sockets since it was watched */
+	__u64 net_sends;      /* send calls on INET sockets since it was watched */
+};
+GG_STATIC_ASSERT(sizeof(struct gg_watched_proc) == 16, "gg_watched_proc ABI");
 
 enum gg_gpu_proc_flags {
 	GG_PROC_IOCTL_REPORTED = 1 << 0, /* its first GPU ioctl was emitted */
@@ -384,14 +392,13 @@ struct gg_agent_signal_event {
 	struct gg_event_header hdr;
 	struct gg_task_info task;
 	__s32 sig;
-	__s32 code;	  /* si_code: SI_USER (kill), SI_TKILL (tgkill), SI_QUEUE (sigqueue) */
-	__s32 result;	  /* TRACE_SIGNAL_*: 0 delivered, 1 ignored, 2 already pending, ... */
+	__s32 code;	   /* si_code: SI_USER (kill), SI_TKILL (tgkill), SI_QUEUE (sigqueue) */
+	__s32 result;	   /* TRACE_SIGNAL_*: 0 delivered, 1 ignored, 2 already pending, ... */
 	__u32 target_tgid; /* the agent */
 	__u32 target_pid;  /* the agent's thread it was generated for */
 	__u32 _pad;
 };
-GG_STATIC_ASSERT(sizeof(struct gg_agent_signal_event) == 16 + 48 + 24,
-		 "gg_agent_signal_event ABI");
+GG_STATIC_ASSERT(sizeof(struct gg_agent_signal_event) == 16 + 48 + 24, "gg_agent_signal_event ABI");
 
 /*
  * Another process than the agent called bpf(2) with BPF_LINK_DETACH or

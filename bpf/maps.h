@@ -96,7 +96,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, GG_MAX_WATCHED_TGIDS);
 	__type(key, __u32);
-	__type(value, __u8);
+	__type(value, struct gg_watched_proc);
 } watched_tgids SEC(".maps") __weak;
 
 /* enum gg_net_watch_armed bits, written by the agent through the skeleton's

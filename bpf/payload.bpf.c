@@ -22,9 +22,10 @@
  * see whether the peer is port 53.
  *
  * Send accounting: every send of a GPU process on an INET socket adds its
- * bytes and one call to the process's gpu_tgids entry (both variants, before
- * any sampling budget), so the agent can tell a quiet process's small
- * periodic writes from a data stream (GG-CORR-0009).
+ * bytes and one call to the process's gpu_tgids entry, a watched process's
+ * to its watched_tgids entry (both variants, before any sampling budget), so
+ * the agent can tell a quiet process's small periodic writes from a data
+ * stream (GG-CORR-0009, GG-CORR-0023).
  *
  * Bounded: per (process, socket) the first cfg_payload_msgs messages of each
  * direction; a TCP flow whose first sent byte is '{' (JSON-RPC: Stratum v1
@@ -100,15 +101,26 @@ struct payload_peer {
 
 static __always_inline bool payload__sock(struct sock *sk, __u16 type, struct payload_peer *peer);
 
-/* Counts a send of @len bytes on an INET socket, if @tgid is a GPU process. */
+/*
+ * Counts a send of @len bytes on an INET socket, if @tgid is a GPU process
+ * or one the agent watches (a busy or flagged process). Only processes in
+ * net_watch_tgids get here.
+ */
 static __always_inline void payload__count_send(__u32 tgid, __u64 len)
 {
 	struct gg_gpu_proc *proc = bpf_map_lookup_elem(&gpu_tgids, &tgid);
+	struct gg_watched_proc *watched;
 
-	if (!proc)
+	if (proc) {
+		__sync_fetch_and_add(&proc->net_send_bytes, len);
+		__sync_fetch_and_add(&proc->net_sends, 1);
 		return;
-	__sync_fetch_and_add(&proc->net_send_bytes, len);
-	__sync_fetch_and_add(&proc->net_sends, 1);
+	}
+	watched = bpf_map_lookup_elem(&watched_tgids, &tgid);
+	if (!watched)
+		return;
+	__sync_fetch_and_add(&watched->net_send_bytes, len);
+	__sync_fetch_and_add(&watched->net_sends, 1);
 }
 
 /* The INET socket behind @fd of the current task, with its addresses. */

@@ -171,6 +171,10 @@ int RuleReader::read_conditions(const YAML::Node& when, const std::string& path,
             read_sustained_utilization(node, path + ".sustained_utilization");
         ++conditions;
     }
+    if (const YAML::Node node = when["sustained_cpu"]) {
+        rule.sustained_cpu = read_sustained_cpu(node, path + ".sustained_cpu");
+        ++conditions;
+    }
     if (const YAML::Node node = when["quiet_io"]) {
         rule.quiet_io = read_quiet_io(node, path + ".quiet_io");
         ++conditions;
@@ -254,26 +258,8 @@ SustainedUtilizationCondition RuleReader::read_sustained_utilization(const YAML:
                 condition.above_percent = *value;
             }
         }
-        if (node["by"]) {
-            const auto text = diag_.scalar(node["by"], where + ".by");
-            int percentile = 0;
-            char extra = 0;
-            if (text && *text == "every") {
-                condition.by = UtilizationStatistic::kEvery;
-            } else if (text && *text == "mean") {
-                condition.by = UtilizationStatistic::kMean;
-            } else if (text && std::sscanf(text->c_str(), "p%d%c", &percentile, &extra) == 1 &&
-                       percentile >= 1 && percentile <= 99 &&
-                       *text == "p" + std::to_string(percentile)) {
-                condition.by = UtilizationStatistic::kPercentile;
-                condition.percentile = percentile;
-            } else if (text) {
-                diag_.error(node["by"], where +
-                                            ".by: must be every, mean or a percentile p1..p99 "
-                                            "(p10: nine readings in ten above), got '" +
-                                            *text + "'");
-            }
-        }
+        if (node["by"])
+            read_statistic(node["by"], where + ".by", condition.by, condition.percentile);
         if (node["for"]) {
             if (auto value = duration(node["for"], where + ".for")) {
                 condition.duration = *value;
@@ -293,11 +279,57 @@ SustainedUtilizationCondition RuleReader::read_sustained_utilization(const YAML:
     return condition;
 }
 
+void RuleReader::read_statistic(const YAML::Node& node, const std::string& where,
+                                UtilizationStatistic& by, int& percentile) {
+    const auto text = diag_.scalar(node, where);
+    int number = 0;
+    char extra = 0;
+    if (text && *text == "every") {
+        by = UtilizationStatistic::kEvery;
+    } else if (text && *text == "mean") {
+        by = UtilizationStatistic::kMean;
+    } else if (text && std::sscanf(text->c_str(), "p%d%c", &number, &extra) == 1 && number >= 1 &&
+               number <= 99 && *text == "p" + std::to_string(number)) {
+        by = UtilizationStatistic::kPercentile;
+        percentile = number;
+    } else if (text) {
+        diag_.error(node, where +
+                              ": must be every, mean or a percentile p1..p99 "
+                              "(p10: nine readings in ten above), got '" +
+                              *text + "'");
+    }
+}
+
+SustainedCpuCondition RuleReader::read_sustained_cpu(const YAML::Node& node,
+                                                     const std::string& where) {
+    SustainedCpuCondition condition;
+    if (!diag_.check_keys(node, where, {"above_cores", "by", "for", "max_connects"})) {
+        return condition;
+    }
+    if (!node["above_cores"])
+        diag_.error(node, where + ": needs above_cores (cores' worth, e.g. 1.5)");
+    if (node["above_cores"]) {
+        if (auto value = number(node["above_cores"], where + ".above_cores", 0, 4096)) {
+            condition.above_cores = *value;
+        }
+    }
+    if (node["by"]) read_statistic(node["by"], where + ".by", condition.by, condition.percentile);
+    if (node["for"]) {
+        if (auto value = duration(node["for"], where + ".for")) condition.duration = *value;
+    }
+    if (node["max_connects"]) {
+        if (auto value = number(node["max_connects"], where + ".max_connects", 0, 1e6)) {
+            condition.max_connects = static_cast<uint32_t>(*value);
+        }
+    }
+    return condition;
+}
+
 QuietIoCondition RuleReader::read_quiet_io(const YAML::Node& node, const std::string& where) {
     QuietIoCondition condition;
     if (diag_.check_keys(node, where,
                          {"for", "max_file_write_bytes", "max_net_send_bytes", "max_bytes_per_send",
-                          "max_send_gap"})) {
+                          "max_send_gap", "max_sends"})) {
         if (node["for"]) {
             if (auto value = duration(node["for"], where + ".for")) {
                 condition.duration = *value;
@@ -309,6 +341,11 @@ QuietIoCondition RuleReader::read_quiet_io(const YAML::Node& node, const std::st
         if (node["max_send_gap"]) {
             if (auto value = duration(node["max_send_gap"], where + ".max_send_gap")) {
                 condition.max_send_gap = *value;
+            }
+        }
+        if (node["max_sends"]) {
+            if (auto value = number(node["max_sends"], where + ".max_sends", 1, 1e9)) {
+                condition.max_sends = static_cast<uint64_t>(*value);
             }
         }
     }

@@ -92,6 +92,9 @@ class RuleReader {
         }
     }
     MemoryGrowthCondition read_memory_growth(const YAML::Node& node, const std::string& where);
+    void read_statistic(const YAML::Node& node, const std::string& where, UtilizationStatistic& by,
+                        int& percentile);
+    SustainedCpuCondition read_sustained_cpu(const YAML::Node& node, const std::string& where);
     SustainedUtilizationCondition read_sustained_utilization(const YAML::Node& node,
                                                              const std::string& where);
     QuietIoCondition read_quiet_io(const YAML::Node& node, const std::string& where);

@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
@@ -200,6 +201,10 @@ std::string event_details(const Event& event) {
             };
             return "file writes " + count(io.file_write_bytes) + " bytes, net sends " +
                    count(io.net_sends) + " (" + count(io.net_send_bytes) + " bytes)";
+        }
+        std::string operator()(const CpuUsage& usage) const {
+            return fmt::format("CPU {:.2f} cores over {:.1f} s, {} threads", usage.cores(),
+                               static_cast<double>(usage.interval_ns) / 1e9, usage.threads);
         }
         std::string operator()(const AgentTamper& tamper) const {
             return "agent " + tamper.kind + ": " + describe_agent_tamper(task, tamper);
@@ -481,7 +486,7 @@ void add_filter_options(CLI::App* app, JournalCommand& command) {
                     "only these types (repeatable or comma-separated): gpu_open, gpu_ioctl, "
                     "connect, exec, fork, exit, telemetry, process_snapshot, kill_now, exe_scan, "
                     "net_payload, stratum, process_io, config_file, hidden_process, module_load, "
-                    "file_change, process_env, agent_tamper, container, "
+                    "file_change, process_env, agent_tamper, container, cpu_usage, "
                     "detection, enforcement, note, gap")
         ->allow_extra_args(false);
     app->add_option("--limit", command.limit, "stop after this many records");

@@ -100,6 +100,9 @@ Status Agent::run(const volatile std::sig_atomic_t* stop) {
     uint64_t next_ioctl_read = monotonic_ns() + ioctl_interval_ns;
     uint64_t next_drop_check = monotonic_ns();
     uint64_t next_rate_sample = monotonic_ns();
+    const uint64_t cpu_interval_ns =
+        static_cast<uint64_t>(impl.options.config.process_table.cpu_interval_ms) * 1'000'000ull;
+    uint64_t next_cpu_sample = impl.process_cpu ? monotonic_ns() : UINT64_MAX;
     std::map<std::string, uint64_t> reported_drops;
     while (*stop == 0) {
         {
@@ -128,8 +131,15 @@ Status Agent::run(const volatile std::sig_atomic_t* stop) {
             std::lock_guard lock(impl.mutex);
             impl.check_pins(now);
         }
-        if (now < next_ioctl_read && now < next_drop_check && now < next_rate_sample) continue;
+        if (now < next_ioctl_read && now < next_drop_check && now < next_rate_sample &&
+            now < next_cpu_sample) {
+            continue;
+        }
         std::lock_guard lock(impl.mutex);
+        if (now >= next_cpu_sample) {
+            next_cpu_sample = now + cpu_interval_ns;
+            impl.sample_cpu(now);
+        }
         if (now >= next_rate_sample) {
             next_rate_sample = now + 1'000'000'000ull;
             if (impl.run_marker) impl.run_marker->touch();  // alive: T1 of a later "down"

@@ -229,7 +229,11 @@ void Agent::Impl::submit_scans() {
 // payloads sampled on any port (docs/network.md).
 void Agent::Impl::update_watch_lists(const Event& event) {
     const auto log = logger("agent");
-    if (std::holds_alternative<Exit>(event.data)) sensor->unwatch_process(event.task.pid);
+    if (std::holds_alternative<Exit>(event.data)) {
+        sensor->unwatch_process(event.task.pid);
+        busy_watched.erase(event.task.pid);
+        signature_watched.erase(event.task.pid);
+    }
     for (const auto& request : correlator->take_watch_requests()) {
         const ProcessInfo* info = table->find(request.pid);
         if (!info || info->exited) continue;
@@ -237,6 +241,7 @@ void Agent::Impl::update_watch_lists(const Event& event) {
             log->warn("watch list: {}", watched.error().message);
             continue;
         }
+        signature_watched.insert(request.pid);
         log->info("watch list: pid {} ({}) watched on any port: {} matched '{}'", request.pid,
                   info->comm, request.signature_id, request.detail.substr(0, 200));
     }

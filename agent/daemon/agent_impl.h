@@ -49,6 +49,7 @@
 #include "gpuguard/siem/siem.h"
 #include "gpuguard/state/ioctl_names.h"
 #include "gpuguard/state/proc_listing.h"
+#include "gpuguard/state/process_cpu.h"
 #include "gpuguard/state/process_handle.h"
 #include "gpuguard/state/process_io.h"
 #include "gpuguard/state/process_table.h"
@@ -115,6 +116,13 @@ struct Agent::Impl {
     // comes or the grace ends (pin file -> the pin, when the grace ends).
     std::map<std::string, std::pair<MissingPin, uint64_t>> unattributed_pins;
     std::unique_ptr<ProcessIoSampler> process_io;  // GPU processes' writes, per sample
+    // Busy processes (busy_processes.cpp): null when process_table.cpu_interval_ms is 0.
+    std::unique_ptr<ProcessCpuSampler> process_cpu;
+    std::unique_ptr<ProcessIoSampler> busy_io;  // busy processes' writes and sends, per CPU sample
+    // In the kernel watch list for being busy: pid -> when it was last busy
+    // (kept for a while after, so a duty-cycled miner stays watched).
+    std::map<uint32_t, uint64_t> busy_watched;
+    std::set<uint32_t> signature_watched;  // ... for a miner signature (kept when no longer busy)
     uint64_t detections_total = 0;
     uint64_t rule_reloads_rejected = 0;
     std::unique_ptr<ActivityLog> activity;  // recent detections/actions: status page, metrics
@@ -193,6 +201,9 @@ struct Agent::Impl {
     // (hidden_processes.cpp); new hidden processes become hidden_process
     // events. Takes `mutex` itself, not across the listings.
     void check_hidden_processes(uint64_t now_ns);
+    // One CPU sample of every live process: cpu_usage events for the busy
+    // ones, the watch list and write/send counters while they are busy.
+    void sample_cpu(uint64_t now_ns);
     // A check about a second from now (a new GPU process, a detection),
     // unless one is due sooner.
     void check_hidden_soon(uint64_t now_ns);

@@ -307,6 +307,12 @@ void Agent::Impl::find_gpus() {
     this->sampler->sample_once();
     this->process_io = std::make_unique<ProcessIoSampler>(
         this->options.proc_root, [this](uint32_t pid) { return this->sensor->net_sends(pid); });
+    if (config.process_table.cpu_interval_ms > 0) {
+        this->process_cpu = std::make_unique<ProcessCpuSampler>(
+            this->options.proc_root, config.process_table.busy_cpu_percent);
+        this->busy_io = std::make_unique<ProcessIoSampler>(
+            this->options.proc_root, [this](uint32_t pid) { return this->sensor->net_sends(pid); });
+    }
     for (const auto& number : this->sampler->gpu_device_numbers()) {
         if (!number.known() || this->is_gpu(number.major, number.minor)) continue;
         const GpuDeviceNumber device{number.major, number.minor, "telemetry"};

@@ -259,9 +259,9 @@ void read_control(const ConfigReader& reader, const YAML::Node& node, ControlCon
 
 void read_process_table(const ConfigReader& reader, const YAML::Node& node,
                         ProcessTableConfig& table) {
-    reader.check_keys(
-        node, "process_table",
-        {"max_entries", "exit_grace_s", "ioctl_interval_ms", "hidden_check_interval_s"});
+    reader.check_keys(node, "process_table",
+                      {"max_entries", "exit_grace_s", "ioctl_interval_ms",
+                       "hidden_check_interval_s", "cpu_interval_ms", "busy_cpu_percent"});
     const struct {
         const char* key;
         uint32_t* value;
@@ -270,7 +270,9 @@ void read_process_table(const ConfigReader& reader, const YAML::Node& node,
     } fields[] = {{"max_entries", &table.max_entries, 100, 10'000'000},
                   {"exit_grace_s", &table.exit_grace_s, 0, 86'400},
                   {"ioctl_interval_ms", &table.ioctl_interval_ms, 100, 60'000},
-                  {"hidden_check_interval_s", &table.hidden_check_interval_s, 0, 86'400}};
+                  {"hidden_check_interval_s", &table.hidden_check_interval_s, 0, 86'400},
+                  {"cpu_interval_ms", &table.cpu_interval_ms, 0, 60'000},
+                  {"busy_cpu_percent", &table.busy_cpu_percent, 1, 100'000}};
     for (const auto& field : fields) {
         if (const auto value = node[field.key]) {
             const std::string key = std::string("process_table.") + field.key;

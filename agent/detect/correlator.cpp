@@ -144,6 +144,9 @@ void CorrelatorImpl::record(const Event& event, std::vector<const Detection*>& o
             } else if constexpr (std::is_same_v<T, ProcessIo>) {
                 book_.record_io(pid, ts_ns, data);
                 judge(pid);
+            } else if constexpr (std::is_same_v<T, CpuUsage>) {
+                book_.record_cpu(pid, ts_ns, data);
+                judge(pid);
             } else if constexpr (std::is_same_v<T, AgentTamper>) {
                 book_.record_tamper(event, data);
                 judge(pid);
@@ -335,8 +338,8 @@ void CorrelatorImpl::evaluate(uint32_t pid, uint64_t ts_ns, std::vector<const De
     request(pid, *info, evidence, ts_ns);
     // Conditions over time change as time passes; everything else only with
     // new evidence.
-    if (!evidence.dirty &&
-        !(has_time_rules_ && (!evidence.usage.empty() || !evidence.io.empty()))) {
+    if (!evidence.dirty && !(has_time_rules_ && (!evidence.usage.empty() || !evidence.io.empty() ||
+                                                 !evidence.cpu.empty()))) {
         return;
     }
     evidence.dirty = false;

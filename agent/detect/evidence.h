@@ -50,6 +50,14 @@ struct UsageSample {
     std::optional<double> compute_percent;
 };
 
+// A cpu_usage reading: the cores' worth used over the interval ending at ts_ns.
+struct CpuSample {
+    uint64_t ts_ns = 0;
+    uint64_t interval_ns = 0;
+    double cores = 0;
+    uint32_t threads = 0;
+};
+
 // A process_io reading: cumulative counters, recorded when one moved.
 struct IoSample {
     uint64_t ts_ns = 0;
@@ -162,6 +170,7 @@ struct ProcessEvidence {
     std::vector<UsageSample> usage;
     std::vector<uint64_t> connect_ts;
     std::vector<IoSample> io;
+    std::vector<CpuSample> cpu;         // while it is busy, and the reading when it stops
     std::optional<DetectionPeer> peer;  // last connect with port/domain evidence
     std::vector<Peer> peers;            // outbound, not loopback
     std::optional<double> hash_rate;    // fastest estimate of its mining sessions, H/s

@@ -75,6 +75,15 @@ void EvidenceBook::record_io(uint32_t pid, uint64_t ts_ns, const ProcessIo& io) 
     evidence.dirty = true;
 }
 
+void EvidenceBook::record_cpu(uint32_t pid, uint64_t ts_ns, const CpuUsage& usage) {
+    ProcessEvidence& evidence = processes_[pid];
+    evidence.cpu.push_back(CpuSample{ts_ns, usage.interval_ns, usage.cores(), usage.threads});
+    if (evidence.cpu.size() > options_.max_telemetry_samples) {
+        evidence.cpu.erase(evidence.cpu.begin());
+    }
+    evidence.dirty = true;
+}
+
 void EvidenceBook::record_telemetry(uint64_t ts_ns, const Telemetry& telemetry) {
     for (const auto& device : telemetry.devices) {
         GpuTelemetry& reading = gpu_by_device_[device];  // updated in place

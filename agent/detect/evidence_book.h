@@ -46,6 +46,7 @@ class EvidenceBook {
     // no peer still unknown (nothing changed).
     bool record_first_bytes(uint32_t pid, const NetPayload& payload);
     void record_io(uint32_t pid, uint64_t ts_ns, const ProcessIo& io);
+    void record_cpu(uint32_t pid, uint64_t ts_ns, const CpuUsage& usage);
     // Each GPU's reading and each process's usage sample.
     void record_telemetry(uint64_t ts_ns, const Telemetry& telemetry);
     void record_hidden(uint32_t pid, uint64_t ts_ns, const HiddenProcess& hidden);

@@ -141,6 +141,7 @@ json connect_json(const Connect& connect) {
     if (connect.all) reasons.push_back("connect_all");
     if (connect.watched_tgid) reasons.push_back("watched_process");
     if (connect.watched_addr) reasons.push_back("watched_address");
+    if (connect.established) reasons.push_back("established");
     json out{
         {"fd", connect.fd},     {"ip_version", connect.ip_version}, {"address", connect.address},
         {"port", connect.port}, {"v4_mapped", connect.v4_mapped},   {"loopback", connect.loopback},

@@ -138,10 +138,12 @@ Connect read_connect(const Reader<Node>& reader) {
             connect.watched_tgid = true;
         } else if (reason == "watched_address") {
             connect.watched_addr = true;
+        } else if (reason == "established") {
+            connect.established = true;
         } else {
             reader.error("reasons", "unknown reason \"" + std::string(reason) +
                                         "\" (gpu_holder, watched_port, connect_all, "
-                                        "watched_process, watched_address)");
+                                        "watched_process, watched_address, established)");
         }
     });
     return connect;
@@ -360,6 +362,16 @@ AgentTamper read_agent_tamper(const Reader<Node>& reader) {
 }
 
 template <typename Node>
+CpuUsage read_cpu_usage(const Reader<Node>& reader) {
+    CpuUsage usage;
+    usage.cpu_ns = reader.template integer<uint64_t>("cpu_ns");
+    usage.interval_ns = reader.template integer<uint64_t>("interval_ns");
+    usage.threads = reader.template integer<uint32_t>("threads", 0);
+    if (usage.interval_ns == 0) reader.error("interval_ns", "must be above 0");
+    return usage;
+}
+
+template <typename Node>
 Container read_container(const Reader<Node>& reader) {
     Container container;
     container.id = reader.string("id");
@@ -563,6 +575,8 @@ void read_body(std::string_view type, const Reader<Node>& top, const std::option
         body = read_agent_tamper(object());
     } else if (type == "container") {
         body = read_container(object());
+    } else if (type == "cpu_usage") {
+        body = read_cpu_usage(object());
     } else {
         top.error("type", "unknown event type \"" + std::string(type) + "\" (" +
                               join(event_type_names(), ", ") + ")");

@@ -42,6 +42,7 @@ enum class EventTag : uint8_t {
     kProcessEnv = schema::Declaration<ProcessEnv>::tag,
     kAgentTamper = schema::Declaration<AgentTamper>::tag,  // 19-20 kept for the agent's own records
     kContainer = schema::Declaration<Container>::tag,
+    kCpuUsage = schema::Declaration<CpuUsage>::tag,
 };
 
 // --- writing --------------------------------------------------------------

@@ -216,6 +216,7 @@ struct EncodeVisitor {
                                   (connect.watched_tgid ? 64 : 0) |
                                   (connect.watched_addr ? 128 : 0)));
         if (!connect.domain.empty()) w.str(connect.domain);  // bit 32: older records lack it
+        if (connect.established) w.u8(1);  // older records, and connects seen, end before it
     }
     // The rest: stored as their declarations lay them out.
     template <schema::DeclaredEvent T>
@@ -276,6 +277,7 @@ void decode_body(Reader& r, EventTag tag, EventData& data) {
             connect.watched_addr = bits & 128;
             connect.domain.clear();
             if (bits & 32) r.str(connect.domain);
+            connect.established = r.remaining() > 0 && (r.u8() & 1) != 0;
             return;
         }
         default:

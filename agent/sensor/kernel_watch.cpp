@@ -1,6 +1,7 @@
 #include "kernel_watch.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include <arpa/inet.h>
@@ -104,6 +105,7 @@ void KernelWatch::update_armed() {
 
 Status KernelWatch::watch_process(uint32_t pid) {
     const uint8_t on = 1;
+    const gg_watched_proc counts{};
     const auto added = processes_.add(pid, 0);
     if (added.evicted) {
         const uint32_t oldest = *added.evicted;
@@ -111,7 +113,10 @@ Status KernelWatch::watch_process(uint32_t pid) {
         logger("sensor")->info("watch list full ({} processes): pid {} no longer watched",
                                processes_.counts().capacity, oldest);
     }
-    if (int err = bpf_map__update_elem(tgids_, &pid, sizeof(pid), &on, sizeof(on), BPF_ANY); err) {
+    // An entry already there keeps its send counts.
+    if (int err =
+            bpf_map__update_elem(tgids_, &pid, sizeof(pid), &counts, sizeof(counts), BPF_NOEXIST);
+        err && err != -EEXIST) {
         if (added.is_new) processes_.remove(pid, /*counted=*/false);
         update_armed();
         return Unexpected{libbpf_error("watching pid " + std::to_string(pid), err)};

@@ -131,10 +131,16 @@ std::optional<NetSends> Sensor::net_sends(uint32_t pid) const {
     if (impl_->payload == PayloadHooks::kNone) return std::nullopt;
     gg_gpu_proc proc{};
     if (bpf_map__lookup_elem(impl_->skeleton->maps.gpu_tgids, &pid, sizeof(pid), &proc,
-                             sizeof(proc), 0) != 0) {
-        return std::nullopt;
+                             sizeof(proc), 0) == 0) {
+        return NetSends{proc.net_send_bytes, proc.net_sends};
     }
-    return NetSends{proc.net_send_bytes, proc.net_sends};
+    // A watched process (busy, or flagged): counted since it was watched.
+    gg_watched_proc watched{};
+    if (bpf_map__lookup_elem(impl_->skeleton->maps.watched_tgids, &pid, sizeof(pid), &watched,
+                             sizeof(watched), 0) == 0) {
+        return NetSends{watched.net_send_bytes, watched.net_sends};
+    }
+    return std::nullopt;
 }
 
 Status Sensor::forget_process(uint32_t pid) {

@@ -57,6 +57,34 @@ std::optional<uint64_t> proc_io_field(std::string_view io, std::string_view key)
     return std::nullopt;
 }
 
+std::optional<ProcStatCpu> parse_proc_stat_cpu(std::string_view stat) {
+    const size_t name_end = stat.rfind(')');
+    if (name_end == std::string_view::npos) return std::nullopt;
+    std::string_view rest = stat.substr(name_end + 1);
+    ProcStatCpu cpu;
+    // Field 3 (the state) is the first after the name; 22 (start time) the last needed.
+    for (int field = 3; field <= 22; ++field) {
+        while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
+        const size_t end = std::min(rest.find(' '), rest.size());
+        const std::string_view token = rest.substr(0, end);
+        rest.remove_prefix(end);
+        if (token.empty()) return std::nullopt;
+        uint64_t* target = field == 14   ? &cpu.utime
+                           : field == 15 ? &cpu.stime
+                           : field == 22 ? &cpu.start_time
+                                         : nullptr;
+        uint64_t threads = 0;
+        if (field == 20) target = &threads;
+        if (!target) continue;
+        const auto [last, error] =
+            std::from_chars(token.data(), token.data() + token.size(), *target);
+        if (error != std::errc{} || last != token.data() + token.size()) return std::nullopt;
+        if (field == 20)
+            cpu.threads = static_cast<uint32_t>(std::min<uint64_t>(threads, UINT32_MAX));
+    }
+    return cpu;
+}
+
 std::string proc_status_name(std::string_view status) {
     std::istringstream lines{std::string(status)};
     std::string line;

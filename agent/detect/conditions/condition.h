@@ -13,6 +13,8 @@
 // docs/architecture.md walks through one.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -69,6 +71,16 @@ class Condition {
     virtual void held(const ConditionContext&, RuleInputs&) const {}
 };
 
+// The `percentile` (1..99) of `readings` by nearest rank: p20 is the
+// reading that four in five are at or above. Reorders them; not empty.
+inline double nearest_rank(std::vector<double>& readings, int percentile) {
+    const size_t rank =
+        static_cast<size_t>(std::ceil(percentile / 100.0 * static_cast<double>(readings.size())));
+    const size_t index = rank == 0 ? 0 : rank - 1;
+    std::nth_element(readings.begin(), readings.begin() + index, readings.end());
+    return readings[index];
+}
+
 // "20.0 GiB", as evidence writes a size.
 inline std::string gib(uint64_t bytes) {
     char text[32];
@@ -108,6 +120,7 @@ std::unique_ptr<const Condition> agent_tamper(const rules::CorrelationRule& rule
 std::unique_ptr<const Condition> disguised(const rules::CorrelationRule& rule);
 std::unique_ptr<const Condition> memory_growth(const rules::CorrelationRule& rule);
 std::unique_ptr<const Condition> sustained_utilization(const rules::CorrelationRule& rule);
+std::unique_ptr<const Condition> sustained_cpu(const rules::CorrelationRule& rule);
 std::unique_ptr<const Condition> quiet_io(const rules::CorrelationRule& rule);
 std::unique_ptr<const Condition> gpu_memory_above(const rules::CorrelationRule& rule);
 std::unique_ptr<const Condition> gpu_not_allowed(const rules::CorrelationRule& rule);

@@ -21,6 +21,7 @@ constexpr Factory kFactories[] = {
     conditions::disguised,  // after signature: it narrows the hits
     conditions::memory_growth,
     conditions::sustained_utilization,
+    conditions::sustained_cpu,
     conditions::quiet_io,
     conditions::gpu_memory_above,
     conditions::gpu_not_allowed,

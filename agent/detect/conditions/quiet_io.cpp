@@ -1,5 +1,5 @@
 // quiet_io: {for, max_file_write_bytes, max_net_send_bytes,
-// max_bytes_per_send, max_send_gap} — over `for` the process wrote
+// max_bytes_per_send, max_send_gap, max_sends} — over `for` the process wrote
 // (almost) nothing to files and sent small messages at a steady pace: a
 // miner talking to its pool and nothing else. Judged from process_io
 // samples; never while they do not cover the whole window. Over time.
@@ -43,6 +43,7 @@ class QuietIo final : public Condition {
         const uint64_t net_bytes = *end.net_send_bytes - *start.net_send_bytes;
         const uint64_t sends = *end.net_sends - *start.net_sends;
         if (file_bytes > condition_.max_file_write_bytes || sends == 0 ||
+            (condition_.max_sends && sends > *condition_.max_sends) ||
             net_bytes > condition_.max_net_send_bytes ||
             net_bytes > condition_.max_bytes_per_send * sends) {
             return false;

@@ -51,7 +51,7 @@ class SustainedUtilization final : public Condition {
         std::string summary;
         if (!every) {
             const double mean = sum / static_cast<double>(readings);
-            const double value = percentile ? nearest_rank(kept) : mean;
+            const double value = percentile ? nearest_rank(kept, condition_.percentile) : mean;
             if (value <= condition_.above_percent) return false;
             char text[120];
             if (percentile) {
@@ -91,16 +91,6 @@ class SustainedUtilization final : public Condition {
     }
 
   private:
-    // The condition's percentile of `readings` by nearest rank (p10 is the
-    // reading that nine in ten are at or above); reorders them.
-    double nearest_rank(std::vector<double>& readings) const {
-        const size_t rank = static_cast<size_t>(
-            std::ceil(condition_.percentile / 100.0 * static_cast<double>(readings.size())));
-        const size_t index = rank == 0 ? 0 : rank - 1;
-        std::nth_element(readings.begin(), readings.begin() + index, readings.end());
-        return readings[index];
-    }
-
     rules::SustainedUtilizationCondition condition_;
 };
 

@@ -127,6 +127,20 @@ struct SustainedUtilizationCondition {
     uint32_t min_connects = 1;
 };
 
+// The process keeps `above_cores` cores' worth of CPU busy over `duration`
+// (every reading, their mean or a percentile: `by`), judged from its
+// cpu_usage readings; an interval with no reading counts as idle (the agent
+// reports a process only while it is busy), and the readings must reach back
+// to the window's start. With `max_connects`, it made at most that many new
+// connections in the window (a miner keeps one).
+struct SustainedCpuCondition {
+    double above_cores = 1.0;
+    UtilizationStatistic by = UtilizationStatistic::kMean;
+    int percentile = 0;  // 1..99 with kPercentile
+    std::chrono::seconds duration{300};
+    std::optional<uint32_t> max_connects;
+};
+
 // The process's writes over `duration` look like a miner talking to its
 // pool and nothing else: at most `max_file_write_bytes` written to storage,
 // network sends never further apart than `max_send_gap` (periodic), at most
@@ -139,6 +153,10 @@ struct QuietIoCondition {
     uint64_t max_net_send_bytes = 1ull << 20;
     uint64_t max_bytes_per_send = 4096;
     std::chrono::seconds max_send_gap{300};
+    // At most this many sends in the window: a miner submits a share every
+    // few seconds to minutes; a worker's heartbeat to its scheduler is far
+    // more frequent. Unset: any number.
+    std::optional<uint64_t> max_sends;
 };
 
 enum class ContainerScope { kAny, kHost, kContainer };
@@ -223,6 +241,7 @@ inline constexpr const char* kConditionKeys[] = {"gpu_held",
                                                  "known_bad_executable",
                                                  "memory_growth",
                                                  "sustained_utilization",
+                                                 "sustained_cpu",
                                                  "scope",
                                                  "gpu_memory_above",
                                                  "gpu_index_not_in",
@@ -271,6 +290,7 @@ struct CorrelationRule {
     bool hash_rate_above_threshold = false;
     std::optional<MemoryGrowthCondition> memory_growth;
     std::optional<SustainedUtilizationCondition> sustained_utilization;
+    std::optional<SustainedCpuCondition> sustained_cpu;
     std::optional<QuietIoCondition> quiet_io;
     std::optional<ScopeCondition> scope;
     // Guard policies: limits on what a (scoped) process may use.

@@ -312,7 +312,7 @@ TEST(EventParse, ErrorsNameTheInputAndTheField) {
          "f.jsonl:3: connect.address: expected an IPv4 or IPv6 address"},
         {R"({"type":"connect","ts_ns":1,"process":{"pid":1},"connect":{"address":"10.0.0.1","port":1,"reasons":["watched"]}})",
          "f.jsonl:3: connect.reasons: unknown reason \"watched\" (gpu_holder, watched_port, "
-         "connect_all, watched_process, watched_address)"},
+         "connect_all, watched_process, watched_address, established)"},
         {R"({"type":"exec","ts_ns":1,"process":{"pid":"x"},"exec":{"filename":"/x"}})",
          "f.jsonl:3: process.pid: expected an integer"},
         {R"({"type":"exec","ts_ns":1,"process":{"pid":1},"exec":{"filename":"/x","argv":[1]}})",

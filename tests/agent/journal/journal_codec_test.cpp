@@ -96,12 +96,15 @@ TEST(JournalCodec, truncated_payloads_fail_without_reading_past_the_end) {
         std::string payload;
         encode_event(event, payload);
         // A snapshot cut just before exe_package, a scan just before
-        // library, package or package_check, is a record of a minor version
-        // before it and reads as one: without them.
+        // library, package or package_check, a connect just before its
+        // established byte, is a record of a minor version before it and
+        // reads as one: without them.
         const auto* snapshot = std::get_if<ProcessSnapshot>(&event.data);
         const auto* scan = std::get_if<ExeScan>(&event.data);
+        const auto* connect = std::get_if<Connect>(&event.data);
         std::vector<size_t> older_ends;
         if (snapshot) older_ends.push_back(payload.size() - 1 - snapshot->exe_package.size());
+        if (connect && connect->established) older_ends.push_back(payload.size() - 1);
         if (scan) {
             const size_t before_check = payload.size() - 1 - scan->package_check.size();
             const size_t before_package = before_check - 1 - scan->package.size();
@@ -118,6 +121,9 @@ TEST(JournalCodec, truncated_payloads_fail_without_reading_past_the_end) {
                 ASSERT_TRUE(read) << error;
                 if (snapshot) {
                     EXPECT_EQ(std::get<ProcessSnapshot>(decoded.data).exe_package, "");
+                }
+                if (connect) {
+                    EXPECT_FALSE(std::get<Connect>(decoded.data).established);
                 }
                 if (scan) {
                     const auto& older = std::get<ExeScan>(decoded.data);

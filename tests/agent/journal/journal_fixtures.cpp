@@ -28,6 +28,9 @@ std::vector<Event> every_event_type(uint64_t ts_ns, uint32_t pid) {
     add(Connect{7, 0, 4, "198.51.100.7", 3333, true, true, false, false, false});
     add(Connect{8, -111, 6, "2001:db8::1", 14444, false, false, true, false, false});
     add(Connect{9, -115, 4, "127.0.0.1", 4444, false, true, false, true, true, "", true, true});
+    // Found established in /proc when the process was watched.
+    add(Connect{12, 0, 4, "198.51.100.9", 443, false, false, false, false, false, "pool.example",
+                true, false, true});
     add(Exec{
         "/tmp/.x/xmrig", {"xmrig", "-o", "pool.example:3333", "--cuda", ""}, true, false, pid + 3});
     add(Exec{"", {}, false, true, 0});
@@ -192,6 +195,9 @@ std::vector<Event> every_event_type(uint64_t ts_ns, uint32_t pid) {
                   ContainerDetails{"gg-miner", "localhost/gg-test-miner:1", std::string(64, 'e'),
                                    "miner-pod", "gg-ns", "0c7c-11e9", "miner"}});
     add(Container{std::string(64, 'b'), "containerd", {}});
+    // A miner on every core of a 64-core host, and one that nearly stopped.
+    add(CpuUsage{127'500'000'000ull, 2'000'000'000ull, 65});
+    add(CpuUsage{1, 18446744073709551615ull, 0});
     return events;
 }
 

@@ -400,7 +400,7 @@ TEST_F(JournalWriterTest, trigger_writes_look_back_detection_and_the_following_s
         return event;
     };
     // Telemetry is part of the look-back too.
-    Event telemetry = testing::every_event_type(0).at(14);
+    Event telemetry = testing::every_event_type(0).at(15);
     ASSERT_TRUE(std::holds_alternative<Telemetry>(telemetry.data));
     for (uint64_t s = 0; s <= 20; ++s) {
         ASSERT_TRUE(writer->append(at(s), 0));

@@ -41,6 +41,7 @@ const std::map<std::string, std::string> kSampleValues = {
     {"max_gpu_processes", "2"},
     {"hash_rate_above_threshold", "true"},
     {"quiet_io", "{for: 10m}"},
+    {"sustained_cpu", "{above_cores: 1.5}"},
     {"opaque_peer", "true"},
     {"hidden_from_proc", "true"},
     {"module_load", "{while: [any]}"},

@@ -122,6 +122,20 @@ TEST_F(QuietIoConditionTest, a_counter_going_back_or_readings_short_of_the_windo
     EXPECT_FALSE(holds(rule_, "quiet_io", kPid, kNow));
 }
 
+TEST_F(QuietIoConditionTest, more_sends_than_max_sends_do_not_hold) {
+    // A cluster worker's heartbeat to its scheduler: small and steady, but
+    // far more often than a miner's shares.
+    const auto rule = rule_when(
+        "{quiet_io: {for: 10m, max_file_write_bytes: 8KiB, max_net_send_bytes: 1MiB, "
+        "max_bytes_per_send: 1KiB, max_send_gap: 5m, max_sends: 10}}");
+    exec(kPid, "/usr/bin/worker");
+    shares_each_minute();
+    EXPECT_TRUE(holds(rule, "quiet_io", kPid, kNow));  // ten sends in the window
+    evidence(kPid).io.back().counters.net_sends = *evidence(kPid).io.back().counters.net_sends + 1;
+    EXPECT_FALSE(holds(rule, "quiet_io", kPid, kNow));
+    EXPECT_TRUE(holds(rule_, "quiet_io", kPid, kNow));  // no max_sends: any number
+}
+
 TEST_F(QuietIoConditionTest, depends_on_time) {
     exec(kPid, "/usr/bin/worker");
     shares_each_minute();

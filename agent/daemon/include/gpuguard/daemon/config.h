@@ -53,6 +53,11 @@ struct ProcessTableConfig {
     // How often libc's view of /proc is compared with the kernel's (hidden
     // processes, GG-CORR-0017); also soon after a new GPU process. 0 = never.
     uint32_t hidden_check_interval_s = 30;
+    // How often every live process's CPU time is read (/proc/PID/stat); 0 = never.
+    uint32_t cpu_interval_ms = 2000;
+    // A process that used this much of one core over an interval is busy:
+    // a cpu_usage event, and its connects reported on any port.
+    uint32_t busy_cpu_percent = 50;
 };
 
 // The forensic journal (docs/journal.md).

@@ -73,6 +73,10 @@ struct Connect {
     std::string domain{};       // name an observed DNS answer gave `address` (net_intel.h), or ""
     bool watched_tgid = false;  // reported because the process is in the kernel watch list
     bool watched_addr = false;  // ... because the address is (resolved from a pool domain)
+    // Not a connect the kernel saw: a TCP connection found established in
+    // /proc when the process was put in the watch list (it connected before
+    // anyone watched it). ts_ns is when it was found.
+    bool established = false;
 };
 
 // A successful execve(2).
@@ -409,10 +413,27 @@ struct Container {
     bool operator==(const Container&) const = default;
 };
 
+// The CPU time a busy process used over the agent's last sampling interval
+// (all its threads: utime + stime of /proc/PID/stat), read by the agent (not
+// from the ring buffer) for every live process and emitted when it used at
+// least process_table.busy_cpu_percent of a core, and once more for the
+// first interval it drops below: a quiet process costs no event, and a window
+// sees a busy process stop. The task is the process.
+struct CpuUsage {
+    uint64_t cpu_ns = 0;       // CPU time used over the interval, all threads together
+    uint64_t interval_ns = 0;  // the interval, ending at the event's ts_ns
+    uint32_t threads = 0;      // its threads at the end of the interval
+    bool operator==(const CpuUsage&) const = default;
+    // Cores' worth used over the interval (1.0: one core all the time).
+    double cores() const {
+        return interval_ns ? static_cast<double>(cpu_ns) / static_cast<double>(interval_ns) : 0;
+    }
+};
+
 using EventData =
     std::variant<GpuOpen, GpuIoctl, Connect, Exec, Fork, Exit, Telemetry, ProcessSnapshot, KillNow,
                  ExeScan, NetPayload, Stratum, ProcessIo, ConfigFile, HiddenProcess, ModuleLoad,
-                 FileChange, ProcessEnv, AgentTamper, Container>;
+                 FileChange, ProcessEnv, AgentTamper, Container, CpuUsage>;
 
 struct Event {
     uint64_t ts_ns = 0;  // CLOCK_MONOTONIC nanoseconds
@@ -424,7 +445,7 @@ struct Event {
 // "exec", "fork", "exit", "telemetry", "process_snapshot", "kill_now",
 // "exe_scan", "net_payload", "stratum", "process_io", "config_file",
 // "hidden_process", "module_load", "file_change", "process_env", "agent_tamper",
-// "container").
+// "container", "cpu_usage").
 const char* event_type_name(const Event& event);
 
 // Every type's name, in EventData's order: what --event-types, `journal

@@ -127,9 +127,10 @@ struct Declaration<Connect> {
         field("result", &Connect::result),
         field("domain", &Connect::domain,
               {.out = Out::kWhenSet, .store = Store::kIfBit, .bit = 32}),
+        field("established", &Connect::established, {.key = "reasons", .store = Store::kTrailing}),
     };
-    static constexpr auto layout =
-        layout_of("fd", "result", "ip_version", "address", "port", kFlagByte, "domain");
+    static constexpr auto layout = layout_of("fd", "result", "ip_version", "address", "port",
+                                             kFlagByte, "domain", "established");
 };
 
 template <>
@@ -436,6 +437,19 @@ struct Declaration<Container> {
     static constexpr std::tuple fields{
         field("id", &Container::id), field("runtime", &Container::runtime),
         field("details", &Container::details),  // flattened: its fields are the body's
+    };
+};
+
+template <>
+struct Declaration<CpuUsage> {
+    static constexpr std::string_view name = "cpu_usage";
+    static constexpr uint8_t tag = 23;
+    static constexpr Writer writer = Writer::kDeclared;
+    static constexpr Codec codec = Codec::kDeclared;
+    static constexpr std::tuple fields{
+        field("cpu_ns", &CpuUsage::cpu_ns),
+        field("interval_ns", &CpuUsage::interval_ns),
+        field("threads", &CpuUsage::threads),
     };
 };
 

@@ -37,6 +37,20 @@ std::optional<uint32_t> proc_status_field(std::string_view status, std::string_v
 // process caused to be written to storage); nullopt when missing or not a number.
 std::optional<uint64_t> proc_io_field(std::string_view io, std::string_view key);
 
+// The CPU fields of a /proc/PID/stat line, in clock ticks (sysconf(_SC_CLK_TCK)).
+struct ProcStatCpu {
+    uint64_t utime = 0;       // field 14: user time, all threads
+    uint64_t stime = 0;       // field 15: system time, all threads
+    uint32_t threads = 0;     // field 20: num_threads
+    uint64_t start_time = 0;  // field 22: start time after boot (a recycled pid differs)
+    bool operator==(const ProcStatCpu&) const = default;
+};
+
+// Those fields of /proc/PID/stat, counted after the last ')' (the command
+// name in parentheses may hold blanks and parentheses); nullopt when a
+// field is missing or not a number.
+std::optional<ProcStatCpu> parse_proc_stat_cpu(std::string_view stat);
+
 // The "Name:" value of /proc/PID/status (leading blanks cut), "" when missing.
 std::string proc_status_name(std::string_view status);
 
