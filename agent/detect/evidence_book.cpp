@@ -21,6 +21,12 @@ constexpr size_t kMaxTampers = 16;  // per process: a signal storm is one detect
 // family: judged by net_intel), else "opaque".
 std::string first_bytes_protocol(std::string_view data) {
     if (data.size() >= 3 && data[0] == 0x16 && data[1] == 0x03) return "tls";
+    // A record past the handshake (change cipher spec, alert, application
+    // data): a connection found established, sampled from the middle.
+    if (data.size() >= 5 && data[0] >= 0x14 && data[0] <= 0x17 && data[1] == 0x03 &&
+        data[2] <= 0x04) {
+        return "tls";
+    }
     if (data.starts_with("SSH-")) return "ssh";
     if (!data.empty() && (data.front() == '{' || data.front() == '[')) return "json";
     for (std::string_view method : {"GET ", "POST ", "PUT ", "HEAD ", "DELETE ", "PATCH ",

@@ -1,6 +1,8 @@
 #include "tests/support/child_process.h"
 
+#include <cstdint>
 #include <stdexcept>
+#include <thread>
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -146,6 +148,20 @@ std::unique_ptr<RequestChild> start_io_worker(const IoWorkerOptions& options) {
                                                                                            : errno;
                 case 's':
                     return write(tcp, block, kIoMessageBytes) == kIoMessageBytes ? 0 : errno;
+                case 't': {
+                    // Type 23 (application data), TLS 1.2 on the wire, then the ciphertext.
+                    char record[kIoMessageBytes] = {0x17, 0x03, 0x03, 0x00,
+                                                    static_cast<char>(kIoMessageBytes - 5)};
+                    for (size_t i = 5; i < sizeof(record); ++i)
+                        record[i] = static_cast<char>(i * 37);
+                    return write(tcp, record, sizeof(record)) == sizeof(record) ? 0 : errno;
+                }
+                case 'b':
+                    std::thread([] {
+                        volatile uint64_t spins = 0;
+                        for (;;) spins = spins + 1;  // ends with the process
+                    }).detach();
+                    return 0;
                 case 'u':
                     to.sin_port = htons(options.udp_port);
                     return sendto(udp, block, kIoDatagramBytes, 0, reinterpret_cast<sockaddr*>(&to),

@@ -76,8 +76,10 @@ class RequestChild {
 // requests, each answered with an errno (0: it worked): 'g' opens
 // `gpu_node` and keeps it open; 'c' connects over TCP to 127.0.0.1:
 // `tcp_port` and makes a UDP socket; 's' writes kIoMessageBytes on that
-// connection; 'u' sends kIoDatagramBytes to 127.0.0.1:`udp_port`; 'f'
-// writes kIoFileBytes to `file`, truncated first.
+// connection; 't' writes a TLS application-data record of kIoMessageBytes
+// there (an encrypted share); 'u' sends kIoDatagramBytes to
+// 127.0.0.1:`udp_port`; 'f' writes kIoFileBytes to `file`, truncated first;
+// 'b' starts one more thread that spins on the CPU until the worker ends.
 struct IoWorkerOptions {
     std::string comm;
     std::string gpu_node;

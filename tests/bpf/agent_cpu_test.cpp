@@ -1,0 +1,142 @@
+// CPU miners that say nothing, live (GG-CORR-0023): a worker that connected
+// to a peer before the agent started (its flow is found established in
+// /proc once it is busy), then spins a core and sends small TLS records, is
+// reported with its CPU, its peer and its silence in the evidence; a worker
+// just as busy on the same peer that writes files, one that is busy with no
+// peer (a password audit), and an idle one sending the same records are
+// not. The peer is a namespace of the test's own behind a veth pair. The
+// rule is the built-in one with its 3-minute windows cut to 4 s (same id,
+// `rules.correlation_files`) and the CPU read every 500 ms; the windows
+// themselves are the scenarios'. The journal replays to the same detection.
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/bpf/agent_detect_fixture.h"
+#include "tests/support/child_process.h"
+#include "tests/support/netns.h"
+#include "tests/support/time_bound.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+using gpuguard::testing::AgentDetectTest;
+using gpuguard::testing::Clock;
+using gpuguard::testing::RequestChild;
+using gpuguard::testing::Subprocess;
+using gpuguard::testing::time_bound;
+
+constexpr uint16_t kCpuPeerPort = 8443;  // not a miner's port: the address alone is suspect
+
+constexpr const char* kQuietCpuRule = R"(rules:
+  - id: GG-CORR-0023
+    name: Quiet CPU miner by its behaviour (the built-in rule with 4 s windows)
+    severity: warning
+    action: alert
+    window: 1h
+    when:
+      gpu_held: false
+      sustained_cpu: {above_cores: 0.2, by: p20, for: 4s, max_connects: 3}
+      quiet_io: {for: 4s, max_file_write_bytes: 16KB, max_net_send_bytes: 64KB,
+                 max_bytes_per_send: 1KB, max_send_gap: 2s, max_sends: 100}
+      opaque_peer: true
+    supporting:
+      severity: error
+      signals:
+        - name: no file writes at all
+          quiet_io: {for: 4s, max_file_write_bytes: 0, max_net_send_bytes: 64KB,
+                     max_bytes_per_send: 1KB, max_send_gap: 2s, max_sends: 100}
+)";
+
+TEST_F(AgentDetectTest, quiet_cpu_miner_on_an_established_tls_flow_is_detected_by_behaviour) {
+    const gpuguard::testing::DiskScratchFile file("gg-cpu-writer");
+    std::unique_ptr<RequestChild> miner, writer, audit, idle;
+    std::optional<gpuguard::testing::VethPeer> peer;
+    {
+        // The workers are forked inside a namespace of the test's own, whose
+        // veth peer 10.67.0.2 listens and holds what it accepts.
+        gpuguard::testing::NetnsScope netns;
+        ASSERT_EQ(netns.error(), "");
+        peer.emplace(kCpuPeerPort, /*hold_connections=*/true);
+        ASSERT_EQ(peer->error(), "");
+        const auto worker = [&](const std::string& comm) {
+            return gpuguard::testing::start_io_worker({.comm = comm,
+                                                       .gpu_node = "",
+                                                       .file = file.path(),
+                                                       .tcp_port = kCpuPeerPort,
+                                                       .tcp_address = "10.67.0.2"});
+        };
+        miner = worker("gg-cpuminer");
+        writer = worker("gg-cpuwriter");
+        audit = worker("gg-cpuaudit");
+        idle = worker("gg-idlelink");
+    }
+    // Connected before the agent runs: no connect event can name these flows.
+    for (auto* child : {miner.get(), writer.get(), idle.get()}) ASSERT_EQ(child->ask('c'), 0);
+    const auto rules = dir_ / "quiet-cpu.yaml";
+    std::ofstream(rules) << kQuietCpuRule;
+    std::ofstream(config_, std::ios::app)
+        << "  correlation_files: [" << rules.string() << "]\n"
+        << "process_table:\n  cpu_interval_ms: 500\n  busy_cpu_percent: 20\n";
+    Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
+    for (auto* child : {miner.get(), writer.get(), audit.get()}) ASSERT_EQ(child->ask('b'), 0);
+    const auto work = [&] {
+        for (auto* child : {miner.get(), writer.get(), idle.get()}) ASSERT_EQ(child->ask('t'), 0);
+        ASSERT_EQ(writer->ask('f'), 0);
+    };
+    std::optional<nlohmann::json> detection;
+    const auto busy_since = Clock::now();
+    for (const auto deadline = Clock::now() + time_bound(30s);
+         !detection && Clock::now() < deadline;) {
+        work();
+        detection = wait_for_detection(agent, miner->pid(), "GG-CORR-0023", 300ms);
+    }
+    ASSERT_TRUE(detection) << agent.stderr_text();
+    const auto took =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - busy_since);
+    const std::string text = detection->dump();
+    EXPECT_NE(text.find("10.67.0.2:8443 (no DNS answer named it), TLS"), std::string::npos) << text;
+    EXPECT_NE(text.find("CPU p20 "), std::string::npos) << text;
+    EXPECT_NE(text.find("no file writes at all: "), std::string::npos) << text;
+    EXPECT_EQ((*detection)["log"]["level"], "error") << "raised by its supporting signal";
+    EXPECT_EQ((*detection)["rule"]["name"],
+              "Quiet CPU miner by its behaviour (the built-in rule with 4 s windows)");
+    // The writer (busy, same peer, same records), the audit (busy, no peer)
+    // and the idle worker (same peer, never busy) never are: neither in these
+    // rounds nor in any line an earlier wait read, at warning or above.
+    for (int i = 0; i < 12; ++i) {
+        work();
+        EXPECT_FALSE(wait_for_detection(agent, writer->pid(), "GG-CORR-0023", 250ms)) << i;
+    }
+    for (const auto& line : alarms_for({writer->pid(), audit->pid(), idle->pid()})) {
+        ADD_FAILURE() << "a benign worker was reported: " << line;
+    }
+    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+    RecordProperty("detected_after_busy_ms", std::to_string(took.count()));
+
+    // What the journal holds (cpu_usage readings, the established connects,
+    // the busy processes' I/O counters) judges the miner the same.
+    const auto replayed = gpuguard::testing::run_command(
+        {GPUGUARD_BINARY, "replay", "--rules-file", (dir_ / "miner-rules.yaml").string(),
+         "--rules-dir", rules_dir_.string(), "--correlation", rules.string(),
+         (dir_ / "journal").string()},
+        60s);
+    ASSERT_EQ(replayed.exit_code, 0) << replayed.stderr_text;
+    size_t miner_lines = 0;
+    for (size_t at = 0, end; at < replayed.stdout_text.size(); at = end + 1) {
+        end = std::min(replayed.stdout_text.find('\n', at), replayed.stdout_text.size());
+        const auto record =
+            nlohmann::json::parse(replayed.stdout_text.substr(at, end - at), nullptr, false);
+        if (!record.is_object() || record["rule"]["id"] != "GG-CORR-0023") continue;
+        EXPECT_EQ(record["process"]["pid"], miner->pid()) << record.dump();
+        if (record["process"]["pid"] == miner->pid()) ++miner_lines;
+    }
+    EXPECT_GE(miner_lines, 1u) << replayed.stdout_text.substr(0, 4000);
+}
+
+}  // namespace
