@@ -21,9 +21,16 @@
 // that it neither reads a host's rules nor touches an installed agent.
 // Root only (loads BPF).
 //
+// With --cpu-sampling-baseline the same agent first runs idle as long with
+// process_table.cpu_interval_ms: 0 (no CPU sampling: the baseline), and the
+// added idle CPU of reading every process's /proc/PID/stat every 2 s is
+// printed with the ratio; --extra-processes=N starts N sleeping processes
+// first (the host's process count is what that reading costs by).
+//
 // Usage: idle_footprint_bench [--idle-seconds=60] [--rss-goal-mb=64]
 //                             [--cpu-goal-pct=0.5] [--config=FILE] [--keep-dir]
 //                             [--agent=PATH (another build's gpuguard)]
+//                             [--cpu-sampling-baseline] [--extra-processes=N]
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -56,6 +63,8 @@ struct Options {
     std::string config;                   // empty: the embedded default, host paths moved
     std::string agent = GPUGUARD_BINARY;  // another build's, to compare
     bool keep_dir = false;
+    bool cpu_sampling_baseline = false;
+    int extra_processes = 0;
 };
 
 bool parse_args(int argc, char** argv, Options& options) {
@@ -78,6 +87,10 @@ bool parse_args(int argc, char** argv, Options& options) {
             options.agent = *v;
         } else if (arg == "--keep-dir") {
             options.keep_dir = true;
+        } else if (arg == "--cpu-sampling-baseline") {
+            options.cpu_sampling_baseline = true;
+        } else if (auto v = value("--extra-processes")) {
+            options.extra_processes = std::atoi(v->c_str());
         } else {
             std::fprintf(stderr, "idle_footprint_bench: unknown argument %s\n", arg.c_str());
             return false;
@@ -351,6 +364,58 @@ int main(int argc, char** argv) {
         config = dir / "gpuguard.yaml";
         std::ofstream(config) << text;
     }
+    // Sleeping processes of the bench's own, gone with it.
+    std::vector<pid_t> sleepers;
+    for (int i = 0; i < options.extra_processes; ++i) {
+        const pid_t child = fork();
+        if (child == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            for (;;) pause();
+        }
+        if (child > 0) sleepers.push_back(child);
+    }
+    struct ReapSleepers {
+        const std::vector<pid_t>& pids;
+        ~ReapSleepers() {
+            for (const pid_t pid : pids) kill(pid, SIGKILL);
+            for (const pid_t pid : pids) waitpid(pid, nullptr, 0);
+        }
+    } reap_sleepers{sleepers};
+    std::optional<double> baseline_pct;
+    if (options.cpu_sampling_baseline) {
+        // The same agent and configuration without CPU sampling, idle as long.
+        std::string text = read_text(config);
+        const std::string key = "\n  cpu_interval_ms: ";
+        const size_t at = text.find(key);
+        if (at == std::string::npos) {
+            std::fprintf(stderr, "idle_footprint_bench: the config has no cpu_interval_ms\n");
+            return 2;
+        }
+        text.replace(at + key.size(), text.find('\n', at + 1) - at - key.size(), "0");
+        const fs::path baseline_config = dir / "baseline.yaml";
+        std::ofstream(baseline_config) << text;
+        const fs::path baseline_log = dir / "baseline.log";
+        const pid_t baseline = start_agent(options.agent, baseline_config, baseline_log);
+        if (!wait_ready(baseline, baseline_log, std::chrono::seconds(60))) {
+            std::fprintf(stderr, "idle_footprint_bench: the baseline did not get ready:\n%s\n",
+                         read_text(baseline_log).c_str());
+            stop_agent(baseline);
+            return 1;
+        }
+        const auto before = cpu_ticks(baseline);
+        const auto start = std::chrono::steady_clock::now();
+        std::this_thread::sleep_for(std::chrono::seconds(options.idle_seconds));
+        const auto after = cpu_ticks(baseline);
+        const double seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        stop_agent(baseline);
+        if (!before || !after) {
+            std::fprintf(stderr, "idle_footprint_bench: the baseline died while idle\n");
+            return 1;
+        }
+        baseline_pct = static_cast<double>(*after - *before) /
+                       static_cast<double>(sysconf(_SC_CLK_TCK)) / seconds * 100.0;
+    }
     const fs::path log = dir / "agent.log";
     const pid_t agent = start_agent(options.agent, config, log);
     if (!wait_ready(agent, log, std::chrono::seconds(60))) {
@@ -407,6 +472,14 @@ int main(int argc, char** argv) {
     const bool rss_ok = rss_mb <= options.rss_goal_mb;
     const bool cpu_ok = cpu_pct < options.cpu_goal_pct;
     std::printf("\nidle CPU: %.3f %% of one core over %.0f s\n", cpu_pct, window_s);
+    if (baseline_pct) {
+        std::printf(
+            "CPU sampling (every process's /proc/PID/stat every 2 s, %d extra processes): "
+            "baseline without it %.3f %%, with it %.3f %%, added %.3f %% of one core "
+            "(ratio with/without %.2f)\n",
+            options.extra_processes, *baseline_pct, cpu_pct, cpu_pct - *baseline_pct,
+            *baseline_pct > 0 ? cpu_pct / *baseline_pct : 0.0);
+    }
     std::printf("goals: RSS %.1f MiB <= %.0f MiB: %s; idle CPU %.3f %% < %.2f %%: %s\n", rss_mb,
                 options.rss_goal_mb, rss_ok ? "met" : "MISSED", cpu_pct, options.cpu_goal_pct,
                 cpu_ok ? "met" : "MISSED");

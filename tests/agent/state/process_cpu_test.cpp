@@ -5,6 +5,7 @@
 // the socket inodes of its fds).
 #include "gpuguard/state/process_cpu.h"
 
+#include <algorithm>
 #include <fstream>
 
 #include <gtest/gtest.h>
@@ -64,7 +65,7 @@ class ProcessCpuSamplerTest : public ::testing::Test {
 };
 
 TEST_F(ProcessCpuSamplerTest, BusyProcessesGetReadingsAndTheOneThatStopsGetsALastOne) {
-    ProcessCpuSampler sampler(proc_.path(), 50);
+    ProcessCpuSampler sampler(proc_.path(), 50, /*idle_stride=*/1);
     stat(10, 0, 0);                                                    // a miner
     stat(11, 0, 0);                                                    // idle
     stat(12, 0, 0);                                                    // just under half a core
@@ -97,7 +98,7 @@ TEST_F(ProcessCpuSamplerTest, BusyProcessesGetReadingsAndTheOneThatStopsGetsALas
 }
 
 TEST_F(ProcessCpuSamplerTest, ARecycledPidOrAGoneProcessStartsOver) {
-    ProcessCpuSampler sampler(proc_.path(), 50);
+    ProcessCpuSampler sampler(proc_.path(), 50, /*idle_stride=*/1);
     stat(20, ticks(100), 0);
     sampler.sample({20}, 100 * kSecond);
     // Another process under the same pid: its own baseline, not 100 s of CPU less.
@@ -115,6 +116,33 @@ TEST_F(ProcessCpuSamplerTest, ARecycledPidOrAGoneProcessStartsOver) {
     EXPECT_TRUE(sampler.sample({}, 110 * kSecond).empty());
     stat(20, ticks(60), 0, 9000);
     EXPECT_TRUE(sampler.sample({20}, 112 * kSecond).empty());
+}
+
+TEST_F(ProcessCpuSamplerTest, AnIdleProcessIsReadOnItsTurnOnlyABusyOneEveryTime) {
+    ProcessCpuSampler sampler(proc_.path(), 50);  // every 4th pass for idle ones
+    for (uint32_t pid : {40, 41, 42, 43}) stat(pid, 0, 0);
+    EXPECT_TRUE(sampler.sample({40, 41, 42, 43}, 100 * kSecond).empty());  // baselines: all read
+    // All four turn busy now; each is seen on its turn, over the time since its last reading.
+    for (uint32_t pid : {40, 41, 42, 43}) stat(pid, ticks(100), 0);
+    std::vector<uint32_t> seen;
+    for (uint64_t pass = 1; pass <= 4; ++pass) {
+        for (const auto& [pid, usage] :
+             sampler.sample({40, 41, 42, 43}, (100 + 2 * pass) * kSecond)) {
+            if (std::find(seen.begin(), seen.end(), pid) != seen.end()) continue;  // read again
+            EXPECT_EQ(usage.interval_ns, 2 * pass * kSecond) << pid;  // since its baseline
+            seen.push_back(pid);
+        }
+        EXPECT_EQ(seen.size(), pass) << "one more process a pass";
+    }
+    EXPECT_EQ(seen, (std::vector<uint32_t>{43, 42, 41, 40}));
+    // A busy one is read at every pass (40, busy since pass 4); idle ones on their turn.
+    for (uint64_t pass = 5; pass <= 7; ++pass) {
+        stat(40, ticks(100 + 2 * static_cast<double>(pass)), 0);
+        const auto readings = sampler.sample({40, 41, 42, 43}, (100 + 2 * pass) * kSecond);
+        ASSERT_EQ(readings.size(), 1u) << pass;
+        EXPECT_EQ(readings[0].first, 40u);
+        EXPECT_EQ(readings[0].second.interval_ns, 2 * kSecond);
+    }
 }
 
 TEST(ProcNetTcp, RowsGiveTheRemoteEndStateAndInode) {

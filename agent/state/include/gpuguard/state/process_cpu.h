@@ -2,8 +2,10 @@
 // /proc/PID/stat at a bounded rate and turned into cpu_usage events for the
 // processes that are busy (sustained_cpu, GG-CORR-0023): a process that
 // used at least `busy_cpu_percent` of one core over the last interval, and
-// once more the first interval it drops below. An idle process costs one
-// read per interval and no event.
+// once more the first interval it drops below. A process that was idle at
+// its last reading is read every kIdleStride-th call only (staggered by
+// pid), a busy one at every call: an idle host costs a quarter of the reads,
+// and a process that turns busy is seen within kIdleStride intervals.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +23,13 @@ namespace gpuguard::agent {
 
 class ProcessCpuSampler {
   public:
-    ProcessCpuSampler(std::filesystem::path proc_root, uint32_t busy_cpu_percent);
+    static constexpr uint32_t kIdleStride = 4;
+
+    ProcessCpuSampler(std::filesystem::path proc_root, uint32_t busy_cpu_percent,
+                      uint32_t idle_stride = kIdleStride);
+    ~ProcessCpuSampler();
+    ProcessCpuSampler(const ProcessCpuSampler&) = delete;
+    ProcessCpuSampler& operator=(const ProcessCpuSampler&) = delete;
 
     // The CPU use of each process of `pids` since the last call that read it
     // (a process read for the first time, or whose pid was recycled, only
@@ -44,10 +52,13 @@ class ProcessCpuSampler {
         uint64_t ts_ns = 0;
     };
     std::filesystem::path proc_root_;
+    int proc_fd_ = -1;  // proc_root_, opened once: each read is "PID/stat" relative to it
     uint32_t busy_cpu_percent_;
     uint64_t ns_per_tick_;
-    std::unordered_map<uint32_t, Reading> last_;
-    std::unordered_set<uint32_t> busy_;
+    std::unordered_map<uint32_t, Reading> last_, next_;  // next_: reused by each pass
+    std::unordered_set<uint32_t> busy_, next_busy_;
+    uint32_t idle_stride_;
+    uint64_t passes_ = 0;
 };
 
 }  // namespace gpuguard::agent
