@@ -137,7 +137,10 @@ void CorrelatorImpl::record(const Event& event, std::vector<const Detection*>& o
             } else if constexpr (std::is_same_v<T, NetPayload>) {
                 // Raw samples: net_intel.h derives Stratum events from them;
                 // here only what protocol a connection's first message speaks.
-                if (book_.record_first_bytes(pid, data)) judge(pid);
+                if (book_.record_first_bytes(pid, data)) {
+                    record_server_name(pid, ts_ns, data);
+                    judge(pid);
+                }
             } else if constexpr (std::is_same_v<T, Stratum>) {
                 record_stratum(pid, ts_ns, data);
                 judge(pid);
@@ -225,6 +228,22 @@ void CorrelatorImpl::record_connect(uint32_t pid, uint64_t ts_ns, const Connect&
             add_hits(evidence, EvidenceField::kDomain, by_domain, ts_ns, connect.domain);
             evidence.peer = DetectionPeer{connect.address, connect.port, connect.domain, ""};
         }
+    }
+}
+
+void CorrelatorImpl::record_server_name(uint32_t pid, uint64_t ts_ns, const NetPayload& payload) {
+    ProcessEvidence& evidence = book_.of(pid);
+    for (const Peer& peer : evidence.peers) {
+        if (peer.port != payload.remote_port || peer.address != payload.remote_address ||
+            peer.server_name.empty()) {
+            continue;
+        }
+        const auto& ids = match_cached(signatures::Field::kDomain, peer.server_name);
+        if (ids.empty()) return;
+        add_hits(evidence, EvidenceField::kDomain, ids, ts_ns,
+                 peer.server_name + " (TLS server name)");
+        evidence.peer = DetectionPeer{peer.address, peer.port, peer.server_name, ""};
+        return;
     }
 }
 

@@ -68,6 +68,9 @@ class CorrelatorImpl final : public Correlator {
     void record_exe_scan(uint32_t pid, uint64_t ts_ns, const ExeScan& scan);
     void record_connect(uint32_t pid, uint64_t ts_ns, const Connect& connect);
     void record_stratum(uint32_t pid, uint64_t ts_ns, const Stratum& stratum);
+    // The server name of a TLS hello the connection's first bytes held, matched
+    // as a pool domain: a miner's pool is named there even under TLS.
+    void record_server_name(uint32_t pid, uint64_t ts_ns, const NetPayload& payload);
     void record_file_change(const Event& event, const FileChange& change,
                             std::vector<const Detection*>& out);
     void forget(uint32_t pid);

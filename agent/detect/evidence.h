@@ -73,6 +73,10 @@ struct Peer {
     bool pool_port = false;  // a port signature lists the port
     std::string protocol;    // of the first bytes sent: "tls", "http", "ssh", "json", "opaque";
                              // "" none seen
+    // Of a TLS ClientHello in those bytes (gpuguard/netintel/tls_hello.h).
+    std::string server_name{};  // SNI; "" none
+    std::string alpn{};         // offered protocols, comma-separated; "" none
+    std::string ja4{};          // "" when the hello was cut short
 };
 
 // A kernel module the process loaded, with the host as it was at the load.

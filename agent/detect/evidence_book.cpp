@@ -8,6 +8,7 @@
 
 #include "gpuguard/common/text.h"
 #include "gpuguard/events/agent_tamper.h"
+#include "gpuguard/netintel/tls_hello.h"
 
 namespace gpuguard::agent {
 namespace {
@@ -67,6 +68,11 @@ bool EvidenceBook::record_first_bytes(uint32_t pid, const NetPayload& payload) {
         if (peer.protocol.empty() && peer.port == payload.remote_port &&
             peer.address == payload.remote_address) {
             peer.protocol = first_bytes_protocol(payload.data);
+            if (const auto hello = parse_tls_client_hello(payload.data)) {
+                peer.server_name = hello->server_name;
+                peer.alpn = join(hello->alpn, ",");
+                peer.ja4 = hello->ja4;
+            }
             evidence.dirty = true;
             return true;
         }

@@ -27,6 +27,12 @@ class OpaquePeer final : public Condition {
             detail += peer.protocol.empty()    ? ", nothing sent captured"
                       : peer.protocol == "tls" ? ", TLS from the first byte"
                                                : ", a protocol gpuguard does not recognise";
+            // What its ClientHello said, when the first bytes held one.
+            if (!peer.server_name.empty()) detail += ", server name " + peer.server_name;
+            if (!peer.ja4.empty()) {
+                detail += peer.alpn.empty() ? ", no ALPN" : ", ALPN " + peer.alpn;
+                detail += ", JA4 " + peer.ja4;
+            }
             in.extra.push_back(Evidence{context.ts_ns, "event", "connect", "", "peer", detail});
             return true;
         }
