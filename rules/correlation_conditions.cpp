@@ -175,6 +175,14 @@ int RuleReader::read_conditions(const YAML::Node& when, const std::string& path,
         rule.sustained_cpu = read_sustained_cpu(node, path + ".sustained_cpu");
         ++conditions;
     }
+    if (const YAML::Node node = when["gpu_unseen"]) {
+        if (diag_.check_keys(node, path + ".gpu_unseen", {"for"}) && node["for"]) {
+            rule.gpu_unseen = duration(node["for"], path + ".gpu_unseen.for");
+        } else if (!node["for"]) {
+            diag_.error(node, path + ".gpu_unseen: needs for: (how long the GPU has listed it)");
+        }
+        ++conditions;
+    }
     if (const YAML::Node node = when["quiet_io"]) {
         rule.quiet_io = read_quiet_io(node, path + ".quiet_io");
         ++conditions;

@@ -121,7 +121,10 @@ Status Agent::run(const volatile std::sig_atomic_t* stop) {
             const auto snapshot = impl.sampler->latest();
             impl.telemetry_sequence = snapshot.sequence;
             std::lock_guard lock(impl.mutex);
-            for (const auto& event : telemetry_events(snapshot, now)) impl.on_event(event);
+            for (const auto& event : telemetry_events(snapshot, now)) {
+                impl.on_event(event);
+                impl.mark_unseen_gpu_processes(std::get<Telemetry>(event.data));
+            }
             for (const auto& event : impl.process_io->sample(impl.table->gpu_processes(), now)) {
                 impl.on_event(event);
             }

@@ -232,6 +232,7 @@ void Agent::Impl::update_watch_lists(const Event& event) {
     if (std::holds_alternative<Exit>(event.data)) {
         sensor->unwatch_process(event.task.pid);
         busy_watched.erase(event.task.pid);
+        unseen_gpu_marked.erase(event.task.pid);
         signature_watched.erase(event.task.pid);
     }
     for (const auto& request : correlator->take_watch_requests()) {

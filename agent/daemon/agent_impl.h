@@ -123,6 +123,7 @@ struct Agent::Impl {
     // (kept for a while after, so a duty-cycled miner stays watched).
     std::map<uint32_t, uint64_t> busy_watched;
     std::set<uint32_t> signature_watched;  // ... for a miner signature (kept when no longer busy)
+    std::set<uint32_t> unseen_gpu_marked;  // marked GPU processes on the telemetry's word
     uint64_t detections_total = 0;
     uint64_t rule_reloads_rejected = 0;
     std::unique_ptr<ActivityLog> activity;  // recent detections/actions: status page, metrics
@@ -204,6 +205,10 @@ struct Agent::Impl {
     // One CPU sample of every live process: cpu_usage events for the busy
     // ones, the watch list and write/send counters while they are busy.
     void sample_cpu(uint64_t now_ns);
+    // Processes the GPU's telemetry lists that the sensor never saw open a
+    // GPU: marked GPU processes in the kernel too (their ioctls, connects
+    // and payloads reported from then on).
+    void mark_unseen_gpu_processes(const Telemetry& telemetry);
     // A check about a second from now (a new GPU process, a detection),
     // unless one is due sooner.
     void check_hidden_soon(uint64_t now_ns);

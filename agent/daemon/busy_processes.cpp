@@ -5,6 +5,10 @@
 // is in the kernel watch list, so its connects are reported on any port and
 // its first payloads sampled (a CPU miner on port 443 is seen), and its
 // write and send counters are read as a GPU process's are (quiet_io).
+// And GPU processes only the GPU's telemetry reports (gpu_unseen,
+// GG-CORR-0025): marked in the kernel as GPU processes.
+#include <algorithm>
+
 #include <unistd.h>
 
 #include "agent_impl.h"
@@ -74,6 +78,22 @@ void Agent::Impl::sample_cpu(uint64_t now_ns) {
             busy.push_back(*info);
     }
     for (const auto& event : busy_io->sample(busy, now_ns)) on_event(event);
+}
+
+void Agent::Impl::mark_unseen_gpu_processes(const Telemetry& telemetry) {
+    if (!sensor) return;
+    for (const auto& usage : telemetry.processes) {
+        const ProcessInfo* info = table->find(usage.pid);
+        if (!info || info->exited || unseen_gpu_marked.contains(usage.pid)) continue;
+        const bool reported_only =
+            std::any_of(info->gpus.begin(), info->gpus.end(),
+                        [](const GpuHandle& gpu) { return gpu.reported_only; });
+        if (!reported_only) continue;
+        unseen_gpu_marked.insert(usage.pid);
+        if (auto marked = sensor->mark_gpu_process(usage.pid); !marked) {
+            logger("agent")->warn("GPU process map: {}", marked.error().message);
+        }
+    }
 }
 
 }  // namespace gpuguard::agent

@@ -18,6 +18,10 @@ inline void take_identity(ProcessInfo& info, const TaskInfo& task) {
 }
 
 inline void add_gpu(ProcessInfo& info, const GpuHandle& handle) {
+    // An open seen: the sensor is not blind to this process after all.
+    if (!handle.reported_only) {
+        for (auto& existing : info.gpus) existing.reported_only = false;
+    }
     for (auto& existing : info.gpus) {
         if (existing.major == handle.major && existing.minor == handle.minor &&
             (existing.fd == handle.fd || existing.fd < 0 || handle.fd < 0)) {

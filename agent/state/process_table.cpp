@@ -1,7 +1,9 @@
 #include "gpuguard/state/process_table.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <functional>
+#include <optional>
 #include <utility>
 
 #include <unistd.h>
@@ -116,9 +118,30 @@ void ProcessTable::apply(const Event& event) {
                 info.exit_code = exit.exit_code();
             }
         }
-        void operator()(const Telemetry&) {}  // per-GPU data: the correlator keeps it
-        void operator()(const KillNow&) {}    // the exit event that follows updates the entry
-        void operator()(const ExeScan&) {}    // a verdict: the correlator keeps it
+        // Per-GPU data: the correlator keeps it. A live process the GPU lists
+        // that holds no GPU the sensor saw is a GPU holder all the same, on
+        // the GPU's word only (GpuHandle::reported_only, gpu_unseen).
+        void operator()(const Telemetry& telemetry) {
+            if (telemetry.processes.empty()) return;
+            std::optional<std::pair<uint32_t, uint32_t>> device;
+            for (const auto& number : telemetry.devices) {
+                unsigned major = 0, minor = 0;
+                if (std::sscanf(number.c_str(), "%u:%u", &major, &minor) == 2) {
+                    device = {major, minor};
+                    break;
+                }
+            }
+            if (!device) return;
+            for (const auto& usage : telemetry.processes) {
+                ProcessInfo* info = table.processes_.find(usage.pid);
+                if (!info || info->exited || info->holds_gpu()) continue;
+                GpuHandle handle{device->first, device->second, -1, event.ts_ns, false};
+                handle.reported_only = true;
+                add_gpu(*info, handle);
+            }
+        }
+        void operator()(const KillNow&) {}  // the exit event that follows updates the entry
+        void operator()(const ExeScan&) {}  // a verdict: the correlator keeps it
         void operator()(const NetPayload&) {
         }  // raw samples: gpuguard/netintel/net_intel.h reads them
         void operator()(const ProcessIo&) {}     // write counters: the correlator keeps them

@@ -139,6 +139,49 @@ TEST_F(AgentDetectTest, quiet_gpu_miner_talking_to_an_unnamed_peer_is_detected_b
     EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
 }
 
+// A process NVML lists on the GPU that the sensor never saw open one (it
+// got its fds some other way) becomes a GPU holder on NVML's word and is
+// reported (GG-CORR-0025, its wait cut to 1 s); the one beside it that
+// opened the test's GPU node as usual is not.
+TEST_F(AgentDetectTest, a_gpu_process_only_nvml_lists_is_reported_and_judged_as_a_gpu_holder) {
+    const auto worker = [&](const std::string& comm) {
+        return gpuguard::testing::start_io_worker(
+            {.comm = comm, .gpu_node = node_.string(), .file = "", .tcp_port = 0});
+    };
+    auto seen = worker("gg-opened");
+    auto unseen = worker("gg-handed");
+    ASSERT_EQ(seen->ask('g'), 0);
+    const auto script = dir_ / "nvml.json";
+    std::ofstream(script) << gpuguard::testing::fake_nvml_script(
+        {.gpu_utilization = 60,
+         .memory_utilization = 30,
+         .memory_used = 4ull << 30,
+         .processes = {{seen->pid(), 1ull << 30, 30}, {unseen->pid(), 1ull << 30, 30}}});
+    const auto rules = dir_ / "unseen.yaml";
+    std::ofstream(rules) << R"(rules:
+  - id: GG-CORR-0025
+    name: GPU in use with no open the sensor saw (the built-in rule with a 1 s wait)
+    severity: warning
+    action: alert
+    when:
+      gpu_unseen: {for: 1s}
+)";
+    use_fake_gpu(rules);
+    auto started = start_agent_playing(script);
+    Subprocess& agent = *started;
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
+    const auto detection =
+        wait_for_detection(agent, unseen->pid(), "GG-CORR-0025", time_bound(15s));
+    ASSERT_TRUE(detection) << agent.stderr_text();
+    const std::string text = detection->dump();
+    EXPECT_NE(text.find("but no open of a GPU device was seen"), std::string::npos) << text;
+    EXPECT_EQ((*detection)["log"]["level"], "warning");
+    // Another second of samples: the process that opened its node never is.
+    EXPECT_FALSE(wait_for_detection(agent, seen->pid(), "GG-CORR-0025", 1500ms));
+    EXPECT_TRUE(detections_for({seen->pid()}, "GG-CORR-0025").empty());
+    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+}
+
 }  // namespace
 
 namespace {

@@ -22,6 +22,7 @@ constexpr Factory kFactories[] = {
     conditions::memory_growth,
     conditions::sustained_utilization,
     conditions::sustained_cpu,
+    conditions::gpu_unseen,
     conditions::quiet_io,
     conditions::gpu_memory_above,
     conditions::gpu_not_allowed,

@@ -242,6 +242,7 @@ inline constexpr const char* kConditionKeys[] = {"gpu_held",
                                                  "memory_growth",
                                                  "sustained_utilization",
                                                  "sustained_cpu",
+                                                 "gpu_unseen",
                                                  "scope",
                                                  "gpu_memory_above",
                                                  "gpu_index_not_in",
@@ -291,6 +292,9 @@ struct CorrelationRule {
     std::optional<MemoryGrowthCondition> memory_growth;
     std::optional<SustainedUtilizationCondition> sustained_utilization;
     std::optional<SustainedCpuCondition> sustained_cpu;
+    // The GPU's own telemetry (NVML) has listed the process on a GPU for at
+    // least this long while the sensor never saw it open one.
+    std::optional<std::chrono::seconds> gpu_unseen;
     std::optional<QuietIoCondition> quiet_io;
     std::optional<ScopeCondition> scope;
     // Guard policies: limits on what a (scoped) process may use.

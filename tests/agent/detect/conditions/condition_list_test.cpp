@@ -42,6 +42,7 @@ const std::map<std::string, std::string> kSampleValues = {
     {"hash_rate_above_threshold", "true"},
     {"quiet_io", "{for: 10m}"},
     {"sustained_cpu", "{above_cores: 1.5}"},
+    {"gpu_unseen", "{for: 5s}"},
     {"opaque_peer", "true"},
     {"hidden_from_proc", "true"},
     {"module_load", "{while: [any]}"},

@@ -33,6 +33,10 @@ struct GpuHandle {
     int32_t fd = -1;         // -1 when known only by inheritance
     uint64_t since_ns = 0;   // CLOCK_MONOTONIC; 0 when found by the /proc bootstrap
     bool inherited = false;  // through fork
+    // Known only because the GPU's own telemetry (NVML) lists the process:
+    // the sensor never saw it open a GPU (an io_uring open, an fd passed
+    // over a UNIX socket, a full gpu_tgids map). Cleared by any open seen.
+    bool reported_only = false;
     bool operator==(const GpuHandle&) const = default;
 };
 
