@@ -14,6 +14,7 @@
 
 #include "gpuguard/common/logging.h"
 #include "gpuguard/rules/rules.h"
+#include "rules/last_good.h"
 #include "rules/watch_loop.h"
 
 namespace gpuguard::rules {
@@ -34,6 +35,17 @@ struct RuleSetWatcher::Impl {
     std::shared_ptr<const RuleSet> current;
     std::atomic<uint64_t> reloads{0};
     std::atomic<uint64_t> rejected{0};
+    std::optional<Error> start_error;
+    std::string started_on;
+
+    // After every good load: the copy a later start falls back on.
+    void keep(const std::vector<RuleFile>& files) {
+        if (paths.last_good_dir.empty()) return;
+        if (auto saved = save_last_good(paths.last_good_dir, files); !saved) {
+            logger("rules")->warn("cannot keep the last good rule files: {}",
+                                  saved.error().message);
+        }
+    }
 
     ~Impl() {
         if (thread.joinable()) {
@@ -89,6 +101,7 @@ struct RuleSetWatcher::Impl {
             if (callbacks.on_error) callbacks.on_error(built.error());
             return;
         }
+        keep(*files);
         auto fresh = std::make_shared<const RuleSet>(std::move(built).value());
         {
             std::lock_guard lock(mutex);
@@ -136,9 +149,28 @@ Result<std::unique_ptr<RuleSetWatcher>> RuleSetWatcher::start(
 
     // Watches first, then the initial load: a change in between is not lost.
     auto files = read_rule_files(impl->paths);
-    if (!files) return Unexpected{files.error()};
-    auto initial = RuleSet::build(impl->builtin, *files);
-    if (!initial) return Unexpected{initial.error()};
+    Result<RuleSet> initial =
+        files ? RuleSet::build(impl->builtin, *files) : Unexpected{files.error()};
+    if (initial) {
+        impl->keep(*files);
+    } else if (impl->paths.last_good_dir.empty()) {
+        return Unexpected{initial.error()};
+    } else {
+        // Never fail open: the last good copy, else the built-in pack alone.
+        impl->start_error = initial.error();
+        auto kept = read_last_good(impl->paths.last_good_dir);
+        initial = kept ? RuleSet::build(impl->builtin, *kept) : Unexpected{kept.error()};
+        if (initial) {
+            impl->started_on = "the last good rule set (" + std::to_string(kept->size()) +
+                               " file(s) kept in " + impl->paths.last_good_dir.string() + ")";
+        } else {
+            impl->started_on = "the built-in pack alone (" + initial.error().message + ")";
+            initial = RuleSet::build(impl->builtin, {});
+            if (!initial) return Unexpected{initial.error()};
+        }
+        log_rejection("rule files rejected at start, running on " + impl->started_on + ":",
+                      impl->start_error->message);
+    }
     impl->current = std::make_shared<const RuleSet>(std::move(initial).value());
 
     Impl* raw = impl.get();
@@ -157,5 +189,7 @@ std::shared_ptr<const RuleSet> RuleSetWatcher::current() const {
 
 uint64_t RuleSetWatcher::reloads() const { return impl_->reloads.load(); }
 uint64_t RuleSetWatcher::rejected() const { return impl_->rejected.load(); }
+const std::optional<Error>& RuleSetWatcher::start_error() const { return impl_->start_error; }
+const std::string& RuleSetWatcher::started_on() const { return impl_->started_on; }
 
 }  // namespace gpuguard::rules

@@ -89,6 +89,10 @@ Result<std::unique_ptr<Agent>> Agent::start(AgentOptions options) {
     impl->judge_running_processes();
     impl->mark_run();
     impl->report_own_preloads();
+    if (impl->rules_rejected_at_start) {
+        impl->raise_rules_rejected_at_start(*impl->rules_rejected_at_start,
+                                            impl->rules_watcher->started_on());
+    }
     return std::unique_ptr<Agent>(new Agent(std::move(impl)));
 }
 

@@ -139,20 +139,22 @@ void Agent::Impl::act_on_priorities(const std::vector<PriorityAction>& actions) 
 
 // A rule file change the watcher rejected: an alert about the agent
 // itself, so the SOC sees that its rules did not change.
-void Agent::Impl::raise_rules_rejected(const Error& error) {
-    ++rule_reloads_rejected;
+namespace {
+
+// A detection about the agent's own rule files, from the agent itself.
+Detection agent_rules_detection(const std::string& rule_id, const std::string& rule_name,
+                                const std::string& description, Severity severity,
+                                const Error& error) {
     Detection detection;
     const uint64_t now = monotonic_ns();
     detection.id = "agent-rules-" + std::to_string(now);
-    detection.rule_id = "GG-AGENT-0001";
-    detection.rule_name = "Rule file change rejected";
+    detection.rule_id = rule_id;
+    detection.rule_name = rule_name;
     detection.ruleset = "gpuguard-agent";
-    detection.description =
-        "A change to the rule files was rejected; the previous rules stay active: " + error.message;
-    detection.severity = Severity::kError;
+    detection.description = description;
+    detection.severity = severity;
     detection.confidence = 1.0;
     detection.first_seen_ns = detection.last_seen_ns = now;
-    detection.time_unix_ns = static_cast<int64_t>(now) + realtime_offset_ns;
     detection.process.pid = static_cast<uint32_t>(getpid());
     detection.process.ppid = static_cast<uint32_t>(getppid());
     detection.process.comm = "gpuguard";
@@ -161,6 +163,30 @@ void Agent::Impl::raise_rules_rejected(const Error& error) {
     detection.evidence.push_back(
         Evidence{now, "policy", "", "", "rules", error.message.substr(0, 4096)});
     detection.action = "alert";
+    return detection;
+}
+
+}  // namespace
+
+void Agent::Impl::raise_rules_rejected_at_start(const Error& error, const std::string& running_on) {
+    Detection detection =
+        agent_rules_detection("GG-AGENT-0002", "Rule files rejected at start",
+                              "The rule files did not build when the agent started; it runs on " +
+                                  running_on + " until they are fixed: " + error.message,
+                              Severity::kCritical, error);
+    detection.time_unix_ns = static_cast<int64_t>(detection.first_seen_ns) + realtime_offset_ns;
+    detection.evidence.push_back(
+        Evidence{detection.first_seen_ns, "policy", "", "", "rules", "running on " + running_on});
+    emit(detection);
+}
+
+void Agent::Impl::raise_rules_rejected(const Error& error) {
+    ++rule_reloads_rejected;
+    Detection detection = agent_rules_detection(
+        "GG-AGENT-0001", "Rule file change rejected",
+        "A change to the rule files was rejected; the previous rules stay active: " + error.message,
+        Severity::kError, error);
+    detection.time_unix_ns = static_cast<int64_t>(detection.first_seen_ns) + realtime_offset_ns;
     emit(detection);
 }
 

@@ -126,6 +126,9 @@ struct Agent::Impl {
     std::set<uint32_t> unseen_gpu_marked;  // marked GPU processes on the telemetry's word
     uint64_t detections_total = 0;
     uint64_t rule_reloads_rejected = 0;
+    // Why the rule files were not used at start (reported once the
+    // correlator and outputs are up); nullopt when they were.
+    std::optional<Error> rules_rejected_at_start;
     std::unique_ptr<ActivityLog> activity;  // recent detections/actions: status page, metrics
     std::deque<std::pair<uint64_t, uint64_t>> delivered_samples;  // (monotonic ns, delivered), 60 s
     mutable std::mutex mutex;  // guards table, correlator and sensor reads from other threads
@@ -169,6 +172,9 @@ struct Agent::Impl {
     // A rule file change the watcher rejected: an alert about the agent
     // itself, so the SOC sees that its rules did not change.
     void raise_rules_rejected(const Error& error);
+    // The rule files given at start did not build: a critical detection
+    // naming file:line:col and what the agent runs on instead.
+    void raise_rules_rejected_at_start(const Error& error, const std::string& running_on);
 
     // The agent's own trust (agent_trust.cpp). Who stopped the agent
     // (SIGTERM/SIGINT's sender): an agent_tamper event of kind "stop" through

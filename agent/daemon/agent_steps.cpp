@@ -124,8 +124,12 @@ Status Agent::Impl::load_rules() {
         }
         log->info("created {} for rule files", rules_dir.string());
     }
+    // The last files that built, kept in the agent's state: a start on
+    // files that do not build runs on them (or on the built-in pack) and
+    // says so as a critical detection, instead of not starting.
+    const auto last_good = std::filesystem::path(config.journal.dir) / "last-good" / "rules";
     auto watcher = rules::RuleSetWatcher::start(
-        rules::RulePaths{config.rules.main_file, config.rules.drop_in_dir}, *builtin,
+        rules::RulePaths{config.rules.main_file, config.rules.drop_in_dir, last_good}, *builtin,
         rules::RuleSetWatcher::Callbacks{
             [this](std::shared_ptr<const rules::RuleSet> set) {
                 std::lock_guard lock(this->mutex);
@@ -142,6 +146,11 @@ Status Agent::Impl::load_rules() {
             }});
     if (!watcher) return fail(watcher.error().code, "rules: " + watcher.error().message);
     this->rules_watcher = std::move(watcher).value();
+    if (const auto& rejected = this->rules_watcher->start_error()) {
+        log->critical("rule files rejected at start, running on {}: {}",
+                      this->rules_watcher->started_on(), rejected->message);
+        this->rules_rejected_at_start = *rejected;
+    }
     auto correlator = Correlator::create(
         std::move(*correlation_rules), this->rules_watcher->current(), *this->table,
         CorrelatorOptions{.dry_run = config.enforcement.dry_run,

@@ -438,4 +438,40 @@ TEST_F(AgentDetectTest, sigkill_then_restart_reports_the_gap_and_a_clean_stop_do
     EXPECT_EQ(third.stop(SIGTERM, 10s), 0) << third.stderr_text();
 }
 
+// A start never fails open (issue 39): a drop-in that asked for kills is
+// broken by one line between two starts. The second start is not refused:
+// it runs on the copy of the files the first one loaded, says so in a
+// critical GG-AGENT-0002 naming file:line:col, and a miner that connects to
+// a pool port is still killed by the rule the broken file held.
+TEST_F(AgentDetectTest, a_broken_rule_file_at_start_runs_on_the_last_good_set_and_says_so) {
+    gpuguard::testing::LoopbackPool pool;
+    ASSERT_GE(pool.fd, 0) << "no free miner port on loopback";
+    const auto alerts = dir_ / "alerts.jsonl";
+    kill_on_pool_port(alerts);
+    {
+        Subprocess first({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+        ASSERT_TRUE(first.wait_for_agent_ready(30s)) << first.stderr_text();
+        EXPECT_EQ(first.stop(SIGTERM, 10s), 0) << first.stderr_text();
+    }
+    std::ofstream(rules_dir_ / "10-kill.yaml")
+        << "signatures:\n  override:\n    - id: [GG-PORT-0001\n      action: kill\n";
+    Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
+    const auto rejected = wait_for_detection(agent, agent.pid(), "GG-AGENT-0002", 5s);
+    ASSERT_TRUE(rejected) << agent.stderr_text();
+    const std::string text = rejected->dump();
+    EXPECT_EQ((*rejected)["log"]["level"], "critical") << text;
+    EXPECT_NE(text.find((rules_dir_ / "10-kill.yaml").string() + ":"), std::string::npos) << text;
+    EXPECT_NE(text.find("running on the last good rule set (1 file(s) kept in"), std::string::npos)
+        << text;
+
+    const std::string script =
+        "exec 5<>/dev/tcp/127.0.0.1/" + std::to_string(pool.port) + "; read -t 30 <&5";
+    const pid_t child = start_child("gg-miner", {"/bin/bash", "-c", script, "worker"});
+    ASSERT_GT(child, 0);
+    ChildReaper reaper(child);
+    EXPECT_FALSE(enforced_reason(agent, child, "GG-CORR-0002", "kill", alerts).empty());
+    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+}
+
 }  // namespace

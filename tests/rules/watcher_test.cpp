@@ -133,5 +133,85 @@ TEST(RuleSetWatcher, refuses_to_start_on_an_invalid_file) {
     EXPECT_NE(watcher.error().message.find("unknown key 'bogus'"), std::string::npos);
 }
 
+// A start never fails open: with a state directory, files that do not
+// build start the watcher on the copy of the last files that did (kept at
+// every good load), or on the built-in pack alone when there is none or the
+// copy was tampered with; the reason is kept for the agent to report.
+TEST(RuleSetWatcher, starts_on_the_last_good_files_when_the_given_ones_do_not_build) {
+    TempDir dir;
+    RulePaths paths{dir / "miner-rules.yaml", dir / "rules.d", dir / "state" / "last-good"};
+    std::filesystem::create_directories(paths.drop_in_dir);
+    std::ofstream(paths.main_file) << "rules:\n  - id: kept\n    process_name: [alpha]\n";
+    std::ofstream(paths.drop_in_dir / "10-local.yaml")
+        << "rules:\n  - id: local\n    process_name: [beta]\n";
+    {
+        auto good = RuleSetWatcher::start(paths, builtin(), {});
+        ASSERT_TRUE(good.ok()) << good.error().message;
+        EXPECT_FALSE((*good)->start_error());
+        EXPECT_EQ((*good)->started_on(), "");
+    }
+    // One line of bad YAML, then a restart.
+    std::ofstream(paths.main_file) << "rules:\n  - id: [broken\n";
+    {
+        auto started = RuleSetWatcher::start(paths, builtin(), {});
+        ASSERT_TRUE(started.ok()) << started.error().message;
+        const RuleSetWatcher& watcher = **started;
+        ASSERT_TRUE(watcher.start_error());
+        EXPECT_NE(watcher.start_error()->message.find("miner-rules.yaml:3:1: YAML syntax error"), std::string::npos)
+            << watcher.start_error()->message;
+        EXPECT_EQ(watcher.started_on(), "the last good rule set (2 file(s) kept in " +
+                                            paths.last_good_dir.string() + ")");
+        EXPECT_NE(watcher.current()->find("kept"), nullptr);
+        EXPECT_NE(watcher.current()->find("local"), nullptr);
+        EXPECT_NE(watcher.current()->find("GG-XMRIG-0001"), nullptr);
+    }
+    // A copy changed behind the agent's back is refused: the built-in pack alone.
+    std::ofstream(paths.last_good_dir / "0.yaml", std::ios::app) << "# edited\n";
+    {
+        auto started = RuleSetWatcher::start(paths, builtin(), {});
+        ASSERT_TRUE(started.ok()) << started.error().message;
+        EXPECT_TRUE((*started)->started_on().starts_with("the built-in pack alone ("))
+            << (*started)->started_on();
+        EXPECT_NE((*started)->started_on().find("checksum does not match"), std::string::npos);
+        EXPECT_EQ((*started)->current()->find("kept"), nullptr);
+        EXPECT_NE((*started)->current()->find("GG-XMRIG-0001"), nullptr);
+    }
+    // No copy at all (a first start on a broken file): the built-in pack alone.
+    std::filesystem::remove_all(paths.last_good_dir);
+    auto started = RuleSetWatcher::start(paths, builtin(), {});
+    ASSERT_TRUE(started.ok()) << started.error().message;
+    EXPECT_TRUE((*started)->started_on().starts_with("the built-in pack alone (no last good"))
+        << (*started)->started_on();
+}
+
+TEST(RuleSetWatcher, a_good_reload_replaces_the_kept_copy) {
+    TempDir dir;
+    RulePaths paths{dir / "miner-rules.yaml", dir / "rules.d", dir / "last-good"};
+    std::ofstream(paths.main_file) << "rules:\n  - id: first\n    process_name: [alpha]\n";
+    std::mutex mutex;
+    std::condition_variable changed;
+    int reloads = 0;
+    RuleSetWatcher::Callbacks callbacks;
+    callbacks.on_reload = [&](std::shared_ptr<const RuleSet>) {
+        std::lock_guard lock(mutex);
+        ++reloads;
+        changed.notify_all();
+    };
+    auto watcher = RuleSetWatcher::start(paths, builtin(), callbacks, 50ms);
+    ASSERT_TRUE(watcher.ok()) << watcher.error().message;
+    replace_file(paths.main_file, "rules:\n  - id: second\n    process_name: [gamma]\n");
+    {
+        std::unique_lock lock(mutex);
+        ASSERT_TRUE(changed.wait_for(lock, gpuguard::testing::time_bound(2000ms),
+                                     [&] { return reloads >= 1; }));
+    }
+    watcher->reset();
+    std::ofstream(paths.main_file) << "bogus: 1\n";
+    auto restarted = RuleSetWatcher::start(paths, builtin(), {});
+    ASSERT_TRUE(restarted.ok());
+    EXPECT_NE((*restarted)->current()->find("second"), nullptr);
+    EXPECT_EQ((*restarted)->current()->find("first"), nullptr);
+}
+
 }  // namespace
 }  // namespace gpuguard::rules

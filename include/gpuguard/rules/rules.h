@@ -38,6 +38,9 @@ Result<double> parse_hash_rate(std::string_view text);
 struct RulePaths {
     std::filesystem::path main_file = "/etc/gpuguard/miner-rules.yaml";
     std::filesystem::path drop_in_dir = "/etc/gpuguard/rules.d";
+    // Where the watcher keeps a copy of the last files that built a rule set
+    // (rules/last_good.h); "" keeps none, and a start on bad files fails.
+    std::filesystem::path last_good_dir{};
 };
 
 struct RuleFile {
@@ -168,8 +171,11 @@ class RuleSetWatcher {
         std::function<void(const Error&)> on_error;                     // after a rejected one
     };
 
-    // Loads the initial set (fails if it is invalid or inotify is
-    // unavailable) and starts the watching thread.
+    // Loads the initial set and starts the watching thread. Fails when
+    // inotify is unavailable, or when the files do not build and
+    // paths.last_good_dir is "". With a last_good_dir, files that do not
+    // build start it on the copy kept there, or on the built-in pack alone
+    // when there is none (start_error() and started_on() say so).
     static Result<std::unique_ptr<RuleSetWatcher>> start(
         RulePaths paths, std::shared_ptr<const signatures::Matcher> builtin, Callbacks callbacks,
         std::chrono::milliseconds debounce = std::chrono::milliseconds(100));
@@ -182,6 +188,11 @@ class RuleSetWatcher {
     std::shared_ptr<const RuleSet> current() const;
     uint64_t reloads() const;   // good reloads since start
     uint64_t rejected() const;  // rejected reloads since start
+    // Why the files given at start were not used; nullopt when they were.
+    const std::optional<Error>& start_error() const;
+    // What it started on instead: "the last good rule set (N file(s) kept in
+    // DIR)" or "the built-in pack alone (WHY)"; "" when start_error() is unset.
+    const std::string& started_on() const;
 
     struct Impl;
 
