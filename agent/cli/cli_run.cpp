@@ -258,9 +258,13 @@ int run_agent(const Context& context, const RunOptions& options) {
     }
     context.install_stop_handlers();
     if (context.install_reload_handler) context.install_reload_handler();
+    const Config config_at_start = agent_options.config;
     auto agent = Agent::start(std::move(agent_options));
     if (!agent) {
         log->critical("cannot start the sensor: {}", agent.error().message);
+        // The next start that succeeds reports the gap and this reason.
+        Agent::record_failed_start(config_at_start,
+                                   "cannot start the sensor: " + agent.error().message);
         return 1;
     }
     // Start-up's peak (Hyperscan and YARA compiles, the /proc bootstrap) is

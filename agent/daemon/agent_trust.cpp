@@ -1,6 +1,7 @@
 // The agent's own trust (docs/operations.md, "Stopping"): who stopped it,
 // and the gap an unclean end left, as agent_tamper events through the one
 // pipeline, so the outputs, the journal and replay all see them.
+#include <ctime>
 #include <filesystem>
 #include <system_error>
 
@@ -8,12 +9,14 @@
 
 #include "agent_impl.h"
 #include "gpuguard/events/agent_tamper.h"
+#include "gpuguard/events/event_json.h"
 #include "gpuguard/state/proc_listing.h"
 
 namespace gpuguard::agent {
 namespace {
 
 constexpr char kRunMarkerName[] = "agent.run";
+constexpr char kFailedStartName[] = "agent.failed-start";
 constexpr uint64_t kPinCheckIntervalNs = 5'000'000'000ull;
 // How long a pin found missing waits for the kernel's report of its unlink
 // (which trails the unlink itself) before it is reported as found missing.
@@ -47,6 +50,15 @@ void Agent::Impl::mark_run() {
     const std::string exe = std::filesystem::read_symlink("/proc/self/exe", exe_error).string();
     const uint64_t now = monotonic_ns();
     const int64_t now_unix_ns = static_cast<int64_t>(now) + realtime_offset_ns;
+    // Starts that failed since the last run (record_failed_start): part of the gap.
+    const auto failed_path = dir / kFailedStartName;
+    const auto failed = RunMarker::failed_starts(failed_path);
+    const std::string failures =
+        failed ? std::to_string(failed->count) + " start(s) failed (the first at " +
+                     format_rfc3339(failed->first_unix_ns) + ", the last at " +
+                     format_rfc3339(failed->last_unix_ns) + "): " + failed->last_reason
+               : "";
+    std::filesystem::remove(failed_path, ec);
     if (const auto previous = RunMarker::left_behind(path)) {
         Event event;
         event.ts_ns = now;
@@ -60,6 +72,7 @@ void Agent::Impl::mark_run() {
         tamper.exe = previous->exe.empty() ? exe : previous->exe;
         tamper.detail = "it ended uncleanly (SIGKILL, a crash or power loss): " + path.string() +
                         " was left behind";
+        if (failed) tamper.detail += "; then " + failures;
         // The kernel saw who SIGKILLed it (pinned map): that process is the
         // subject, its executable read now if it still runs.
         if (auto killer = sensor ? sensor->agent_killer(previous->pid) : std::nullopt) {
@@ -72,6 +85,24 @@ void Agent::Impl::mark_run() {
             tamper.cmdline.clear();
         }
         tamper.down_from_unix_ns = previous->last_alive_unix_ns;
+        tamper.down_to_unix_ns = now_unix_ns;
+        event.data = std::move(tamper);
+        log->warn("{}", describe_agent_tamper(event.task, std::get<AgentTamper>(event.data)));
+        std::lock_guard lock(mutex);
+        on_event(event);
+    }
+    if (failed && !RunMarker::left_behind(path)) {
+        // No run between: the host was unwatched from the first failed start.
+        Event event;
+        event.ts_ns = now;
+        event.task.pid = event.task.tid = static_cast<uint32_t>(getpid());
+        event.task.comm = "gpuguard";
+        AgentTamper tamper;
+        tamper.kind = "down";
+        tamper.agent_pid = static_cast<uint32_t>(getpid());
+        tamper.exe = exe;
+        tamper.detail = failures;
+        tamper.down_from_unix_ns = failed->first_unix_ns;
         tamper.down_to_unix_ns = now_unix_ns;
         event.data = std::move(tamper);
         log->warn("{}", describe_agent_tamper(event.task, std::get<AgentTamper>(event.data)));
@@ -166,6 +197,14 @@ void Agent::Impl::report_pin(const MissingPin& pin, const TaskInfo* remover, uin
     logger("agent")->warn("pin {}", tamper.detail);
     event.data = std::move(tamper);
     on_event(event);
+}
+
+void Agent::record_failed_start(const Config& config, const std::string& reason) {
+    timespec now{};
+    clock_gettime(CLOCK_REALTIME, &now);
+    RunMarker::record_failed_start(std::filesystem::path(config.journal.dir) / kFailedStartName,
+                                   static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec,
+                                   reason);
 }
 
 }  // namespace gpuguard::agent

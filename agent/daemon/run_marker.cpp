@@ -1,5 +1,6 @@
 #include "run_marker.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <sstream>
@@ -34,6 +35,41 @@ std::optional<RunMarker::Previous> RunMarker::left_behind(const std::filesystem:
             previous.started_unix_ns = std::strtoll(value.c_str(), nullptr, 10);
     }
     return previous;
+}
+
+void RunMarker::record_failed_start(const std::filesystem::path& path, int64_t unix_ns,
+                                    const std::string& reason) {
+    FailedStarts starts = failed_starts(path).value_or(FailedStarts{unix_ns, unix_ns, 0, ""});
+    starts.last_unix_ns = unix_ns;
+    ++starts.count;
+    std::string line = reason.substr(0, 2048);
+    std::replace(line.begin(), line.end(), '\n', ' ');
+    std::error_code ec;
+    std::filesystem::create_directories(path.parent_path(), ec);
+    const UniqueFd fd(
+        ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
+    if (!fd) return;
+    const std::string text = std::to_string(starts.first_unix_ns) + " " +
+                             std::to_string(starts.last_unix_ns) + " " +
+                             std::to_string(starts.count) + "\n" + line + "\n";
+    if (::write(fd.get(), text.data(), text.size()) == static_cast<ssize_t>(text.size())) {
+        ::fsync(fd.get());
+    }
+}
+
+std::optional<RunMarker::FailedStarts> RunMarker::failed_starts(const std::filesystem::path& path) {
+    auto text = read_file(path);
+    if (!text) return std::nullopt;
+    std::istringstream lines(*text);
+    FailedStarts starts;
+    std::string first;
+    if (!std::getline(lines, first)) return std::nullopt;
+    std::istringstream numbers(first);
+    if (!(numbers >> starts.first_unix_ns >> starts.last_unix_ns >> starts.count)) {
+        return std::nullopt;
+    }
+    std::getline(lines, starts.last_reason);
+    return starts;
 }
 
 Result<RunMarker> RunMarker::create(std::filesystem::path path, uint32_t pid,

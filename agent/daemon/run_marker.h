@@ -29,6 +29,19 @@ class RunMarker {
     // still counts (pid 0): the file's time says when that run was last alive.
     static std::optional<Previous> left_behind(const std::filesystem::path& path);
 
+    // Starts that failed since the last good one (journal.dir/agent.failed-start).
+    struct FailedStarts {
+        int64_t first_unix_ns = 0;
+        int64_t last_unix_ns = 0;
+        uint64_t count = 0;
+        std::string last_reason;
+    };
+    // Adds one to the failed starts recorded at `path` (the first kept).
+    static void record_failed_start(const std::filesystem::path& path, int64_t unix_ns,
+                                    const std::string& reason);
+    // What `path` records, if anything.
+    static std::optional<FailedStarts> failed_starts(const std::filesystem::path& path);
+
     // Writes this run's marker (replacing one left behind). Fails with kIo
     // when the file cannot be written; the agent then runs without one.
     static Result<RunMarker> create(std::filesystem::path path, uint32_t pid,

@@ -474,4 +474,33 @@ TEST_F(AgentDetectTest, a_broken_rule_file_at_start_runs_on_the_last_good_set_an
     EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
 }
 
+// A failed start reaches the alert feed (issue 39): a start that fails (a
+// correlation file that does not parse) records why in journal.dir; the
+// next start that succeeds reports the gap from that first failure with the
+// reason (GG-CORR-0020) and clears the record.
+TEST_F(AgentDetectTest, a_failed_start_is_reported_by_the_next_start_with_the_gap) {
+    const auto correlation = dir_ / "correlation.yaml";
+    std::ofstream(correlation) << "rules:\n  - id: [unclosed\n";
+    std::ofstream(config_, std::ios::app)
+        << "  correlation_files: [" << correlation.string() << "]\n";
+    const auto record = dir_ / "journal" / "agent.failed-start";
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        Subprocess failing({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+        EXPECT_EQ(failing.stop(0, 30s), 1) << failing.stderr_text();
+    }
+    ASSERT_TRUE(std::filesystem::exists(record));
+    std::ofstream(correlation) << "rules: []\n";
+    Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
+    const auto down = wait_for_detection(agent, agent.pid(), "GG-CORR-0020", 5s);
+    ASSERT_TRUE(down) << agent.stderr_text();
+    const std::string text = down->dump();
+    EXPECT_NE(text.find("2 start(s) failed (the first at "), std::string::npos) << text;
+    EXPECT_NE(text.find("cannot start the sensor: correlation rules: " + correlation.string()),
+              std::string::npos)
+        << text;
+    EXPECT_FALSE(std::filesystem::exists(record)) << "reported once";
+    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+}
+
 }  // namespace

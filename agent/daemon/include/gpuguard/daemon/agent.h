@@ -64,6 +64,10 @@ class Agent {
     // Loads the sensor, registers GPU devices (/proc/devices and config),
     // bootstraps the process table from /proc and opens the control socket.
     static Result<std::unique_ptr<Agent>> start(AgentOptions options);
+    // A start that failed with `reason`, recorded in journal.dir where the
+    // next start finds it: it reports the time the host was unwatched and
+    // why (an agent_tamper "down" event, GG-CORR-0020). Best effort.
+    static void record_failed_start(const Config& config, const std::string& reason);
 
     ~Agent();
     Agent(const Agent&) = delete;
