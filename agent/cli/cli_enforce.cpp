@@ -10,13 +10,13 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
-#include "gpuguard/enforce/enforcer.h"
-#include "gpuguard/enforce/nft_blocker.h"
-#include "gpuguard/state/process_handle.h"
-#include "gpuguard/daemon/telemetry.h"
 #include "gpuguard/backends/backends.h"
 #include "gpuguard/common/logging.h"
 #include "gpuguard/common/printable.h"
+#include "gpuguard/daemon/telemetry.h"
+#include "gpuguard/enforce/enforcer.h"
+#include "gpuguard/enforce/nft_blocker.h"
+#include "gpuguard/state/process_handle.h"
 
 namespace gpuguard::agent::cli {
 namespace {

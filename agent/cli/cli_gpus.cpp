@@ -9,10 +9,10 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "gpuguard/daemon/telemetry.h"
 #include "gpuguard/backends/backends.h"
 #include "gpuguard/common/logging.h"
 #include "gpuguard/common/printable.h"
+#include "gpuguard/daemon/telemetry.h"
 
 namespace gpuguard::agent::cli {
 namespace {

@@ -16,12 +16,14 @@
 #include "cli.h"
 #include "gpuguard/common/logging.h"
 #include "gpuguard/common/printable.h"
+#include "gpuguard/common/read_file.h"
 #include "gpuguard/daemon/agent.h"
 #include "gpuguard/daemon/config_reload.h"
 #include "gpuguard/daemon/line_writer.h"
 #include "gpuguard/events/event.h"
 #include "gpuguard/siem/siem.h"
 #include "gpuguard/version.h"
+#include "last_good_config.h"
 #include "service_notify.h"
 
 namespace gpuguard::agent::cli {
@@ -187,8 +189,31 @@ int run_agent(const Context& context, const RunOptions& options) {
     std::signal(SIGUSR2, SIG_IGN);
     const std::string allocator = tune_allocator();
     const auto log = logger("agent");
-    auto config = load_config_or_report(context, options.config_path);
-    if (!config) return 2;
+    // A start never fails open on its configuration either: a file that does
+    // not load starts on the last one that did, loudly (last_good_config.h).
+    std::optional<Config> config;
+    std::string config_rejected;
+    const auto copy = last_good_config_copy(options.config_path);
+    if (copy && !options.config_path.empty()) {
+        auto loaded = load_config_file(options.config_path);
+        if (loaded) {
+            if (auto text = read_file(options.config_path)) keep_last_good_config(*copy, *text);
+            config = std::move(loaded).value();
+        } else if (auto kept = load_last_good_config(*copy)) {
+            config_rejected = loaded.error().message +
+                              " (running on the last good configuration, " + copy->string() + ")";
+            log->critical("configuration rejected at start: {}", config_rejected);
+            config = std::move(kept).value();
+        } else {
+            log->critical("{}", loaded.error().message);
+            log->critical("no configuration to fall back on: {}", kept.error().message);
+            return 2;
+        }
+        set_log_level(context.log_level.empty() ? config->log.level : context.log_level);
+    } else {
+        config = load_config_or_report(context, options.config_path);
+        if (!config) return 2;
+    }
     if (!options.btf_path.empty()) config->sensor.btf_path = options.btf_path;
     log->info("gpuguard {} starting ({})", GPUGUARD_VERSION,
               options.config_path.empty() ? "embedded default config" : options.config_path);
@@ -197,6 +222,7 @@ int run_agent(const Context& context, const RunOptions& options) {
     ConfigReloader reloader(context, options, *config, service);
     AgentOptions agent_options;
     agent_options.config = *config;
+    agent_options.config_rejected = config_rejected;
     agent_options.on_loop = [&service, &reloader] {
         service.ping_watchdog_if_due();
         reloader.poll();

@@ -89,6 +89,9 @@ Result<std::unique_ptr<Agent>> Agent::start(AgentOptions options) {
     impl->judge_running_processes();
     impl->mark_run();
     impl->report_own_preloads();
+    if (!impl->options.config_rejected.empty()) {
+        impl->raise_config_rejected_at_start(impl->options.config_rejected);
+    }
     if (impl->rules_rejected_at_start) {
         impl->raise_rules_rejected_at_start(*impl->rules_rejected_at_start,
                                             impl->rules_watcher->started_on());

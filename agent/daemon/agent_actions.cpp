@@ -180,6 +180,15 @@ void Agent::Impl::raise_rules_rejected_at_start(const Error& error, const std::s
     emit(detection);
 }
 
+void Agent::Impl::raise_config_rejected_at_start(const std::string& why) {
+    Detection detection =
+        agent_rules_detection("GG-AGENT-0003", "Configuration rejected at start",
+                              "The configuration file did not load when the agent started: " + why,
+                              Severity::kCritical, Error{ErrorCode::kParse, why});
+    detection.time_unix_ns = static_cast<int64_t>(detection.first_seen_ns) + realtime_offset_ns;
+    emit(detection);
+}
+
 void Agent::Impl::raise_rules_rejected(const Error& error) {
     ++rule_reloads_rejected;
     Detection detection = agent_rules_detection(

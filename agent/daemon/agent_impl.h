@@ -175,6 +175,8 @@ struct Agent::Impl {
     // The rule files given at start did not build: a critical detection
     // naming file:line:col and what the agent runs on instead.
     void raise_rules_rejected_at_start(const Error& error, const std::string& running_on);
+    // The configuration file did not load at start: the critical GG-AGENT-0003.
+    void raise_config_rejected_at_start(const std::string& why);
 
     // The agent's own trust (agent_trust.cpp). Who stopped the agent
     // (SIGTERM/SIGINT's sender): an agent_tamper event of kind "stop" through

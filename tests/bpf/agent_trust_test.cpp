@@ -503,4 +503,48 @@ TEST_F(AgentDetectTest, a_failed_start_is_reported_by_the_next_start_with_the_ga
     EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
 }
 
+// The configuration half (issue 39): with a state directory (systemd's
+// $STATE_DIRECTORY, here $GPUGUARD_STATE_DIR), every start that loads its
+// gpuguard.yaml keeps a copy; a start on a broken one runs on that copy and
+// raises the critical GG-AGENT-0003 naming the problem, and the miner is
+// still killed. Without a state directory the broken file stops the start.
+TEST_F(AgentDetectTest, a_broken_configuration_at_start_runs_on_the_last_good_one_and_says_so) {
+    gpuguard::testing::LoopbackPool pool;
+    ASSERT_GE(pool.fd, 0) << "no free miner port on loopback";
+    const auto alerts = dir_ / "alerts.jsonl";
+    kill_on_pool_port(alerts);
+    const std::vector<std::string> with_state = {
+        "/usr/bin/env",  "GPUGUARD_STATE_DIR=" + (dir_ / "state").string(),
+        GPUGUARD_BINARY, "run",
+        "--config",      config_.string(),
+        "--json"};
+    {
+        Subprocess first(with_state);
+        ASSERT_TRUE(first.wait_for_agent_ready(30s)) << first.stderr_text();
+        EXPECT_EQ(first.stop(SIGTERM, 10s), 0) << first.stderr_text();
+    }
+    std::ofstream(config_, std::ios::app) << "bogus_section: 1\n";
+    {
+        Subprocess refused({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+        EXPECT_EQ(refused.stop(0, 30s), 2) << "no state directory: nothing to fall back on";
+    }
+    Subprocess agent(with_state);
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
+    const auto rejected = wait_for_detection(agent, agent.pid(), "GG-AGENT-0003", 5s);
+    ASSERT_TRUE(rejected) << agent.stderr_text();
+    const std::string text = rejected->dump();
+    EXPECT_EQ((*rejected)["log"]["level"], "critical") << text;
+    EXPECT_NE(text.find(config_.string() + ":"), std::string::npos) << text;
+    EXPECT_NE(text.find("bogus_section"), std::string::npos) << text;
+    EXPECT_NE(text.find("running on the last good configuration"), std::string::npos) << text;
+
+    const std::string script =
+        "exec 5<>/dev/tcp/127.0.0.1/" + std::to_string(pool.port) + "; read -t 30 <&5";
+    const pid_t child = start_child("gg-miner", {"/bin/bash", "-c", script, "worker"});
+    ASSERT_GT(child, 0);
+    ChildReaper reaper(child);
+    EXPECT_FALSE(enforced_reason(agent, child, "GG-CORR-0002", "kill", alerts).empty());
+    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+}
+
 }  // namespace

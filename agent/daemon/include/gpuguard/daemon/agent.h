@@ -57,6 +57,9 @@ struct AgentOptions {
     std::function<std::optional<StopSender>()> stop_sender;
     std::string proc_root = "/proc";
     std::string sys_root = "/sys";
+    // Why the configuration file given was not used at start (it runs on the
+    // last good copy): reported as the critical GG-AGENT-0003; "" = it was.
+    std::string config_rejected;
 };
 
 class Agent {
