@@ -175,6 +175,23 @@ int RuleReader::read_conditions(const YAML::Node& when, const std::string& path,
         rule.sustained_cpu = read_sustained_cpu(node, path + ".sustained_cpu");
         ++conditions;
     }
+    if (const YAML::Node node = when["gpu_stack"]) {
+        static constexpr const char* kStacks[] = {"ml_framework", "graphics", "runtime_only",
+                                                  "driver_only", "none"};
+        for (auto& [text, item] : diag_.scalar_list(node, path + ".gpu_stack")) {
+            if (std::find_if(std::begin(kStacks), std::end(kStacks), [&text = text](const char* s) {
+                    return text == s;
+                }) == std::end(kStacks)) {
+                diag_.error(item,
+                            path + ".gpu_stack: unknown stack '" + text +
+                                "' (ml_framework, graphics, runtime_only, driver_only, none)");
+            } else {
+                rule.gpu_stack.push_back(text);
+            }
+        }
+        if (rule.gpu_stack.empty()) diag_.error(node, path + ".gpu_stack: name at least one stack");
+        ++conditions;
+    }
     if (const YAML::Node node = when["gpu_unseen"]) {
         if (diag_.check_keys(node, path + ".gpu_unseen", {"for"}) && node["for"]) {
             rule.gpu_unseen = duration(node["for"], path + ".gpu_unseen.for");

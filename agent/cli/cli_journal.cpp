@@ -202,6 +202,12 @@ std::string event_details(const Event& event) {
             return "file writes " + count(io.file_write_bytes) + " bytes, net sends " +
                    count(io.net_sends) + " (" + count(io.net_send_bytes) + " bytes)";
         }
+        std::string operator()(const GpuLibraries& found) const {
+            if (!found.error.empty()) return "GPU libraries not read: " + found.error;
+            return "GPU stack " + found.stack +
+                   (found.frameworks.empty() ? "" : " (" + join(found.frameworks, ", ") + ")") +
+                   ", " + std::to_string(found.libraries.size()) + " GPU libraries mapped";
+        }
         std::string operator()(const CpuUsage& usage) const {
             return fmt::format("CPU {:.2f} cores over {:.1f} s, {} threads", usage.cores(),
                                static_cast<double>(usage.interval_ns) / 1e9, usage.threads);
@@ -486,7 +492,7 @@ void add_filter_options(CLI::App* app, JournalCommand& command) {
                     "only these types (repeatable or comma-separated): gpu_open, gpu_ioctl, "
                     "connect, exec, fork, exit, telemetry, process_snapshot, kill_now, exe_scan, "
                     "net_payload, stratum, process_io, config_file, hidden_process, module_load, "
-                    "file_change, process_env, agent_tamper, container, cpu_usage, "
+                    "file_change, process_env, agent_tamper, container, cpu_usage, gpu_libraries, "
                     "detection, enforcement, note, gap")
         ->allow_extra_args(false);
     app->add_option("--limit", command.limit, "stop after this many records");

@@ -147,6 +147,9 @@ void CorrelatorImpl::record(const Event& event, std::vector<const Detection*>& o
             } else if constexpr (std::is_same_v<T, ProcessIo>) {
                 book_.record_io(pid, ts_ns, data);
                 judge(pid);
+            } else if constexpr (std::is_same_v<T, GpuLibraries>) {
+                book_.of(pid).gpu_stack = data;  // judged with the GPU event that follows
+                book_.of(pid).dirty = true;
             } else if constexpr (std::is_same_v<T, CpuUsage>) {
                 book_.record_cpu(pid, ts_ns, data);
                 judge(pid);

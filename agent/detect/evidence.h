@@ -174,11 +174,12 @@ struct ProcessEvidence {
     std::vector<UsageSample> usage;
     std::vector<uint64_t> connect_ts;
     std::vector<IoSample> io;
-    std::vector<CpuSample> cpu;         // while it is busy, and the reading when it stops
-    std::optional<DetectionPeer> peer;  // last connect with port/domain evidence
-    std::vector<Peer> peers;            // outbound, not loopback
-    std::optional<double> hash_rate;    // fastest estimate of its mining sessions, H/s
-    uint64_t hash_rate_ns = 0;          // when it was reported
+    std::vector<CpuSample> cpu;             // while it is busy, and the reading when it stops
+    std::optional<GpuLibraries> gpu_stack;  // at its first GPU use
+    std::optional<DetectionPeer> peer;      // last connect with port/domain evidence
+    std::vector<Peer> peers;                // outbound, not loopback
+    std::optional<double> hash_rate;        // fastest estimate of its mining sessions, H/s
+    uint64_t hash_rate_ns = 0;              // when it was reported
     // The latest hidden_process event: how it is hidden (hidden_from_proc).
     std::string hidden;
     uint64_t hidden_ns = 0;

@@ -1,6 +1,7 @@
 #include "gpuguard/detect/host_reads.h"
 
 #include "gpuguard/state/file_context.h"
+#include "gpuguard/state/gpu_libraries.h"
 
 namespace gpuguard::agent {
 
@@ -20,6 +21,10 @@ void HostReads::complete(Event& event) const {
 
 Event HostReads::environment_of(const Event& event) const {
     return Event{event.ts_ns, event.task, read_process_env(event.task.pid, options_.proc_root)};
+}
+
+Event HostReads::gpu_libraries_of(const Event& event) const {
+    return Event{event.ts_ns, event.task, read_gpu_libraries(event.task.pid, options_.proc_root)};
 }
 
 std::optional<Event> HostReads::container_of_new_cgroup(const Event& exec) {

@@ -117,6 +117,9 @@ void Pipeline::pass(const Event& event, bool judge_it) {
     if (host && (new_holder || gpu_holder_execs(table, event))) {
         pass(host->environment_of(event), judge_it);
     }
+    // The GPU software it runs on, read once at its first GPU use (its
+    // framework and runtime are mapped by the time the driver opens the GPU).
+    if (new_holder) pass(host->gpu_libraries_of(event), judge_it);
     ++stats_.events;
     if (stages_.journal) stages_.journal->append(event, realtime_offset_ns_);  // never blocks
     table.apply(event);

@@ -372,6 +372,16 @@ CpuUsage read_cpu_usage(const Reader<Node>& reader) {
 }
 
 template <typename Node>
+GpuLibraries read_gpu_libraries(const Reader<Node>& reader) {
+    GpuLibraries found;
+    found.libraries = reader.strings("libraries");
+    found.stack = reader.string("stack", "none");
+    found.frameworks = reader.strings("frameworks");
+    found.error = reader.string("error", "");
+    return found;
+}
+
+template <typename Node>
 Container read_container(const Reader<Node>& reader) {
     Container container;
     container.id = reader.string("id");
@@ -577,6 +587,8 @@ void read_body(std::string_view type, const Reader<Node>& top, const std::option
         body = read_container(object());
     } else if (type == "cpu_usage") {
         body = read_cpu_usage(object());
+    } else if (type == "gpu_libraries") {
+        body = read_gpu_libraries(object());
     } else {
         top.error("type", "unknown event type \"" + std::string(type) + "\" (" +
                               join(event_type_names(), ", ") + ")");

@@ -43,6 +43,7 @@ enum class EventTag : uint8_t {
     kAgentTamper = schema::Declaration<AgentTamper>::tag,  // 19-20 kept for the agent's own records
     kContainer = schema::Declaration<Container>::tag,
     kCpuUsage = schema::Declaration<CpuUsage>::tag,
+    kGpuLibraries = schema::Declaration<GpuLibraries>::tag,
 };
 
 // --- writing --------------------------------------------------------------

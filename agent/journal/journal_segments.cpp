@@ -88,6 +88,7 @@ void JournalWriter::Writer::update_state(std::string_view payload) {
         void operator()(const Stratum&) {}
         void operator()(const ProcessIo&) {}
         void operator()(const CpuUsage&) {}
+        void operator()(const GpuLibraries&) {}
         void operator()(const ConfigFile&) {}
         void operator()(const HiddenProcess&) {}
         void operator()(const ModuleLoad&) {}

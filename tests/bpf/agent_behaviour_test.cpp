@@ -11,6 +11,7 @@
 #include <optional>
 #include <thread>
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -23,6 +24,7 @@
 #include "tests/support/child_process.h"
 #include "tests/support/fake_nvml_script.h"
 #include "tests/support/netns.h"
+#include "tests/support/run_command.h"
 #include "tests/support/time_bound.h"
 
 namespace {
@@ -180,6 +182,64 @@ TEST_F(AgentDetectTest, a_gpu_process_only_nvml_lists_is_reported_and_judged_as_
     EXPECT_FALSE(wait_for_detection(agent, seen->pid(), "GG-CORR-0025", 1500ms));
     EXPECT_TRUE(detections_for({seen->pid()}, "GG-CORR-0025").empty());
     EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+}
+
+// The GPU software a process runs on, read from its maps at its first GPU
+// use: a worker that maps a runtime compiler (a copy of a library named
+// libnvrtc.so.12) before it opens the GPU is "runtime_only", one that maps
+// an ML framework (named libtorch_cuda.so) is not; a rule on the stack
+// tells them apart, and the journal carries the gpu_libraries events.
+TEST_F(AgentDetectTest, the_gpu_stack_mapped_at_first_gpu_use_is_read_and_judged) {
+    const auto nvrtc = dir_ / "libnvrtc.so.12";
+    const auto torch = dir_ / "libtorch_cuda.so";
+    std::filesystem::copy_file(GPUGUARD_FAKE_NVML_PATH, nvrtc);
+    std::filesystem::copy_file(GPUGUARD_FAKE_NVML_PATH, torch);
+    const auto worker = [&](const std::string& comm, const std::filesystem::path& library) {
+        return std::make_unique<gpuguard::testing::RequestChild>(
+            [library, node = node_.string()](char request) -> int {
+                if (request == 'l') return dlopen(library.c_str(), RTLD_NOW) ? 0 : ENOENT;
+                if (request == 'g') return open(node.c_str(), O_RDWR | O_CLOEXEC) >= 0 ? 0 : errno;
+                return EINVAL;
+            },
+            [comm] {
+                prctl(PR_SET_NAME, comm.c_str(), 0, 0, 0);
+                prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+            });
+    };
+    auto kernels = worker("gg-kernels", nvrtc);
+    auto trainer = worker("gg-trainer", torch);
+    const auto rules = dir_ / "stack.yaml";
+    std::ofstream(rules) << R"(rules:
+  - id: TEST-STACK-0001
+    name: GPU process with no ML framework
+    severity: warning
+    action: alert
+    when:
+      gpu_held: true
+      gpu_stack: [runtime_only, driver_only]
+)";
+    std::ofstream(config_, std::ios::app) << "  correlation_files: [" << rules.string() << "]\n";
+    Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
+    for (auto* child : {kernels.get(), trainer.get()}) {
+        ASSERT_EQ(child->ask('l'), 0);
+        ASSERT_EQ(child->ask('g'), 0);
+    }
+    const auto detection = wait_for_detection(agent, kernels->pid(), "TEST-STACK-0001", 10s);
+    ASSERT_TRUE(detection) << agent.stderr_text();
+    EXPECT_NE(detection->dump().find("GPU stack runtime_only: libnvrtc.so.12; no ML framework"),
+              std::string::npos)
+        << detection->dump();
+    EXPECT_FALSE(wait_for_detection(agent, trainer->pid(), "TEST-STACK-0001", 1s));
+    EXPECT_TRUE(detections_for({trainer->pid()}, "TEST-STACK-0001").empty());
+    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+    const auto journal =
+        gpuguard::testing::run_command({GPUGUARD_BINARY, "journal", "export", "--dir",
+                                        (dir_ / "journal").string(), "--type", "gpu_libraries"},
+                                       30s);
+    EXPECT_NE(journal.stdout_text.find("\"stack\":\"ml_framework\",\"frameworks\":[\"PyTorch\"]"),
+              std::string::npos)
+        << journal.stdout_text << journal.stderr_text;
 }
 
 }  // namespace

@@ -23,6 +23,7 @@ constexpr Factory kFactories[] = {
     conditions::sustained_utilization,
     conditions::sustained_cpu,
     conditions::gpu_unseen,
+    conditions::gpu_stack,
     conditions::quiet_io,
     conditions::gpu_memory_above,
     conditions::gpu_not_allowed,

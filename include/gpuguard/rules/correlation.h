@@ -243,6 +243,7 @@ inline constexpr const char* kConditionKeys[] = {"gpu_held",
                                                  "sustained_utilization",
                                                  "sustained_cpu",
                                                  "gpu_unseen",
+                                                 "gpu_stack",
                                                  "scope",
                                                  "gpu_memory_above",
                                                  "gpu_index_not_in",
@@ -295,6 +296,10 @@ struct CorrelationRule {
     // The GPU's own telemetry (NVML) has listed the process on a GPU for at
     // least this long while the sensor never saw it open one.
     std::optional<std::chrono::seconds> gpu_unseen;
+    // The GPU software stack read at its first GPU use (gpu_libraries) is
+    // one of these: "ml_framework", "graphics", "runtime_only",
+    // "driver_only", "none".
+    std::vector<std::string> gpu_stack;
     std::optional<QuietIoCondition> quiet_io;
     std::optional<ScopeCondition> scope;
     // Guard policies: limits on what a (scoped) process may use.

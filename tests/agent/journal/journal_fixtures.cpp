@@ -198,6 +198,12 @@ std::vector<Event> every_event_type(uint64_t ts_ns, uint32_t pid) {
     // A miner on every core of a 64-core host, and one that nearly stopped.
     add(CpuUsage{127'500'000'000ull, 2'000'000'000ull, 65});
     add(CpuUsage{1, 18446744073709551615ull, 0});
+    add(GpuLibraries{
+        {"/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15", "/opt/miner/libnvrtc.so.12"},
+        "runtime_only",
+        {},
+        ""});
+    add(GpuLibraries{{}, "none", {}, "cannot read /proc/42/maps: No such file or directory"});
     return events;
 }
 

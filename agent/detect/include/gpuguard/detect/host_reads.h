@@ -37,6 +37,8 @@ class HostReads {
     // The process_env event of `event`'s process (LD_PRELOAD, LD_LIBRARY_PATH
     // and what the disk says of each), at `event`'s time.
     Event environment_of(const Event& event) const;
+    // The gpu_libraries event of `event`'s process (/proc/PID/maps), at its time.
+    Event gpu_libraries_of(const Event& event) const;
     // The container event of an exec's cgroup, the first time the cgroup is
     // seen (one /proc read per cgroup, not per exec).
     std::optional<Event> container_of_new_cgroup(const Event& exec);

@@ -430,10 +430,25 @@ struct CpuUsage {
     }
 };
 
+// The GPU libraries a process had mapped at its first GPU use (read by the
+// agent from /proc/PID/maps and put into the stream before that event, so
+// replay judges the same), and the software stack they make: an ML
+// framework's libraries (PyTorch, cuDNN, NCCL, ROCm's MIOpen, ...), a
+// graphics API, or only the driver and a runtime compiler, which is what a
+// miner's kernels need. The task is the process.
+struct GpuLibraries {
+    std::vector<std::string> libraries;   // the GPU-related files mapped, by path, in map order
+    std::string stack;                    // "ml_framework", "graphics", "runtime_only",
+                                          // "driver_only" or "none"
+    std::vector<std::string> frameworks;  // what made it ml_framework ("PyTorch", "cuBLAS")
+    std::string error;                    // why the maps could not be read; "" when they were
+    bool operator==(const GpuLibraries&) const = default;
+};
+
 using EventData =
     std::variant<GpuOpen, GpuIoctl, Connect, Exec, Fork, Exit, Telemetry, ProcessSnapshot, KillNow,
                  ExeScan, NetPayload, Stratum, ProcessIo, ConfigFile, HiddenProcess, ModuleLoad,
-                 FileChange, ProcessEnv, AgentTamper, Container, CpuUsage>;
+                 FileChange, ProcessEnv, AgentTamper, Container, CpuUsage, GpuLibraries>;
 
 struct Event {
     uint64_t ts_ns = 0;  // CLOCK_MONOTONIC nanoseconds
@@ -445,7 +460,7 @@ struct Event {
 // "exec", "fork", "exit", "telemetry", "process_snapshot", "kill_now",
 // "exe_scan", "net_payload", "stratum", "process_io", "config_file",
 // "hidden_process", "module_load", "file_change", "process_env", "agent_tamper",
-// "container", "cpu_usage").
+// "container", "cpu_usage", "gpu_libraries").
 const char* event_type_name(const Event& event);
 
 // Every type's name, in EventData's order: what --event-types, `journal

@@ -453,4 +453,18 @@ struct Declaration<CpuUsage> {
     };
 };
 
+template <>
+struct Declaration<GpuLibraries> {
+    static constexpr std::string_view name = "gpu_libraries";
+    static constexpr uint8_t tag = 24;
+    static constexpr Writer writer = Writer::kDeclared;
+    static constexpr Codec codec = Codec::kDeclared;
+    static constexpr std::tuple fields{
+        field("libraries", &GpuLibraries::libraries),
+        field("stack", &GpuLibraries::stack, {.examples = "runtime_only ml_framework"}),
+        field("frameworks", &GpuLibraries::frameworks),
+        field("error", &GpuLibraries::error, {.out = Out::kWhenSet}),
+    };
+};
+
 }  // namespace gpuguard::agent::schema
