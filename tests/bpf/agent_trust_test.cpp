@@ -56,34 +56,35 @@ constexpr char kLocalRule[] = R"(rules:
 )";
 
 TEST_F(AgentDetectTest, start_refuses_config_and_rule_files_others_can_write) {
-    // A group-writable drop-in: one line naming it, its mode and owner. Rule
-    // files are read once the sensor is loaded: start-up fails with 1.
+    // A group-writable drop-in: not loaded, and the start does not fail open
+    // for it: the agent runs on the built-in pack (no last good copy yet) and
+    // raises the critical GG-AGENT-0002 naming the file, its mode and owner.
     const fs::path drop_in = rules_dir_ / "60-local.yaml";
     std::ofstream(drop_in) << kLocalRule;
     fs::permissions(drop_in, fs::perms(0664));
-    auto run = run_command({GPUGUARD_BINARY, "run", "--config", config_.string()}, 30s);
-    EXPECT_EQ(run.exit_code, 1) << run.stderr_text;
-    EXPECT_NE(
-        run.stderr_text.find(drop_in.string() + ": writable by group (mode 0664, owner root:"),
-        std::string::npos)
-        << run.stderr_text;
-    EXPECT_NE(run.stderr_text.find("refused; make it writable by root only"), std::string::npos)
-        << run.stderr_text;
-    EXPECT_EQ(run.stderr_text.find("[agent] ready"), std::string::npos);
+    const auto refused_at_start = [&](const std::string& wanted) {
+        Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+        ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
+        const auto rejected = wait_for_detection(agent, agent.pid(), "GG-AGENT-0002", 5s);
+        ASSERT_TRUE(rejected) << agent.stderr_text();
+        const std::string text = rejected->dump();
+        EXPECT_EQ((*rejected)["log"]["level"], "critical") << text;
+        EXPECT_NE(text.find(wanted), std::string::npos) << text;
+        EXPECT_NE(text.find("running on the built-in pack alone"), std::string::npos) << text;
+        EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+    };
+    refused_at_start(drop_in.string() + ": writable by group (mode 0664, owner root:");
+    refused_at_start("refused; make it writable by root only");
 
     // The rules directory itself, world-writable.
     fs::permissions(drop_in, fs::perms(0644));
     fs::permissions(rules_dir_, fs::perms(0777));
-    run = run_command({GPUGUARD_BINARY, "run", "--config", config_.string()}, 30s);
-    EXPECT_EQ(run.exit_code, 1) << run.stderr_text;
-    EXPECT_NE(run.stderr_text.find(rules_dir_.string() + ": writable by group and others"),
-              std::string::npos)
-        << run.stderr_text;
+    refused_at_start(rules_dir_.string() + ": writable by group and others");
     fs::permissions(rules_dir_, fs::perms(0755));
 
     // The config file, owned by someone else: refused before anything loads (2).
     ASSERT_EQ(chown(config_.c_str(), 65534, static_cast<gid_t>(-1)), 0);
-    run = run_command({GPUGUARD_BINARY, "run", "--config", config_.string()}, 30s);
+    const auto run = run_command({GPUGUARD_BINARY, "run", "--config", config_.string()}, 30s);
     EXPECT_EQ(run.exit_code, 2) << run.stderr_text;
     EXPECT_NE(run.stderr_text.find(config_.string() + ": owned by "), std::string::npos)
         << run.stderr_text;
