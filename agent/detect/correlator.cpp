@@ -270,9 +270,11 @@ void CorrelatorImpl::record_stratum(uint32_t pid, uint64_t ts_ns, const Stratum&
         for (const Hit& hit : evidence.hits) {
             if (hit.field == EvidenceField::kPayload) ids.push_back(hit.id);
         }
-        char detail[128];
-        snprintf(detail, sizeof(detail), "hash rate %.4g H/s above hash_rate_threshold %.4g H/s",
-                 *stratum.hash_rate, *threshold);
+        char detail[160];
+        snprintf(detail, sizeof(detail), "hash rate %.4g H/s%s above hash_rate_threshold %.4g H/s",
+                 *stratum.hash_rate,
+                 hash_rate_interval(stratum.hash_rate_low, stratum.hash_rate_high).c_str(),
+                 *threshold);
         add_hits(evidence, EvidenceField::kPayload,
                  std::vector<std::string_view>(ids.begin(), ids.end()), ts_ns, detail);
     }
@@ -280,6 +282,8 @@ void CorrelatorImpl::record_stratum(uint32_t pid, uint64_t ts_ns, const Stratum&
                                   stratum.protocol};
     if (stratum.hash_rate && *stratum.hash_rate > evidence.hash_rate.value_or(0)) {
         evidence.hash_rate = stratum.hash_rate;  // the fastest session so far
+        evidence.hash_rate_low = stratum.hash_rate_low;
+        evidence.hash_rate_high = stratum.hash_rate_high;
         evidence.hash_rate_ns = ts_ns;
         evidence.dirty = true;
     }

@@ -180,6 +180,7 @@ struct ProcessEvidence {
     std::vector<Peer> peers;                // outbound, not loopback
     std::optional<double> hash_rate;        // fastest estimate of its mining sessions, H/s
     uint64_t hash_rate_ns = 0;              // when it was reported
+    std::optional<double> hash_rate_low, hash_rate_high;  // its 95 % interval
     // The latest hidden_process event: how it is hidden (hidden_from_proc).
     std::string hidden;
     uint64_t hidden_ns = 0;

@@ -528,6 +528,8 @@ Stratum read_stratum(const Reader<Node>& reader) {
     stratum.difficulty_updates = fields.template integer<uint64_t>("difficulty_updates", 0);
     stratum.hash_rate = fields.number("hash_rate");
     stratum.reported_hash_rate = fields.number("reported_hash_rate");
+    stratum.hash_rate_low = fields.number("hash_rate_low");
+    stratum.hash_rate_high = fields.number("hash_rate_high");
     return stratum;
 }
 

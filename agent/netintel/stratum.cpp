@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -229,6 +230,7 @@ void Session::method_seen(const std::string& method, std::string_view text, Upda
 
 void Session::set_share_hashes(std::optional<double> hashes, Update& update) {
     if (!hashes) return;
+    if (first_job_ns_ == 0) first_job_ns_ = line_ts_ns_;
     share_hashes_ = *hashes;
     ++difficulty_updates_;
     update.difficulty = true;
@@ -236,12 +238,8 @@ void Session::set_share_hashes(std::optional<double> hashes, Update& update) {
 
 void Session::share_submitted(const std::string& id, uint64_t ts_ns, Update& update) {
     ++submitted_;
-    if (first_share_ns_ == 0) {
-        first_share_ns_ = ts_ns;
-    } else {
-        hashes_after_first_ += share_hashes_;
-    }
-    last_share_ns_ = ts_ns;
+    hashes_submitted_ += share_hashes_;
+    last_seen_ns_ = std::max(last_seen_ns_, ts_ns);
     if (!id.empty() && pending_.size() < kMaxPending) pending_.insert(id);
     update.share = true;
 }
@@ -254,6 +252,8 @@ void Session::share_answered(const std::string& id, bool accepted, Update& updat
 
 void Session::line(NetPayload::Direction direction, std::string_view text, uint64_t ts_ns,
                    Update& update) {
+    line_ts_ns_ = ts_ns;
+    last_seen_ns_ = std::max(last_seen_ns_, ts_ns);
     const bool outbound = direction == NetPayload::Direction::kOut;
     const json message = json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (message.is_discarded() || !message.is_object()) {
@@ -433,9 +433,36 @@ void Session::cut_login(std::string_view text, Update& update) {
     if (auto agent = string_field(text, "agent")) agent_ = *agent;
 }
 
+namespace {
+
+// The p-quantile of the chi-square distribution with k degrees of freedom,
+// by Wilson and Hilferty's cube-root approximation (within 1 % for k >= 2,
+// what a share count's interval needs).
+double chi_square_quantile(double k, double z) {
+    const double a = 2.0 / (9.0 * k);
+    const double root = 1.0 - a + z * std::sqrt(a);
+    return k * root * root * root;
+}
+
+constexpr double kZ975 = 1.959963985;  // the standard normal's 97.5 % point
+
+}  // namespace
+
 std::optional<double> Session::hash_rate() const {
-    if (submitted_ < 2 || last_share_ns_ <= first_share_ns_) return std::nullopt;
-    return hashes_after_first_ / (static_cast<double>(last_share_ns_ - first_share_ns_) / 1e9);
+    // Two shares at least: one share's interval spans a factor of 200.
+    if (submitted_ < 2 || hashes_submitted_ <= 0 || first_job_ns_ == 0 ||
+        last_seen_ns_ <= first_job_ns_) {
+        return std::nullopt;
+    }
+    return hashes_submitted_ / (static_cast<double>(last_seen_ns_ - first_job_ns_) / 1e9);
+}
+
+std::pair<double, double> Session::hash_rate_interval(double rate) const {
+    // Garwood's interval for a Poisson count N, as a share of N.
+    const double n = static_cast<double>(submitted_);
+    const double low = chi_square_quantile(2.0 * n, -kZ975) / 2.0;
+    const double high = chi_square_quantile(2.0 * n + 2.0, kZ975) / 2.0;
+    return {rate * std::max(0.0, low) / n, rate * high / n};
 }
 
 Stratum Session::describe() const {
@@ -451,6 +478,8 @@ Stratum Session::describe() const {
     out.share_hashes = share_hashes_;
     out.difficulty_updates = difficulty_updates_;
     out.hash_rate = hash_rate();
+    if (out.hash_rate)
+        std::tie(out.hash_rate_low, out.hash_rate_high) = hash_rate_interval(*out.hash_rate);
     out.reported_hash_rate = reported_rate_;
     return out;
 }

@@ -81,6 +81,15 @@ inline double nearest_rank(std::vector<double>& readings, int percentile) {
     return readings[index];
 }
 
+// " (95 %: LOW to HIGH)" of a hash rate's interval, "" when unknown.
+inline std::string hash_rate_interval(const std::optional<double>& low,
+                                      const std::optional<double>& high) {
+    if (!low || !high) return "";
+    char text[64];
+    snprintf(text, sizeof(text), " (95 %%: %.2g to %.2g)", *low, *high);
+    return text;
+}
+
 // "20.0 GiB", as evidence writes a size.
 inline std::string gib(uint64_t bytes) {
     char text[32];

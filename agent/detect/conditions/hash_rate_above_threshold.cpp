@@ -15,9 +15,11 @@ class HashRateAboveThreshold final : public Condition {
         const auto threshold = context.rule_set.hash_rate_threshold();
         const ProcessEvidence& evidence = context.evidence;
         if (!threshold || !evidence.hash_rate || *evidence.hash_rate < *threshold) return false;
-        char detail[128];
-        snprintf(detail, sizeof(detail), "hash rate %.4g H/s above hash_rate_threshold %.4g H/s",
-                 *evidence.hash_rate, *threshold);
+        char detail[160];
+        snprintf(detail, sizeof(detail), "hash rate %.4g H/s%s above hash_rate_threshold %.4g H/s",
+                 *evidence.hash_rate,
+                 hash_rate_interval(evidence.hash_rate_low, evidence.hash_rate_high).c_str(),
+                 *threshold);
         in.extra.push_back(
             Evidence{evidence.hash_rate_ns, "event", "stratum", "", "hash_rate", detail});
         return true;

@@ -105,6 +105,13 @@ TEST(JournalCodec, truncated_payloads_fail_without_reading_past_the_end) {
         std::vector<size_t> older_ends;
         if (snapshot) older_ends.push_back(payload.size() - 1 - snapshot->exe_package.size());
         if (connect && connect->established) older_ends.push_back(payload.size() - 1);
+        // A Stratum record cut before its hash-rate interval (1 byte unset, 9 set).
+        const auto* stratum = std::get_if<Stratum>(&event.data);
+        if (stratum) {
+            const size_t high = stratum->hash_rate_high ? 9 : 1;
+            const size_t low = stratum->hash_rate_low ? 9 : 1;
+            older_ends = {payload.size() - high, payload.size() - high - low};
+        }
         if (scan) {
             const size_t before_check = payload.size() - 1 - scan->package_check.size();
             const size_t before_package = before_check - 1 - scan->package.size();

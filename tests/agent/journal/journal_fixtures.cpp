@@ -197,6 +197,14 @@ std::vector<Event> every_event_type(uint64_t ts_ns, uint32_t pid) {
     add(Container{std::string(64, 'b'), "containerd", {}});
     // A miner on every core of a 64-core host, and one that nearly stopped.
     add(CpuUsage{127'500'000'000ull, 2'000'000'000ull, 65});
+    {
+        Stratum interval;
+        interval.protocol = "stratum1";
+        interval.hash_rate = 4.295e9;
+        interval.hash_rate_low = 1.17e9;
+        interval.hash_rate_high = 1.1e10;
+        add(interval);
+    }
     add(CpuUsage{1, 18446744073709551615ull, 0});
     add(GpuLibraries{
         {"/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15", "/opt/miner/libnvrtc.so.12"},

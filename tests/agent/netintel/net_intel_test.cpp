@@ -243,7 +243,14 @@ TEST_F(NetIntelTest, hash_rate_above_the_threshold_is_evidence) {
     const auto sessions = intel_.sessions();
     ASSERT_EQ(sessions.size(), 1u);
     ASSERT_TRUE(sessions[0].stratum.hash_rate);
-    EXPECT_DOUBLE_EQ(*sessions[0].stratum.hash_rate, 4294967296.0);
+    // Over the session: four shares of 2^32 hashes (difficulty 1) from the
+    // first job (1 s + 1 ns) to the last message (5 s), not the gaps between shares.
+    const double rate = 4.0 * 4294967296.0 / ((5e9 - (1e9 + 1)) / 1e9);
+    EXPECT_DOUBLE_EQ(*sessions[0].stratum.hash_rate, rate);
+    // Its 95 % interval from four shares (Garwood: 1.090 to 10.24 of 4).
+    ASSERT_TRUE(sessions[0].stratum.hash_rate_low && sessions[0].stratum.hash_rate_high);
+    EXPECT_NEAR(*sessions[0].stratum.hash_rate_low / rate, 1.0899 / 4, 0.01);
+    EXPECT_NEAR(*sessions[0].stratum.hash_rate_high / rate, 10.2416 / 4, 0.03);
 }
 
 // The login of each dialect carries the whole wallet; the alert (ECS JSON of
@@ -358,7 +365,9 @@ TEST_F(NetIntelTest, hash_rate_above_the_threshold_raises_a_detection_on_its_own
     ASSERT_EQ(detection->evidence.size(), 1u);
     EXPECT_EQ(detection->evidence[0].field, "hash_rate");
     EXPECT_EQ(detection->evidence[0].detail,
-              "hash rate 4.295e+09 H/s above hash_rate_threshold 1e+09 H/s");
+              "hash rate 4.295e+09 H/s (95 %: 4.8e+08 to 1.6e+10) above hash_rate_threshold 1e+09 "
+              "H/s")
+        << "two shares: the 95 % interval spans a factor of 30";
     ASSERT_TRUE(detection->peer);
     EXPECT_EQ(detection->peer->protocol, "stratum1");
     EXPECT_EQ(detection->action, "alert");

@@ -257,8 +257,12 @@ struct Stratum {
     uint64_t shares_rejected = 0;
     double share_hashes = 0;  // hashes one share stands for at the current difficulty
     uint64_t difficulty_updates = 0;
-    std::optional<double> hash_rate;           // estimated from shares, H/s
+    // Estimated from the shares: the hashes they stand for over the time
+    // since the first job, H/s, with its 95 % interval from the share count.
+    std::optional<double> hash_rate;
     std::optional<double> reported_hash_rate;  // what the miner told the pool, H/s
+    std::optional<double> hash_rate_low{};
+    std::optional<double> hash_rate_high{};
     bool operator==(const Stratum&) const = default;
 };
 

@@ -303,6 +303,10 @@ struct Declaration<Stratum> {
         field("difficulty_updates", &Stratum::difficulty_updates),
         field("hash_rate", &Stratum::hash_rate),
         field("reported_hash_rate", &Stratum::reported_hash_rate),
+        field("hash_rate_low", &Stratum::hash_rate_low,
+              {.out = Out::kWhenSet, .store = Store::kTrailing}),
+        field("hash_rate_high", &Stratum::hash_rate_high,
+              {.out = Out::kWhenSet, .store = Store::kTrailing}),
     };
 };
 

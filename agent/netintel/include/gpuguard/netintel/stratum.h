@@ -82,9 +82,13 @@ class Session {
     bool recognised() const { return protocol_ != Protocol::kUnknown; }
     Protocol protocol() const { return protocol_; }
 
-    // Σ hashes of the shares after the first / time from the first to the
-    // last share, H/s; nullopt before two shares.
+    // Σ hashes of the shares sent (each at the difficulty then) / time from
+    // the first job to the session's latest message, H/s: over the session,
+    // not the gaps between shares. nullopt before two shares with a known
+    // difficulty.
     std::optional<double> hash_rate() const;
+    // The 95 % interval of `rate` from the number of shares it rests on.
+    std::pair<double, double> hash_rate_interval(double rate) const;
 
     // The session's fields of a Stratum event (flow and pool left for the caller).
     Stratum describe() const;
@@ -112,9 +116,14 @@ class Session {
     uint64_t rejected_ = 0;
     std::set<std::string> pending_;  // ids of submits awaiting an answer (bounded)
     std::string login_id_;           // id of the login request (CryptoNote, ETHPROXY)
-    uint64_t first_share_ns_ = 0;
-    uint64_t last_share_ns_ = 0;
-    double hashes_after_first_ = 0;
+    // The hash rate over the session: the hashes its shares stand for
+    // (each at the difficulty when it was sent) over the time since the
+    // first job (a difficulty or target seen), with a 95 % interval from the
+    // share count (shares are a Poisson process).
+    uint64_t first_job_ns_ = 0;
+    uint64_t last_seen_ns_ = 0;  // the session's latest message
+    uint64_t line_ts_ns_ = 0;    // the message being read
+    double hashes_submitted_ = 0;
     std::optional<double> reported_rate_;
     uint32_t first_out_size_ = 0;  // Stratum v2: sizes of the first message each way
     uint32_t first_in_size_ = 0;
