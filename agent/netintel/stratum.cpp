@@ -230,7 +230,10 @@ void Session::method_seen(const std::string& method, std::string_view text, Upda
 
 void Session::set_share_hashes(std::optional<double> hashes, Update& update) {
     if (!hashes) return;
-    if (first_job_ns_ == 0) first_job_ns_ = line_ts_ns_;
+    if (!job_seen_) {
+        job_seen_ = true;
+        first_job_ns_ = line_ts_ns_;
+    }
     share_hashes_ = *hashes;
     ++difficulty_updates_;
     update.difficulty = true;
@@ -450,8 +453,7 @@ constexpr double kZ975 = 1.959963985;  // the standard normal's 97.5 % point
 
 std::optional<double> Session::hash_rate() const {
     // Two shares at least: one share's interval spans a factor of 200.
-    if (submitted_ < 2 || hashes_submitted_ <= 0 || first_job_ns_ == 0 ||
-        last_seen_ns_ <= first_job_ns_) {
+    if (submitted_ < 2 || hashes_submitted_ <= 0 || !job_seen_ || last_seen_ns_ <= first_job_ns_) {
         return std::nullopt;
     }
     return hashes_submitted_ / (static_cast<double>(last_seen_ns_ - first_job_ns_) / 1e9);

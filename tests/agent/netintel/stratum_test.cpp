@@ -39,9 +39,10 @@ TEST_F(SessionTest, stratum1_is_recognised_by_its_first_request_whatever_the_key
 TEST_F(SessionTest, stratum1_hash_rate_is_share_difficulty_times_2_pow_32_over_time) {
     out(R"({"id":1,"method":"mining.subscribe","params":[]})");
     out(R"({"id":2,"method":"mining.authorize","params":["1BvBMSEYstWetqTFn5Au4m4GFg7xJaNVN2.rig1","x"]})");
-    in(R"({"id":null,"method":"mining.set_difficulty","params":[16]})");
-    in(R"({"id":null,"method":"mining.notify","params":["bf","4d16"]})");
-    // 11 shares, one every 2 s: 10 intervals of 16 * 2^32 hashes each.
+    in(R"({"id":null,"method":"mining.set_difficulty","params":[16]})", 98 * kSecond);
+    in(R"({"id":null,"method":"mining.notify","params":["bf","4d16"]})", 98 * kSecond);
+    // 11 shares of 16 * 2^32 hashes each, one every 2 s from 100 s: over the
+    // session (22 s since the first job), not the gaps between shares.
     for (int i = 0; i <= 10; ++i) {
         const std::string id = std::to_string(10 + i);
         out(R"({"params":["w","bf","00000001","504e86ed","b2957c02"],"id":)" + id +
@@ -57,18 +58,22 @@ TEST_F(SessionTest, stratum1_hash_rate_is_share_difficulty_times_2_pow_32_over_t
     EXPECT_EQ(stratum.shares_rejected, 1u);
     EXPECT_EQ(stratum.difficulty_updates, 1u);
     ASSERT_TRUE(stratum.hash_rate);
-    EXPECT_DOUBLE_EQ(*stratum.hash_rate, 16 * 4294967296.0 / 2);
+    EXPECT_DOUBLE_EQ(*stratum.hash_rate, 11 * 16 * 4294967296.0 / 22);
+    ASSERT_TRUE(stratum.hash_rate_low && stratum.hash_rate_high);
+    EXPECT_LT(*stratum.hash_rate_low, *stratum.hash_rate);
+    EXPECT_GT(*stratum.hash_rate_high, *stratum.hash_rate);
 }
 
 TEST_F(SessionTest, ethereum_stratum_uses_the_target_for_share_hashes) {
     out(R"({"id":1,"method":"mining.subscribe","params":["ethminer/0.19","EthereumStratum/1.0.0"]})");
     EXPECT_EQ(session_.protocol(), Protocol::kEthereumStratum);
     // Target 2^240: 2^16 hashes per share.
-    in(R"({"id":null,"method":"mining.set_target","params":["0001000000000000000000000000000000000000000000000000000000000000"]})");
+    in(R"({"id":null,"method":"mining.set_target","params":["0001000000000000000000000000000000000000000000000000000000000000"]})",
+       9 * kSecond);
     out(R"({"id":5,"method":"mining.submit","params":["w","j","0x1"]})", 10 * kSecond);
     out(R"({"id":6,"method":"mining.submit","params":["w","j","0x2"]})", 11 * kSecond);
     ASSERT_TRUE(session_.hash_rate());
-    EXPECT_NEAR(*session_.hash_rate(), 65536.0, 1e-6);
+    EXPECT_NEAR(*session_.hash_rate(), 2 * 65536.0 / 2, 1e-6);  // two shares in 2 s
 }
 
 TEST_F(SessionTest, mining_hello_is_ethereum_stratum_2) {
@@ -83,7 +88,8 @@ TEST_F(SessionTest, ethproxy_login_work_and_reported_hashrate) {
     out(R"({"worker":"rig7","jsonrpc":"2.0","params":["0xb85150eb365e7df0941f0cf08235f987ba91506a"],"id":1,"method":"eth_submitLogin"})");
     EXPECT_EQ(session_.protocol(), Protocol::kEthProxy);
     out(R"({"id":2,"method":"eth_getWork","params":[]})");
-    in(R"({"id":2,"jsonrpc":"2.0","result":["0xabc","0xdef","0x0000000100000000000000000000000000000000000000000000000000000000"]})");
+    in(R"({"id":2,"jsonrpc":"2.0","result":["0xabc","0xdef","0x0000000100000000000000000000000000000000000000000000000000000000"]})",
+       1 * kSecond);
     out(R"({"id":3,"method":"eth_submitHashrate","params":["0x1dcd6500","0xabc"]})");
     out(R"({"id":4,"method":"eth_submitWork","params":["0x1","0x2","0x3"]})", 1 * kSecond);
     out(R"({"id":5,"method":"eth_submitWork","params":["0x1","0x2","0x3"]})", 3 * kSecond);
@@ -92,7 +98,7 @@ TEST_F(SessionTest, ethproxy_login_work_and_reported_hashrate) {
     ASSERT_TRUE(stratum.reported_hash_rate);
     EXPECT_DOUBLE_EQ(*stratum.reported_hash_rate, 500'000'000.0);
     ASSERT_TRUE(stratum.hash_rate);
-    EXPECT_NEAR(*stratum.hash_rate, 4294967296.0 / 2, 1);  // 2^256 / 2^224 per share, 2 s
+    EXPECT_NEAR(*stratum.hash_rate, 2 * 4294967296.0 / 2, 1);  // 2^256 / 2^224 per share, 2 s
 }
 
 TEST_F(SessionTest, cryptonote_login_job_target_and_submits) {
@@ -101,7 +107,8 @@ TEST_F(SessionTest, cryptonote_login_job_target_and_submits) {
             .recognised);
     EXPECT_EQ(session_.protocol(), Protocol::kCryptoNote);
     // Target b88d0600 (LE) = 0x00068db8 -> difficulty floor(0xffffffff / 0x68db8) = 10000.
-    in(R"({"id":1,"jsonrpc":"2.0","error":null,"result":{"id":"1","job":{"blob":"0707","job_id":"4","target":"b88d0600","seed_hash":"ab"},"status":"OK"}})");
+    in(R"({"id":1,"jsonrpc":"2.0","error":null,"result":{"id":"1","job":{"blob":"0707","job_id":"4","target":"b88d0600","seed_hash":"ab"},"status":"OK"}})",
+       9 * kSecond);
     for (int i = 0; i < 5; ++i) {
         const std::string id = std::to_string(2 + i);
         out(R"({"id":)" + id +
@@ -115,7 +122,7 @@ TEST_F(SessionTest, cryptonote_login_job_target_and_submits) {
     EXPECT_EQ(stratum.shares_accepted, 5u);
     EXPECT_DOUBLE_EQ(stratum.share_hashes, 10000.0);
     ASSERT_TRUE(stratum.hash_rate);
-    EXPECT_DOUBLE_EQ(*stratum.hash_rate, 10000.0);
+    EXPECT_DOUBLE_EQ(*stratum.hash_rate, 5 * 10000.0 / 5);  // five shares in the 5 s since the job
 }
 
 TEST_F(SessionTest, a_job_line_cut_at_the_capture_limit_still_sets_the_difficulty) {

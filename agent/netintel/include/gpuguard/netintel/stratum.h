@@ -120,6 +120,7 @@ class Session {
     // (each at the difficulty when it was sent) over the time since the
     // first job (a difficulty or target seen), with a 95 % interval from the
     // share count (shares are a Poisson process).
+    bool job_seen_ = false;
     uint64_t first_job_ns_ = 0;
     uint64_t last_seen_ns_ = 0;  // the session's latest message
     uint64_t line_ts_ns_ = 0;    // the message being read
