@@ -29,6 +29,7 @@ std::string first_bytes_protocol(std::string_view data) {
         return "tls";
     }
     if (data.starts_with("SSH-")) return "ssh";
+    if (data.starts_with("HTTP/1.") || data.starts_with("HTTP/2")) return "http";  // a response
     if (!data.empty() && (data.front() == '{' || data.front() == '[')) return "json";
     for (std::string_view method : {"GET ", "POST ", "PUT ", "HEAD ", "DELETE ", "PATCH ",
                                     "OPTIONS ", "CONNECT ", "PRI * HTTP/2"}) {

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iterator>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <arpa/inet.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@ namespace gpuguard::agent {
 namespace {
 
 constexpr uint8_t kEstablished = 1;
+constexpr uint8_t kListen = 0x0a;
 
 std::string_view next_token(std::string_view& line) {
     while (!line.empty() && line.front() == ' ') line.remove_prefix(1);
@@ -85,8 +87,10 @@ std::vector<TcpRow> parse_proc_net_tcp(std::string_view text, bool v6) {
         const std::string_view local = next_token(line);
         const std::string_view remote = next_token(line);
         const std::string_view state = next_token(line);
-        if (slot.empty() || local.empty() || !parse_endpoint(remote, v6, row) ||
-            !hex_number(state, row.state)) {
+        const size_t local_colon = local.find(':');
+        if (slot.empty() || local_colon == std::string_view::npos ||
+            !hex_number(local.substr(local_colon + 1), row.local_port) ||
+            !parse_endpoint(remote, v6, row) || !hex_number(state, row.state)) {
             continue;
         }
         for (int skip = 0; skip < 5; ++skip)
@@ -123,22 +127,33 @@ std::vector<Connect> established_connects(const std::filesystem::path& proc_root
     }
     std::vector<Connect> connects;
     if (fd_of_inode.empty()) return connects;
+    std::vector<TcpRow> rows;
     for (const bool v6 : {false, true}) {
-        const std::string text = read_text(dir / "net" / (v6 ? "tcp6" : "tcp"));
-        for (const TcpRow& row : parse_proc_net_tcp(text, v6)) {
-            const auto fd = fd_of_inode.find(row.inode);
-            if (row.state != kEstablished || fd == fd_of_inode.end() || loopback(row)) continue;
-            Connect connect;
-            connect.fd = fd->second;
-            connect.result = 0;
-            connect.ip_version = row.ip_version;
-            connect.v4_mapped = row.v4_mapped;
-            connect.address = row.remote_address;
-            connect.port = row.remote_port;
-            connect.watched_tgid = true;
-            connect.established = true;
-            connects.push_back(std::move(connect));
+        for (TcpRow& row : parse_proc_net_tcp(read_text(dir / "net" / (v6 ? "tcp6" : "tcp")), v6)) {
+            rows.push_back(std::move(row));
         }
+    }
+    // Ports something listens on: a connection on one was accepted, not made.
+    std::unordered_set<uint16_t> listening;
+    for (const TcpRow& row : rows) {
+        if (row.state == kListen) listening.insert(row.local_port);
+    }
+    for (const TcpRow& row : rows) {
+        const auto fd = fd_of_inode.find(row.inode);
+        if (row.state != kEstablished || fd == fd_of_inode.end() || loopback(row) ||
+            listening.contains(row.local_port)) {
+            continue;
+        }
+        Connect connect;
+        connect.fd = fd->second;
+        connect.result = 0;
+        connect.ip_version = row.ip_version;
+        connect.v4_mapped = row.v4_mapped;
+        connect.address = row.remote_address;
+        connect.port = row.remote_port;
+        connect.watched_tgid = true;
+        connect.established = true;
+        connects.push_back(std::move(connect));
     }
     return connects;
 }

@@ -186,7 +186,7 @@ TEST(ProcNetTcp, RowsGiveTheRemoteEndStateAndInode) {
     EXPECT_TRUE(parse_proc_net_tcp(tcp, true).empty());  // v4 rows are not v6 ones
 }
 
-TEST(EstablishedConnects, OnlyTheProcessesOwnEstablishedNonLoopbackSockets) {
+TEST(EstablishedConnects, OnlyTheOutboundEstablishedNonLoopbackSocketsOfTheProcess) {
     gpuguard::testing::TempDir proc{"gg-proc-sockets"};
     const auto dir = proc.path() / "77";
     std::filesystem::create_directories(dir / "fd");
@@ -195,6 +195,7 @@ TEST(EstablishedConnects, OnlyTheProcessesOwnEstablishedNonLoopbackSockets) {
     std::filesystem::create_symlink("socket:[15512]", dir / "fd" / "6");  // a listener
     std::filesystem::create_symlink("socket:[99]", dir / "fd" / "7");     // to loopback
     std::filesystem::create_symlink("socket:[777]", dir / "fd" / "8");    // v6
+    std::filesystem::create_symlink("socket:[888]", dir / "fd" / "9");    // accepted on :631
     std::filesystem::create_symlink("/dev/null", dir / "fd" / "0");
     const std::string header = "  sl  local_address rem_address   st\n";
     std::ofstream(dir / "net" / "tcp")
@@ -202,7 +203,10 @@ TEST(EstablishedConnects, OnlyTheProcessesOwnEstablishedNonLoopbackSockets) {
         << "   0: 0100007F:0277 00000000:0000 0A 00000000:00000000 00:00000000 00000000 0 0 15512\n"
         << "   1: 0F02000A:D2F0 0764A8C6:01BB 01 00000000:00000000 00:00000000 00000000 0 0 42424\n"
         << "   2: 0100007F:D2F0 0100007F:0438 01 00000000:00000000 00:00000000 00000000 0 0 99\n"
-        << "   3: 0F02000A:D2F1 0864A8C6:01BB 01 00000000:00000000 00:00000000 00000000 0 0 5555\n";
+        << "   3: 0F02000A:D2F1 0864A8C6:01BB 01 00000000:00000000 00:00000000 00000000 0 0 5555\n"
+        // A server's client: its local port (631) is one a socket listens on.
+        << "   4: 00000000:0277 00000000:0000 0A 00000000:00000000 00:00000000 00000000 0 0 1\n"
+        << "   5: 0F02000A:0277 0964A8C6:C350 01 00000000:00000000 00:00000000 00000000 0 0 888\n";
     std::ofstream(dir / "net" / "tcp6")
         << header
         << "   0: 00000000000000000000000001000000:1F90 B80D0120000000000000000001000000:0D05 01 "

@@ -21,6 +21,7 @@ struct TcpRow {
     bool v4_mapped = false;      // a tcp6 row with a ::ffff:a.b.c.d address
     std::string remote_address;  // "10.0.0.1", "2001:db8::1"
     uint16_t remote_port = 0;
+    uint16_t local_port = 0;
     uint8_t state = 0;  // 1: ESTABLISHED
     uint64_t inode = 0;
     bool operator==(const TcpRow&) const = default;
@@ -32,7 +33,9 @@ std::vector<TcpRow> parse_proc_net_tcp(std::string_view text, bool v6);
 
 // Connect events (result 0, reasons watched_process and established; fd
 // the one holding the socket) for each established, non-loopback TCP
-// connection of `pid`. Empty when it is gone or nothing can be read.
+// connection `pid` made: one whose local port a listening socket of the
+// same table holds was accepted, not made (a server's client), and is left
+// out. Empty when it is gone or nothing can be read.
 std::vector<Connect> established_connects(const std::filesystem::path& proc_root, uint32_t pid);
 
 }  // namespace gpuguard::agent
