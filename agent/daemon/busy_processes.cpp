@@ -42,13 +42,18 @@ void Agent::Impl::sample_cpu(uint64_t now_ns) {
             known->second = now_ns;
             continue;
         }
-        if (pid == own_pid || signature_watched.contains(pid)) continue;
+        if (pid == own_pid) continue;
         const ProcessInfo* info = table->find(pid);
-        if (!info || info->exited || info->holds_gpu())
+        if (!info || info->exited || info->holds_gpu()) {
             continue;  // a GPU holder is watched already
-        if (auto watched = sensor->watch_process(pid); !watched) {
-            log->warn("watch list: {}", watched.error().message);
-            continue;
+        }
+        // One a miner signature put in the watch list is there already; its
+        // counters and established flows are read all the same.
+        if (!signature_watched.contains(pid)) {
+            if (auto watched = sensor->watch_process(pid); !watched) {
+                log->warn("watch list: {}", watched.error().message);
+                continue;
+            }
         }
         busy_watched.emplace(pid, now_ns);
         log->debug("watch list: pid {} ({}) watched on any port while busy", pid, info->comm);

@@ -48,9 +48,19 @@ void EvidenceBook::forget(uint32_t pid) {
 void EvidenceBook::record_connect(uint32_t pid, uint64_t ts_ns, const Connect& connect,
                                   bool pool_port) {
     ProcessEvidence& evidence = processes_[pid];
-    evidence.connect_ts.push_back(ts_ns);
-    if (evidence.connect_ts.size() > kMaxConnects) {
-        evidence.connect_ts.erase(evidence.connect_ts.begin());
+    // A flow found established (read from /proc when the process turned
+    // busy) is not a new connection, and is one peer however often found.
+    if (connect.established) {
+        const bool known =
+            std::any_of(evidence.peers.begin(), evidence.peers.end(), [&](const Peer& peer) {
+                return peer.port == connect.port && peer.address == connect.address;
+            });
+        if (known) return;
+    } else {
+        evidence.connect_ts.push_back(ts_ns);
+        if (evidence.connect_ts.size() > kMaxConnects) {
+            evidence.connect_ts.erase(evidence.connect_ts.begin());
+        }
     }
     const bool reached = connect.result == 0 || connect.result == -115 /* EINPROGRESS */;
     if (!reached || connect.loopback) return;
