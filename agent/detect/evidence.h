@@ -178,8 +178,11 @@ struct ProcessEvidence {
     std::optional<GpuLibraries> gpu_stack;  // at its first GPU use
     std::optional<DetectionPeer> peer;      // last connect with port/domain evidence
     std::vector<Peer> peers;                // outbound, not loopback
-    std::optional<double> hash_rate;        // fastest estimate of its mining sessions, H/s
-    uint64_t hash_rate_ns = 0;              // when it was reported
+    // First bytes of flows no connect named yet: a flow found established
+    // later (its process turned busy after it had sent them) takes them.
+    std::vector<Peer> early_first_bytes;
+    std::optional<double> hash_rate;  // fastest estimate of its mining sessions, H/s
+    uint64_t hash_rate_ns = 0;        // when it was reported
     std::optional<double> hash_rate_low, hash_rate_high;  // its 95 % interval
     // The latest hidden_process event: how it is hidden (hidden_from_proc).
     std::string hidden;

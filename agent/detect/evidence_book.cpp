@@ -66,6 +66,21 @@ void EvidenceBook::record_connect(uint32_t pid, uint64_t ts_ns, const Connect& c
     if (!reached || connect.loopback) return;
     evidence.peers.push_back(
         Peer{ts_ns, connect.address, connect.port, !connect.domain.empty(), pool_port, ""});
+    // What it sent before this connect record (a flow found established).
+    auto& early = evidence.early_first_bytes;
+    if (const auto sent = std::find_if(early.begin(), early.end(),
+                                       [&](const Peer& peer) {
+                                           return peer.port == connect.port &&
+                                                  peer.address == connect.address;
+                                       });
+        sent != early.end()) {
+        Peer& peer = evidence.peers.back();
+        peer.protocol = sent->protocol;
+        peer.server_name = sent->server_name;
+        peer.alpn = sent->alpn;
+        peer.ja4 = sent->ja4;
+        early.erase(sent);
+    }
     if (evidence.peers.size() > kMaxPeers) evidence.peers.erase(evidence.peers.begin());
     evidence.dirty = true;
 }
@@ -75,18 +90,30 @@ bool EvidenceBook::record_first_bytes(uint32_t pid, const NetPayload& payload) {
         return false;
     }
     ProcessEvidence& evidence = processes_[pid];
+    const auto read_into = [&](Peer& peer) {
+        peer.protocol = first_bytes_protocol(payload.data);
+        if (const auto hello = parse_tls_client_hello(payload.data)) {
+            peer.server_name = hello->server_name;
+            peer.alpn = join(hello->alpn, ",");
+            peer.ja4 = hello->ja4;
+        }
+    };
     for (Peer& peer : evidence.peers) {
         if (peer.protocol.empty() && peer.port == payload.remote_port &&
             peer.address == payload.remote_address) {
-            peer.protocol = first_bytes_protocol(payload.data);
-            if (const auto hello = parse_tls_client_hello(payload.data)) {
-                peer.server_name = hello->server_name;
-                peer.alpn = join(hello->alpn, ",");
-                peer.ja4 = hello->ja4;
-            }
+            read_into(peer);
             evidence.dirty = true;
             return true;
         }
+    }
+    // No connect named the flow yet: kept for one found established later.
+    Peer early;
+    early.address = payload.remote_address;
+    early.port = payload.remote_port;
+    read_into(early);
+    evidence.early_first_bytes.push_back(std::move(early));
+    if (evidence.early_first_bytes.size() > kMaxPeers) {
+        evidence.early_first_bytes.erase(evidence.early_first_bytes.begin());
     }
     return false;
 }

@@ -108,13 +108,18 @@ TEST_F(AgentDetectTest, quiet_cpu_miner_on_an_established_tls_flow_is_detected_b
               "Quiet CPU miner by its behaviour (the built-in rule with 4 s windows)");
     // The writer (busy, same peer, same records), the audit (busy, no peer)
     // and the idle worker (same peer, never busy) never are: neither in these
-    // rounds nor in any line an earlier wait read, at warning or above.
+    // rounds nor in any line an earlier wait read.
     for (int i = 0; i < 12; ++i) {
         work();
         EXPECT_FALSE(wait_for_detection(agent, writer->pid(), "GG-CORR-0023", 250ms)) << i;
     }
-    for (const auto& line : alarms_for({writer->pid(), audit->pid(), idle->pid()})) {
-        ADD_FAILURE() << "a benign worker was reported: " << line;
+    // (The workers are forks of this test binary, whose own miner strings
+    // YARA knows: run from /tmp, as CI's clone may be, GG-CORR-0012 names
+    // them all. The behaviour rules may not name the benign ones.)
+    for (const char* rule : {"GG-CORR-0023", "GG-CORR-0024"}) {
+        for (const auto& line : detections_for({writer->pid(), audit->pid(), idle->pid()}, rule)) {
+            ADD_FAILURE() << "a benign worker was reported: " << line;
+        }
     }
     EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
     RecordProperty("detected_after_busy_ms", std::to_string(took.count()));
