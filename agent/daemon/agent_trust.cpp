@@ -59,7 +59,13 @@ void Agent::Impl::mark_run() {
                      format_rfc3339(failed->last_unix_ns) + "): " + failed->last_reason
                : "";
     std::filesystem::remove(failed_path, ec);
-    if (const auto previous = RunMarker::left_behind(path)) {
+    const auto report_down = [&](Event& event) {
+        log->warn("{}", describe_agent_tamper(event.task, std::get<AgentTamper>(event.data)));
+        std::lock_guard lock(mutex);
+        on_event(event);
+    };
+    const auto previous = RunMarker::left_behind(path);
+    if (previous) {
         Event event;
         event.ts_ns = now;
         // The run that ended: its pid and name (the process is gone; its
@@ -87,11 +93,8 @@ void Agent::Impl::mark_run() {
         tamper.down_from_unix_ns = previous->last_alive_unix_ns;
         tamper.down_to_unix_ns = now_unix_ns;
         event.data = std::move(tamper);
-        log->warn("{}", describe_agent_tamper(event.task, std::get<AgentTamper>(event.data)));
-        std::lock_guard lock(mutex);
-        on_event(event);
-    }
-    if (failed && !RunMarker::left_behind(path)) {
+        report_down(event);
+    } else if (failed) {
         // No run between: the host was unwatched from the first failed start.
         Event event;
         event.ts_ns = now;
@@ -105,9 +108,7 @@ void Agent::Impl::mark_run() {
         tamper.down_from_unix_ns = failed->first_unix_ns;
         tamper.down_to_unix_ns = now_unix_ns;
         event.data = std::move(tamper);
-        log->warn("{}", describe_agent_tamper(event.task, std::get<AgentTamper>(event.data)));
-        std::lock_guard lock(mutex);
-        on_event(event);
+        report_down(event);
     }
     auto marker = RunMarker::create(path, static_cast<uint32_t>(getpid()), exe, now_unix_ns);
     if (!marker) {
