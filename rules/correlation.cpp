@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include <date/tz.h>
 
@@ -101,17 +102,21 @@ std::string_view below_temp_dir(std::string_view exe) {
     return {};
 }
 
-// A runner a self-extracting runtime unpacked: the first directory below the
-// temporary one carries the runtime's own prefix.
-bool extracted_runtime(std::string_view below_tmp) {
+// The runtime whose unpack directory `below_tmp` is in (the first directory
+// below the temporary one carries the runtime's own prefix), and the length
+// of that directory's name.
+std::optional<std::pair<LookAlike, size_t>> extracted_runtime(std::string_view below_tmp) {
     const auto slash = below_tmp.find('/');
-    if (slash == std::string_view::npos) return false;
+    if (slash == std::string_view::npos) return std::nullopt;
     const std::string_view dir = below_tmp.substr(0, slash);
-    if (dir.starts_with("_MEI") || dir.starts_with("onefile_") || dir.starts_with("staticx-")) {
-        return true;
-    }
+    if (dir.starts_with("_MEI")) return std::pair{LookAlike::kPyInstaller, slash};
+    if (dir.starts_with("onefile_")) return std::pair{LookAlike::kNuitka, slash};
+    if (dir.starts_with("staticx-")) return std::pair{LookAlike::kStaticx, slash};
     // Ollama (before 0.5.8) unpacked its GPU runners to $TMPDIR/ollamaNNN/runners/.
-    return dir.starts_with("ollama") && below_tmp.substr(slash + 1).starts_with("runners/");
+    if (dir.starts_with("ollama") && below_tmp.substr(slash + 1).starts_with("runners/")) {
+        return std::pair{LookAlike::kOllama, slash};
+    }
+    return std::nullopt;
 }
 
 }  // namespace
@@ -128,11 +133,44 @@ bool temporary_path(std::string_view path) {
 bool temporary_look_alike(std::string_view path) {
     // "/tmp/_MEI123" itself, as PyInstaller's LD_LIBRARY_PATH names it.
     const std::string dir = std::string(path) + "/";
-    return dir.starts_with("/tmp/.mount_") || extracted_runtime(below_temp_dir(dir));
+    return dir.starts_with("/tmp/.mount_") || extracted_runtime(below_temp_dir(dir)).has_value();
+}
+
+const char* to_string(LookAlike kind) {
+    switch (kind) {
+        case LookAlike::kAppImage:
+            return "AppImage";
+        case LookAlike::kPyInstaller:
+            return "PyInstaller";
+        case LookAlike::kNuitka:
+            return "Nuitka";
+        case LookAlike::kStaticx:
+            return "staticx";
+        case LookAlike::kOllama:
+            return "Ollama";
+    }
+    return "unknown";
+}
+
+std::optional<LookAlikeClaim> look_alike_claim(std::string_view exe_as_written) {
+    constexpr std::string_view kDeletedMark = " (deleted)";
+    std::string exe = normal_path(exe_as_written);
+    if (exe.ends_with(kDeletedMark)) exe.resize(exe.size() - kDeletedMark.size());
+    constexpr std::string_view kMount = "/tmp/.mount_";
+    if (exe.starts_with(kMount)) {
+        const size_t end = exe.find('/', kMount.size());
+        if (end == std::string::npos) return std::nullopt;
+        return LookAlikeClaim{LookAlike::kAppImage, exe.substr(0, end)};
+    }
+    const std::string_view below_tmp = below_temp_dir(exe);
+    const auto runtime = extracted_runtime(below_tmp);
+    if (!runtime) return std::nullopt;
+    const size_t root = exe.size() - below_tmp.size();
+    return LookAlikeClaim{runtime->first, exe.substr(0, root + runtime->second)};
 }
 
 std::vector<ExeLocation> exe_locations(std::string_view exe_as_written,
-                                       std::string_view exe_package) {
+                                       std::string_view exe_package, bool look_alike_refused) {
     std::vector<ExeLocation> out;
     if (exe_as_written.starts_with("/memfd:")) return {ExeLocation::kMemfd};
     const std::string exe = normal_path(exe_as_written);
@@ -141,8 +179,10 @@ std::vector<ExeLocation> exe_locations(std::string_view exe_as_written,
     const std::string_view path =
         std::string_view(exe).substr(0, exe.size() - (deleted ? kDeletedMark.size() : 0));
     const std::string_view below_tmp = below_temp_dir(path);
-    const bool look_alike = path.starts_with("/tmp/.mount_") || extracted_runtime(below_tmp);
-    if (path.starts_with("/tmp/.mount_")) {
+    // What the name claims counts only until the agent found it untrue.
+    const bool look_alike = !look_alike_refused && (path.starts_with("/tmp/.mount_") ||
+                                                    extracted_runtime(below_tmp).has_value());
+    if (look_alike && path.starts_with("/tmp/.mount_")) {
         out.push_back(ExeLocation::kAppImage);
     } else if (look_alike) {
         out.push_back(ExeLocation::kExtractedRuntime);

@@ -190,12 +190,17 @@ void CorrelatorImpl::reset_image(uint32_t pid, bool exec) {
     evidence.exe_yara_hit = false;
     evidence.package_check.clear();
     evidence.package.clear();
+    evidence.location_check.clear();
 }
 
 void CorrelatorImpl::record_exe_scan(uint32_t pid, uint64_t ts_ns, const ExeScan& scan) {
     if (!scan.library.empty()) return record_library_scan(pid, ts_ns, scan);
     ProcessEvidence& evidence = book_.of(pid);
     evidence.scan_asked = true;
+    if (evidence.location_check != scan.location_check) {
+        evidence.location_check = scan.location_check;
+        evidence.dirty = true;
+    }
     if (!scan.error.empty()) return;
     evidence.sha256 = scan.sha256;
     evidence.scanned_ns = ts_ns;
@@ -315,13 +320,17 @@ void CorrelatorImpl::request(uint32_t pid, const ProcessInfo& info, ProcessEvide
     // and processes with a signature hit are worth the scan.
     const bool hash_all = !rule_set_->known_bad_sha256().empty();
     if (options_.request_scans && !evidence.scan_asked &&
-        (evidence.held_gpu || !evidence.hits.empty() || hash_all ||
+        (evidence.held_gpu || !evidence.hits.empty() || hash_all || !evidence.cpu.empty() ||
          (options_.scan_every_exec && evidence.exec_seen))) {
         evidence.scan_asked = true;
+        // A busy process (cpu_usage readings come for busy ones only) is
+        // judged by its behaviour: its executable's verdict, package and
+        // location check are part of it.
         scan_requests_.push_back(ScanRequest{pid, ts_ns, info.exe,
                                              evidence.held_gpu        ? "gpu_open"
                                              : !evidence.hits.empty() ? "signature"
                                              : hash_all               ? "known_bad"
+                                             : !evidence.cpu.empty()  ? "busy_cpu"
                                                                       : "exec"});
     }
     if (options_.request_configs && !evidence.config_asked_gpu) {

@@ -163,6 +163,9 @@ struct ProcessEvidence {
     bool exe_yara_hit = false;  // a YARA rule hit the executable
     // What the package database says of it (ExeScan::package_check), its owner.
     std::string package_check;
+    // ExeScan::location_check: "refused: ..." when a look-alike location's
+    // name was found untrue.
+    std::string location_check;
     std::string package;
     std::vector<Hit> hits;
     std::vector<std::string> disguise_ids;  // process signatures on the exe, none on comm

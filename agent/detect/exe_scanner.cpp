@@ -4,6 +4,7 @@
 
 #include "gpuguard/common/logging.h"
 #include "gpuguard/state/package_owner.h"
+#include "location_check.h"
 
 namespace gpuguard::agent {
 
@@ -86,6 +87,9 @@ Event ExeScanWorker::scan(const ProcessWorker::Request& request) {
     } else {
         result.error = report.error().message;
     }
+    // Whether a look-alike location is what its name claims, while the
+    // process and its ancestors still run.
+    result.location_check = check_location(request.task.pid, result.path, proc_root_);
     event.data = std::move(result);
     return event;
 }

@@ -5,10 +5,12 @@
 // from /dev/shm and a library directory written just before, errors; and a
 // GPU program reached through a symlink judged where its file is. Every
 // child runs in a mount namespace of its own with tmpfs over /opt, /srv,
-// /dev/shm and /var/tmp: the host's directories are never written.
+// /dev/shm and /var/tmp: the host's directories are never written. And a
+// look-alike location (/var/tmp/_MEI*) exempt only when what it claims is so.
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <list>
 #include <map>
 #include <optional>
@@ -43,6 +45,11 @@ class AgentEnvTest : public AgentDetectTest {
             "mount --make-rprivate / || exit 3; "
             "for d in /opt /srv /dev/shm /var/tmp; do mount -t tmpfs gg-test $d || exit 4; done; " +
             setup + " || exit 5; exec /usr/bin/env " + env + " " + run + " -c '" + program + "'";
+        return in_own_mounts(script, mark);
+    }
+    // Runs `script` (bash) in a mount namespace of its own; `mark` is the
+    // file its program writes once it has opened the GPU node.
+    pid_t in_own_mounts(const std::string& script, const std::filesystem::path& mark) {
         const pid_t pid = gpuguard::testing::spawn_process(
             "/usr/bin/unshare",
             {"unshare", "-m", "--propagation", "private", "/bin/bash", "-c", script}, "/",
@@ -173,6 +180,61 @@ TEST_F(AgentEnvTest, ml_environments_stay_below_warning_and_real_injection_is_an
         }
     }
     EXPECT_TRUE(own_noticed) << "a library nothing vouches for is a notice";
+    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+}
+
+// A look-alike location exempts only what its name claims (issue 38 point
+// 6): a GPU program in /var/tmp/_MEI* that no PyInstaller program stands
+// behind is judged as a /var/tmp one (GG-CORR-0005, the refusal in the
+// evidence); the same program started by a program outside /var/tmp that
+// holds a file of the directory open, as PyInstaller's bootloader child
+// maps its unpacked libpython, is not reported.
+TEST_F(AgentEnvTest, a_pyinstaller_look_alike_is_exempt_only_when_a_program_stands_behind_it) {
+    Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
+    // Each unpacks bash into its own /var/tmp (a tmpfs of its namespace);
+    // the unpacked bash opens the GPU node, writes its pid and stays (a
+    // read of a FIFO nobody writes: no child left holding the test's pipes).
+    const auto start_unpacked = [&](const std::string& name, const std::string& holder) {
+        const std::string dir = "/var/tmp/_MEI" + name;
+        const auto mark = dir_ / (name + ".pid");
+        const std::string program = "exec 7<>" + node_.string() + "; echo $$ > " + mark.string() +
+                                    "; exec 9<>" + dir + "/wait; read -t 30 -u 9; true";
+        const std::string script =
+            "mount --make-rprivate / && mount -t tmpfs gg-test /var/tmp && mkdir " + dir +
+            " && mkfifo " + dir + "/wait && cp /bin/bash " + dir + "/bash && : > " + dir +
+            "/libpython3.11.so.1.0 && " + holder + dir + "/bash -c '" + program + "'; true";
+        return in_own_mounts(script, mark);
+    };
+    // The real one first: its verdict is judged before the fake one's.
+    const pid_t real_launcher =
+        start_unpacked("real", "exec 3</var/tmp/_MEIreal/libpython3.11.so.1.0; ");
+    const pid_t fake_launcher = start_unpacked("fake", "");
+    ChildReaper reap_real(real_launcher), reap_fake(fake_launcher);
+    ASSERT_TRUE(all_opened()) << agent.stderr_text();
+    const auto pid_in = [&](pid_t launcher) {
+        pid_t pid = 0;
+        std::ifstream(marks_[launcher]) >> pid;
+        return pid;
+    };
+    const pid_t real = pid_in(real_launcher), fake = pid_in(fake_launcher);
+    ASSERT_GT(real, 0);
+    ASSERT_GT(fake, 0);
+    ChildReaper reap_real_program(real), reap_fake_program(fake);
+
+    const auto location = detection_of(agent, fake, "GG-CORR-0005", 10s);
+    ASSERT_TRUE(location) << agent.stderr_text();
+    EXPECT_EQ(level_of(*location), "notice") << location->dump();
+    const std::string text = location->dump();
+    EXPECT_NE(text.find("/var/tmp/_MEIfake/bash (refused: PyInstaller: no ancestor outside a "
+                        "temporary directory uses files from /var/tmp/_MEIfake)"),
+              std::string::npos)
+        << text;
+    // The scans are answered in order: the real one's verdict came first.
+    for (const auto& line : seen_) {
+        const auto record = nlohmann::json::parse(line);
+        EXPECT_NE(record["process"]["pid"].get<pid_t>(), real) << line;
+    }
     EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
 }
 

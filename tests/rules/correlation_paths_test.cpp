@@ -153,5 +153,35 @@ TEST(CorrelationRules, ExeLocationsByPathPackageAndSpelling) {
     EXPECT_TRUE(exe_locations("/home/u/tmp/x").empty());
 }
 
+TEST(CorrelationRules, LookAlikeClaimsNameTheirDirectoryAndARefusalMakesThemTemporary) {
+    const auto claim = [](std::string_view exe) {
+        const auto found = look_alike_claim(exe);
+        return found ? std::string(to_string(found->kind)) + " " + found->dir : std::string("-");
+    };
+    EXPECT_EQ(claim("/tmp/.mount_Krita9x/usr/bin/krita"), "AppImage /tmp/.mount_Krita9x");
+    EXPECT_EQ(claim("/tmp/_MEI12345/app (deleted)"), "PyInstaller /tmp/_MEI12345");
+    EXPECT_EQ(claim("/proc/self/root/var/tmp/_MEIab/x"), "PyInstaller /var/tmp/_MEIab");
+    EXPECT_EQ(claim("/tmp/onefile_811_1700000000_123/app"),
+              "Nuitka /tmp/onefile_811_1700000000_123");
+    EXPECT_EQ(claim("/dev/shm/staticx-AbCd/prog"), "staticx /dev/shm/staticx-AbCd");
+    EXPECT_EQ(claim("/tmp/ollama2837/runners/cuda_v12/ollama_llama_server"),
+              "Ollama /tmp/ollama2837");
+    EXPECT_EQ(claim("/tmp/ollama2837/xmrig"), "-");
+    EXPECT_EQ(claim("/tmp/.mount_x"), "-");  // the mount point itself runs nothing
+    EXPECT_EQ(claim("/tmp/x"), "-");
+    EXPECT_EQ(claim("/opt/_MEI1/x"), "-");
+
+    // Refused: the location is the temporary (or deleted) one it is.
+    EXPECT_EQ(exe_locations("/tmp/.mount_Krita9x/usr/bin/krita", "", true),
+              std::vector<ExeLocation>{ExeLocation::kTmp});
+    EXPECT_EQ(exe_locations("/dev/shm/_MEI1/x (deleted)", "", true),
+              (std::vector<ExeLocation>{ExeLocation::kDevShm, ExeLocation::kDeleted}));
+    EXPECT_EQ(exe_locations("/var/tmp/onefile_1_2/app", "", true),
+              std::vector<ExeLocation>{ExeLocation::kVarTmp});
+    // A refusal changes nothing elsewhere.
+    EXPECT_EQ(exe_locations("/tmp/x", "", true), std::vector<ExeLocation>{ExeLocation::kTmp});
+    EXPECT_TRUE(exe_locations("/usr/bin/x", "", true).empty());
+}
+
 }  // namespace
 }  // namespace gpuguard::rules

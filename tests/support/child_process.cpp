@@ -121,6 +121,8 @@ std::optional<int> RequestChild::try_reap() {
 }
 
 ChildReaper::~ChildReaper() {
+    // 0 and -1 would name a process group or every process: a spawn that failed.
+    if (pid_ <= 0) return;
     kill(pid_, SIGKILL);
     waitpid(pid_, nullptr, 0);
 }

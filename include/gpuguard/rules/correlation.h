@@ -80,7 +80,24 @@ inline constexpr const char* kAgentTamperKinds[] = {"stop",        "signal", "bp
                                                     "pin_removed", "down",   "preloaded"};
 // Which of the locations `exe` (a resolved /proc/PID/exe or exec filename) is
 // in; `exe_package` is what owns a deleted exe's path ("" nothing).
-std::vector<ExeLocation> exe_locations(std::string_view exe, std::string_view exe_package = {});
+// `look_alike_refused`: the agent checked what a look-alike location's name
+// claims and found it untrue (ExeScan::location_check), so the path counts
+// as the temporary (or deleted) one it is.
+std::vector<ExeLocation> exe_locations(std::string_view exe, std::string_view exe_package = {},
+                                       bool look_alike_refused = false);
+
+// What a look-alike location's name claims, for the agent to check on the
+// host before the name exempts anything: an AppImage's FUSE mount, or the
+// unpack directory of a PyInstaller, Nuitka or staticx program or of an
+// Ollama server's runners.
+enum class LookAlike { kAppImage, kPyInstaller, kNuitka, kStaticx, kOllama };
+const char* to_string(LookAlike kind);
+struct LookAlikeClaim {
+    LookAlike kind;
+    std::string dir;  // the mount or unpack directory itself: "/tmp/_MEI1234"
+};
+// The claim `exe`'s path makes; none when it is in no look-alike location.
+std::optional<LookAlikeClaim> look_alike_claim(std::string_view exe);
 
 // Whether the absolute `path` (spelling undone) is in a temporary
 // directory: /tmp, /var/tmp or /dev/shm, or below one.

@@ -21,6 +21,12 @@ class ExeLocationTest : public ConditionTest {
               Exec{"/proc/self/fd/3", {"3"}, false, false, pid, "/memfd:payload (deleted)"});
     }
 
+    // What the agent's scan of the executable found of its location (the
+    // correlator copies ExeScan::location_check into the evidence).
+    void scan(uint32_t pid, const std::string& location_check) {
+        evidence(pid).location_check = location_check;
+    }
+
     static constexpr uint32_t kPid = 500;
     const rules::CorrelationRule temporary_ = rule_when("{exe_location: [tmp, dev_shm]}");
 };
@@ -71,6 +77,25 @@ TEST_F(ExeLocationTest, deleted_and_memfd_executables_hold_only_their_own_locati
     EXPECT_FALSE(holds(deleted, "exe_location", kPid + 1, 5 * kSecond));
     EXPECT_FALSE(holds(temporary_, "exe_location", kPid + 1, 5 * kSecond));
     EXPECT_FALSE(ran(memfd, "/tmp/memfd:payload"));
+}
+
+TEST_F(ExeLocationTest, a_look_alike_counts_as_temporary_only_once_its_claim_is_refused) {
+    const auto look_alikes = rule_when("{exe_location: [appimage, extracted_runtime]}");
+    const std::string exe = "/tmp/_MEI77/ffmpeg";
+    // Before the scan, and with the claim verified: what the name claims.
+    EXPECT_FALSE(ran(temporary_, exe));
+    EXPECT_TRUE(ran(look_alikes, exe));
+    scan(kPid, "verified: PyInstaller: /opt/app/app (pid 499) uses files from /tmp/_MEI77");
+    EXPECT_FALSE(holds(temporary_, "exe_location", kPid, 6 * kSecond));
+    EXPECT_TRUE(holds(look_alikes, "exe_location", kPid, 6 * kSecond));
+    // Refused: a temporary location, the refusal in the evidence.
+    const std::string refused =
+        "refused: PyInstaller: no ancestor outside a temporary directory uses files from "
+        "/tmp/_MEI77";
+    scan(kPid, refused);
+    ASSERT_TRUE(holds(temporary_, "exe_location", kPid, 6 * kSecond));
+    EXPECT_EQ(details(), std::vector<std::string>{"executable " + exe + " (" + refused + ")"});
+    EXPECT_FALSE(holds(look_alikes, "exe_location", kPid, 6 * kSecond));
 }
 
 TEST_F(ExeLocationTest, does_not_depend_on_time) {

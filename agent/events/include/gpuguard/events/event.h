@@ -191,6 +191,11 @@ struct ExeScan {
     // (the agent's own executable) or "" (no database, not checked).
     std::string package{};
     std::string package_check{};
+    // What a look-alike location's name claims (an AppImage's mount, a
+    // self-extracting runtime's unpack directory), checked on the host:
+    // "" (not in one, or not checked), "verified: RUNTIME: HOW" or
+    // "refused: RUNTIME: WHY" (detect/location_check.h).
+    std::string location_check{};
 };
 
 // One line (or a few adjacent lines) of a configuration file that matched a

@@ -249,6 +249,8 @@ struct Declaration<ExeScan> {
         field("package", &ExeScan::package, {.out = Out::kWhenSet, .store = Store::kTrailing}),
         field("package_check", &ExeScan::package_check,
               {.out = Out::kWhenSet, .store = Store::kTrailing}),
+        field("location_check", &ExeScan::location_check,
+              {.out = Out::kWhenSet, .store = Store::kTrailing}),
     };
 };
 
