@@ -11,7 +11,8 @@
  * Filtered in the kernel: reported only when the process holds a GPU fd, is
  * in watched_tgids, the destination port is in watched_ports, the address is
  * in watched_addrs, or cfg_connect_all is set; loopback destinations only
- * with cfg_connect_loopback. Everyone else pays one gpu_tgids lookup, a
+ * with cfg_connect_loopback, or from a GPU holder or watched process (a
+ * proxy on this host may carry its traffic: the agent reads the handshake). Everyone else pays one gpu_tgids lookup, a
  * 4-byte read of the sockaddr and a watched_ports lookup; while the agent's
  * watch lists hold entries (net_watch_armed), one watched_tgids lookup, and
  * a read of the address (4 or 16 bytes) with one watched_addrs lookup.
@@ -152,7 +153,10 @@ static __always_inline int connect__handle_exit(long ret)
 		/* Its traffic is sampled from now on (payload.bpf.c), loopback included. */
 		bpf_map_update_elem(&net_watch_tgids, &tgid, &on, BPF_ANY);
 	}
-	if ((flags & GG_CONNECT_LOOPBACK) && !cfg_connect_loopback)
+	/* A GPU holder's or a watched process's loopback connects are reported:
+	 * a local proxy may be where its traffic leaves the host. */
+	if ((flags & GG_CONNECT_LOOPBACK) && !cfg_connect_loopback &&
+	    !(flags & (GG_CONNECT_GPU_HOLDER | GG_CONNECT_WATCHED_TGID)))
 		return 0;
 
 	e = event__reserve(GG_EVENT_CONNECT, sizeof(*e));

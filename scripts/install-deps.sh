@@ -39,6 +39,9 @@ test_packages=(
     # tests/bpf container test: a real podman container (runc: crun refuses
     # hybrid cgroup hosts) from a busybox root filesystem the test builds
     podman runc
+    # tests/bpf proxy test: a real SOCKS5 proxy and a plain TCP forwarder on
+    # loopback, the way a miner reaches its pool through one
+    microsocks socat
 )
 
 case "$mode" in

@@ -136,8 +136,15 @@ void CorrelatorImpl::record(const Event& event, std::vector<const Detection*>& o
                 record_env(pid, ts_ns, data);  // judged with the GPU event or exec that follows
             } else if constexpr (std::is_same_v<T, NetPayload>) {
                 // Raw samples: net_intel.h derives Stratum events from them;
-                // here only what protocol a connection's first message speaks.
-                if (book_.record_first_bytes(pid, data)) {
+                // here only what protocol a connection's first message
+                // speaks, and where a proxy on this host was asked to go.
+                if (book_.loopback_send(data)) {
+                    bool created = false;
+                    if (Peer* peer = book_.record_proxied_send(pid, ts_ns, data, created)) {
+                        record_proxied_peer(pid, ts_ns, *peer, created);
+                        judge(pid);
+                    }
+                } else if (book_.record_first_bytes(pid, data)) {
                     record_server_name(pid, ts_ns, data);
                     judge(pid);
                 }
@@ -252,6 +259,37 @@ void CorrelatorImpl::record_server_name(uint32_t pid, uint64_t ts_ns, const NetP
                  peer.server_name + " (TLS server name)");
         evidence.peer = DetectionPeer{peer.address, peer.port, peer.server_name, ""};
         return;
+    }
+}
+
+void CorrelatorImpl::record_proxied_peer(uint32_t pid, uint64_t ts_ns, Peer& peer, bool created) {
+    ProcessEvidence& evidence = book_.of(pid);
+    const std::string through = " (through " + peer.via + ")";
+    const std::string target =
+        (peer.address.find(':') != std::string::npos ? "[" + peer.address + "]" : peer.address) +
+        ":" + std::to_string(peer.port);
+    if (created) {
+        if (const auto& ids = match_port_cached(peer.port); !ids.empty()) {
+            add_hits(evidence, EvidenceField::kPort, ids, ts_ns, target + through);
+            peer.pool_port = true;
+            evidence.peer = DetectionPeer{peer.address, peer.port, "", ""};
+        }
+        if (peer.named) {
+            if (const auto& ids = match_cached(signatures::Field::kDomain, peer.address);
+                !ids.empty()) {
+                add_hits(evidence, EvidenceField::kDomain, ids, ts_ns, peer.address + through);
+                evidence.peer = DetectionPeer{"", peer.port, peer.address, ""};
+            }
+        }
+    }
+    if (!peer.server_name.empty()) {
+        if (const auto& ids = match_cached(signatures::Field::kDomain, peer.server_name);
+            !ids.empty()) {
+            add_hits(evidence, EvidenceField::kDomain, ids, ts_ns,
+                     peer.server_name + " (TLS server name" + through.substr(1));
+            evidence.peer =
+                DetectionPeer{peer.named ? "" : peer.address, peer.port, peer.server_name, ""};
+        }
     }
 }
 

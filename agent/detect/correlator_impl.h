@@ -71,6 +71,9 @@ class CorrelatorImpl final : public Correlator {
     // The server name of a TLS hello the connection's first bytes held, matched
     // as a pool domain: a miner's pool is named there even under TLS.
     void record_server_name(uint32_t pid, uint64_t ts_ns, const NetPayload& payload);
+    // A peer reached through a loopback proxy (evidence_proxies.cpp): its
+    // port and name against the signatures when `created`, its TLS server name.
+    void record_proxied_peer(uint32_t pid, uint64_t ts_ns, Peer& peer, bool created);
     void record_file_change(const Event& event, const FileChange& change,
                             std::vector<const Detection*>& out);
     void forget(uint32_t pid);

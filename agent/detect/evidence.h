@@ -77,6 +77,21 @@ struct Peer {
     std::string server_name{};  // SNI; "" none
     std::string alpn{};         // offered protocols, comma-separated; "" none
     std::string ja4{};          // "" when the hello was cut short
+    // The loopback proxy it was reached through: "the SOCKS5 proxy at
+    // 127.0.0.1:1080"; "" a direct connection.
+    std::string via{};
+    uint64_t via_flow = 0;  // that connection's NetPayload::flow
+};
+
+// A connection to a loopback address: its first messages sent, read as a
+// proxy handshake (gpuguard/netintel/proxy_request.h).
+struct LoopbackFlow {
+    uint64_t flow = 0;  // NetPayload::flow
+    std::string proxy;  // "127.0.0.1:1080"
+    std::vector<std::string> sends;
+    bool resolved = false;     // the request was read: peers holds its target
+    bool tunnel_read = false;  // and the tunnelled stream's first bytes
+    size_t tunnel_message = 0, tunnel_offset = 0;
 };
 
 // A kernel module the process loaded, with the host as it was at the load.
@@ -184,6 +199,8 @@ struct ProcessEvidence {
     // First bytes of flows no connect named yet: a flow found established
     // later (its process turned busy after it had sent them) takes them.
     std::vector<Peer> early_first_bytes;
+    // Its connections to loopback proxies, until each request was read.
+    std::vector<LoopbackFlow> loopback_flows;
     std::optional<double> hash_rate;  // fastest estimate of its mining sessions, H/s
     uint64_t hash_rate_ns = 0;        // when it was reported
     std::optional<double> hash_rate_low, hash_rate_high;  // its 95 % interval

@@ -13,8 +13,6 @@
 namespace gpuguard::agent {
 namespace {
 
-constexpr size_t kMaxConnects = 64;
-constexpr size_t kMaxPeers = 16;
 constexpr size_t kMaxTampers = 16;  // per process: a signal storm is one detection's worth
 
 // The protocol of a connection's first message, from its first bytes:
@@ -40,6 +38,15 @@ std::string first_bytes_protocol(std::string_view data) {
 
 }  // namespace
 
+void read_first_bytes(Peer& peer, std::string_view data) {
+    peer.protocol = first_bytes_protocol(data);
+    if (const auto hello = parse_tls_client_hello(data)) {
+        peer.server_name = hello->server_name;
+        peer.alpn = join(hello->alpn, ",");
+        peer.ja4 = hello->ja4;
+    }
+}
+
 void EvidenceBook::forget(uint32_t pid) {
     processes_.erase(pid);
     flagged_.erase(pid);
@@ -50,6 +57,9 @@ void EvidenceBook::record_connect(uint32_t pid, uint64_t ts_ns, const Connect& c
     ProcessEvidence& evidence = processes_[pid];
     // A flow found established (read from /proc when the process turned
     // busy) is not a new connection, and is one peer however often found.
+    // A loopback connect is no connection off the host: where a proxy was
+    // asked to go counts instead (evidence_proxies.cpp).
+    if (connect.loopback) return;
     if (connect.established) {
         const bool known =
             std::any_of(evidence.peers.begin(), evidence.peers.end(), [&](const Peer& peer) {
@@ -90,14 +100,7 @@ bool EvidenceBook::record_first_bytes(uint32_t pid, const NetPayload& payload) {
         return false;
     }
     ProcessEvidence& evidence = processes_[pid];
-    const auto read_into = [&](Peer& peer) {
-        peer.protocol = first_bytes_protocol(payload.data);
-        if (const auto hello = parse_tls_client_hello(payload.data)) {
-            peer.server_name = hello->server_name;
-            peer.alpn = join(hello->alpn, ",");
-            peer.ja4 = hello->ja4;
-        }
-    };
+    const auto read_into = [&](Peer& peer) { read_first_bytes(peer, payload.data); };
     for (Peer& peer : evidence.peers) {
         if (peer.protocol.empty() && peer.port == payload.remote_port &&
             peer.address == payload.remote_address) {

@@ -18,6 +18,14 @@
 
 namespace gpuguard::agent {
 
+// Per process: the connect times and the peers kept, newest last.
+inline constexpr size_t kMaxConnects = 64;
+inline constexpr size_t kMaxPeers = 16;
+
+// The protocol of a connection's first message sent and, for a TLS
+// ClientHello, its server name, ALPN and JA4, into `peer`.
+void read_first_bytes(Peer& peer, std::string_view data);
+
 struct EvidenceBookOptions {
     size_t max_telemetry_samples = 1024;  // per process
     // Persistence written this long before a process was flagged still
@@ -45,6 +53,14 @@ class EvidenceBook {
     // The protocol of a connection's first bytes sent; false when it names
     // no peer still unknown (nothing changed).
     bool record_first_bytes(uint32_t pid, const NetPayload& payload);
+    // A send on a connection to a loopback address (evidence_proxies.cpp):
+    // a proxy handshake's request becomes a peer of the process's own (the
+    // proxy's target, reached through it), the tunnelled stream's first
+    // bytes that peer's. The peer when it is new or changed (`created`:
+    // new), else null; false and null for any other payload.
+    bool loopback_send(const NetPayload& payload) const;
+    Peer* record_proxied_send(uint32_t pid, uint64_t ts_ns, const NetPayload& payload,
+                              bool& created);
     void record_io(uint32_t pid, uint64_t ts_ns, const ProcessIo& io);
     void record_cpu(uint32_t pid, uint64_t ts_ns, const CpuUsage& usage);
     // Each GPU's reading and each process's usage sample.

@@ -8,6 +8,7 @@
 // rule is the built-in one with its 3-minute windows cut to 4 s (same id,
 // `rules.correlation_files`) and the CPU read every 500 ms; the windows
 // themselves are the scenarios'. The journal replays to the same detection.
+// And the same miner behind a real SOCKS5 proxy on loopback.
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -142,6 +143,87 @@ TEST_F(AgentDetectTest, quiet_cpu_miner_on_an_established_tls_flow_is_detected_b
         if (record["process"]["pid"] == miner->pid()) ++miner_lines;
     }
     EXPECT_GE(miner_lines, 1u) << replayed.stdout_text.substr(0, 4000);
+}
+
+// Behind a SOCKS5 proxy on loopback (issue 38 point 5): a real microsocks
+// in the test's namespace, the miner's only connection is to it, and what
+// it asks the proxy for (a bare address) is judged as its own peer, with the
+// tunnelled TLS as that peer's first bytes. A worker as busy and as quiet
+// that asks the same proxy for a host by name (resolved from a hosts file
+// bound over /etc/hosts in the proxy's own mount namespace) is not reported.
+TEST_F(AgentDetectTest, quiet_cpu_miner_behind_a_loopback_socks5_proxy_is_judged_by_its_target) {
+    std::unique_ptr<RequestChild> miner, named;
+    std::optional<gpuguard::testing::VethPeer> peer;
+    const auto hosts = dir_ / "hosts";
+    std::ofstream(hosts) << "127.0.0.1 localhost\n10.67.0.2 storage.example.internal\n";
+    pid_t proxy = -1;
+    {
+        gpuguard::testing::NetnsScope netns;
+        ASSERT_EQ(netns.error(), "");
+        peer.emplace(kCpuPeerPort, /*hold_connections=*/true);
+        ASSERT_EQ(peer->error(), "");
+        proxy = gpuguard::testing::spawn_process(
+            "/usr/bin/unshare",
+            {"unshare", "-m", "--propagation", "private", "/bin/sh", "-c",
+             "mount --bind " + hosts.string() +
+                 " /etc/hosts && exec microsocks -i 127.0.0.1 -p 1080 >/dev/null"},
+            "/", {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"});
+        ASSERT_GT(proxy, 0);
+        const auto worker = [&](const std::string& comm, const std::string& target) {
+            return gpuguard::testing::start_io_worker({.comm = comm,
+                                                       .gpu_node = "",
+                                                       .file = "",
+                                                       .tcp_port = 1080,
+                                                       .tcp_address = "127.0.0.1",
+                                                       .socks_target = target,
+                                                       .socks_port = kCpuPeerPort});
+        };
+        miner = worker("gg-socksminer", "10.67.0.2");
+        named = worker("gg-socksnamed", "storage.example.internal");
+    }
+    gpuguard::testing::ChildReaper reap_proxy(proxy);
+    const auto rules = dir_ / "quiet-cpu.yaml";
+    std::ofstream(rules) << kQuietCpuRule;
+    std::ofstream(config_, std::ios::app)
+        << "  correlation_files: [" << rules.string() << "]\n"
+        << "process_table:\n  cpu_interval_ms: 500\n  busy_cpu_percent: 20\n";
+    Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
+    for (auto* child : {miner.get(), named.get()}) ASSERT_EQ(child->ask('b'), 0);
+    // Through the proxy again every 2 s (the agent samples a busy process's
+    // connections once it is watched), then small TLS records.
+    std::optional<nlohmann::json> detection;
+    auto reconnect_at = Clock::now();
+    for (const auto deadline = Clock::now() + time_bound(30s);
+         !detection && Clock::now() < deadline;) {
+        if (Clock::now() >= reconnect_at) {
+            for (auto* child : {miner.get(), named.get()}) {
+                child->ask('x');
+                ASSERT_EQ(child->ask('c'), 0);
+                ASSERT_EQ(child->ask('p'), 0) << "the proxy refused the CONNECT";
+                ASSERT_EQ(child->ask('h'), 0);
+            }
+            reconnect_at = Clock::now() + 2s;
+        }
+        for (auto* child : {miner.get(), named.get()}) ASSERT_EQ(child->ask('t'), 0);
+        detection = wait_for_detection(agent, miner->pid(), "GG-CORR-0023", 300ms);
+    }
+    ASSERT_TRUE(detection) << agent.stderr_text();
+    const std::string text = detection->dump();
+    EXPECT_NE(text.find("10.67.0.2:8443 (no DNS answer named it), TLS from the first byte, "
+                        "through the SOCKS5 proxy at 127.0.0.1:1080"),
+              std::string::npos)
+        << text;
+    for (int i = 0; i < 8; ++i) {
+        for (auto* child : {miner.get(), named.get()}) ASSERT_EQ(child->ask('t'), 0);
+        EXPECT_FALSE(wait_for_detection(agent, named->pid(), "GG-CORR-0023", 250ms)) << i;
+    }
+    for (const char* rule : {"GG-CORR-0023", "GG-CORR-0024"}) {
+        for (const auto& line : detections_for({named->pid()}, rule)) {
+            ADD_FAILURE() << "the worker that named its target was reported: " << line;
+        }
+    }
+    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
 }
 
 }  // namespace

@@ -405,7 +405,10 @@ TEST(ConnectAll, every_inet_connect_is_reported_and_unix_ones_are_not) {
     }
 }
 
-TEST(ConnectLoopbackFilter, loopback_is_excluded_unless_configured) {
+// Loopback connects are left out, except a GPU holder's (or a watched
+// process's): a proxy on this host may carry its traffic. A watched port
+// alone does not bring a loopback connect in.
+TEST(ConnectLoopbackFilter, loopback_is_reported_for_gpu_holders_only_unless_configured) {
     GG_REQUIRE_PRIVILEGED();
     gpuguard::testing::TempDir dir("gg-connect");
     const std::string node = (dir / "gpu0").string();
@@ -418,11 +421,20 @@ TEST(ConnectLoopbackFilter, loopback_is_excluded_unless_configured) {
     options.config.watched_ports = {v4.port()};  // watched, but loopback still excluded
     const auto error = harness.open(options);
     ASSERT_FALSE(error) << *error;
-    const pid_t child = run_in_child("gg-connect", [&] {
+    const pid_t holder = run_in_child("gg-connect", [&] {
         if (open(node.c_str(), O_RDWR) < 0) return 1;
         return connect_to("127.0.0.1", v4.port());
     });
-    EXPECT_TRUE(harness.of<Connect>(child, 0).empty());
+    const pid_t other =
+        run_in_child("gg-connect", [&] { return connect_to("127.0.0.1", v4.port()); });
+    const auto reported = harness.of<Connect>(holder, 1);
+    ASSERT_EQ(reported.size(), 1u);
+    const Connect& connect = reported[0].second;
+    EXPECT_TRUE(connect.loopback);
+    EXPECT_TRUE(connect.gpu_holder);
+    EXPECT_EQ(connect.address, "127.0.0.1");
+    EXPECT_EQ(connect.port, v4.port());
+    EXPECT_TRUE(harness.of<Connect>(other, 0).empty());
 }
 
 }  // namespace

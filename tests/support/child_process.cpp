@@ -127,6 +127,40 @@ ChildReaper::~ChildReaper() {
     waitpid(pid_, nullptr, 0);
 }
 
+namespace {
+
+// RFC 1928 CONNECT without authentication on the connected `fd`: 0 when
+// the proxy granted it, else an errno (ECONNREFUSED when it refused).
+int socks5_connect(int fd, const std::string& target, uint16_t port) {
+    const auto exchange = [fd](const std::string& out, size_t answer) -> int {
+        if (write(fd, out.data(), out.size()) != static_cast<ssize_t>(out.size())) return errno;
+        char in[64];
+        size_t got = 0;
+        while (got < answer) {
+            const ssize_t n = read(fd, in + got, answer - got);
+            if (n <= 0) return n == 0 ? ECONNRESET : errno;
+            got += static_cast<size_t>(n);
+        }
+        return in[1] == 0 ? 0 : ECONNREFUSED;
+    };
+    if (const int refused = exchange(std::string("\x05\x01\x00", 3), 2)) return refused;
+    std::string request("\x05\x01\x00", 3);
+    in_addr address{};
+    if (inet_pton(AF_INET, target.c_str(), &address) == 1) {
+        request += '\x01';
+        request.append(reinterpret_cast<const char*>(&address), 4);
+    } else {
+        request += '\x03';
+        request += static_cast<char>(target.size());
+        request += target;
+    }
+    request += static_cast<char>(port >> 8);
+    request += static_cast<char>(port & 0xff);
+    return exchange(request, 10);  // the reply with an IPv4 bound address
+}
+
+}  // namespace
+
 std::unique_ptr<RequestChild> start_io_worker(const IoWorkerOptions& options) {
     return std::make_unique<RequestChild>(
         [options](char request) -> int {
@@ -150,6 +184,18 @@ std::unique_ptr<RequestChild> start_io_worker(const IoWorkerOptions& options) {
                                                                                            : errno;
                 case 's':
                     return write(tcp, block, kIoMessageBytes) == kIoMessageBytes ? 0 : errno;
+                case 'p':
+                    return socks5_connect(tcp, options.socks_target, options.socks_port);
+                case 'h': {
+                    // A handshake record (22), TLS 1.0 on the wire, a ClientHello's start.
+                    const char hello[] = {0x16, 0x03, 0x01, 0x00, 0x2f, 0x01, 0x00, 0x00, 0x2b,
+                                          0x03, 0x03, 0x5a, 0x3c, 0x11, 0x7e, 0x42, 0x09};
+                    return write(tcp, hello, sizeof(hello)) == sizeof(hello) ? 0 : errno;
+                }
+                case 'x':
+                    close(tcp);
+                    tcp = -1;
+                    return 0;
                 case 't': {
                     // Type 23 (application data), TLS 1.2 on the wire, then the ciphertext.
                     char record[kIoMessageBytes] = {0x17, 0x03, 0x03, 0x00,

@@ -87,10 +87,19 @@ struct IoWorkerOptions {
     uint16_t tcp_port = 0;
     uint16_t udp_port = 0;
     std::string tcp_address = "127.0.0.1";  // where 'c' connects
+    // 'p': a SOCKS5 CONNECT (RFC 1928, no authentication) over the 'c'
+    // connection to this address or name and port.
+    std::string socks_target = "";
+    uint16_t socks_port = 0;
 };
 inline constexpr size_t kIoMessageBytes = 100;
 inline constexpr size_t kIoDatagramBytes = 40;
 inline constexpr size_t kIoFileBytes = 65536;
+// Requests: 'g' opens the GPU node, 'c' connects over TCP (and makes a UDP
+// socket), 'p' asks the SOCKS5 proxy it connected to for socks_target,
+// 'h' sends the first record of a TLS handshake, 's' a plain message, 't'
+// a TLS application-data record, 'u' a datagram, 'f' writes the file,
+// 'b' spins a thread on a core, 'x' closes the TCP connection.
 std::unique_ptr<RequestChild> start_io_worker(const IoWorkerOptions& options);
 
 }  // namespace gpuguard::testing

@@ -29,6 +29,7 @@ class OpaquePeer final : public Condition {
                                                : ", a protocol gpuguard does not recognise";
             // What its ClientHello said, when the first bytes held one.
             if (!peer.server_name.empty()) detail += ", server name " + peer.server_name;
+            if (!peer.via.empty()) detail += ", through " + peer.via;
             if (!peer.ja4.empty()) {
                 detail += peer.alpn.empty() ? ", no ALPN" : ", ALPN " + peer.alpn;
                 detail += ", JA4 " + peer.ja4;

@@ -1,0 +1,107 @@
+// What a process sends to a proxy on this host: the first messages of each
+// of its connections to a loopback address are read as a proxy handshake
+// (SOCKS5, SOCKS4/4a, HTTP CONNECT). The target it asks for is a peer of
+// its own, judged like a direct connection (a new connection, its port and
+// name against the signatures, opaque_peer), with the tunnelled stream's
+// first bytes (a TLS ClientHello: SNI, ALPN, JA4) as that peer's. A miner
+// behind XMRig's `-x 127.0.0.1:1080`, Tor's SocksPort or an HTTP proxy is
+// thus judged by where it really goes. From the events alone: replay reads
+// the same.
+#include <algorithm>
+
+#include "evidence_book.h"
+#include "gpuguard/netintel/proxy_request.h"
+
+namespace gpuguard::agent {
+namespace {
+
+// Messages a handshake may take before its request (a SOCKS5 greeting, a
+// username/password exchange): the payload programs sample four a flow.
+constexpr size_t kHandshakeMessages = 4;
+constexpr size_t kMaxLoopbackFlows = 16;
+
+bool loopback_address(std::string_view address) {
+    return address.starts_with("127.") || address == "::1" || address.starts_with("::ffff:127.");
+}
+
+}  // namespace
+
+bool EvidenceBook::loopback_send(const NetPayload& payload) const {
+    return payload.direction == NetPayload::Direction::kOut && payload.stream && !payload.dns &&
+           loopback_address(payload.remote_address);
+}
+
+Peer* EvidenceBook::record_proxied_send(uint32_t pid, uint64_t ts_ns, const NetPayload& payload,
+                                        bool& created) {
+    created = false;
+    if (!loopback_send(payload) || payload.seq >= kHandshakeMessages) return nullptr;
+    ProcessEvidence& evidence = processes_[pid];
+    auto& flows = evidence.loopback_flows;
+    auto flow = std::find_if(flows.begin(), flows.end(),
+                             [&](const LoopbackFlow& known) { return known.flow == payload.flow; });
+    if (flow == flows.end()) {
+        // Only a flow seen from its first message can be read as a handshake.
+        if (payload.seq != 0) return nullptr;
+        if (flows.size() >= kMaxLoopbackFlows) flows.erase(flows.begin());
+        LoopbackFlow fresh;
+        fresh.flow = payload.flow;
+        fresh.proxy = (payload.remote_address.find(':') != std::string::npos
+                           ? "[" + payload.remote_address + "]"
+                           : payload.remote_address) +
+                      ":" + std::to_string(payload.remote_port);
+        flows.push_back(std::move(fresh));
+        flow = flows.end() - 1;
+    }
+    if (flow->tunnel_read) return nullptr;
+    flow->sends.push_back(payload.data);
+    if (!flow->resolved) {
+        const std::vector<std::string_view> sends(flow->sends.begin(), flow->sends.end());
+        const auto request = parse_proxy_request(sends);
+        if (!request) {
+            // Not a handshake, or never one: a local service's own protocol.
+            const char first = sends.front().empty() ? 0 : sends.front().front();
+            if (flow->sends.size() >= kHandshakeMessages ||
+                (first != 0x04 && first != 0x05 && first != 'C')) {
+                flows.erase(flow);
+            }
+            return nullptr;
+        }
+        flow->resolved = true;
+        flow->tunnel_message = request->tunnel_message;
+        flow->tunnel_offset = request->tunnel_offset;
+        Peer peer;
+        peer.ts_ns = ts_ns;
+        peer.address = request->host;
+        peer.port = request->port;
+        peer.named = request->host_is_name;  // the client named it; DNS is the proxy's
+        peer.via = "the " + request->protocol + " proxy at " + flow->proxy;
+        peer.via_flow = flow->flow;
+        evidence.peers.push_back(std::move(peer));
+        if (evidence.peers.size() > kMaxPeers) evidence.peers.erase(evidence.peers.begin());
+        // A connection of its own, made through the proxy.
+        evidence.connect_ts.push_back(ts_ns);
+        if (evidence.connect_ts.size() > kMaxConnects) {
+            evidence.connect_ts.erase(evidence.connect_ts.begin());
+        }
+        created = true;
+    }
+    // Its peer (gone when the bounded list dropped it).
+    const auto peer = std::find_if(evidence.peers.rbegin(), evidence.peers.rend(),
+                                   [&](const Peer& known) { return known.via_flow == flow->flow; });
+    if (peer == evidence.peers.rend()) {
+        flows.erase(flow);
+        return nullptr;
+    }
+    if (flow->tunnel_message < flow->sends.size()) {
+        read_first_bytes(
+            *peer, std::string_view(flow->sends[flow->tunnel_message]).substr(flow->tunnel_offset));
+        flow->tunnel_read = true;
+        flow->sends.clear();
+    } else if (!created) {
+        return nullptr;  // a handshake message after the request: nothing new
+    }
+    evidence.dirty = true;
+    return &*peer;
+}
+
+}  // namespace gpuguard::agent
