@@ -202,6 +202,13 @@ std::string event_details(const Event& event) {
             return "file writes " + count(io.file_write_bytes) + " bytes, net sends " +
                    count(io.net_sends) + " (" + count(io.net_send_bytes) + " bytes)";
         }
+        std::string operator()(const LoopbackPeer& peer) const {
+            return "loopback port " + std::to_string(peer.port) + " served by pid " +
+                   std::to_string(peer.server_pid) + " (" + peer.server_comm + ")" +
+                   (peer.server_upstreams.empty()
+                        ? std::string()
+                        : ", its connections " + join(peer.server_upstreams, " "));
+        }
         std::string operator()(const GpuLibraries& found) const {
             if (!found.error.empty()) return "GPU libraries not read: " + found.error;
             return "GPU stack " + found.stack +

@@ -269,6 +269,8 @@ void Agent::Impl::update_watch_lists(const Event& event) {
         busy_watched.erase(event.task.pid);
         unseen_gpu_marked.erase(event.task.pid);
         signature_watched.erase(event.task.pid);
+        loopback_linked.erase(loopback_linked.lower_bound({event.task.pid, 0}),
+                              loopback_linked.lower_bound({event.task.pid + 1, 0}));
     }
     for (const auto& request : correlator->take_watch_requests()) {
         const ProcessInfo* info = table->find(request.pid);
@@ -326,6 +328,7 @@ void Agent::Impl::build_pipeline() {
         }
         if (correlator && (exe_scans || config_scans)) submit_scans();
         if (correlator && sensor) update_watch_lists(event);
+        if (sensor) note_loopback_connect(event);
         if (const auto* telemetry = std::get_if<Telemetry>(&event.data);
             telemetry && priority_guard && priority_guard->enabled()) {
             act_on_priorities(priority_guard->observe(*telemetry, *table));

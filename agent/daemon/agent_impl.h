@@ -124,6 +124,10 @@ struct Agent::Impl {
     std::map<uint32_t, uint64_t> busy_watched;
     std::set<uint32_t> signature_watched;  // ... for a miner signature (kept when no longer busy)
     std::set<uint32_t> unseen_gpu_marked;  // marked GPU processes on the telemetry's word
+    // Loopback connections whose server is still to be found, and those
+    // found (client pid, port): loopback_peers.cpp.
+    std::vector<std::pair<uint32_t, uint16_t>> pending_loopback;
+    std::set<std::pair<uint32_t, uint16_t>> loopback_linked;
     uint64_t detections_total = 0;
     uint64_t rule_reloads_rejected = 0;
     // Why the rule files were not used at start (reported once the
@@ -217,6 +221,11 @@ struct Agent::Impl {
     // GPU: marked GPU processes in the kernel too (their ioctls, connects
     // and payloads reported from then on).
     void mark_unseen_gpu_processes(const Telemetry& telemetry);
+    // A GPU holder's or watched process's loopback connect, to find who
+    // serves it (outside the pipeline: link_loopback_peers() reports it).
+    void note_loopback_connect(const Event& event);
+    void link_loopback_peers(uint64_t now_ns);
+    void link_loopback_peer(uint32_t client, uint16_t port, bool established, uint64_t now_ns);
     // A check about a second from now (a new GPU process, a detection),
     // unless one is due sooner.
     void check_hidden_soon(uint64_t now_ns);

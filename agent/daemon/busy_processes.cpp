@@ -67,6 +67,10 @@ void Agent::Impl::sample_cpu(uint64_t now_ns) {
             info = table->find(pid);  // the event may have moved the table's entries
             if (!info) break;
         }
+        // Its connections to a proxy or forwarder on this host: who serves them.
+        for (const Connect& connect : established_loopback_connects(options.proc_root, pid)) {
+            link_loopback_peer(pid, connect.port, true, now_ns);
+        }
     }
     for (auto it = busy_watched.begin(); it != busy_watched.end();) {
         if (now_ns - it->second < kBusyWatchHoldNs) {

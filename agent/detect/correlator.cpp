@@ -160,6 +160,13 @@ void CorrelatorImpl::record(const Event& event, std::vector<const Detection*>& o
             } else if constexpr (std::is_same_v<T, CpuUsage>) {
                 book_.record_cpu(pid, ts_ns, data);
                 judge(pid);
+            } else if constexpr (std::is_same_v<T, LoopbackPeer>) {
+                const size_t added = book_.record_loopback_peer(pid, ts_ns, data);
+                auto& peers = book_.of(pid).peers;
+                for (size_t i = peers.size() - added; i < peers.size(); ++i) {
+                    record_proxied_peer(pid, ts_ns, peers[i], true);
+                }
+                if (added) judge(pid);
             } else if constexpr (std::is_same_v<T, AgentTamper>) {
                 book_.record_tamper(event, data);
                 judge(pid);

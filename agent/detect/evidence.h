@@ -80,7 +80,8 @@ struct Peer {
     // The loopback proxy it was reached through: "the SOCKS5 proxy at
     // 127.0.0.1:1080"; "" a direct connection.
     std::string via{};
-    uint64_t via_flow = 0;  // that connection's NetPayload::flow
+    uint64_t via_flow = 0;  // that connection's NetPayload::flow, for a handshake read
+    uint16_t via_port = 0;  // the loopback port it went through
 };
 
 // A connection to a loopback address: its first messages sent, read as a
@@ -201,6 +202,9 @@ struct ProcessEvidence {
     std::vector<Peer> early_first_bytes;
     // Its connections to loopback proxies, until each request was read.
     std::vector<LoopbackFlow> loopback_flows;
+    // The first message of each loopback flow that was no handshake (port
+    // and what it spoke), for a forwarder's connections to take.
+    std::vector<Peer> loopback_first_bytes;
     std::optional<double> hash_rate;  // fastest estimate of its mining sessions, H/s
     uint64_t hash_rate_ns = 0;        // when it was reported
     std::optional<double> hash_rate_low, hash_rate_high;  // its 95 % interval

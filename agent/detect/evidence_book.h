@@ -61,6 +61,11 @@ class EvidenceBook {
     bool loopback_send(const NetPayload& payload) const;
     Peer* record_proxied_send(uint32_t pid, uint64_t ts_ns, const NetPayload& payload,
                               bool& created);
+    // Who serves a client's loopback connection and that server's own
+    // connections: with at most two, a forwarder's, they are the client's
+    // peers (unless a handshake through it named the target). How many
+    // peers it added (the newest ones).
+    size_t record_loopback_peer(uint32_t pid, uint64_t ts_ns, const LoopbackPeer& link);
     void record_io(uint32_t pid, uint64_t ts_ns, const ProcessIo& io);
     void record_cpu(uint32_t pid, uint64_t ts_ns, const CpuUsage& usage);
     // Each GPU's reading and each process's usage sample.
@@ -90,6 +95,10 @@ class EvidenceBook {
     std::vector<DetectionGpu> gpus_of(const ProcessInfo& info) const;
 
   private:
+    // The first message a client sent on a loopback flow that was no proxy
+    // handshake, kept and given to a peer a forwarder on that port carries.
+    Peer* forwarded_first_bytes(ProcessEvidence& evidence, Peer spoken);
+
     std::vector<uint32_t> ancestry(uint32_t pid) const;
     bool related(uint32_t pid, const PersistenceWrite& write) const;
 

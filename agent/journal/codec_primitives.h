@@ -44,6 +44,7 @@ enum class EventTag : uint8_t {
     kContainer = schema::Declaration<Container>::tag,
     kCpuUsage = schema::Declaration<CpuUsage>::tag,
     kGpuLibraries = schema::Declaration<GpuLibraries>::tag,
+    kLoopbackPeer = schema::Declaration<LoopbackPeer>::tag,
 };
 
 // --- writing --------------------------------------------------------------

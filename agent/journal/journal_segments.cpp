@@ -89,6 +89,7 @@ void JournalWriter::Writer::update_state(std::string_view payload) {
         void operator()(const ProcessIo&) {}
         void operator()(const CpuUsage&) {}
         void operator()(const GpuLibraries&) {}
+        void operator()(const LoopbackPeer&) {}
         void operator()(const ConfigFile&) {}
         void operator()(const HiddenProcess&) {}
         void operator()(const ModuleLoad&) {}

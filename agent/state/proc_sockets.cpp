@@ -104,12 +104,13 @@ std::vector<TcpRow> parse_proc_net_tcp(std::string_view text, bool v6) {
     return rows;
 }
 
-std::vector<Connect> established_connects(const std::filesystem::path& proc_root, uint32_t pid) {
-    const std::filesystem::path dir = proc_root / std::to_string(pid);
-    // Socket inodes its fds hold.
+namespace {
+
+// The socket inodes the fds of the process in `dir` hold, with the fd.
+std::unordered_map<uint64_t, int> socket_fds(const std::filesystem::path& dir) {
     std::unordered_map<uint64_t, int> fd_of_inode;
     const auto fds = list_numbered_entries(dir / "fd");
-    if (!fds) return {};
+    if (!fds) return fd_of_inode;
     for (const uint32_t fd : fds.value()) {
         char target[64];
         const std::string link = (dir / "fd" / std::to_string(fd)).string();
@@ -125,14 +126,29 @@ std::vector<Connect> established_connects(const std::filesystem::path& proc_root
             fd_of_inode.emplace(inode, static_cast<int>(fd));
         }
     }
-    std::vector<Connect> connects;
-    if (fd_of_inode.empty()) return connects;
+    return fd_of_inode;
+}
+
+// The TCP rows of the network namespace of the process in `dir`.
+std::vector<TcpRow> tcp_rows(const std::filesystem::path& dir) {
     std::vector<TcpRow> rows;
     for (const bool v6 : {false, true}) {
         for (TcpRow& row : parse_proc_net_tcp(read_text(dir / "net" / (v6 ? "tcp6" : "tcp")), v6)) {
             rows.push_back(std::move(row));
         }
     }
+    return rows;
+}
+
+// The connections the process made (not accepted) that are established,
+// loopback ones or the others.
+std::vector<Connect> made_connections(const std::filesystem::path& proc_root, uint32_t pid,
+                                      bool loopback_ones) {
+    const std::filesystem::path dir = proc_root / std::to_string(pid);
+    const auto fd_of_inode = socket_fds(dir);
+    std::vector<Connect> connects;
+    if (fd_of_inode.empty()) return connects;
+    const std::vector<TcpRow> rows = tcp_rows(dir);
     // Ports something listens on: a connection on one was accepted, not made.
     std::unordered_set<uint16_t> listening;
     for (const TcpRow& row : rows) {
@@ -140,8 +156,8 @@ std::vector<Connect> established_connects(const std::filesystem::path& proc_root
     }
     for (const TcpRow& row : rows) {
         const auto fd = fd_of_inode.find(row.inode);
-        if (row.state != kEstablished || fd == fd_of_inode.end() || loopback(row) ||
-            listening.contains(row.local_port)) {
+        if (row.state != kEstablished || fd == fd_of_inode.end() ||
+            loopback(row) != loopback_ones || listening.contains(row.local_port)) {
             continue;
         }
         Connect connect;
@@ -151,11 +167,70 @@ std::vector<Connect> established_connects(const std::filesystem::path& proc_root
         connect.v4_mapped = row.v4_mapped;
         connect.address = row.remote_address;
         connect.port = row.remote_port;
+        connect.loopback = loopback_ones;
         connect.watched_tgid = true;
         connect.established = true;
         connects.push_back(std::move(connect));
     }
     return connects;
+}
+
+}  // namespace
+
+std::vector<Connect> established_connects(const std::filesystem::path& proc_root, uint32_t pid) {
+    return made_connections(proc_root, pid, false);
+}
+
+std::vector<Connect> established_loopback_connects(const std::filesystem::path& proc_root,
+                                                   uint32_t pid) {
+    return made_connections(proc_root, pid, true);
+}
+
+std::optional<uint32_t> server_of(const std::filesystem::path& proc_root, uint32_t pid,
+                                  uint16_t port) {
+    const std::filesystem::path dir = proc_root / std::to_string(pid);
+    const std::vector<TcpRow> rows = tcp_rows(dir);
+    // The client's end: its established loopback connection to `port`.
+    const auto client_sockets = socket_fds(dir);
+    std::unordered_set<uint16_t> client_ports;
+    for (const TcpRow& row : rows) {
+        if (row.state == kEstablished && row.remote_port == port && loopback(row) &&
+            client_sockets.contains(row.inode)) {
+            client_ports.insert(row.local_port);
+        }
+    }
+    // The other end: the socket the server accepted (held by whichever of
+    // its processes serves the connection: a forking forwarder's child),
+    // else the one that listens on the port.
+    std::unordered_set<uint64_t> accepted, listening;
+    for (const TcpRow& row : rows) {
+        if (row.local_port != port) continue;
+        if (row.state == kEstablished && loopback(row) && client_ports.contains(row.remote_port)) {
+            accepted.insert(row.inode);
+        } else if (row.state == kListen) {
+            listening.insert(row.inode);
+        }
+    }
+    if (accepted.empty() && listening.empty()) return std::nullopt;
+    // Only processes of the same network namespace can hold them.
+    std::error_code error;
+    const auto netns = std::filesystem::read_symlink(dir / "ns" / "net", error);
+    if (error) return std::nullopt;
+    const auto pids = list_numbered_entries(proc_root);
+    if (!pids) return std::nullopt;
+    std::optional<uint32_t> listener;
+    for (const uint32_t other : pids.value()) {
+        const std::filesystem::path other_dir = proc_root / std::to_string(other);
+        if (other == pid ||
+            std::filesystem::read_symlink(other_dir / "ns" / "net", error) != netns) {
+            continue;
+        }
+        for (const auto& [inode, fd] : socket_fds(other_dir)) {
+            if (accepted.contains(inode)) return other;
+            if (!listener && listening.contains(inode)) listener = other;
+        }
+    }
+    return listener;
 }
 
 }  // namespace gpuguard::agent

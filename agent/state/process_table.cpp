@@ -147,6 +147,7 @@ void ProcessTable::apply(const Event& event) {
         void operator()(const ProcessIo&) {}     // write counters: the correlator keeps them
         void operator()(const CpuUsage&) {}      // CPU readings: the correlator keeps them
         void operator()(const GpuLibraries&) {}  // its GPU stack: the correlator keeps it
+        void operator()(const LoopbackPeer&) {}  // who serves its loopback flow: the correlator
         void operator()(const ConfigFile&) {}    // matched config lines: the correlator keeps them
         void operator()(const HiddenProcess&) {  // the correlator judges it
             ProcessInfo& info = table.entry(task.pid);

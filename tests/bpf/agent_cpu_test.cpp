@@ -8,11 +8,14 @@
 // rule is the built-in one with its 3-minute windows cut to 4 s (same id,
 // `rules.correlation_files`) and the CPU read every 500 ms; the windows
 // themselves are the scenarios'. The journal replays to the same detection.
-// And the same miner behind a real SOCKS5 proxy on loopback.
+// And the same miner behind a real SOCKS5 proxy on loopback, and behind a
+// plain forwarder (socat).
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <optional>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -145,13 +148,54 @@ TEST_F(AgentDetectTest, quiet_cpu_miner_on_an_established_tls_flow_is_detected_b
     EXPECT_GE(miner_lines, 1u) << replayed.stdout_text.substr(0, 4000);
 }
 
+// The proxy tests: a miner worker and a benign one, busy, behind a process
+// on loopback; the built-in GG-CORR-0023 with 4 s windows.
+class AgentProxyTest : public AgentDetectTest {
+  protected:
+    void use_quiet_cpu_rule() {
+        const auto rules = dir_ / "quiet-cpu.yaml";
+        std::ofstream(rules) << kQuietCpuRule;
+        std::ofstream(config_, std::ios::app)
+            << "  correlation_files: [" << rules.string() << "]\n"
+            << "process_table:\n  cpu_interval_ms: 500\n  busy_cpu_percent: 20\n";
+    }
+    // Rounds of small TLS records from both (after `before_round`) until
+    // the miner's GG-CORR-0023, for 30 s at most.
+    std::optional<nlohmann::json> detect(Subprocess& agent, RequestChild& miner,
+                                         RequestChild& benign,
+                                         const std::function<void()>& before_round) {
+        std::optional<nlohmann::json> detection;
+        for (const auto deadline = Clock::now() + time_bound(30s);
+             !detection && Clock::now() < deadline;) {
+            before_round();
+            for (auto* child : {&miner, &benign}) EXPECT_EQ(child->ask('t'), 0);
+            detection = wait_for_detection(agent, miner.pid(), "GG-CORR-0023", 300ms);
+        }
+        return detection;
+    }
+    // More rounds, and no behaviour rule ever named the benign worker.
+    void expect_silent(Subprocess& agent, RequestChild& miner, RequestChild& benign,
+                       const std::string& what) {
+        for (int i = 0; i < 8; ++i) {
+            for (auto* child : {&miner, &benign}) ASSERT_EQ(child->ask('t'), 0);
+            EXPECT_FALSE(wait_for_detection(agent, benign.pid(), "GG-CORR-0023", 250ms)) << i;
+        }
+        for (const char* rule : {"GG-CORR-0023", "GG-CORR-0024"}) {
+            for (const auto& line : detections_for({benign.pid()}, rule)) {
+                ADD_FAILURE() << what << " was reported: " << line;
+            }
+        }
+        EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+    }
+};
+
 // Behind a SOCKS5 proxy on loopback (issue 38 point 5): a real microsocks
 // in the test's namespace, the miner's only connection is to it, and what
 // it asks the proxy for (a bare address) is judged as its own peer, with the
 // tunnelled TLS as that peer's first bytes. A worker as busy and as quiet
 // that asks the same proxy for a host by name (resolved from a hosts file
 // bound over /etc/hosts in the proxy's own mount namespace) is not reported.
-TEST_F(AgentDetectTest, quiet_cpu_miner_behind_a_loopback_socks5_proxy_is_judged_by_its_target) {
+TEST_F(AgentProxyTest, quiet_cpu_miner_behind_a_loopback_socks5_proxy_is_judged_by_its_target) {
     std::unique_ptr<RequestChild> miner, named;
     std::optional<gpuguard::testing::VethPeer> peer;
     const auto hosts = dir_ / "hosts";
@@ -182,48 +226,88 @@ TEST_F(AgentDetectTest, quiet_cpu_miner_behind_a_loopback_socks5_proxy_is_judged
         named = worker("gg-socksnamed", "storage.example.internal");
     }
     gpuguard::testing::ChildReaper reap_proxy(proxy);
-    const auto rules = dir_ / "quiet-cpu.yaml";
-    std::ofstream(rules) << kQuietCpuRule;
-    std::ofstream(config_, std::ios::app)
-        << "  correlation_files: [" << rules.string() << "]\n"
-        << "process_table:\n  cpu_interval_ms: 500\n  busy_cpu_percent: 20\n";
+    use_quiet_cpu_rule();
     Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
     ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
     for (auto* child : {miner.get(), named.get()}) ASSERT_EQ(child->ask('b'), 0);
     // Through the proxy again every 2 s (the agent samples a busy process's
     // connections once it is watched), then small TLS records.
-    std::optional<nlohmann::json> detection;
     auto reconnect_at = Clock::now();
-    for (const auto deadline = Clock::now() + time_bound(30s);
-         !detection && Clock::now() < deadline;) {
-        if (Clock::now() >= reconnect_at) {
-            for (auto* child : {miner.get(), named.get()}) {
-                child->ask('x');
-                ASSERT_EQ(child->ask('c'), 0);
-                ASSERT_EQ(child->ask('p'), 0) << "the proxy refused the CONNECT";
-                ASSERT_EQ(child->ask('h'), 0);
-            }
-            reconnect_at = Clock::now() + 2s;
+    const auto detection = detect(agent, *miner, *named, [&] {
+        if (Clock::now() < reconnect_at) return;
+        for (auto* child : {miner.get(), named.get()}) {
+            child->ask('x');
+            EXPECT_EQ(child->ask('c'), 0);
+            EXPECT_EQ(child->ask('p'), 0) << "the proxy refused the CONNECT";
+            EXPECT_EQ(child->ask('h'), 0);
         }
-        for (auto* child : {miner.get(), named.get()}) ASSERT_EQ(child->ask('t'), 0);
-        detection = wait_for_detection(agent, miner->pid(), "GG-CORR-0023", 300ms);
-    }
+        reconnect_at = Clock::now() + 2s;
+    });
     ASSERT_TRUE(detection) << agent.stderr_text();
     const std::string text = detection->dump();
     EXPECT_NE(text.find("10.67.0.2:8443 (no DNS answer named it), TLS from the first byte, "
                         "through the SOCKS5 proxy at 127.0.0.1:1080"),
               std::string::npos)
         << text;
-    for (int i = 0; i < 8; ++i) {
-        for (auto* child : {miner.get(), named.get()}) ASSERT_EQ(child->ask('t'), 0);
-        EXPECT_FALSE(wait_for_detection(agent, named->pid(), "GG-CORR-0023", 250ms)) << i;
-    }
-    for (const char* rule : {"GG-CORR-0023", "GG-CORR-0024"}) {
-        for (const auto& line : detections_for({named->pid()}, rule)) {
-            ADD_FAILURE() << "the worker that named its target was reported: " << line;
+    expect_silent(agent, *miner, *named, "the worker that named its target");
+}
+
+// Behind a plain forwarder on loopback (socat, as an SSH -L tunnel or
+// stunnel would be): no handshake says where it goes, so the agent finds
+// the process that accepted the miner's loopback connection (socat's
+// forked child, by the socket's inode in /proc) and judges that process's
+// own connection as the miner's. A worker as busy talking to a local
+// service with no connection of its own (an echo server) is not reported.
+TEST_F(AgentProxyTest, quiet_cpu_miner_behind_a_loopback_forwarder_is_judged_by_its_upstream) {
+    std::unique_ptr<RequestChild> miner, local;
+    std::optional<gpuguard::testing::VethPeer> peer;
+    pid_t forwarder = -1, echo = -1;
+    {
+        gpuguard::testing::NetnsScope netns;
+        ASSERT_EQ(netns.error(), "");
+        peer.emplace(kCpuPeerPort, /*hold_connections=*/true);
+        ASSERT_EQ(peer->error(), "");
+        forwarder = gpuguard::testing::spawn_process(
+            "/usr/bin/socat",
+            {"socat", "TCP-LISTEN:3333,bind=127.0.0.1,fork,reuseaddr", "TCP:10.67.0.2:8443"}, "/");
+        echo = gpuguard::testing::spawn_process(
+            "/usr/bin/socat",
+            {"socat", "TCP-LISTEN:3334,bind=127.0.0.1,fork,reuseaddr", "EXEC:cat"}, "/");
+        ASSERT_GT(forwarder, 0);
+        ASSERT_GT(echo, 0);
+        const auto worker = [&](const std::string& comm, uint16_t port) {
+            return gpuguard::testing::start_io_worker(
+                {.comm = comm, .gpu_node = "", .file = "", .tcp_port = port});
+        };
+        miner = worker("gg-fwdminer", 3333);
+        local = worker("gg-fwdlocal", 3334);
+        // socat listens once it has started: connect until it answers (bounded).
+        for (auto* child : {miner.get(), local.get()}) {
+            int connected = -1;
+            for (const auto deadline = Clock::now() + 5s;
+                 connected != 0 && Clock::now() < deadline;) {
+                child->ask('x');
+                connected = child->ask('c');
+                if (connected != 0) std::this_thread::sleep_for(20ms);
+            }
+            ASSERT_EQ(connected, 0);
+            ASSERT_EQ(child->ask('h'), 0);
         }
     }
-    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+    gpuguard::testing::ChildReaper reap_forwarder(forwarder), reap_echo(echo);
+    use_quiet_cpu_rule();
+    Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
+    for (auto* child : {miner.get(), local.get()}) ASSERT_EQ(child->ask('b'), 0);
+    const auto detection = detect(agent, *miner, *local, [] {});
+    ASSERT_TRUE(detection) << agent.stderr_text();
+    const std::string text = detection->dump();
+    EXPECT_NE(text.find("10.67.0.2:8443 (no DNS answer named it), TLS from the first byte, "
+                        "through pid "),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find(" (socat) listening on loopback port 3333"), std::string::npos) << text;
+    expect_silent(agent, *miner, *local, "the worker talking to a local service");
 }
 
 }  // namespace

@@ -113,9 +113,11 @@ TEST(JournalCodec, truncated_payloads_fail_without_reading_past_the_end) {
             older_ends = {payload.size() - high, payload.size() - high - low};
         }
         if (scan) {
-            const size_t before_check = payload.size() - 1 - scan->package_check.size();
+            const size_t before_location = payload.size() - 1 - scan->location_check.size();
+            const size_t before_check = before_location - 1 - scan->package_check.size();
             const size_t before_package = before_check - 1 - scan->package.size();
-            older_ends = {before_check, before_package, before_package - 1 - scan->library.size()};
+            older_ends = {before_check, before_package, before_package - 1 - scan->library.size(),
+                          before_location};
         }
         for (size_t cut = 0; cut < payload.size(); ++cut) {
             // A heap copy of exactly `cut` bytes so ASan sees any overread.
@@ -134,6 +136,11 @@ TEST(JournalCodec, truncated_payloads_fail_without_reading_past_the_end) {
                 }
                 if (scan) {
                     const auto& older = std::get<ExeScan>(decoded.data);
+                    EXPECT_EQ(older.location_check, "");
+                    if (cut == older_ends[3]) {
+                        EXPECT_EQ(older.package_check, scan->package_check);
+                        continue;
+                    }
                     EXPECT_EQ(older.package_check, "");
                     if (cut < older_ends[0]) {
                         EXPECT_EQ(older.package, "");

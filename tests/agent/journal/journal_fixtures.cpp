@@ -78,6 +78,17 @@ std::vector<Event> every_event_type(uint64_t ts_ns, uint32_t pid) {
                 "unowned"});
     add(ExeScan{
         "/usr/bin/curl", std::string(64, 'b'), 260000, {}, {}, "", "", "dpkg:curl", "intact"});
+    add(ExeScan{"/tmp/_MEI12/ffmpeg",
+                std::string(64, 'd'),
+                90000,
+                {},
+                {},
+                "",
+                "",
+                "",
+                "unowned",
+                "refused: PyInstaller: no ancestor outside a temporary directory uses files from "
+                "/tmp/_MEI12"});
     add(ExeScan{"/memfd:x (deleted)", "", 0, {}, {}, "larger than 67108864 bytes: not scanned"});
     // Network intelligence (gpuguard/netintel/net_intel.h): a named connect, a payload sample, a
     // session.
@@ -212,6 +223,10 @@ std::vector<Event> every_event_type(uint64_t ts_ns, uint32_t pid) {
         {},
         ""});
     add(GpuLibraries{{}, "none", {}, "cannot read /proc/42/maps: No such file or directory"});
+    // Who serves a loopback connection, and its connections off the host.
+    add(LoopbackPeer{
+        9050, 63400, "tor", "/usr/bin/tor", true, {"185.220.101.44:9001", "[2001:db8::44]:443"}});
+    add(LoopbackPeer{1080, 900, "", "", false, {}});
     return events;
 }
 

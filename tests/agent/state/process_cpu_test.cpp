@@ -2,17 +2,24 @@
 // on fake proc trees: /proc/PID/stat's CPU fields, which readings become
 // cpu_usage events (busy processes, and the one that stops), and the
 // established TCP connections of a process (/proc/PID/net/tcp{,6} against
-// the socket inodes of its fds).
+// the socket inodes of its fds), and who serves a loopback connection (a
+// real socat forwarder).
 #include "gpuguard/state/process_cpu.h"
 
 #include <algorithm>
 #include <fstream>
+#include <iterator>
+#include <optional>
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "gpuguard/state/proc_parse.h"
 #include "gpuguard/state/proc_sockets.h"
+#include "tests/support/child_process.h"
 #include "tests/support/temp_dir.h"
 
 namespace gpuguard::agent {
@@ -224,6 +231,58 @@ TEST(EstablishedConnects, OnlyTheOutboundEstablishedNonLoopbackSocketsOfTheProce
     EXPECT_EQ(connects[1].ip_version, 6);
     EXPECT_EQ(connects[1].fd, 8);
     EXPECT_TRUE(established_connects(proc.path(), 78).empty());  // no such process
+}
+
+// With real processes: a socat forwarder on loopback that forks a child per
+// connection. Before the test connects, the listener serves the port; once
+// connected, the child holding the accepted socket does, and the test's own
+// connection is among its established loopback ones.
+TEST(ServerOf, TheProcessThatAcceptedALoopbackConnectionElseTheListener) {
+    const int probe = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof(address);
+    ASSERT_EQ(bind(probe, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+    ASSERT_EQ(getsockname(probe, reinterpret_cast<sockaddr*>(&address), &length), 0);
+    const uint16_t port = ntohs(address.sin_port);
+    close(probe);
+    const pid_t socat = gpuguard::testing::spawn_process(
+        "/usr/bin/socat",
+        {"socat", "TCP-LISTEN:" + std::to_string(port) + ",bind=127.0.0.1,fork,reuseaddr",
+         "EXEC:cat"},
+        "/");
+    ASSERT_GT(socat, 0);
+    gpuguard::testing::ChildReaper reap(socat);
+    const uint32_t self = static_cast<uint32_t>(getpid());
+    std::optional<uint32_t> server;
+    for (int i = 0; i < 200 && server != static_cast<uint32_t>(socat); ++i) {
+        server = server_of("/proc", self, port);
+        if (server != static_cast<uint32_t>(socat)) usleep(10'000);
+    }
+    EXPECT_EQ(server, static_cast<uint32_t>(socat)) << "the listener, before any connection";
+
+    const int client = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_EQ(connect(client, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+    const auto loopback = established_loopback_connects("/proc", self);
+    EXPECT_TRUE(std::any_of(loopback.begin(), loopback.end(), [&](const Connect& connect) {
+        return connect.port == port && connect.loopback && connect.address == "127.0.0.1";
+    }));
+    const auto off_host = established_connects("/proc", self);
+    EXPECT_TRUE(std::none_of(off_host.begin(), off_host.end(),
+                             [&](const Connect& connect) { return connect.port == port; }));
+    // socat forks the child that serves the connection after accepting it.
+    for (int i = 0; i < 200 && server == static_cast<uint32_t>(socat); ++i) {
+        usleep(10'000);
+        server = server_of("/proc", self, port);
+    }
+    ASSERT_TRUE(server);
+    EXPECT_NE(*server, static_cast<uint32_t>(socat));
+    std::ifstream status("/proc/" + std::to_string(*server) + "/status");
+    const std::string text{std::istreambuf_iterator<char>(status), {}};
+    EXPECT_EQ(proc_status_field(text, "PPid"), static_cast<uint32_t>(socat)) << text;
+    close(client);
+    EXPECT_FALSE(server_of("/proc", self, 1));  // nothing listens on port 1
 }
 
 }  // namespace

@@ -454,10 +454,28 @@ struct GpuLibraries {
     bool operator==(const GpuLibraries&) const = default;
 };
 
-using EventData =
-    std::variant<GpuOpen, GpuIoctl, Connect, Exec, Fork, Exit, Telemetry, ProcessSnapshot, KillNow,
-                 ExeScan, NetPayload, Stratum, ProcessIo, ConfigFile, HiddenProcess, ModuleLoad,
-                 FileChange, ProcessEnv, AgentTamper, Container, CpuUsage, GpuLibraries>;
+// The process at the other end of a connection to a loopback address: the
+// one holding the socket that listens on its port (found by the agent in
+// /proc when a GPU holder or a watched process made the connection, or had
+// it when it turned busy), and that process's own established connections
+// off the host, one of which may carry the client's traffic (a forwarder,
+// a proxy: docs/detections.md, `opaque_peer`). The task is the client.
+struct LoopbackPeer {
+    uint16_t port = 0;        // the loopback port the client connected to
+    uint32_t server_pid = 0;  // who listens there
+    std::string server_comm;  // its name and executable then
+    std::string server_exe;
+    bool established = false;  // read when the client turned busy, not at its connect
+    // The server's established connections off the host then, "ADDRESS:PORT"
+    // ("[ADDRESS]:PORT" for IPv6), at most 8.
+    std::vector<std::string> server_upstreams;
+    bool operator==(const LoopbackPeer&) const = default;
+};
+
+using EventData = std::variant<GpuOpen, GpuIoctl, Connect, Exec, Fork, Exit, Telemetry,
+                               ProcessSnapshot, KillNow, ExeScan, NetPayload, Stratum, ProcessIo,
+                               ConfigFile, HiddenProcess, ModuleLoad, FileChange, ProcessEnv,
+                               AgentTamper, Container, CpuUsage, GpuLibraries, LoopbackPeer>;
 
 struct Event {
     uint64_t ts_ns = 0;  // CLOCK_MONOTONIC nanoseconds

@@ -473,4 +473,21 @@ struct Declaration<GpuLibraries> {
     };
 };
 
+template <>
+struct Declaration<LoopbackPeer> {
+    static constexpr std::string_view name = "loopback_peer";
+    static constexpr uint8_t tag = 26;
+    static constexpr Writer writer = Writer::kDeclared;
+    static constexpr Codec codec = Codec::kDeclared;
+    static constexpr std::tuple fields{
+        field("port", &LoopbackPeer::port),
+        field("server_pid", &LoopbackPeer::server_pid),
+        field("server_comm", &LoopbackPeer::server_comm),
+        field("server_exe", &LoopbackPeer::server_exe),
+        field("established", &LoopbackPeer::established),
+        field("server_upstreams", &LoopbackPeer::server_upstreams,
+              {.examples = "203.0.113.5:443 [2001:db8::5]:3333"}),
+    };
+};
+
 }  // namespace gpuguard::agent::schema

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,5 +38,18 @@ std::vector<TcpRow> parse_proc_net_tcp(std::string_view text, bool v6);
 // same table holds was accepted, not made (a server's client), and is left
 // out. Empty when it is gone or nothing can be read.
 std::vector<Connect> established_connects(const std::filesystem::path& proc_root, uint32_t pid);
+
+// The same for its established connections to loopback addresses (a proxy
+// or forwarder on this host), `loopback` set.
+std::vector<Connect> established_loopback_connects(const std::filesystem::path& proc_root,
+                                                   uint32_t pid);
+
+// The process at the other end of `pid`'s loopback connection to TCP
+// `port`: the one holding the socket that accepted it (a forking
+// forwarder's child), else the one holding the socket that listens on the
+// port, found by the socket's inode among the fds of every process in the
+// same network namespace, as ss -p does. Nullopt when none is found.
+std::optional<uint32_t> server_of(const std::filesystem::path& proc_root, uint32_t pid,
+                                  uint16_t port);
 
 }  // namespace gpuguard::agent
