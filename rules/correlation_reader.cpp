@@ -231,7 +231,7 @@ CorrelationRule RuleReader::read_rule(const YAML::Node& node, const std::string&
     rule.source = diag_.line_of(node);
     if (!diag_.check_keys(node, path,
                           {"id", "name", "description", "severity", "mitre", "action", "window",
-                           "enabled", "dry_run", "when", "confidence", "supporting"})) {
+                           "enabled", "dry_run", "when", "confidence", "supporting", "counter"})) {
         return rule;
     }
     const auto id = string(node, "id", path, true);
@@ -294,6 +294,16 @@ CorrelationRule RuleReader::read_rule(const YAML::Node& node, const std::string&
     }
     if (const YAML::Node supporting = node["supporting"]) {
         rule.supporting = read_supporting(supporting, where + ".supporting");
+    }
+    if (const YAML::Node counter = node["counter"]) {
+        rule.counter = read_supporting(counter, where + ".counter");
+        if (rule.counter && !rule.counter->severity) {
+            diag_.error(counter, where + ".counter.severity: required (the severity it lowers to)");
+        } else if (rule.counter && *rule.counter->severity < rule.severity) {
+            diag_.error(counter["severity"], where +
+                                                 ".counter.severity: must not be above the "
+                                                 "rule's own severity");
+        }
     }
     if (id) rule.id = *id;
     return rule;

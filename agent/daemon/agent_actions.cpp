@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "agent_impl.h"
+#include "gpuguard/state/proc_sockets.h"
 
 namespace gpuguard::agent {
 
@@ -347,7 +348,8 @@ void Agent::Impl::build_pipeline() {
 // until it happens to exec or connect: its name and command line are judged
 // now (a process_snapshot, as a journal segment's opening one is). GPU
 // holders are in the journal's opening snapshot and judged at their next GPU
-// event; kernel threads have nothing to judge. Nor are the agent's own
+// event, with the connections they have open (their pool's, a miner's);
+// kernel threads have nothing to judge. Nor are the agent's own
 // ancestors (systemd, the shell or harness that started it): who controls
 // the agent's launcher controls the agent.
 void Agent::Impl::judge_running_processes() {
@@ -361,7 +363,16 @@ void Agent::Impl::judge_running_processes() {
     const uint64_t now = monotonic_ns();
     size_t judged = 0;
     for (const ProcessInfo& process : table->live_processes()) {
-        if (process.holds_gpu() || ancestors.contains(process.pid)) continue;
+        if (ancestors.contains(process.pid)) continue;
+        if (process.holds_gpu()) {
+            // Its pool connection is older than the agent: found open now.
+            for (Connect& connect : established_connects(options.proc_root, process.pid)) {
+                connect.watched_tgid = false;
+                connect.gpu_holder = true;
+                pipeline->feed(Event{now, task_of(process), std::move(connect)});
+            }
+            continue;
+        }
         const ProcessInfo info = table->enriched(task_of(process));
         if (info.exe.empty() && info.cmdline.empty()) continue;  // a kernel thread, or gone
         if (auto container = container_event(info, now)) pipeline->feed(std::move(*container));

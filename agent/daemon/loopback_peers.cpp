@@ -2,9 +2,9 @@
 // a loopback address, or had such a connection when it turned busy, may be
 // reaching the world through a proxy or forwarder on this host. The agent
 // finds the process at the other end (the one holding the socket that
-// listens on that port, by its inode in /proc), watches it (its own
-// connects are reported from then on), and reports it with its established
-// connections off the host as a loopback_peer event, journaled and judged
+// accepted the connection, else the one listening on that port, by its
+// inode in /proc) and reports it with its established connections off the
+// host as a loopback_peer event, journaled and judged
 // (evidence_proxies.cpp): a forwarder's connection is its client's peer.
 #include <unistd.h>
 
@@ -54,14 +54,6 @@ void Agent::Impl::link_loopback_peer(uint32_t client, uint16_t port, bool establ
         link.server_upstreams.push_back(
             (upstream.ip_version == 6 ? "[" + upstream.address + "]" : upstream.address) + ":" +
             std::to_string(upstream.port));
-    }
-    // From now on its own connects are reported (held like a busy process's).
-    if (sensor && !busy_watched.contains(*server) && !signature_watched.contains(*server)) {
-        if (auto watched = sensor->watch_process(*server); watched) {
-            busy_watched.emplace(*server, now_ns);
-        } else {
-            logger("agent")->warn("watch list: {}", watched.error().message);
-        }
     }
     logger("agent")->debug("loopback peer: pid {} port {} served by pid {} ({}), {} upstream(s)",
                            client, port, link.server_pid, link.server_comm,

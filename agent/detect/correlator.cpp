@@ -37,10 +37,13 @@ void CorrelatorImpl::compile_rules() {
         JudgedRule& judged = judged_.emplace_back();
         judged.conditions = conditions_of(rule);
         has_time_rules_ = has_time_rules_ || time_dependent(judged.conditions);
-        if (!rule.supporting) continue;
-        for (const CorrelationRule& signal : rule.supporting->signals) {
-            judged.signals.push_back(conditions_of(signal));
-            has_time_rules_ = has_time_rules_ || time_dependent(judged.signals.back());
+        for (const auto& [signals, into] : {std::pair{rule.supporting.get(), &judged.signals},
+                                            std::pair{rule.counter.get(), &judged.counters}}) {
+            if (!signals) continue;
+            for (const CorrelationRule& signal : signals->signals) {
+                into->push_back(conditions_of(signal));
+                has_time_rules_ = has_time_rules_ || time_dependent(into->back());
+            }
         }
     }
 }
@@ -433,9 +436,17 @@ void CorrelatorImpl::evaluate(uint32_t pid, uint64_t ts_ns, std::vector<const De
         const ConditionContext context{
             rule, index, pid, *info, evidence, book_, *rule_set_, ts_ns, realtime_offset_ns_};
         if (!holds(judged_[index].conditions, context, inputs)) continue;
+        const JudgedRule& judged = judged_[index];
         const uint32_t supported =
-            rule.supporting ? add_support(rule, judged_[index], context, inputs) : 0;
-        raise(rule, *info, evidence, inputs.hits, inputs.extra, supported, ts_ns, out, allowlisted);
+            rule.supporting
+                ? add_signals(rule.supporting->signals, judged.signals, "", context, inputs)
+                : 0;
+        const uint32_t countered =
+            rule.counter
+                ? add_signals(rule.counter->signals, judged.counters, "counter: ", context, inputs)
+                : 0;
+        raise(rule, *info, evidence, inputs.hits, inputs.extra, supported, countered, ts_ns, out,
+              allowlisted);
     }
     note_flagged(pid, evidence, ts_ns, out);
 }

@@ -20,12 +20,14 @@ void CorrelatorImpl::refresh(Detection& detection, const ProcessInfo& info,
     if (evidence.peer) detection.peer = evidence.peer;
 }
 
-uint32_t CorrelatorImpl::add_support(const CorrelationRule& rule, const JudgedRule& judged,
-                                     const ConditionContext& rule_context, RuleInputs& in) const {
+uint32_t CorrelatorImpl::add_signals(const std::vector<CorrelationRule>& signals,
+                                     const std::vector<Conditions>& judged,
+                                     const std::string& label, const ConditionContext& rule_context,
+                                     RuleInputs& in) const {
     uint32_t held = 0;
     RuleInputs signal_inputs;
-    for (size_t i = 0; i < judged.signals.size(); ++i) {
-        const CorrelationRule& signal = rule.supporting->signals[i];
+    for (size_t i = 0; i < judged.size(); ++i) {
+        const CorrelationRule& signal = signals[i];
         const ConditionContext signal_context{signal,
                                               kSupportingSignal,
                                               rule_context.pid,
@@ -36,7 +38,7 @@ uint32_t CorrelatorImpl::add_support(const CorrelationRule& rule, const JudgedRu
                                               rule_context.ts_ns,
                                               rule_context.realtime_offset_ns};
         signal_inputs.locations_known = false;
-        if (!holds(judged.signals[i], signal_context, signal_inputs)) continue;
+        if (!holds(judged[i], signal_context, signal_inputs)) continue;
         ++held;
         for (const Hit* hit : signal_inputs.hits) {
             if (std::find(in.hits.begin(), in.hits.end(), hit) == in.hits.end()) {
@@ -44,12 +46,13 @@ uint32_t CorrelatorImpl::add_support(const CorrelationRule& rule, const JudgedRu
             }
         }
         for (Evidence& item : signal_inputs.extra) {
-            item.detail = signal.name + ": " + item.detail;
+            item.detail = label + signal.name + ": " + item.detail;
             in.extra.push_back(std::move(item));
         }
         if (signal_inputs.hits.empty() && signal_inputs.extra.empty()) {
-            in.extra.push_back(
-                Evidence{rule_context.ts_ns, "supporting", "", "", "signal", signal.name});
+            in.extra.push_back(Evidence{rule_context.ts_ns,
+                                        label.empty() ? "supporting" : "counter", "", "", "signal",
+                                        label + signal.name});
         }
     }
     return held;
@@ -83,10 +86,16 @@ bool CorrelatorImpl::adds_evidence(const Detection& detection, const std::vector
 
 void CorrelatorImpl::raise(const CorrelationRule& rule, const ProcessInfo& info,
                            const ProcessEvidence& process, const std::vector<const Hit*>& hits,
-                           std::vector<Evidence>& extra, uint32_t supported, uint64_t ts_ns,
-                           std::vector<const Detection*>& out, std::optional<bool>& allowlisted) {
+                           std::vector<Evidence>& extra, uint32_t supported, uint32_t countered,
+                           uint64_t ts_ns, std::vector<const Detection*>& out,
+                           std::optional<bool>& allowlisted) {
     double confidence = rule.base_confidence;
     Severity severity = rule.severity;
+    // Each counter-signal that holds (what benign work shows) cancels one
+    // supporting signal; with none left it lowers the rule's own severity.
+    const uint32_t cancelled = std::min(supported, countered);
+    supported -= cancelled;
+    countered -= cancelled;
     if (supported > 0) {
         const rules::SupportingSignals& support = *rule.supporting;
         for (uint32_t i = 0; i < supported; ++i) {
@@ -96,6 +105,9 @@ void CorrelatorImpl::raise(const CorrelationRule& rule, const ProcessInfo& info,
         if (support.severity && supported >= support.min && *support.severity < severity) {
             severity = *support.severity;
         }
+    } else if (countered > 0 || cancelled > 0) {
+        severity = std::max(severity, *rule.counter->severity);
+        confidence *= 1.0 - rule.counter->weight;
     }
     std::string action = rule.action == "from_signatures" ? "alert" : rule.action;
     for (const Hit* hit : hits) {

@@ -52,7 +52,8 @@ class CorrelatorImpl final : public Correlator {
     // A rule's conditions and its supporting signals', made once per rule list.
     struct JudgedRule {
         Conditions conditions;
-        std::vector<Conditions> signals;  // one per rules::SupportingSignals::signals
+        std::vector<Conditions> signals;   // one per rules::SupportingSignals::signals
+        std::vector<Conditions> counters;  // one per counter signal
     };
     struct Open {
         Detection detection;
@@ -120,16 +121,20 @@ class CorrelatorImpl final : public Correlator {
 
     // Detections (correlator_detections.cpp). The supporting signals of
     // `rule` that hold, their hits and evidence added to `in`; how many held.
-    uint32_t add_support(const rules::CorrelationRule& rule, const JudgedRule& judged,
+    // How many of `signals` (a rule's supporting or counter signals, judged
+    // as `judged`) hold; their evidence into `in`, each named with `label`.
+    uint32_t add_signals(const std::vector<rules::CorrelationRule>& signals,
+                         const std::vector<Conditions>& judged, const std::string& label,
                          const ConditionContext& rule_context, RuleInputs& in) const;
     // Appends `detection` to `out`; one reported twice by the same observe()
     // is kept as it was the first time (a copy in reported_twice_).
     void report(const Detection& detection, std::vector<const Detection*>& out);
     // `allowlisted` caches the allowlist verdict over one evaluation.
-    // `supported`: how many of the rule's supporting signals hold.
+    // `supported`, `countered`: how many of the rule's supporting and
+    // counter signals hold.
     void raise(const rules::CorrelationRule& rule, const ProcessInfo& info,
                const ProcessEvidence& evidence, const std::vector<const Hit*>& hits,
-               std::vector<Evidence>& extra, uint32_t supported, uint64_t ts_ns,
+               std::vector<Evidence>& extra, uint32_t supported, uint32_t countered, uint64_t ts_ns,
                std::vector<const Detection*>& out, std::optional<bool>& allowlisted);
     // Whether raising again would add evidence to an open `detection`.
     bool adds_evidence(const Detection& detection, const std::vector<const Hit*>& hits,

@@ -80,8 +80,9 @@ struct Peer {
     // The loopback proxy it was reached through: "the SOCKS5 proxy at
     // 127.0.0.1:1080"; "" a direct connection.
     std::string via{};
-    uint64_t via_flow = 0;  // that connection's NetPayload::flow, for a handshake read
-    uint16_t via_port = 0;  // the loopback port it went through
+    uint64_t via_flow = 0;     // that connection's NetPayload::flow, for a handshake read
+    uint16_t via_port = 0;     // the loopback port it went through
+    bool established = false;  // found open (in /proc), not seen made
 };
 
 // A connection to a loopback address: its first messages sent, read as a

@@ -76,6 +76,7 @@ void EvidenceBook::record_connect(uint32_t pid, uint64_t ts_ns, const Connect& c
     if (!reached || connect.loopback) return;
     evidence.peers.push_back(
         Peer{ts_ns, connect.address, connect.port, !connect.domain.empty(), pool_port, ""});
+    evidence.peers.back().established = connect.established;
     // What it sent before this connect record (a flow found established).
     auto& early = evidence.early_first_bytes;
     if (const auto sent = std::find_if(early.begin(), early.end(),

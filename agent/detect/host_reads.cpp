@@ -2,6 +2,7 @@
 
 #include "gpuguard/state/file_context.h"
 #include "gpuguard/state/gpu_libraries.h"
+#include "gpuguard/state/proc_sockets.h"
 
 namespace gpuguard::agent {
 
@@ -25,6 +26,16 @@ Event HostReads::environment_of(const Event& event) const {
 
 Event HostReads::gpu_libraries_of(const Event& event) const {
     return Event{event.ts_ns, event.task, read_gpu_libraries(event.task.pid, options_.proc_root)};
+}
+
+std::vector<Event> HostReads::established_connects_of(const Event& event) const {
+    std::vector<Event> out;
+    for (Connect& connect : established_connects(options_.proc_root, event.task.pid)) {
+        connect.watched_tgid = false;
+        connect.gpu_holder = true;
+        out.push_back(Event{event.ts_ns, event.task, std::move(connect)});
+    }
+    return out;
 }
 
 std::optional<Event> HostReads::container_of_new_cgroup(const Event& exec) {

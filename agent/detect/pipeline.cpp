@@ -120,6 +120,11 @@ void Pipeline::pass(const Event& event, bool judge_it) {
     // The GPU software it runs on, read once at its first GPU use (its
     // framework and runtime are mapped by the time the driver opens the GPU).
     if (new_holder) pass(host->gpu_libraries_of(event), judge_it);
+    // And the connections it made before (to its pool, for a miner that
+    // connects first and sets up its GPU kernels on the first job).
+    if (new_holder) {
+        for (const Event& connect : host->established_connects_of(event)) pass(connect, judge_it);
+    }
     ++stats_.events;
     if (stages_.journal) stages_.journal->append(event, realtime_offset_ns_);  // never blocks
     table.apply(event);

@@ -396,6 +396,54 @@ TEST(CorrelationRules, SupportingSignalsAreReadWithTheirProblemsPlaced) {
     }
 }
 
+TEST(CorrelationRules, CounterSignalsNeedALowerSeverity) {
+    auto parsed = parse_correlation_rules(R"(rules:
+  - id: C-1
+    name: countered
+    severity: warning
+    when: {gpu_held: true}
+    counter:
+      severity: notice
+      weight: 0.25
+      signals:
+        - name: framework
+          gpu_stack: [ml_framework]
+)",
+                                          "site.yaml");
+    ASSERT_TRUE(parsed) << parsed.error().message;
+    ASSERT_TRUE(parsed->at(0).counter);
+    EXPECT_EQ(parsed->at(0).counter->severity, Severity::kNotice);
+    EXPECT_DOUBLE_EQ(parsed->at(0).counter->weight, 0.25);
+    ASSERT_EQ(parsed->at(0).counter->signals.size(), 1u);
+    EXPECT_EQ(parsed->at(0).counter->signals[0].name, "framework");
+
+    auto bad = parse_correlation_rules(R"(rules:
+  - id: C-2
+    name: no severity
+    severity: warning
+    when: {gpu_held: true}
+    counter:
+      signals: [{name: f, gpu_stack: [ml_framework]}]
+  - id: C-3
+    name: raises instead
+    severity: warning
+    when: {gpu_held: true}
+    counter:
+      severity: critical
+      signals: [{name: f, gpu_stack: [ml_framework]}]
+)",
+                                       "site.yaml");
+    ASSERT_FALSE(bad);
+    for (const char* expected : {
+             "site.yaml:7:7: rules[0] (C-2).counter.severity: required",
+             "site.yaml:13:17: rules[1] (C-3).counter.severity: must not be above the rule's own "
+             "severity",
+         }) {
+        EXPECT_NE(bad.error().message.find(expected), std::string::npos) << expected << "\nin:\n"
+                                                                         << bad.error().message;
+    }
+}
+
 TEST(CorrelationRules, ModuleLoadConditionIsReadAndItsMistakesNamed) {
     auto builtin = builtin_correlation_rules();
     ASSERT_TRUE(builtin) << builtin.error().message;

@@ -66,8 +66,12 @@ class SustainedUtilization final : public Condition {
         }
         const auto connects = std::count_if(evidence.connect_ts.begin(), evidence.connect_ts.end(),
                                             [&](uint64_t ts) { return ts >= since; });
+        // A connection found open (made before the GPU was opened, or
+        // before the agent ran) is a connection of its own too.
+        const size_t found_open = std::count_if(evidence.peers.begin(), evidence.peers.end(),
+                                                [](const Peer& peer) { return peer.established; });
         if (connects > static_cast<long>(condition_.max_connects) ||
-            evidence.connect_ts.size() < condition_.min_connects) {
+            evidence.connect_ts.size() + found_open < condition_.min_connects) {
             return false;
         }
         char text[240];

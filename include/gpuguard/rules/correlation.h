@@ -360,6 +360,14 @@ struct CorrelationRule {
 
     // Optional signals that raise confidence and severity.
     std::shared_ptr<const SupportingSignals> supporting;
+    // Counter-signals (`counter:`, the same shape): what benign work shows
+    // (an ML framework mapped). Each that holds cancels one supporting
+    // signal that holds; with none left the detection takes `severity` (a
+    // lower one, required) and its confidence loses `weight`; the evidence
+    // names it ("counter: NAME").
+    // A counter never stops a rule from firing: what an attacker can fake
+    // (mapping a framework's library) lowers it to a notice at most.
+    std::shared_ptr<const SupportingSignals> counter;
 
     // Confidence of a detection: `base` combined with the confidence of every
     // matching signature (kNoisyOr: 1 - (1-base) * prod(1-c); kMax: the

@@ -4,7 +4,8 @@
 // tail-execs its program (`bash -c "exec 7<>/dev/nvidia0; exec miner"`) is
 // judged on the program's environment even when the first read fell in the
 // middle of that exec (the kernel then shows an empty environ). Replay of
-// what the live pipeline passed on raises the same detections.
+// what the live pipeline passed on raises the same detections. And the
+// connections a process has open at its first GPU use.
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -157,6 +158,46 @@ TEST_F(PipelineEnvTest, environ_read_mid_tail_exec_is_read_again_at_the_exec_and
         }
     }
     EXPECT_TRUE(has_rule(replayed, "GG-CORR-0016"));
+}
+
+// At its first GPU use, the connections the process has open already (a
+// miner that reached its pool before it set up its GPU kernels) are passed
+// on as connect events, reason established, before the GPU event.
+TEST_F(PipelineEnvTest, connections_open_at_the_first_gpu_use_are_passed_on_as_established) {
+    const auto dir = proc_.path() / std::to_string(kPid);
+    std::filesystem::create_directories(dir / "fd");
+    std::filesystem::create_directories(dir / "net");
+    std::filesystem::create_symlink("socket:[42424]", dir / "fd" / "8");
+    std::ofstream(dir / "net" / "tcp")
+        << "  sl  local_address rem_address   st\n"
+        << "   0: 0F02000A:D2F0 9633A8C6:01BB 01 00000000:00000000 00:00000000 00000000 0 0 "
+           "42424\n";
+    proc_shows("PATH=/usr/bin\0"s, 140720000000200);
+    feed(live_, 1 * kSecond, "cudahelper",
+         Exec{"/opt/.cache/cudahelper", {"cudahelper"}, false, false, kPid});
+    feed(live_, 2 * kSecond, "cudahelper", kOpen);
+    std::vector<const Connect*> connects;
+    size_t connect_at = passed_.size(), open_at = passed_.size();
+    for (size_t i = 0; i < passed_.size(); ++i) {
+        if (const auto* connect = std::get_if<Connect>(&passed_[i].data)) {
+            connects.push_back(connect);
+            connect_at = std::min(connect_at, i);
+        }
+        if (std::holds_alternative<GpuOpen>(passed_[i].data)) open_at = std::min(open_at, i);
+    }
+    ASSERT_EQ(connects.size(), 1u);
+    EXPECT_EQ(connects[0]->address, "198.168.51.150");
+    EXPECT_EQ(connects[0]->port, 443);
+    EXPECT_EQ(connects[0]->fd, 8);
+    EXPECT_TRUE(connects[0]->established);
+    EXPECT_TRUE(connects[0]->gpu_holder);
+    EXPECT_FALSE(connects[0]->watched_tgid);
+    EXPECT_LT(connect_at, open_at);
+    // Once only: the next GPU event reads nothing again.
+    feed(live_, 3 * kSecond, "cudahelper", GpuIoctl{1, 7, 7, 0xc020462a, 0});
+    size_t after = 0;
+    for (const Event& event : passed_) after += std::holds_alternative<Connect>(event.data);
+    EXPECT_EQ(after, 1u);
 }
 
 TEST_F(PipelineEnvTest, exec_of_a_process_without_a_gpu_reads_no_environment) {

@@ -39,6 +39,10 @@ class HostReads {
     Event environment_of(const Event& event) const;
     // The gpu_libraries event of `event`'s process (/proc/PID/maps), at its time.
     Event gpu_libraries_of(const Event& event) const;
+    // Connect events (reason established, as a GPU holder's) for the TCP
+    // connections off the host `event`'s process has open already: a miner
+    // that reached its pool before it opened the GPU.
+    std::vector<Event> established_connects_of(const Event& event) const;
     // The container event of an exec's cgroup, the first time the cgroup is
     // seen (one /proc read per cgroup, not per exec).
     std::optional<Event> container_of_new_cgroup(const Event& exec);
