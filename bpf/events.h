@@ -21,7 +21,7 @@
 #endif
 
 #define GG_ABI_MAJOR 1
-#define GG_ABI_MINOR 7
+#define GG_ABI_MINOR 8
 
 #define GG_COMM_LEN 16
 /* Bounded copy of the path argument of open*(2), NUL included. */
@@ -176,8 +176,9 @@ GG_STATIC_ASSERT(sizeof(struct gg_ioctl_stats) == 24, "gg_ioctl_stats ABI");
 
 /*
  * Value of gpu_tgids: a process that holds (or held) a GPU fd. The payload
- * programs count its sends on INET sockets here (ABI 1.3), so the agent
- * reads a GPU process's network writes without a map of its own.
+ * programs count its sends on INET sockets here (ABI 1.3), and its
+ * receives (ABI 1.8), so the agent reads a GPU process's network traffic
+ * without a map of its own.
  */
 struct gg_gpu_proc {
 	__u64 since_ns; /* when it was first seen holding one; 0 when found by the bootstrap */
@@ -185,15 +186,19 @@ struct gg_gpu_proc {
 	__u32 _pad;
 	__u64 net_send_bytes; /* bytes sent on INET sockets since it was marked */
 	__u64 net_sends;      /* send calls on INET sockets since it was marked */
+	__u64 net_recv_bytes; /* bytes received on INET sockets since it was marked (ABI 1.8) */
+	__u64 net_recvs;      /* receive calls returning data since it was marked (ABI 1.8) */
 };
-GG_STATIC_ASSERT(sizeof(struct gg_gpu_proc) == 32, "gg_gpu_proc ABI");
+GG_STATIC_ASSERT(sizeof(struct gg_gpu_proc) == 48, "gg_gpu_proc ABI");
 
-/* Value of watched_tgids: its sends, counted as gg_gpu_proc counts a GPU process's. */
+/* Value of watched_tgids: its traffic, counted as gg_gpu_proc counts a GPU process's. */
 struct gg_watched_proc {
 	__u64 net_send_bytes; /* bytes sent on INET sockets since it was watched */
 	__u64 net_sends;      /* send calls on INET sockets since it was watched */
+	__u64 net_recv_bytes; /* bytes received on INET sockets since it was watched (ABI 1.8) */
+	__u64 net_recvs;      /* receive calls returning data since it was watched (ABI 1.8) */
 };
-GG_STATIC_ASSERT(sizeof(struct gg_watched_proc) == 16, "gg_watched_proc ABI");
+GG_STATIC_ASSERT(sizeof(struct gg_watched_proc) == 32, "gg_watched_proc ABI");
 
 enum gg_gpu_proc_flags {
 	GG_PROC_IOCTL_REPORTED = 1 << 0, /* its first GPU ioctl was emitted */

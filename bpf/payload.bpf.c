@@ -21,11 +21,12 @@
  * Only receives of unwatched processes go further (with cfg_payload_dns), to
  * see whether the peer is port 53.
  *
- * Send accounting: every send of a GPU process on an INET socket adds its
- * bytes and one call to the process's gpu_tgids entry, a watched process's
- * to its watched_tgids entry (both variants, before any sampling budget), so
- * the agent can tell a quiet process's small periodic writes from a data
- * stream (GG-CORR-0009, GG-CORR-0023).
+ * Traffic accounting: every send of a GPU process on an INET socket adds
+ * its bytes and one call to the process's gpu_tgids entry, a watched
+ * process's to its watched_tgids entry (both variants, before any sampling
+ * budget), and so does every receive that returned data, so the agent can
+ * tell a quiet process's small periodic writes from a data stream, and a
+ * miner's trickle of jobs from a download (GG-CORR-0009, GG-CORR-0023).
  *
  * Bounded: per (process, socket) the first cfg_payload_msgs messages of each
  * direction; a TCP flow whose first sent byte is '{' (JSON-RPC: Stratum v1
@@ -102,25 +103,28 @@ struct payload_peer {
 static __always_inline bool payload__sock(struct sock *sk, __u16 type, struct payload_peer *peer);
 
 /*
- * Counts a send of @len bytes on an INET socket, if @tgid is a GPU process
- * or one the agent watches (a busy or flagged process). Only processes in
- * net_watch_tgids get here.
+ * Counts a send (or, with @in, a receive) of @len bytes on an INET socket,
+ * if @tgid is a GPU process or one the agent watches (a busy or flagged
+ * process). Only processes in net_watch_tgids get here.
  */
-static __always_inline void payload__count_send(__u32 tgid, __u64 len)
+static __always_inline void payload__count(__u32 tgid, __u64 len, bool in)
 {
 	struct gg_gpu_proc *proc = bpf_map_lookup_elem(&gpu_tgids, &tgid);
 	struct gg_watched_proc *watched;
+	__u64 *bytes, *calls;
 
 	if (proc) {
-		__sync_fetch_and_add(&proc->net_send_bytes, len);
-		__sync_fetch_and_add(&proc->net_sends, 1);
-		return;
+		bytes = in ? &proc->net_recv_bytes : &proc->net_send_bytes;
+		calls = in ? &proc->net_recvs : &proc->net_sends;
+	} else {
+		watched = bpf_map_lookup_elem(&watched_tgids, &tgid);
+		if (!watched)
+			return;
+		bytes = in ? &watched->net_recv_bytes : &watched->net_send_bytes;
+		calls = in ? &watched->net_recvs : &watched->net_sends;
 	}
-	watched = bpf_map_lookup_elem(&watched_tgids, &tgid);
-	if (!watched)
-		return;
-	__sync_fetch_and_add(&watched->net_send_bytes, len);
-	__sync_fetch_and_add(&watched->net_sends, 1);
+	__sync_fetch_and_add(bytes, len);
+	__sync_fetch_and_add(calls, 1);
 }
 
 /* The INET socket behind @fd of the current task, with its addresses. */
@@ -293,8 +297,8 @@ static __always_inline int payload__capture(int fd, const char *buf, __u64 len, 
 		return 0;
 	if (!payload__socket(fd, &peer))
 		return 0;
-	if (watched && direction == GG_PAYLOAD_OUT)
-		payload__count_send(tgid, len);
+	if (watched)
+		payload__count(tgid, len, direction == GG_PAYLOAD_IN);
 	if (!peer.remote_port && uaddr)
 		payload__peer_from_user(&peer, uaddr);
 	return payload__emit(&peer, tgid, watched, fd, buf, len, direction, syscall, dns_candidate);
@@ -388,7 +392,7 @@ int BPF_PROG(gg_sock_send, struct sock *sk, int ret, int flags)
 		return 0;
 	if (watched &&
 	    (sk->__sk_common.skc_family == GG_AF_INET || sk->__sk_common.skc_family == GG_AF_INET6))
-		payload__count_send(tgid, len); /* writev, sendmmsg, io_uring too */
+		payload__count(tgid, len, false); /* writev, sendmmsg, io_uring too */
 	syscall = payload__syscall_args(true, &fd, &buf, &len, &uaddr);
 	if (syscall < 0 || !payload__sock(sk, sk->sk_type, &peer))
 		return 0;
@@ -432,6 +436,9 @@ int BPF_PROG(gg_sock_recv, struct sock *sk, int ret, int flags)
 	/* Unwatched: DNS answers only (connected to port 53, or after a query). */
 	if (!watched && !(cfg_payload_dns && (port == GG_DNS_PORT || asked)))
 		return 0;
+	if (watched &&
+	    (sk->__sk_common.skc_family == GG_AF_INET || sk->__sk_common.skc_family == GG_AF_INET6))
+		payload__count(tgid, len, true); /* readv, recvmmsg, io_uring too */
 	syscall = payload__syscall_args(false, &fd, &buf, &len, &uaddr);
 	if (syscall < 0 || !payload__sock(sk, sk->sk_type, &peer))
 		return 0;

@@ -354,7 +354,7 @@ QuietIoCondition RuleReader::read_quiet_io(const YAML::Node& node, const std::st
     QuietIoCondition condition;
     if (diag_.check_keys(node, where,
                          {"for", "max_file_write_bytes", "max_net_send_bytes", "max_bytes_per_send",
-                          "max_send_gap", "max_sends"})) {
+                          "max_send_gap", "max_sends", "max_net_recv_bytes"})) {
         if (node["for"]) {
             if (auto value = duration(node["for"], where + ".for")) {
                 condition.duration = *value;
@@ -372,6 +372,11 @@ QuietIoCondition RuleReader::read_quiet_io(const YAML::Node& node, const std::st
             if (auto value = number(node["max_sends"], where + ".max_sends", 1, 1e9)) {
                 condition.max_sends = static_cast<uint64_t>(*value);
             }
+        }
+        if (node["max_net_recv_bytes"]) {
+            uint64_t bytes = 0;
+            size(node, "max_net_recv_bytes", where, bytes);
+            condition.max_net_recv_bytes = bytes;
         }
     }
     return condition;

@@ -200,7 +200,10 @@ std::string event_details(const Event& event) {
                 return value ? std::to_string(*value) : std::string("-");
             };
             return "file writes " + count(io.file_write_bytes) + " bytes, net sends " +
-                   count(io.net_sends) + " (" + count(io.net_send_bytes) + " bytes)";
+                   count(io.net_sends) + " (" + count(io.net_send_bytes) + " bytes)" +
+                   (io.net_recvs ? ", receives " + count(io.net_recvs) + " (" +
+                                       count(io.net_recv_bytes) + " bytes)"
+                                 : std::string());
         }
         std::string operator()(const LoopbackPeer& peer) const {
             return "loopback port " + std::to_string(peer.port) + " served by pid " +

@@ -418,6 +418,8 @@ ProcessIo read_process_io(const Reader<Node>& reader) {
     io.file_write_bytes = reader.template optional_integer<uint64_t>("file_write_bytes");
     io.net_send_bytes = reader.template optional_integer<uint64_t>("net_send_bytes");
     io.net_sends = reader.template optional_integer<uint64_t>("net_sends");
+    io.net_recv_bytes = reader.template optional_integer<uint64_t>("net_recv_bytes");
+    io.net_recvs = reader.template optional_integer<uint64_t>("net_recvs");
     return io;
 }
 }  // namespace bodies

@@ -95,7 +95,7 @@ Status Sensor::set_watched_ports(const std::vector<uint16_t>& ports) {
 }
 
 Status Sensor::mark_gpu_process(uint32_t pid) {
-    const gg_gpu_proc proc{0, GG_PROC_BOOTSTRAP, 0, 0, 0};
+    const gg_gpu_proc proc{0, GG_PROC_BOOTSTRAP, 0, 0, 0, 0, 0};
     int err = bpf_map__update_elem(impl_->skeleton->maps.gpu_tgids, &pid, sizeof(pid), &proc,
                                    sizeof(proc), BPF_NOEXIST);
     if (err && err != -EEXIST) {
@@ -132,13 +132,14 @@ std::optional<NetSends> Sensor::net_sends(uint32_t pid) const {
     gg_gpu_proc proc{};
     if (bpf_map__lookup_elem(impl_->skeleton->maps.gpu_tgids, &pid, sizeof(pid), &proc,
                              sizeof(proc), 0) == 0) {
-        return NetSends{proc.net_send_bytes, proc.net_sends};
+        return NetSends{proc.net_send_bytes, proc.net_sends, proc.net_recv_bytes, proc.net_recvs};
     }
     // A watched process (busy, or flagged): counted since it was watched.
     gg_watched_proc watched{};
     if (bpf_map__lookup_elem(impl_->skeleton->maps.watched_tgids, &pid, sizeof(pid), &watched,
                              sizeof(watched), 0) == 0) {
-        return NetSends{watched.net_send_bytes, watched.net_sends};
+        return NetSends{watched.net_send_bytes, watched.net_sends, watched.net_recv_bytes,
+                        watched.net_recvs};
     }
     return std::nullopt;
 }

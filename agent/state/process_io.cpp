@@ -37,6 +37,8 @@ ProcessIo ProcessIoSampler::read(uint32_t pid) {
         if (const auto sends = net_sends_(pid)) {
             io.net_send_bytes = sends->bytes;
             io.net_sends = sends->calls;
+            io.net_recv_bytes = sends->received_bytes;
+            io.net_recvs = sends->receives;
         }
     }
     return io;

@@ -498,6 +498,35 @@ TEST_P(PayloadTracingTest, gpu_process_sends_and_file_writes_are_counted) {
     EXPECT_EQ(after.net_send_bytes, 9 * kIoMessageBytes + kIoDatagramBytes);
 }
 
+// Receive accounting: every receive that returned data on an INET socket of
+// a GPU process adds to its gpu_tgids entry too, past the sampling budget;
+// the sampler reports it as the process_io's receive counters.
+TEST_P(PayloadTracingTest, gpu_process_receives_are_counted) {
+    constexpr size_t kAnswer = 300;  // a line of 299 bytes and the newline the server adds
+    TestServer pool("127.0.0.1", [](const std::string&) {
+        return std::vector<std::string>{std::string(kAnswer - 1, 'j')};
+    });
+    ASSERT_TRUE(pool.ok());
+    const auto child = gpuguard::testing::start_io_worker(
+        {.comm = "gg-recv", .gpu_node = node_, .file = "", .tcp_port = pool.port()});
+    Sensor& sensor = harness_.sensor();
+    ASSERT_EQ(child->ask('c'), 0);
+    ASSERT_EQ(child->ask('q'), 0);  // before its GPU open: not counted
+    const auto pid = static_cast<uint32_t>(child->pid());
+    ASSERT_EQ(child->ask('g'), 0);
+    for (int i = 0; i < 6; ++i) ASSERT_EQ(child->ask('q'), 0);  // past the 4-message budget
+    const auto counted = sensor.net_sends(pid);
+    ASSERT_TRUE(counted);
+    EXPECT_EQ(counted->received_bytes, 6 * kAnswer);
+    EXPECT_GE(counted->receives, 6u);  // a line may come in more than one read
+    EXPECT_EQ(counted->calls, 6u);
+    EXPECT_EQ(counted->bytes, 6 * 5u);
+    ProcessIoSampler io("/proc", [&](uint32_t of) { return sensor.net_sends(of); });
+    const ProcessIo read = io.read(pid);
+    EXPECT_EQ(read.net_recv_bytes, 6 * kAnswer);
+    EXPECT_EQ(read.net_recvs, counted->receives);
+}
+
 INSTANTIATE_TEST_SUITE_P(Hooks, PayloadTracingTest, ::testing::Values(false, true),
                          [](const ::testing::TestParamInfo<bool>& info) {
                              return info.param ? "syscall_tracepoints" : "socket_tracepoints";

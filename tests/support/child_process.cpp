@@ -192,6 +192,19 @@ std::unique_ptr<RequestChild> start_io_worker(const IoWorkerOptions& options) {
                                           0x03, 0x03, 0x5a, 0x3c, 0x11, 0x7e, 0x42, 0x09};
                     return write(tcp, hello, sizeof(hello)) == sizeof(hello) ? 0 : errno;
                 }
+                case 'q': {
+                    // A line out, then the peer's one-line answer read in full.
+                    if (write(tcp, "ping\n", 5) != 5) return errno;
+                    char reply[1024];
+                    size_t got = 0;
+                    while (got < sizeof(reply)) {
+                        const ssize_t n = read(tcp, reply + got, sizeof(reply) - got);
+                        if (n <= 0) return n == 0 ? ECONNRESET : errno;
+                        got += static_cast<size_t>(n);
+                        if (reply[got - 1] == '\n') return 0;
+                    }
+                    return EMSGSIZE;
+                }
                 case 'x':
                     close(tcp);
                     tcp = -1;

@@ -1,8 +1,9 @@
 // quiet_io: {for, max_file_write_bytes, max_net_send_bytes,
-// max_bytes_per_send, max_send_gap, max_sends} — over `for` the process wrote
-// (almost) nothing to files and sent small messages at a steady pace: a
-// miner talking to its pool and nothing else. Judged from process_io
-// samples; never while they do not cover the whole window. Over time.
+// max_bytes_per_send, max_send_gap, max_sends, max_net_recv_bytes} — over
+// `for` the process wrote (almost) nothing to files, sent small messages at
+// a steady pace and received little: a miner talking to its pool and
+// nothing else. Judged from process_io samples; never while they do not
+// cover the whole window. Over time.
 #include <algorithm>
 #include <cstdio>
 
@@ -62,14 +63,29 @@ class QuietIo final : public Condition {
         }
         longest_gap_ns = std::max(longest_gap_ns, ts_ns - last_send_ns);
         if (longest_gap_ns > max_gap_ns) return false;
-        char text[200];
-        snprintf(text, sizeof(text),
-                 "in %llds: %llu bytes written to files, %llu network sends of %llu bytes "
-                 "(longest pause %llds)",
-                 static_cast<long long>(condition_.duration.count()),
-                 static_cast<unsigned long long>(file_bytes),
-                 static_cast<unsigned long long>(sends), static_cast<unsigned long long>(net_bytes),
-                 static_cast<long long>(longest_gap_ns / 1'000'000'000ull));
+        // What it received, where the readings count it (older records do not).
+        std::optional<uint64_t> received;
+        if (start.net_recv_bytes && end.net_recv_bytes &&
+            *end.net_recv_bytes >= *start.net_recv_bytes) {
+            received = *end.net_recv_bytes - *start.net_recv_bytes;
+        }
+        if (condition_.max_net_recv_bytes && received &&
+            *received > *condition_.max_net_recv_bytes) {
+            return false;
+        }
+        char text[240];
+        int length = snprintf(
+            text, sizeof(text),
+            "in %llds: %llu bytes written to files, %llu network sends of %llu bytes "
+            "(longest pause %llds)",
+            static_cast<long long>(condition_.duration.count()),
+            static_cast<unsigned long long>(file_bytes), static_cast<unsigned long long>(sends),
+            static_cast<unsigned long long>(net_bytes),
+            static_cast<long long>(longest_gap_ns / 1'000'000'000ull));
+        if (received && length > 0 && static_cast<size_t>(length) < sizeof(text)) {
+            snprintf(text + length, sizeof(text) - length, ", %llu bytes received",
+                     static_cast<unsigned long long>(*received));
+        }
         in.extra.push_back(Evidence{ts_ns, "telemetry", "process_io", "", "io", text});
         return true;
     }

@@ -174,6 +174,11 @@ struct QuietIoCondition {
     // few seconds to minutes; a worker's heartbeat to its scheduler is far
     // more frequent. Unset: any number.
     std::optional<uint64_t> max_sends;
+    // At most this many bytes received in the window: a miner's jobs are a
+    // few hundred bytes every few seconds to minutes; a job streaming its
+    // data receives far more. Readings without receive counts (older
+    // records) pass. Unset: any amount.
+    std::optional<uint64_t> max_net_recv_bytes;
 };
 
 enum class ContainerScope { kAny, kHost, kContainer };

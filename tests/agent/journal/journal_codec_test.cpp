@@ -112,6 +112,21 @@ TEST(JournalCodec, truncated_payloads_fail_without_reading_past_the_end) {
             const size_t low = stratum->hash_rate_low ? 9 : 1;
             older_ends = {payload.size() - high, payload.size() - high - low};
         }
+        // A process_io record cut before its receive counters (varints):
+        // where each begins, from the same event encoded without it (an
+        // unset one is one byte).
+        if (std::holds_alternative<ProcessIo>(event.data)) {
+            Event without = event;
+            auto& counters = std::get<ProcessIo>(without.data);
+            counters.net_recvs.reset();
+            std::string shorter;
+            encode_event(without, shorter);
+            const size_t before_recvs = shorter.size() - 1;
+            counters.net_recv_bytes.reset();
+            shorter.clear();
+            encode_event(without, shorter);
+            older_ends = {before_recvs, shorter.size() - 2};
+        }
         if (scan) {
             const size_t before_location = payload.size() - 1 - scan->location_check.size();
             const size_t before_check = before_location - 1 - scan->package_check.size();

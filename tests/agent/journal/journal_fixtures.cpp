@@ -145,6 +145,7 @@ std::vector<Event> every_event_type(uint64_t ts_ns, uint32_t pid) {
                 "/dev/shm/.x/libhook.so"});
     // A GPU process's write counters: all present, none, and large values.
     add(ProcessIo{4096, 392, 2});
+    add(ProcessIo{0, 212, 3, 1480, 4});
     add(ProcessIo{});
     add(ProcessIo{std::nullopt, 18446744073709551615ull, 1ull << 40});
     // Config file lines (one multi-line), a cut file, and one with no line.

@@ -136,6 +136,31 @@ TEST_F(QuietIoConditionTest, more_sends_than_max_sends_do_not_hold) {
     EXPECT_TRUE(holds(rule_, "quiet_io", kPid, kNow));  // no max_sends: any number
 }
 
+TEST_F(QuietIoConditionTest, more_received_than_max_net_recv_bytes_does_not_hold) {
+    exec(kPid, "/usr/bin/worker");
+    shares_each_minute();
+    const auto limited = rule_when(
+        "{quiet_io: {for: 10m, max_file_write_bytes: 4096, max_net_send_bytes: 64KiB, "
+        "max_bytes_per_send: 1KiB, max_send_gap: 5m, max_net_recv_bytes: 64KiB}}");
+    // Readings without receive counts (older records): the limit cannot apply.
+    ASSERT_TRUE(holds(limited, "quiet_io", kPid, kNow));
+    EXPECT_EQ(in_.extra[0].detail.find("received"), std::string::npos);
+    // A job a minute, 600 bytes each: a miner's trickle, named in the evidence.
+    auto& readings = evidence(kPid).io;
+    for (size_t i = 0; i < readings.size(); ++i) {
+        readings[i].counters.net_recv_bytes = 100'000 + 600 * i;
+        readings[i].counters.net_recvs = 10 + i;
+    }
+    ASSERT_TRUE(holds(limited, "quiet_io", kPid, kNow));
+    EXPECT_EQ(details(), std::vector<std::string>{"in 600s: 0 bytes written to files, 10 network "
+                                                  "sends of 2000 bytes (longest pause 60s), "
+                                                  "6000 bytes received"});
+    // A download's worth in the window: not quiet under the limit, quiet without one.
+    readings.back().counters.net_recv_bytes = 100'000 + 64 * 1024 + 1;
+    EXPECT_FALSE(holds(limited, "quiet_io", kPid, kNow));
+    EXPECT_TRUE(holds(rule_, "quiet_io", kPid, kNow));
+}
+
 TEST_F(QuietIoConditionTest, depends_on_time) {
     exec(kPid, "/usr/bin/worker");
     shares_each_minute();

@@ -284,6 +284,10 @@ struct ProcessIo {
     // (the payload programs' count in its gpu_tgids entry).
     std::optional<uint64_t> net_send_bytes;
     std::optional<uint64_t> net_sends;
+    // Bytes and receive calls (that returned data) on INET sockets, counted
+    // the same way (a miner's jobs trickle in; a download pours).
+    std::optional<uint64_t> net_recv_bytes{};
+    std::optional<uint64_t> net_recvs{};
     bool operator==(const ProcessIo&) const = default;
 };
 
@@ -532,6 +536,8 @@ struct IoctlAggregate {
 struct NetSends {
     uint64_t bytes = 0;
     uint64_t calls = 0;
+    uint64_t received_bytes = 0;  // and what it received
+    uint64_t receives = 0;
 };
 
 }  // namespace gpuguard::agent

@@ -322,6 +322,10 @@ struct Declaration<ProcessIo> {
         field("file_write_bytes", &ProcessIo::file_write_bytes, {.out = Out::kWhenSet}),
         field("net_send_bytes", &ProcessIo::net_send_bytes, {.out = Out::kWhenSet}),
         field("net_sends", &ProcessIo::net_sends, {.out = Out::kWhenSet}),
+        field("net_recv_bytes", &ProcessIo::net_recv_bytes,
+              {.out = Out::kWhenSet, .store = Store::kTrailing}),
+        field("net_recvs", &ProcessIo::net_recvs,
+              {.out = Out::kWhenSet, .store = Store::kTrailing}),
     };
 };
 
