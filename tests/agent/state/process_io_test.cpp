@@ -69,22 +69,22 @@ TEST_F(ProcessIoSamplerTest, EmitsNewProcessesAndMovedCountersOnly) {
     auto io = sampler();
     write_io(10, 4096);
     write_io(11, 0);
-    sends_[10] = NetSends{200, 1};
+    sends_[10] = NetSends{200, 1, 900, 3};
     auto events = io.sample({process(10), process(11), process(12, /*exited=*/true)}, 100);
     ASSERT_EQ(pids(events), (std::vector<uint32_t>{10, 11}));
     EXPECT_EQ(events[0].ts_ns, 100u);
     EXPECT_EQ(events[0].task.comm, "p10");
     EXPECT_EQ(events[0].task.uid, 1000u);
-    EXPECT_EQ(std::get<ProcessIo>(events[0].data), (ProcessIo{4096, 200, 1}));
+    EXPECT_EQ(std::get<ProcessIo>(events[0].data), (ProcessIo{4096, 200, 1, 900, 3}));
     // No net counter for 11 (not a GPU process in the kernel map, or no payload programs).
     EXPECT_EQ(std::get<ProcessIo>(events[1].data), (ProcessIo{0, std::nullopt, std::nullopt}));
 
     EXPECT_TRUE(io.sample({process(10), process(11)}, 200).empty()) << "nothing moved";
 
-    sends_[10] = NetSends{400, 2};
+    sends_[10] = NetSends{400, 2, 900, 3};
     events = io.sample({process(10), process(11)}, 300);
     ASSERT_EQ(pids(events), std::vector<uint32_t>{10});
-    EXPECT_EQ(std::get<ProcessIo>(events[0].data), (ProcessIo{4096, 400, 2}));
+    EXPECT_EQ(std::get<ProcessIo>(events[0].data), (ProcessIo{4096, 400, 2, 900, 3}));
 
     write_io(11, 8192);
     EXPECT_EQ(pids(io.sample({process(10), process(11)}, 400)), std::vector<uint32_t>{11});
@@ -100,7 +100,7 @@ TEST_F(ProcessIoSamplerTest, AProcessWithoutAnIoFileHasNoFileCounter) {
     sends_[20] = NetSends{0, 0};
     const auto events = io.sample({process(20)}, 1);
     ASSERT_EQ(events.size(), 1u);
-    EXPECT_EQ(std::get<ProcessIo>(events[0].data), (ProcessIo{std::nullopt, 0, 0}));
+    EXPECT_EQ(std::get<ProcessIo>(events[0].data), (ProcessIo{std::nullopt, 0, 0, 0, 0}));
 }
 
 }  // namespace
