@@ -15,6 +15,7 @@
 #include "gpuguard/events/event.h"
 #include "gpuguard/events/event_json.h"
 #include "gpuguard/events/gpu_devices.h"
+#include "gpuguard/netintel/stratum.h"
 #include "gpuguard/state/process_table.h"
 
 namespace gpuguard::agent::cli {
@@ -59,39 +60,41 @@ std::string join_json_strings(const json& array, size_t max_chars) {
     return out;
 }
 
-// "343.6 GH/s": the estimate in the largest unit that keeps it >= 1.
-std::string hash_rate_text(double rate) {
-    static constexpr const char* kUnits[] = {"H/s", "kH/s", "MH/s", "GH/s", "TH/s", "PH/s"};
-    size_t unit = 0;
-    while (rate >= 1000 && unit + 1 < std::size(kUnits)) {
-        rate /= 1000;
-        ++unit;
-    }
-    char text[32];
-    std::snprintf(text, sizeof(text), "%.1f %s", rate, kUnits[unit]);
-    return text;
+// A session's hash rate over the session with its 95 % interval, "1.2
+// MH/s (0.9-1.6)"; older agents answer without the interval.
+std::string session_hash_rate(const json& session) {
+    if (!session["hash_rate"].is_number()) return "- (needs two shares)";
+    const auto number = [&](const char* key) -> std::optional<double> {
+        if (!session.contains(key) || !session[key].is_number()) return std::nullopt;
+        return session[key].get<double>();
+    };
+    return stratum::describe_hash_rate(session["hash_rate"].get<double>(), number("hash_rate_low"),
+                                       number("hash_rate_high"));
 }
 
-// One line under a process's row per mining session it has.
-void print_stratum_sessions(const json& sessions) {
+// One line per mining session, each after `prefix` (ps: under its
+// process's row; status: its pid and name).
+void print_stratum_sessions(const json& sessions, bool with_pid = false) {
     for (const auto& session : sessions) {
+        const std::string prefix =
+            with_pid ? "  pid " + std::to_string(session.value("pid", 0u)) + " (" +
+                           printable(session.value("comm", std::string())) + "): "
+                     : "         mining: ";
         std::string pool = session.value("pool_address", std::string()) + ":" +
                            std::to_string(session.value("pool_port", 0));
         const std::string domain = session.value("pool_domain", std::string());
         if (!domain.empty()) pool += " (" + domain + ")";  // from DNS answers: theirs
         pool = printable(pool);
-        std::string rate = session["hash_rate"].is_number()
-                               ? hash_rate_text(session["hash_rate"].get<double>())
-                               : "- (needs two shares)";
+        std::string rate = session_hash_rate(session);
         if (session["reported_hash_rate"].is_number()) {
-            rate += ", reported " + hash_rate_text(session["reported_hash_rate"].get<double>());
+            rate += ", reported " +
+                    stratum::describe_hash_rate(session["reported_hash_rate"].get<double>());
         }
         // The login and the pool came from the process's own traffic.
         const std::string login = printable(session.value("login", std::string()));
         std::printf(
-            "         mining: %s pool %s%s%s, shares %llu sent %llu accepted %llu rejected, "
-            "hash rate %s\n",
-            session.value("protocol", std::string()).c_str(), pool.c_str(),
+            "%s%s pool %s%s%s, shares %llu sent %llu accepted %llu rejected, hash rate %s\n",
+            prefix.c_str(), session.value("protocol", std::string()).c_str(), pool.c_str(),
             login.empty() ? "" : " login ", login.c_str(),
             static_cast<unsigned long long>(session.value("shares_submitted", uint64_t{0})),
             static_cast<unsigned long long>(session.value("shares_accepted", uint64_t{0})),
@@ -167,8 +170,9 @@ void print_ps_table(const json& processes) {
 }
 
 // The agent answers the mining sessions beside the processes; each process
-// gets its own (sessions of processes that hold no GPU are not listed).
-json with_stratum_sessions(const json& answer) {
+// gets its own. The sessions of processes that hold no GPU (CPU miners) go
+// to `others` when given.
+json with_stratum_sessions(const json& answer, json* others = nullptr) {
     json processes = answer.value("processes", json::array());
     const json sessions = answer.value("stratum_sessions", json::array());
     for (auto& process : processes) {
@@ -177,6 +181,16 @@ json with_stratum_sessions(const json& answer) {
             if (session.value("pid", 0u) == process.value("pid", 0u)) own.push_back(session);
         }
         process["stratum_sessions"] = std::move(own);
+    }
+    if (others) {
+        *others = json::array();
+        for (const auto& session : sessions) {
+            const bool listed =
+                std::any_of(processes.begin(), processes.end(), [&](const json& process) {
+                    return process.value("pid", 0u) == session.value("pid", 0u);
+                });
+            if (!listed) others->push_back(session);
+        }
     }
     return processes;
 }
@@ -312,6 +326,11 @@ int run_status(const Context& context, const QueryOptions& options) {
     std::printf("last hour: %llu detection(s); actions: %s\n",
                 static_cast<unsigned long long>(hour["detections"].get<uint64_t>()),
                 actions.empty() ? "none" : actions.c_str());
+    // Older agents answer without them.
+    if (s.contains("stratum_sessions")) {
+        std::printf("mining sessions: %zu\n", s["stratum_sessions"].size());
+        print_stratum_sessions(s["stratum_sessions"], /*with_pid=*/true);
+    }
     print_outputs(s["outputs"]);
     return 0;
 }
@@ -367,12 +386,17 @@ int run_ps(const Context& context, const QueryOptions& options) {
     auto answer =
         options.standalone ? standalone_ps(context, options) : query(context, options, "ps");
     if (!answer || answer->is_discarded()) return 1;
-    const json processes = with_stratum_sessions(*answer);
+    json others;
+    const json processes = with_stratum_sessions(*answer, &others);
     if (options.as_json) {
         std::cout << processes.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
         return 0;
     }
     print_ps_table(processes);
+    if (!others.empty()) {
+        std::printf("mining sessions of processes that hold no GPU:\n");
+        print_stratum_sessions(others, /*with_pid=*/true);
+    }
     return 0;
 }
 

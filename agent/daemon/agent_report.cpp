@@ -22,6 +22,21 @@ json config_status_json(const ConfigScanStats& stats) {
                 {"dropped", stats.dropped}};
 }
 
+// The mining sessions network intelligence follows, each with its pid and
+// the process's name: the hash rate over the session and its 95 % interval
+// are the session's own fields (hash_rate, hash_rate_low, hash_rate_high).
+json mining_sessions_json(const NetIntel& net_intel, const ProcessTable& table) {
+    json sessions = json::array();
+    for (const auto& session : net_intel.sessions()) {
+        json entry = stratum_to_json(session.stratum);
+        entry["pid"] = session.pid;
+        const ProcessInfo* info = table.find(session.pid);
+        entry["comm"] = info ? info->comm : "";
+        sessions.push_back(std::move(entry));
+    }
+    return sessions;
+}
+
 std::string device_text(uint32_t major, uint32_t minor) {
     return std::to_string(major) + ":" + std::to_string(minor);
 }
@@ -420,6 +435,7 @@ std::string Agent::status_json_of(const Impl& impl) {
         {"watch_list", watch_list},
         {"events_per_s", events_per_s},
         {"gpus", gpus},
+        {"stratum_sessions", mining_sessions_json(impl.net_intel, *impl.table)},
         {"enforcement", enforcement},
         {"last_hour", json{{"detections", last_hour.detections}, {"actions", last_hour.actions}}},
         {"rules", json{{"version", rule_pack_version(*impl.rules_watcher->current(),
@@ -466,12 +482,7 @@ std::string Agent::ps_json_of(const Impl& impl) {
     for (const auto& process : impl.table->gpu_processes()) {
         processes.push_back(impl.process_json(process, telemetry));
     }
-    json stratum = json::array();
-    for (const auto& session : impl.net_intel.sessions()) {
-        json entry = stratum_to_json(session.stratum);
-        entry["pid"] = session.pid;
-        stratum.push_back(std::move(entry));
-    }
+    const json stratum = mining_sessions_json(impl.net_intel, *impl.table);
     // argv, paths and pool names need not be UTF-8: invalid bytes become U+FFFD
     // (nlohmann would throw), as in every JSON the agent writes.
     return json{{"processes", processes}, {"stratum_sessions", stratum}}.dump(

@@ -34,6 +34,8 @@ details { margin: 0; }
 <table id="gpus"><thead><tr><th>GPU</th><th>model</th><th>utilisation</th><th>memory</th><th>temperature</th><th>power</th></tr></thead><tbody></tbody></table>
 <h2>GPU processes</h2>
 <table id="processes"><thead><tr><th>pid</th><th>user</th><th>command</th><th>container</th><th>GPUs</th><th>GPU memory</th><th>verdict</th></tr></thead><tbody></tbody></table>
+<h2>Mining sessions</h2>
+<table id="mining"><thead><tr><th>pid</th><th>process</th><th>protocol</th><th>pool</th><th>shares (accepted / rejected)</th><th>hash rate (95 % interval)</th></tr></thead><tbody></tbody></table>
 <h2>Recent detections</h2>
 <table id="detections"><thead><tr><th>time</th><th>severity</th><th>rule</th><th>process</th><th>action</th><th>evidence</th></tr></thead><tbody></tbody></table>
 <h2>Actions taken</h2>
@@ -88,6 +90,18 @@ function percent(p) {
   wrap.appendChild(bar);
   wrap.appendChild(document.createTextNode(' ' + p.toFixed(0) + ' %'));
   return wrap;
+}
+// "1.2 MH/s (0.9-1.6)": a session's hash rate and its 95 % interval, in one unit.
+function hashRate(s) {
+  if (typeof s.hash_rate !== 'number') return '- (needs two shares)';
+  const units = ['H/s', 'kH/s', 'MH/s', 'GH/s', 'TH/s', 'PH/s'];
+  let i = 0, scale = 1;
+  while (s.hash_rate / scale >= 1000 && i < units.length - 1) { scale *= 1000; i++; }
+  let text = (s.hash_rate / scale).toFixed(1) + ' ' + units[i];
+  if (typeof s.hash_rate_low === 'number' && typeof s.hash_rate_high === 'number') {
+    text += ' (' + (s.hash_rate_low / scale).toFixed(1) + '-' + (s.hash_rate_high / scale).toFixed(1) + ')';
+  }
+  return text;
 }
 function clock(ns) { return ns ? new Date(ns / 1e6).toLocaleString() : ''; }
 function evidence(detection) {
@@ -151,6 +165,11 @@ function render(data) {
     p => { const span = document.createElement('span');
            span.className = detected[p.pid] ? 'verdict-detected' : 'verdict-clean';
            span.textContent = detected[p.pid] || 'no detection'; return span; }], 'no process holds a GPU');
+  fill('mining', data.agent.ps.stratum_sessions || [], [
+    s => s.pid, s => s.comm, s => s.protocol,
+    s => s.pool_address + ':' + s.pool_port + (s.pool_domain ? ' (' + s.pool_domain + ')' : ''),
+    s => s.shares_submitted + ' (' + s.shares_accepted + ' / ' + s.shares_rejected + ')',
+    s => hashRate(s)], 'none');
   fill('detections', activity.detections, [
     d => d['@timestamp'], d => (d.log || {}).level || '',
     d => d.rule.id + ' ' + (d.rule.name || ''),

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
+#include <iterator>
 
 #include "gpuguard/netintel/stratum.h"
 
@@ -19,6 +21,26 @@ int hex_digit(char c) {
 }
 
 }  // namespace
+
+std::string describe_hash_rate(double rate, std::optional<double> low, std::optional<double> high) {
+    static constexpr const char* kUnits[] = {"H/s", "kH/s", "MH/s", "GH/s", "TH/s", "PH/s"};
+    size_t unit = 0;
+    double scale = 1;
+    while (rate / scale >= 1000 && unit + 1 < std::size(kUnits)) {
+        scale *= 1000;
+        ++unit;
+    }
+    char text[96];
+    if (low && high) {
+        // One decimal, more where the low end would read 0.0.
+        const int digits = *low / scale > 0 && *low / scale < 0.05 ? 3 : 1;
+        std::snprintf(text, sizeof(text), "%.1f %s (%.*f-%.*f)", rate / scale, kUnits[unit], digits,
+                      *low / scale, digits, *high / scale);
+    } else {
+        std::snprintf(text, sizeof(text), "%.1f %s", rate / scale, kUnits[unit]);
+    }
+    return text;
+}
 
 const char* to_string(Protocol protocol) {
     switch (protocol) {

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gpuguard/netintel/stratum.h"
 #include "tests/bpf/stratum_test_pool.h"
 #include "tests/support/child_process.h"
 #include "tests/support/privileged.h"
@@ -167,15 +168,40 @@ TEST(StratumAgentTest, live_agent_detects_the_session_and_ps_and_metrics_show_it
     std::printf("ps hash rate %.6g H/s, truth %.6g H/s, error %+.2f %%\n", ps_rate, truth,
                 (ps_rate - truth) / truth * 100);
     EXPECT_NEAR(ps_rate, truth, truth * 0.10);
+    // Its 95 % interval from the share count, around the estimate.
+    ASSERT_TRUE(session["hash_rate_low"].is_number() && session["hash_rate_high"].is_number())
+        << session.dump();
+    const double low = session["hash_rate_low"].get<double>();
+    const double high = session["hash_rate_high"].get<double>();
+    EXPECT_LT(low, ps_rate);
+    EXPECT_GT(high, ps_rate);
+    EXPECT_EQ(session["comm"], "gg-live-miner");
     EXPECT_EQ(session.dump().find(wallet), std::string::npos) << "wallet in ps";
     const auto table =
         gpuguard::testing::run_command({GPUGUARD_BINARY, "ps", "--socket", socket_path.string()});
     EXPECT_NE(table.stdout_text.find("mining: stratum1 pool 127.0.0.1:" + std::to_string(port)),
               std::string::npos)
         << table.stdout_text;
-    EXPECT_NE(table.stdout_text.find("shares 11 sent 11 accepted 0 rejected, hash rate "),
+    // The rate with its interval, as describe_hash_rate() writes both (no
+    // message since: the same numbers).
+    const std::string rate_shape = "shares 11 sent 11 accepted 0 rejected, hash rate ";
+    const auto rate_at = table.stdout_text.find(rate_shape);
+    ASSERT_NE(rate_at, std::string::npos) << table.stdout_text;
+    const std::string printed_rate = table.stdout_text.substr(
+        rate_at + rate_shape.size(),
+        table.stdout_text.find('\n', rate_at) - rate_at - rate_shape.size());
+    EXPECT_EQ(printed_rate, gpuguard::agent::stratum::describe_hash_rate(ps_rate, low, high));
+    // `gpuguard status`: the same session under "mining sessions", named by pid and comm.
+    const auto status_text = gpuguard::testing::run_command(
+        {GPUGUARD_BINARY, "status", "--socket", socket_path.string()});
+    ASSERT_EQ(status_text.exit_code, 0) << status_text.stderr_text;
+    EXPECT_NE(status_text.stdout_text.find(
+                  "mining sessions: 1\n  pid " + std::to_string(miner) +
+                  " (gg-live-miner): stratum1 pool 127.0.0.1:" + std::to_string(port)),
               std::string::npos)
-        << table.stdout_text;
+        << status_text.stdout_text;
+    EXPECT_NE(status_text.stdout_text.find(rate_shape + printed_rate), std::string::npos)
+        << status_text.stdout_text;
 
     // /metrics: the same session's gauge.
     const std::string metrics = http_get(metrics_port, "/metrics");

@@ -286,6 +286,17 @@ TEST(StratumMath, difficulty_and_target_conversions) {
     EXPECT_FALSE(hashes_from_cryptonote_target("b88d06"));
 }
 
+TEST(StratumMath, a_hash_rate_is_described_with_its_interval_in_one_unit) {
+    EXPECT_EQ(describe_hash_rate(1.2e6, 0.9e6, 1.6e6), "1.2 MH/s (0.9-1.6)");
+    // The interval in the estimate's unit, even where an end would have another.
+    EXPECT_EQ(describe_hash_rate(343.6e9, 980e6, 1.2e12), "343.6 GH/s (1.0-1200.0)");
+    EXPECT_EQ(describe_hash_rate(2500, 12, 9000), "2.5 kH/s (0.012-9.000)");
+    // No interval (an older agent, a session of one share): the rate alone.
+    EXPECT_EQ(describe_hash_rate(999), "999.0 H/s");
+    EXPECT_EQ(describe_hash_rate(4.3e9, std::nullopt, 5e9), "4.3 GH/s");
+    EXPECT_EQ(describe_hash_rate(7e18), "7000.0 PH/s");
+}
+
 TEST(StratumRedact, wallets_are_cut_worker_names_kept) {
     EXPECT_EQ(redact_login("rig1"), "rig1");
     EXPECT_EQ(redact_login("alice.worker"), "alice.worker");

@@ -45,6 +45,12 @@ std::optional<double> hashes_from_target256(std::string_view hex);
 //   CryptoNote job target, little-endian hex of 4 or 8 bytes: 0xff..ff / target
 std::optional<double> hashes_from_cryptonote_target(std::string_view hex);
 
+// "1.2 MH/s (0.9-1.6)": a hash rate in the largest unit that keeps it at
+// least 1, with its 95 % interval in the same unit when both ends are
+// known; what `gpuguard ps` and `gpuguard status` print of a session.
+std::string describe_hash_rate(double rate, std::optional<double> low = std::nullopt,
+                               std::optional<double> high = std::nullopt);
+
 // "4AdUndXHHZ6cfufT...long wallet.rig1" -> "4AdUndXH….rig1": the wallet part
 // (before '.', '+' or '/') cut to 8 characters when longer than 16, the
 // worker name kept.
