@@ -192,6 +192,20 @@ int RuleReader::read_conditions(const YAML::Node& when, const std::string& path,
         if (rule.gpu_stack.empty()) diag_.error(node, path + ".gpu_stack: name at least one stack");
         ++conditions;
     }
+    if (const YAML::Node node = when["unreadable"]) {
+        for (auto& [text, item] : diag_.scalar_list(node, path + ".unreadable")) {
+            if (text != "executable" && text != "config") {
+                diag_.error(item,
+                            path + ".unreadable: unknown kind '" + text + "' (executable, config)");
+            } else {
+                rule.unreadable.push_back(text);
+            }
+        }
+        if (rule.unreadable.empty()) {
+            diag_.error(node, path + ".unreadable: name executable, config or both");
+        }
+        ++conditions;
+    }
     if (const YAML::Node node = when["gpu_unseen"]) {
         if (diag_.check_keys(node, path + ".gpu_unseen", {"for"}) && node["for"]) {
             rule.gpu_unseen = duration(node["for"], path + ".gpu_unseen.for");

@@ -195,10 +195,25 @@ std::optional<ConfigScanWorker::Answer> ConfigScanWorker::answer(uint32_t pid,
                                                                  std::string& path) {
     auto file = open_config_file(pid, candidate, cwd, options_.proc_root);
     if (!file) {
-        if (file.error().code != ErrorCode::kNotFound) {
-            logger("config")->debug("pid {}: {}", pid, file.error().message);
+        const ErrorCode code = file.error().code;
+        if (code == ErrorCode::kNotFound) return std::nullopt;
+        logger("config")->debug("pid {}: {}", pid, file.error().message);
+        {
             std::lock_guard lock(mutex_);
             ++stats_.refused;
+        }
+        // A file root could not read: one the command line names (a FUSE
+        // mount without allow_other refuses root), or any that failed with
+        // an I/O error. Root refused a default candidate's lookup also on an
+        // NFS home with root_squash: not reported.
+        const bool named = candidate.reason == "argument";
+        if (code == ErrorCode::kIo || (named && code == ErrorCode::kPermission)) {
+            path = candidate.path.starts_with("/") || cwd.empty()
+                       ? candidate.path
+                       : (cwd.ends_with("/") ? cwd : cwd + "/") + candidate.path;
+            Answer refused;
+            refused.error = file.error().message;
+            return refused;
         }
         return std::nullopt;
     }
@@ -214,7 +229,10 @@ std::optional<ConfigScanWorker::Answer> ConfigScanWorker::answer(uint32_t pid,
         logger("config")->debug("pid {}: {}", pid, text.error().message);
         std::lock_guard lock(mutex_);
         ++stats_.refused;
-        return std::nullopt;
+        Answer unread;  // opened, then the read failed: reported, not cached
+        unread.size = file->version().size;
+        unread.error = text.error().message;
+        return unread;
     }
     Answer result;
     result.size = file->version().size;
@@ -239,9 +257,12 @@ std::vector<ConfigFile> ConfigScanWorker::scan(uint32_t pid) {
     for (const auto& candidate : config_candidates(*context)) {
         std::string path;
         auto found = answer(pid, candidate, context->cwd, path);
-        if (!found || found->lines.empty() || !seen.insert(path).second) continue;
+        if (!found || (found->lines.empty() && found->error.empty()) || !seen.insert(path).second) {
+            continue;
+        }
         out.push_back(ConfigFile{path, candidate.reason, found->size, found->sha256,
-                                 found->truncated, std::move(found->lines)});
+                                 found->truncated, std::move(found->lines),
+                                 std::move(found->error)});
     }
     return out;
 }
@@ -267,8 +288,8 @@ void ConfigScanWorker::work(ProcessWorker::Request& request) {
     size_t delivered = 0;
     for (auto& file : files) {
         if (gone) break;
-        log->debug("pid {}: {} ({}): {} matching line(s)", request.task.pid, file.path, file.reason,
-                   file.lines.size());
+        log->debug("pid {}: {} ({}): {} matching line(s){}", request.task.pid, file.path,
+                   file.reason, file.lines.size(), file.error.empty() ? "" : ", " + file.error);
         Event event;
         event.task = request.task;
         event.data = std::move(file);

@@ -208,6 +208,8 @@ void CorrelatorImpl::reset_image(uint32_t pid, bool exec) {
     evidence.package_check.clear();
     evidence.package.clear();
     evidence.location_check.clear();
+    evidence.exe_unread.clear();
+    evidence.configs_unread.clear();
 }
 
 void CorrelatorImpl::record_exe_scan(uint32_t pid, uint64_t ts_ns, const ExeScan& scan) {
@@ -218,7 +220,16 @@ void CorrelatorImpl::record_exe_scan(uint32_t pid, uint64_t ts_ns, const ExeScan
         evidence.location_check = scan.location_check;
         evidence.dirty = true;
     }
-    if (!scan.error.empty()) return;
+    if (!scan.error.empty()) {
+        // Not scanned: a process that is gone says nothing; one whose
+        // executable root could not read, or that is too large to scan,
+        // hides what it is (`unreadable`).
+        if (scan.error_kind.empty() || scan.error_kind == "gone") return;
+        evidence.exe_unread = scan.path + " not scanned (" + scan.error_kind + "): " + scan.error;
+        evidence.exe_unread_ns = ts_ns;
+        evidence.dirty = true;
+        return;
+    }
     evidence.sha256 = scan.sha256;
     evidence.scanned_ns = ts_ns;
     evidence.exe_path = scan.path;

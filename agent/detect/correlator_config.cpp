@@ -14,6 +14,9 @@ void CorrelatorImpl::request_configs(uint32_t pid, const ProcessInfo& info,
     if (!reason && !evidence.hits.empty()) reason = "signature";
     if (!reason && !rules::exe_locations(info.exe, info.exe_package).empty())
         reason = "exe_location";
+    // A busy process (cpu_usage readings come for busy ones only) is judged
+    // by its behaviour: what its files say, or that they cannot be read.
+    if (!reason && !evidence.cpu.empty()) reason = "busy_cpu";
     if (!reason) return;
     evidence.config_asked = true;
     evidence.config_asked_gpu = evidence.held_gpu;
@@ -25,6 +28,18 @@ void CorrelatorImpl::record_config_file(uint32_t pid, uint64_t ts_ns, const Conf
     const ProcessInfo* info = table_.find(pid);
     if (!info || info->exited) return;
     ProcessEvidence& evidence = book_.of(pid);
+    if (!file.error.empty()) {
+        constexpr size_t kMaxUnread = 8;
+        std::string detail = file.path + " (" + file.reason + ") not read: " + file.error;
+        auto& unread = evidence.configs_unread;
+        const bool known = std::any_of(unread.begin(), unread.end(),
+                                       [&](const auto& seen) { return seen.second == detail; });
+        if (!known && unread.size() < kMaxUnread) {
+            unread.emplace_back(ts_ns, std::move(detail));
+            evidence.dirty = true;
+        }
+        return;
+    }
     for (const ConfigLine& line : file.lines) {
         const auto& ids = match_cached(signatures::Field::kConfig, line.text);
         if (ids.empty()) continue;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpuguard/common/detection.h"
@@ -184,6 +185,12 @@ struct ProcessEvidence {
     // name was found untrue.
     std::string location_check;
     std::string package;
+    // What the agent could not read of the current image (`unreadable`):
+    // why its executable was not scanned ("" when it was, or it was gone),
+    // and the configuration files it names that could not be read.
+    std::string exe_unread;
+    uint64_t exe_unread_ns = 0;
+    std::vector<std::pair<uint64_t, std::string>> configs_unread;  // (ts_ns, detail), bounded
     std::vector<Hit> hits;
     std::vector<std::string> disguise_ids;  // process signatures on the exe, none on comm
     std::optional<ProcessEnv> env;          // at its first GPU use, or its last exec since

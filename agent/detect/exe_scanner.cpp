@@ -7,6 +7,27 @@
 #include "location_check.h"
 
 namespace gpuguard::agent {
+namespace {
+
+// ExeScan::error_kind of a scan's error (YaraScanner's codes).
+const char* scan_error_kind(const Error& error) {
+    switch (error.code) {
+        case ErrorCode::kNotFound:
+            return "gone";
+        case ErrorCode::kPermission:
+            return "permission";
+        case ErrorCode::kUnsupported:
+            return "size_limit";
+        case ErrorCode::kIo:
+            return "io";
+        case ErrorCode::kInvalidArgument:
+            return "not_regular";
+        default:
+            return "scan_failed";
+    }
+}
+
+}  // namespace
 
 ExeScanWorker::ExeScanWorker(signatures::YaraScanner scanner, Deliver deliver,
                              std::string proc_root, size_t max_queue)
@@ -69,6 +90,7 @@ Event ExeScanWorker::scan(const ProcessWorker::Request& request) {
             result.signature_ids = report->signature_ids;
         } else {
             result.error = report.error().message;
+            result.error_kind = scan_error_kind(report.error());
         }
         event.data = std::move(result);
         return event;
@@ -86,6 +108,7 @@ Event ExeScanWorker::scan(const ProcessWorker::Request& request) {
         check_package(pid_dir, report->md5, result);
     } else {
         result.error = report.error().message;
+        result.error_kind = scan_error_kind(report.error());
     }
     // Whether a look-alike location is what its name claims, while the
     // process and its ancestors still run.

@@ -243,6 +243,7 @@ ExeScan read_exe_scan(const Reader<Node>& reader) {
     scan.package = reader.string("package", "");
     scan.package_check = reader.string("package_check", "");
     scan.location_check = reader.string("location_check", "");
+    scan.error_kind = reader.string("error_kind", "");
     return scan;
 }
 
@@ -263,6 +264,7 @@ ConfigFile read_config_file(const Reader<Node>& reader) {
         line.text = item.string("text");
         file.lines.push_back(std::move(line));
     });
+    file.error = reader.string("error", "");
     return file;
 }
 

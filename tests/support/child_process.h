@@ -33,6 +33,13 @@ void end_with_parent(pid_t parent, int signo);
 pid_t spawn_process(const std::string& exe, const std::vector<std::string>& argv,
                     const std::string& cwd, const std::vector<std::string>& env = {});
 
+// Drops CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH from the calling thread's
+// effective set: capabilities are per thread and a thread it starts
+// inherits them, so a worker made afterwards on this thread reads files as
+// root does on a FUSE mount without allow_other (mode bits decide, as for
+// anyone). False with errno when capset fails.
+bool drop_dac_capabilities_in_this_thread();
+
 // Kills (SIGKILL) and reaps a child the test started, when the scope ends.
 class ChildReaper {
   public:

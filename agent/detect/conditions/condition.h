@@ -132,6 +132,7 @@ std::unique_ptr<const Condition> sustained_utilization(const rules::CorrelationR
 std::unique_ptr<const Condition> sustained_cpu(const rules::CorrelationRule& rule);
 std::unique_ptr<const Condition> gpu_unseen(const rules::CorrelationRule& rule);
 std::unique_ptr<const Condition> gpu_stack(const rules::CorrelationRule& rule);
+std::unique_ptr<const Condition> unreadable(const rules::CorrelationRule& rule);
 std::unique_ptr<const Condition> quiet_io(const rules::CorrelationRule& rule);
 std::unique_ptr<const Condition> gpu_memory_above(const rules::CorrelationRule& rule);
 std::unique_ptr<const Condition> gpu_not_allowed(const rules::CorrelationRule& rule);

@@ -24,6 +24,7 @@ constexpr Factory kFactories[] = {
     conditions::sustained_cpu,
     conditions::gpu_unseen,
     conditions::gpu_stack,
+    conditions::unreadable,
     conditions::quiet_io,
     conditions::gpu_memory_above,
     conditions::gpu_not_allowed,

@@ -266,6 +266,7 @@ inline constexpr const char* kConditionKeys[] = {"gpu_held",
                                                  "sustained_cpu",
                                                  "gpu_unseen",
                                                  "gpu_stack",
+                                                 "unreadable",
                                                  "scope",
                                                  "gpu_memory_above",
                                                  "gpu_index_not_in",
@@ -322,6 +323,12 @@ struct CorrelationRule {
     // one of these: "ml_framework", "graphics", "runtime_only",
     // "driver_only", "none".
     std::vector<std::string> gpu_stack;
+    // The agent could not read what the process runs: "executable" (its
+    // exe_scan failed for a reason other than the process being gone:
+    // permission, the YARA size limit, an I/O error), "config" (a
+    // configuration file it names that root was refused, or any whose read
+    // failed). Any of those listed.
+    std::vector<std::string> unreadable;
     std::optional<QuietIoCondition> quiet_io;
     std::optional<ScopeCondition> scope;
     // Guard policies: limits on what a (scoped) process may use.

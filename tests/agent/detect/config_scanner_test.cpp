@@ -315,5 +315,56 @@ TEST(ConfigScanWorker, ReadsAProcesssConfigOnceAndReportsItsMatchedLines) {
     EXPECT_EQ(stats.cache_hits, 2u) << "the second process's both from the cache";
 }
 
+// A configuration file the command line names that root cannot read is
+// reported with its error and no lines (`unreadable`); the same refusal
+// for a default candidate in the working directory is not (an NFS home
+// with root_squash refuses root there for nothing).
+TEST(ConfigScanWorker, ANamedFileRootCannotReadIsReportedADefaultOneIsNot) {
+    testing::TempDir dir("gg-config-refused");
+    fs::create_directories(dir / "bin");
+    fs::create_directories(dir / "mnt");
+    fs::copy_file(GPUGUARD_IDLE_PROCESS, dir / "bin" / "updater");
+    const fs::path named = dir / "mnt" / "notifier.json";
+    std::ofstream(named) << xmrig_config();
+    std::ofstream(dir / "mnt" / "config.json") << xmrig_config();
+    fs::permissions(named, fs::perms::none);
+    fs::permissions(dir / "mnt" / "config.json", fs::perms::none);
+    const pid_t pid = testing::spawn_process(dir / "bin" / "updater",
+                                             {"updater", "--config", named.string()}, dir / "mnt");
+    ASSERT_GT(pid, 0) << std::strerror(errno);
+    testing::ChildReaper reap(pid);
+
+    std::mutex mutex;
+    std::condition_variable arrived;
+    std::vector<Event> events;
+    ConfigScanStats stats;
+    std::thread without_dac([&] {
+        ASSERT_TRUE(testing::drop_dac_capabilities_in_this_thread()) << std::strerror(errno);
+        auto worker = ConfigScanWorker::create(rule_set(), [&](Event event) {
+            std::lock_guard lock(mutex);
+            events.push_back(std::move(event));
+            arrived.notify_all();
+        });
+        ASSERT_TRUE(worker) << worker.error().message;
+        ASSERT_TRUE((*worker)->submit(TaskInfo{static_cast<uint32_t>(pid),
+                                               static_cast<uint32_t>(pid), 1, 0, 0, 0, "updater"}));
+        for (int i = 0; i < 2000 && (*worker)->stats().refused < 2; ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+        stats = (*worker)->stats();
+    });
+    without_dac.join();
+    EXPECT_EQ(stats.refused, 2u) << "both files refused";
+    std::lock_guard lock(mutex);
+    ASSERT_EQ(events.size(), 1u) << "only the named one reported";
+    const auto& file = std::get<ConfigFile>(events[0].data);
+    EXPECT_EQ(file.path, named.string());
+    EXPECT_EQ(file.reason, "argument");
+    EXPECT_TRUE(file.lines.empty());
+    EXPECT_TRUE(file.sha256.empty());
+    EXPECT_NE(file.error.find("Permission denied"), std::string::npos) << file.error;
+    EXPECT_NE(file.error.find(named.string()), std::string::npos) << file.error;
+}
+
 }  // namespace
 }  // namespace gpuguard::agent

@@ -220,5 +220,75 @@ TEST_F(CorrelatorTest, APreloadedLibraryIsScannedAndAYaraHitRaisesItsInjection) 
     EXPECT_TRUE(find_rule(raised, "GG-CORR-0010") == nullptr);
 }
 
+// What the agent could not read (unreadable): an executable root was
+// refused, one over the YARA size limit, a configuration file the command
+// line names; not a process gone before its scan, nor a library's scan.
+// A new image starts clean; busy processes get their files asked for.
+TEST_F(CorrelatorTest, WhatTheAgentCouldNotReadIsEvidenceAndAGoneProcessIsNot) {
+    auto rules = rules::parse_correlation_rules(R"(rules:
+  - id: TEST-UNREAD
+    name: unreadable
+    severity: notice
+    window: 1s
+    when:
+      unreadable: [executable, config]
+)",
+                                                "test.yaml");
+    ASSERT_TRUE(rules) << rules.error().message;
+    make(rule_set(), *rules, CorrelatorOptions{.request_configs = true});
+    feed(1 * kSecond, 450, "svc", Exec{"/mnt/f/svc", {"svc"}, false, false, 450});
+    ExeScan gone{"/mnt/f/svc", "", 0, {}, {}, "open /proc/450/exe: No such file or directory"};
+    gone.error_kind = "gone";
+    EXPECT_TRUE(feed(2 * kSecond, 450, "svc", gone).empty());
+    ExeScan old_record = gone;  // an older journal: no kind
+    old_record.error_kind.clear();
+    old_record.error = "open /proc/450/exe: Permission denied";
+    EXPECT_TRUE(feed(3 * kSecond, 450, "svc", old_record).empty());
+    ExeScan library{"/mnt/f/svc", "", 0, {}, {}, "open: Permission denied", "/mnt/f/lib.so"};
+    library.error_kind = "permission";
+    EXPECT_TRUE(feed(4 * kSecond, 450, "svc", library).empty());
+
+    ExeScan refused{"/mnt/f/svc", "", 0, {}, {}, "open /proc/450/exe: Permission denied"};
+    refused.error_kind = "permission";
+    // The one evidence item of the one detection `raised` holds.
+    const auto only_evidence = [](const std::vector<Detection>& raised) {
+        EXPECT_EQ(raised.size(), 1u);
+        EXPECT_EQ(raised.empty() ? 0u : raised[0].evidence.size(), 1u);
+        return raised.empty() || raised[0].evidence.empty() ? Evidence{} : raised[0].evidence[0];
+    };
+    Evidence item = only_evidence(feed(5 * kSecond, 450, "svc", refused));
+    EXPECT_EQ(item.event_type, "exe_scan");
+    EXPECT_EQ(item.detail,
+              "executable /mnt/f/svc not scanned (permission): open /proc/450/exe: Permission "
+              "denied");
+
+    // A new image: what was not read of the old one goes; its config file.
+    feed(10 * kSecond, 450, "svc2", Exec{"/usr/bin/svc2", {"svc2"}, false, false, 450});
+    EXPECT_TRUE(feed(11 * kSecond, 450, "svc2", CpuUsage{2'000'000'000, 1'000'000'000, 4}).empty());
+    const auto requests = correlator_->take_config_requests();
+    ASSERT_EQ(requests.size(), 1u) << "a busy process's files are asked for";
+    EXPECT_EQ(requests[0].reason, "busy_cpu");
+    ConfigFile unread{"/mnt/f/c.json", "argument", 0, "", false, {}};
+    unread.error = "/mnt/f/c.json: Permission denied";
+    item = only_evidence(feed(12 * kSecond, 450, "svc2", unread));
+    EXPECT_EQ(item.event_type, "config_file");
+    EXPECT_EQ(item.detail,
+              "configuration file /mnt/f/c.json (argument) not read: /mnt/f/c.json: Permission "
+              "denied");
+}
+
+// A supporting signal of the behaviour rules (GG-CORR-0013, 0023: the
+// scenarios quiet_cpu_executable_on_a_fuse_mount_root_cannot_read and
+// benign_cpu_llama_server_binary_over_the_yara_limit), never a detection
+// by itself: a busy process over the YARA size limit raises nothing.
+TEST_F(CorrelatorTest, AnUnreadableExecutableAloneRaisesNothing) {
+    make();
+    feed(1 * kSecond, 451, "game", Exec{"/opt/game/bin/game", {"game"}, false, false, 451});
+    ExeScan huge{"/opt/game/bin/game", "", 0, {}, {}, "too large"};
+    huge.error_kind = "size_limit";
+    EXPECT_TRUE(feed(2 * kSecond, 451, "game", huge).empty());
+    EXPECT_TRUE(feed(3 * kSecond, 451, "game", CpuUsage{4'000'000'000, 1'000'000'000, 8}).empty());
+}
+
 }  // namespace
 }  // namespace gpuguard::agent

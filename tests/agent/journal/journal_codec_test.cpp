@@ -95,16 +95,19 @@ TEST(JournalCodec, truncated_payloads_fail_without_reading_past_the_end) {
     for (const auto& event : testing::every_event_type()) {
         std::string payload;
         encode_event(event, payload);
-        // A snapshot cut just before exe_package, a scan just before
-        // library, package or package_check, a connect just before its
-        // established byte, is a record of a minor version before it and
-        // reads as one: without them.
+        // A snapshot cut just before exe_package, a scan just before one of
+        // its trailing fields, a connect just before its established byte, a
+        // config file before its error, is a record of a minor version
+        // before it and reads as one: without them.
         const auto* snapshot = std::get_if<ProcessSnapshot>(&event.data);
         const auto* scan = std::get_if<ExeScan>(&event.data);
         const auto* connect = std::get_if<Connect>(&event.data);
         std::vector<size_t> older_ends;
         if (snapshot) older_ends.push_back(payload.size() - 1 - snapshot->exe_package.size());
         if (connect && connect->established) older_ends.push_back(payload.size() - 1);
+        // A config file cut before its error.
+        const auto* config = std::get_if<ConfigFile>(&event.data);
+        if (config) older_ends.push_back(payload.size() - 1 - config->error.size());
         // A Stratum record cut before its hash-rate interval (1 byte unset, 9 set).
         const auto* stratum = std::get_if<Stratum>(&event.data);
         if (stratum) {
@@ -127,12 +130,18 @@ TEST(JournalCodec, truncated_payloads_fail_without_reading_past_the_end) {
             encode_event(without, shorter);
             older_ends = {before_recvs, shorter.size() - 2};
         }
+        // A scan cut before any of its trailing fields (each a length byte
+        // and its bytes): error_kind, location_check, package_check,
+        // package, library, the newest last.
+        size_t before_location = 0, before_check = 0, before_package = 0, before_library = 0;
         if (scan) {
-            const size_t before_location = payload.size() - 1 - scan->location_check.size();
-            const size_t before_check = before_location - 1 - scan->package_check.size();
-            const size_t before_package = before_check - 1 - scan->package.size();
-            older_ends = {before_check, before_package, before_package - 1 - scan->library.size(),
-                          before_location};
+            const size_t before_kind = payload.size() - 1 - scan->error_kind.size();
+            before_location = before_kind - 1 - scan->location_check.size();
+            before_check = before_location - 1 - scan->package_check.size();
+            before_package = before_check - 1 - scan->package.size();
+            before_library = before_package - 1 - scan->library.size();
+            older_ends = {before_kind, before_location, before_check, before_package,
+                          before_library};
         }
         for (size_t cut = 0; cut < payload.size(); ++cut) {
             // A heap copy of exactly `cut` bytes so ASan sees any overread.
@@ -149,18 +158,22 @@ TEST(JournalCodec, truncated_payloads_fail_without_reading_past_the_end) {
                 if (connect) {
                     EXPECT_FALSE(std::get<Connect>(decoded.data).established);
                 }
+                if (config) {
+                    EXPECT_EQ(std::get<ConfigFile>(decoded.data).error, "");
+                }
                 if (scan) {
                     const auto& older = std::get<ExeScan>(decoded.data);
-                    EXPECT_EQ(older.location_check, "");
-                    if (cut == older_ends[3]) {
-                        EXPECT_EQ(older.package_check, scan->package_check);
-                        continue;
+                    EXPECT_EQ(older.error_kind, "");
+                    if (cut <= before_location) {
+                        EXPECT_EQ(older.location_check, "");
                     }
-                    EXPECT_EQ(older.package_check, "");
-                    if (cut < older_ends[0]) {
+                    if (cut <= before_check) {
+                        EXPECT_EQ(older.package_check, "");
+                    }
+                    if (cut <= before_package) {
                         EXPECT_EQ(older.package, "");
                     }
-                    if (cut < older_ends[1]) {
+                    if (cut <= before_library) {
                         EXPECT_EQ(older.library, "");
                     }
                 }

@@ -90,6 +90,10 @@ std::vector<Event> every_event_type(uint64_t ts_ns, uint32_t pid) {
                 "refused: PyInstaller: no ancestor outside a temporary directory uses files from "
                 "/tmp/_MEI12"});
     add(ExeScan{"/memfd:x (deleted)", "", 0, {}, {}, "larger than 67108864 bytes: not scanned"});
+    // Not scanned, and why (the `unreadable` condition's kinds).
+    ExeScan refused{"/mnt/fuse/svc", "", 0, {}, {}, "open /proc/42/exe: Permission denied"};
+    refused.error_kind = "permission";
+    add(refused);
     // Network intelligence (gpuguard/netintel/net_intel.h): a named connect, a payload sample, a
     // session.
     Connect named{10, 0, 4, "203.0.113.5", 443, true, false, false, false, false};
@@ -157,6 +161,10 @@ std::vector<Event> every_event_type(uint64_t ts_ns, uint32_t pid) {
                    {{3, "    \"randomx\": {\n        \"1gb-pages\": false"},
                     {9, "\"url\": \"pool.supportxmr.com:3333\","}}});
     add(ConfigFile{"rig.ini", "argument", 1ull << 33, std::string(64, 'd'), true, {}});
+    // A named file root could not read.
+    ConfigFile unread{"/mnt/fuse/rig.json", "argument", 0, "", false, {}};
+    unread.error = "/mnt/fuse/rig.json: Permission denied";
+    add(unread);
     // A hidden process with its hiding library found, and one without.
     add(HiddenProcess{"getdents64",
                       {"/usr/local/lib/libsystem.so", "/tmp/.x/libhide.so"},

@@ -44,6 +44,7 @@ const std::map<std::string, std::string> kSampleValues = {
     {"sustained_cpu", "{above_cores: 1.5}"},
     {"gpu_unseen", "{for: 5s}"},
     {"gpu_stack", "[runtime_only]"},
+    {"unreadable", "[executable]"},
     {"opaque_peer", "true"},
     {"hidden_from_proc", "true"},
     {"module_load", "{while: [any]}"},

@@ -1,7 +1,9 @@
 // ConfigScanWorker: reads the configuration files a process names or its
 // miner family reads by default (gpuguard/state/config_files.h), off the
 // event loop, and reports each file with a line matching a config
-// signature as a ConfigFile event handed to `deliver` on the worker thread
+// signature, or that it could not read (ConfigFile::error: a named file
+// root was refused, or an I/O error), as a ConfigFile event handed to
+// `deliver` on the worker thread
 // (the agent journals and judges it like any other event). The correlator
 // asks (ConfigRequest) at an image's first sign of mining and at its first
 // GPU use; the events carry the matched lines, so replay judges them
@@ -93,6 +95,7 @@ class ConfigScanWorker {
         std::string sha256;
         bool truncated = false;
         std::vector<ConfigLine> lines;
+        std::string error;  // the file could not be read (ConfigFile::error)
     };
     ConfigScanWorker(rules::RuleScanner scanner, Deliver deliver, ConfigScanOptions options);
     void work(ProcessWorker::Request& request);

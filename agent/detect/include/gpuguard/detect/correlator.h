@@ -64,12 +64,12 @@ struct ScanRequest {
 // The correlator wants a process's configuration files read
 // (gpuguard/detect/config_scanner.h): at the first sign of mining of an
 // executable image (a signature hit, a start from a temporary or fileless
-// location) and at its first GPU use, at most once each. The answer comes
-// back as ConfigFile events.
+// location, the process turning busy on the CPU) and at its first GPU use,
+// at most once each. The answer comes back as ConfigFile events.
 struct ConfigRequest {
     uint32_t pid = 0;
     uint64_t ts_ns = 0;
-    std::string reason;  // "gpu_open", "signature" or "exe_location"
+    std::string reason;  // "gpu_open", "signature", "exe_location" or "busy_cpu"
 };
 
 // The correlator wants a process's connects and first payloads captured on

@@ -196,6 +196,14 @@ struct ExeScan {
     // "" (not in one, or not checked), "verified: RUNTIME: HOW" or
     // "refused: RUNTIME: WHY" (detect/location_check.h).
     std::string location_check{};
+    // With an error, what kind of failure it was: "gone" (the process
+    // exited, or a kernel thread has no executable), "permission" (EACCES or
+    // EPERM for root: a FUSE mount without allow_other, an LSM),
+    // "size_limit" (over rules.yara_max_file_mb), "io" (EIO, ENOTCONN: a
+    // FUSE or network filesystem failing the read), "not_regular", or
+    // "scan_failed" (YARA's own error or timeout). "" without an error, and
+    // in records older than the field.
+    std::string error_kind{};
 };
 
 // One line (or a few adjacent lines) of a configuration file that matched a
@@ -219,6 +227,11 @@ struct ConfigFile {
     std::string sha256;      // of the bytes read (the first max_bytes when truncated)
     bool truncated = false;  // larger than the agent reads: only its start was read
     std::vector<ConfigLine> lines;
+    // Why the file could not be read ("" when it was): reported for a
+    // candidate the command line names that root was refused or could not
+    // read, and for any candidate whose read failed with an I/O error
+    // (config_scanner.h); its lines are then empty.
+    std::string error{};
     bool operator==(const ConfigFile&) const = default;
 };
 

@@ -251,6 +251,8 @@ struct Declaration<ExeScan> {
               {.out = Out::kWhenSet, .store = Store::kTrailing}),
         field("location_check", &ExeScan::location_check,
               {.out = Out::kWhenSet, .store = Store::kTrailing}),
+        field("error_kind", &ExeScan::error_kind,
+              {.out = Out::kWhenSet, .store = Store::kTrailing}),
     };
 };
 
@@ -342,9 +344,10 @@ struct Declaration<ConfigFile> {
         field("sha256", &ConfigFile::sha256),
         field("lines", &ConfigFile::lines),
         field("truncated", &ConfigFile::truncated, {.out = Out::kWhenSet}),
+        field("error", &ConfigFile::error, {.out = Out::kWhenSet, .store = Store::kTrailing}),
     };
     static constexpr auto layout =
-        layout_of("path", "reason", "size", "sha256", "truncated", "lines");
+        layout_of("path", "reason", "size", "sha256", "truncated", "lines", "error");
 };
 
 template <>
