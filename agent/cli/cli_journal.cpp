@@ -218,6 +218,11 @@ std::string event_details(const Event& event) {
                    (found.frameworks.empty() ? "" : " (" + join(found.frameworks, ", ") + ")") +
                    ", " + std::to_string(found.libraries.size()) + " GPU libraries mapped";
         }
+        std::string operator()(const ProcessCmdline& read) const {
+            return "command line read again, " + std::to_string(read.argv.size()) + " arguments" +
+                   (read.truncated ? " (cut at 64 KiB)" : "") +
+                   (read.extends_exec ? "" : "; not the exec's (rewritten, or another exec)");
+        }
         std::string operator()(const CpuUsage& usage) const {
             return fmt::format("CPU {:.2f} cores over {:.1f} s, {} threads", usage.cores(),
                                static_cast<double>(usage.interval_ns) / 1e9, usage.threads);
@@ -498,12 +503,13 @@ void add_filter_options(CLI::App* app, JournalCommand& command) {
     app->add_option("--pid", command.pid, "only this process (events, detections, enforcement)");
     app->add_option("--since", command.since, "from this time: RFC 3339, now, or -10m/-2h/-1d");
     app->add_option("--until", command.until, "up to this time (same forms as --since)");
-    app->add_option("--type", command.types,
-                    "only these types (repeatable or comma-separated): gpu_open, gpu_ioctl, "
-                    "connect, exec, fork, exit, telemetry, process_snapshot, kill_now, exe_scan, "
-                    "net_payload, stratum, process_io, config_file, hidden_process, module_load, "
-                    "file_change, process_env, agent_tamper, container, cpu_usage, gpu_libraries, "
-                    "detection, enforcement, note, gap")
+    app->add_option(
+           "--type", command.types,
+           "only these types (repeatable or comma-separated): gpu_open, gpu_ioctl, "
+           "connect, exec, fork, exit, telemetry, process_snapshot, kill_now, exe_scan, "
+           "net_payload, stratum, process_io, config_file, hidden_process, module_load, "
+           "file_change, process_env, agent_tamper, container, cpu_usage, gpu_libraries, cmdline, "
+           "detection, enforcement, note, gap")
         ->allow_extra_args(false);
     app->add_option("--limit", command.limit, "stop after this many records");
 }

@@ -160,6 +160,15 @@ void CorrelatorImpl::record(const Event& event, std::vector<const Detection*>& o
             } else if constexpr (std::is_same_v<T, GpuLibraries>) {
                 book_.of(pid).gpu_stack = data;  // judged with the GPU event that follows
                 book_.of(pid).dirty = true;
+            } else if constexpr (std::is_same_v<T, ProcessCmdline>) {
+                // The table took the whole command line: matched again, in
+                // place of the cut one's hits.
+                if (!data.extends_exec || data.argv.empty()) return;
+                ProcessEvidence& evidence = book_.of(pid);
+                std::erase_if(evidence.hits,
+                              [](const Hit& hit) { return hit.field == EvidenceField::kCmdline; });
+                evidence.matched = false;
+                judge(pid);
             } else if constexpr (std::is_same_v<T, CpuUsage>) {
                 book_.record_cpu(pid, ts_ns, data);
                 judge(pid);

@@ -1,5 +1,6 @@
 #include "gpuguard/detect/host_reads.h"
 
+#include "gpuguard/state/command_line.h"
 #include "gpuguard/state/file_context.h"
 #include "gpuguard/state/gpu_libraries.h"
 #include "gpuguard/state/proc_sockets.h"
@@ -36,6 +37,15 @@ std::vector<Event> HostReads::established_connects_of(const Event& event) const 
         out.push_back(Event{event.ts_ns, event.task, std::move(connect)});
     }
     return out;
+}
+
+std::optional<Event> HostReads::full_cmdline_of(const Event& exec) const {
+    // An exec that copied nothing (sensor.argv_max_bytes: 0) asked for no argv.
+    const auto* data = std::get_if<Exec>(&exec.data);
+    if (!data || !data->argv_truncated || data->argv.empty()) return std::nullopt;
+    auto read = read_full_cmdline(exec.task.pid, data->argv, options_.proc_root);
+    if (!read) return std::nullopt;  // gone already: nothing to judge
+    return Event{exec.ts_ns, exec.task, std::move(*read)};
 }
 
 std::optional<Event> HostReads::container_of_new_cgroup(const Event& exec) {

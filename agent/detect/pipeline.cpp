@@ -62,7 +62,11 @@ void Pipeline::feed_event(const Event& event, bool judge_it) {
                 pass(*container, judge_it);
             }
         }
-        return pass(completed, judge_it);
+        pass(completed, judge_it);
+        // A command line the kernel cut short, read whole from /proc after
+        // the exec it completes (the table has the new image by then).
+        if (auto full = host->full_cmdline_of(completed)) pass(*full, judge_it);
+        return;
     }
     if (!note_derived(event)) return;
     if (const auto* connect = std::get_if<Connect>(&event.data)) {

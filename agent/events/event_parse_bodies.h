@@ -387,6 +387,15 @@ GpuLibraries read_gpu_libraries(const Reader<Node>& reader) {
 }
 
 template <typename Node>
+ProcessCmdline read_process_cmdline(const Reader<Node>& reader) {
+    ProcessCmdline read;
+    read.argv = reader.strings("argv");
+    read.truncated = reader.boolean("truncated", false);
+    read.extends_exec = reader.boolean("extends_exec", false);
+    return read;
+}
+
+template <typename Node>
 LoopbackPeer read_loopback_peer(const Reader<Node>& reader) {
     LoopbackPeer peer;
     peer.port = reader.template integer<uint16_t>("port");
@@ -484,6 +493,8 @@ void read_body(std::string_view type, const Reader<Node>& top, const std::option
         body = read_gpu_libraries(object());
     } else if (type == "loopback_peer") {
         body = read_loopback_peer(object());
+    } else if (type == "cmdline") {
+        body = read_process_cmdline(object());
     } else {
         top.error("type", "unknown event type \"" + std::string(type) + "\" (" +
                               join(event_type_names(), ", ") + ")");

@@ -148,6 +148,13 @@ void ProcessTable::apply(const Event& event) {
         void operator()(const CpuUsage&) {}      // CPU readings: the correlator keeps them
         void operator()(const GpuLibraries&) {}  // its GPU stack: the correlator keeps it
         void operator()(const LoopbackPeer&) {}  // who serves its loopback flow: the correlator
+        // The whole command line of the image the exec record cut short.
+        void operator()(const ProcessCmdline& read) {
+            ProcessInfo* info = table.processes_.find(task.pid);
+            if (!info || info->exited || !read.extends_exec || read.argv.empty()) return;
+            info->cmdline = read.argv;
+            info->cmdline_truncated = read.truncated;
+        }
         void operator()(const ConfigFile&) {}    // matched config lines: the correlator keeps them
         void operator()(const HiddenProcess&) {  // the correlator judges it
             ProcessInfo& info = table.entry(task.pid);

@@ -3,7 +3,9 @@
 // /proc/self/fd/N and one deleted after its exec are named as /proc/PID/exe
 // names them, in `gpuguard ps`, in the detection and in replay; and a kill
 // whose process exited and whose pid a newcomer took leaves the newcomer be;
-// a CPU miner already running when the agent starts is judged at its start.
+// a CPU miner already running when the agent starts is judged at its start;
+// a command line longer than the exec record holds is read again and judged.
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <ctime>
@@ -42,6 +44,45 @@ using gpuguard::testing::ProgramTree;
 using gpuguard::testing::run_command;
 using gpuguard::testing::Subprocess;
 using nlohmann::literals::operator""_json_pointer;
+
+// Starts argv waiting on a pipe whose writing end goes to `writers` (a
+// shell's `read line` keeps it alive, with no child of its own: an
+// orphaned child would keep ctest's output pipe open after the test); -1
+// when the pipe could not be made.
+int spawn_waiting(std::vector<gpuguard::UniqueFd>& writers, std::vector<std::string> argv) {
+    int input[2];
+    if (pipe2(input, O_CLOEXEC) != 0) return -1;
+    std::vector<char*> args;
+    for (auto& arg : argv) args.push_back(arg.data());
+    args.push_back(nullptr);
+    const pid_t pid = fork();
+    if (pid == 0) {
+        dup2(input[0], STDIN_FILENO);
+        execv(args[0], args.data());
+        _exit(127);
+    }
+    close(input[0]);
+    writers.emplace_back(input[1]);
+    return static_cast<int>(pid);
+}
+
+// Whether an evidence item of `detection` (an alert line) names `text`.
+bool evidence_names(const nlohmann::json& detection, const std::string& text) {
+    return detection["gpuguard"]["detection"]["evidence"].dump().find(text) != std::string::npos;
+}
+
+// The (pid, rule id) of each detection in `gpuguard replay`'s output.
+std::vector<std::pair<int, std::string>> replayed_detections(const std::string& output) {
+    std::vector<std::pair<int, std::string>> out;
+    std::istringstream lines(output);
+    for (std::string line; std::getline(lines, line);) {
+        const auto record = nlohmann::json::parse(line, nullptr, false);
+        if (!record.is_object()) continue;
+        out.emplace_back(record.value("/process/pid"_json_pointer, 0),
+                         record.value("/rule/id"_json_pointer, ""));
+    }
+    return out;
+}
 
 std::string exe_of(pid_t pid) {
     std::error_code ec;
@@ -287,24 +328,9 @@ TEST_F(AgentDetectTest, a_kill_after_the_pid_was_reused_leaves_the_newcomer_alon
 // its arguments (an exempt name, the file its package installed), while a
 // copy of sh named curl with the same URL is judged after all.
 TEST_F(AgentDetectTest, a_cpu_miner_running_before_the_agent_started_is_judged_at_its_start) {
-    // Each waits on a pipe the test holds, with no child of its own (an
-    // orphaned child would keep ctest's output pipe open after the test).
     std::vector<gpuguard::UniqueFd> stdin_writers;
-    auto spawn = [&stdin_writers](std::vector<std::string> argv) {
-        int input[2];
-        if (pipe2(input, O_CLOEXEC) != 0) return -1;
-        std::vector<char*> args;
-        for (auto& arg : argv) args.push_back(arg.data());
-        args.push_back(nullptr);
-        const pid_t pid = fork();
-        if (pid == 0) {
-            dup2(input[0], STDIN_FILENO);
-            execv(args[0], args.data());
-            _exit(127);
-        }
-        close(input[0]);
-        stdin_writers.emplace_back(input[1]);
-        return static_cast<int>(pid);
+    const auto spawn = [&stdin_writers](std::vector<std::string> argv) {
+        return spawn_waiting(stdin_writers, std::move(argv));
     };
     // sh stays (read is a builtin): its argv is the miner's.
     const pid_t miner = spawn({"/bin/sh", "-c", "read line", "xmrig", "-o",
@@ -344,10 +370,7 @@ TEST_F(AgentDetectTest, a_cpu_miner_running_before_the_agent_started_is_judged_a
     ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
     const auto detection = wait_for_detection(agent, miner, "GG-CORR-0012", 5s);
     ASSERT_TRUE(detection) << agent.stderr_text();
-    EXPECT_NE((*detection)["gpuguard"]["detection"]["evidence"].dump().find(
-                  "stratum+tcp://pool.example:3333"),
-              std::string::npos)
-        << detection->dump();
+    EXPECT_TRUE(evidence_names(*detection, "stratum+tcp://pool.example:3333")) << detection->dump();
     EXPECT_EQ((*detection)["log"]["level"], "error") << detection->dump();
     // The copy named curl: judged once its scan says no package owns it.
     const auto unowned = wait_for_detection(agent, fake_curl, "GG-CORR-0012", 5s);
@@ -372,18 +395,57 @@ TEST_F(AgentDetectTest, a_cpu_miner_running_before_the_agent_started_is_judged_a
     const auto replayed = replay_journal();
     ASSERT_EQ(replayed.exit_code, 0) << replayed.stderr_text;
     bool replayed_miner = false, replayed_fake_curl = false;
-    std::istringstream lines(replayed.stdout_text);
-    for (std::string line; std::getline(lines, line);) {
-        const auto record = nlohmann::json::parse(line, nullptr, false);
-        if (!record.is_object()) continue;
-        const int pid = record.value("/process/pid"_json_pointer, 0);
-        EXPECT_NE(pid, worker) << line;
-        const bool corr_0012 = record.value("/rule/id"_json_pointer, "") == "GG-CORR-0012";
-        replayed_miner = replayed_miner || (pid == miner && corr_0012);
-        replayed_fake_curl = replayed_fake_curl || (pid == fake_curl && corr_0012);
+    for (const auto& [pid, rule] : replayed_detections(replayed.stdout_text)) {
+        EXPECT_NE(pid, worker) << rule;
+        replayed_miner = replayed_miner || (pid == miner && rule == "GG-CORR-0012");
+        replayed_fake_curl = replayed_fake_curl || (pid == fake_curl && rule == "GG-CORR-0012");
     }
     EXPECT_TRUE(replayed_miner) << replayed.stdout_text;
     EXPECT_TRUE(replayed_fake_curl) << "the scan's package check is journaled";
+}
+
+// A command line longer than the exec record holds (sensor.argv_max_bytes
+// cut to 64 here): a miner's pool and wallet after a padding argument are
+// read again from /proc right after the exec (a cmdline event) and judged,
+// GG-CORR-0012 naming the pool, live and in replay of the journal; the same
+// padding before ordinary options raises nothing.
+TEST_F(AgentDetectTest, a_command_line_cut_in_the_exec_record_is_read_again_and_judged) {
+    replace_in_config("  connect_loopback: true\n",
+                      "  connect_loopback: true\n  argv_max_bytes: 64\n");
+    Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
+    std::vector<gpuguard::UniqueFd> stdin_writers;
+    const std::string padding = "--title=" + std::string(80, 'x');
+    const pid_t miner =
+        spawn_waiting(stdin_writers, {"/bin/sh", "-c", "read line", "helper", padding, "-o",
+                                      "stratum+tcp://pool.example:3333", "-u", "wallet"});
+    const pid_t worker = spawn_waiting(
+        stdin_writers, {"/bin/sh", "-c", "read line", "helper", padding, "--port", "8080"});
+    ASSERT_GT(miner, 0);
+    ASSERT_GT(worker, 0);
+    gpuguard::testing::ChildReaper reap_miner(miner), reap_worker(worker);
+    const auto detection = wait_for_detection(agent, miner, "GG-CORR-0012", 5s);
+    ASSERT_TRUE(detection) << agent.stderr_text();
+    EXPECT_TRUE(evidence_names(*detection, "stratum+tcp://pool.example:3333")) << detection->dump();
+    // The alert's command line is the whole one, not the exec record's 64 bytes.
+    EXPECT_NE((*detection)["process"]["command_line"].get<std::string>().find("-u wallet"),
+              std::string::npos)
+        << detection->dump();
+    while (auto line = agent.read_stdout_line(300ms)) seen_.push_back(*line);
+    for (const auto& line : seen_) {
+        EXPECT_NE(nlohmann::json::parse(line).value("/process/pid"_json_pointer, 0), worker)
+            << line;
+    }
+    ASSERT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+
+    // The journal keeps the read: replay raises the same without /proc.
+    const auto replayed = replay_journal();
+    ASSERT_EQ(replayed.exit_code, 0) << replayed.stderr_text;
+    const auto detections = replayed_detections(replayed.stdout_text);
+    EXPECT_NE(std::find(detections.begin(), detections.end(),
+                        std::pair<int, std::string>{miner, "GG-CORR-0012"}),
+              detections.end())
+        << replayed.stdout_text;
 }
 
 }  // namespace

@@ -3,9 +3,11 @@
 // at each exec while it holds the GPU, so a shell that opens the GPU and
 // tail-execs its program (`bash -c "exec 7<>/dev/nvidia0; exec miner"`) is
 // judged on the program's environment even when the first read fell in the
-// middle of that exec (the kernel then shows an empty environ). Replay of
-// what the live pipeline passed on raises the same detections. And the
-// connections a process has open at its first GPU use.
+// middle of that exec (the kernel then shows an empty environ). A command
+// line the exec record cut short is read again after the exec (a cmdline
+// event) and judged whole. Replay of what the live pipeline passed on
+// raises the same detections. And the connections a process has open at
+// its first GPU use.
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -103,6 +105,20 @@ class PipelineEnvTest : public ::testing::Test {
         return envs;
     }
 
+    // What a replay of the events the live pipeline passed on (the journal's)
+    // raises, with the fake /proc gone.
+    std::vector<Detection> replay_passed() {
+        std::filesystem::remove_all(proc_.path() / std::to_string(kPid));
+        Stages replay = make(/*read_proc=*/false);
+        std::vector<Detection> replayed;
+        for (const Event& event : passed_) {
+            for (auto& detection : feed(replay, event.ts_ns, event.task.comm, event.data)) {
+                replayed.push_back(std::move(detection));
+            }
+        }
+        return replayed;
+    }
+
     static bool has_rule(const std::vector<Detection>& detections, const std::string& rule) {
         for (const Detection& detection : detections) {
             if (detection.rule_id == rule) return true;
@@ -149,15 +165,7 @@ TEST_F(PipelineEnvTest, environ_read_mid_tail_exec_is_read_again_at_the_exec_and
 
     // Replay of what live passed on (the journal's events) judges the same,
     // with no /proc to read.
-    std::filesystem::remove_all(proc_.path() / std::to_string(kPid));
-    Stages replay = make(/*read_proc=*/false);
-    std::vector<Detection> replayed;
-    for (const Event& event : passed_) {
-        for (auto& detection : feed(replay, event.ts_ns, event.task.comm, event.data)) {
-            replayed.push_back(std::move(detection));
-        }
-    }
-    EXPECT_TRUE(has_rule(replayed, "GG-CORR-0016"));
+    EXPECT_TRUE(has_rule(replay_passed(), "GG-CORR-0016"));
 }
 
 // At its first GPU use, the connections the process has open already (a
@@ -209,6 +217,74 @@ TEST_F(PipelineEnvTest, exec_of_a_process_without_a_gpu_reads_no_environment) {
     EXPECT_TRUE(has_rule(feed(live_, 3 * kSecond, "sleep", kOpen), "GG-CORR-0016"));
     feed(live_, 4 * kSecond, "python3", Exec{"/usr/bin/python3", {"python3"}, false, false, kPid});
     EXPECT_EQ(envs_of(passed_).size(), 2u);
+}
+
+// XMRig's options after a kilobyte of padding: the exec record (cut at
+// sensor.argv_max_bytes) shows the padding only; /proc shows it all.
+TEST_F(PipelineEnvTest, a_command_line_the_exec_record_cut_is_read_again_and_judged) {
+    const std::string padding = "--title=" + std::string(1000, 'x');
+    const std::vector<std::string> argv{"/var/tmp/.ICE-unix/updater",
+                                        padding,
+                                        "-o",
+                                        "stratum+tcp://pool.supportxmr.com:3333",
+                                        "-u",
+                                        "44AFFq5kSiGBoZ4NMDwYtN18obc8AemS33DBLWs3H7otXft3XjrpD"};
+    std::string bytes;
+    for (const auto& arg : argv) bytes += arg + '\0';
+    std::ofstream(proc_.path() / std::to_string(kPid) / "cmdline", std::ios::binary) << bytes;
+    // What the kernel copied: the first 1024 bytes, the padding cut.
+    const std::vector<std::string> cut =
+        split_nul_separated(std::string_view(bytes).substr(0, 1024));
+    ASSERT_EQ(cut.size(), 2u);
+    const auto raised = feed(live_, 1 * kSecond, "updater",
+                             Exec{argv[0], cut, /*argv_truncated=*/true, false, kPid});
+    ASSERT_TRUE(has_rule(raised, "GG-CORR-0012")) << "the pool and wallet past the cut";
+    bool whole = false;
+    for (const Detection& detection : raised) {
+        if (detection.rule_id != "GG-CORR-0012") continue;
+        for (const Evidence& item : detection.evidence) {
+            whole |=
+                item.field == "cmdline" &&
+                item.detail.find("stratum+tcp://pool.supportxmr.com:3333") != std::string::npos;
+        }
+        EXPECT_EQ(detection.process.argv, argv) << "the table took the whole command line";
+    }
+    EXPECT_TRUE(whole);
+    ASSERT_EQ(passed_.size(), 2u);
+    const auto* read = std::get_if<ProcessCmdline>(&passed_[1].data);
+    ASSERT_NE(read, nullptr) << "the cmdline event follows the exec";
+    EXPECT_EQ(read->argv, argv);
+    EXPECT_TRUE(read->extends_exec);
+    EXPECT_FALSE(read->truncated);
+
+    // Replay of what live passed on, with no /proc, raises the same.
+    EXPECT_TRUE(has_rule(replay_passed(), "GG-CORR-0012"));
+}
+
+// An exec whose argv was not cut reads nothing again; one whose process
+// rewrote its argv since (or exec'd again) is recorded and changes nothing.
+TEST_F(PipelineEnvTest, only_a_cut_command_line_is_read_again_and_only_its_own_is_taken) {
+    const std::string padding(1100, 'p');
+    std::ofstream(proc_.path() / std::to_string(kPid) / "cmdline", std::ios::binary)
+        << "nginx: worker process" << '\0' << "-o" << '\0'
+        << "stratum+tcp://pool.supportxmr.com:3333" << '\0';
+    feed(live_, 1 * kSecond, "nginx", Exec{"/usr/sbin/nginx", {"nginx"}, false, false, kPid});
+    EXPECT_EQ(passed_.size(), 1u) << "not cut: not read again";
+    const auto raised =
+        feed(live_, 2 * kSecond, "nginx",
+             Exec{"/usr/sbin/nginx", {"/usr/sbin/nginx", padding}, true, false, kPid});
+    EXPECT_FALSE(has_rule(raised, "GG-CORR-0012"));
+    ASSERT_EQ(passed_.size(), 3u);
+    const auto* read = std::get_if<ProcessCmdline>(&passed_[2].data);
+    ASSERT_NE(read, nullptr);
+    EXPECT_FALSE(read->extends_exec);
+    EXPECT_EQ(live_.table->find(kPid)->cmdline,
+              (std::vector<std::string>{"/usr/sbin/nginx", padding}));
+    // Gone before the read: no event.
+    std::filesystem::remove_all(proc_.path() / std::to_string(kPid));
+    feed(live_, 3 * kSecond, "nginx",
+         Exec{"/usr/sbin/nginx", {"/usr/sbin/nginx", padding}, true, false, kPid});
+    EXPECT_EQ(passed_.size(), 4u);
 }
 
 }  // namespace

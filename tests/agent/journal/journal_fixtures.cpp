@@ -236,6 +236,11 @@ std::vector<Event> every_event_type(uint64_t ts_ns, uint32_t pid) {
     add(LoopbackPeer{
         9050, 63400, "tor", "/usr/bin/tor", true, {"185.220.101.44:9001", "[2001:db8::44]:443"}});
     add(LoopbackPeer{1080, 900, "", "", false, {}});
+    // A command line read again past the exec record's cut, one rewritten
+    // since, one cut at 64 KiB.
+    add(ProcessCmdline{{"/tmp/x", std::string(1100, 'p'), "-o", "pool:3333"}, false, true});
+    add(ProcessCmdline{{"nginx: worker process"}, false, false});
+    add(ProcessCmdline{{"/tmp/x", std::string(65530, 'q')}, true, true});
     return events;
 }
 

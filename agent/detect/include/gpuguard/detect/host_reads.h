@@ -43,6 +43,11 @@ class HostReads {
     // connections off the host `event`'s process has open already: a miner
     // that reached its pool before it opened the GPU.
     std::vector<Event> established_connects_of(const Event& event) const;
+    // For an exec whose argv the kernel cut short (argv_truncated, some of
+    // it copied), the cmdline event of its process (/proc/PID/cmdline read
+    // again, up to kMaxCmdlineBytes), at its time; nullopt for any other
+    // event and when the process is gone.
+    std::optional<Event> full_cmdline_of(const Event& exec) const;
     // The container event of an exec's cgroup, the first time the cgroup is
     // seen (one /proc read per cgroup, not per exec).
     std::optional<Event> container_of_new_cgroup(const Event& exec);

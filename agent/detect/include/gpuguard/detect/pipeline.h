@@ -37,7 +37,8 @@ struct PipelineStages {
     // file_change and exec completed from /proc before it is journaled, a
     // process_env event put into the stream before a process's first GPU
     // event and before each exec of a process that holds a GPU, a container
-    // event before the first exec seen in each container's cgroup, and
+    // event before the first exec seen in each container's cgroup, a
+    // cmdline event after an exec whose argv the kernel cut short, and
     // (with a journal) a process_snapshot before a process's first GPU use.
     HostReads* host = nullptr;
 };

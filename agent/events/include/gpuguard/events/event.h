@@ -489,10 +489,27 @@ struct LoopbackPeer {
     bool operator==(const LoopbackPeer&) const = default;
 };
 
+// A command line the exec record cut short (sensor.argv_max_bytes), read
+// again from /proc/PID/cmdline by the agent right after the exec and put
+// into the stream after it, so the journal keeps the whole of it and
+// replay judges the same (none when the process was already gone). The
+// task is the process.
+struct ProcessCmdline {
+    std::vector<std::string> argv;  // as read, split at NUL bytes
+    // Longer than the agent reads (kMaxCmdlineBytes, 64 KiB): argv is its start.
+    bool truncated = false;
+    // The read starts with the bytes the exec record copied: the same image's
+    // command line, which the process table and the signatures then take.
+    // False when the process rewrote its argv since, or exec'd again.
+    bool extends_exec = false;
+    bool operator==(const ProcessCmdline&) const = default;
+};
+
 using EventData = std::variant<GpuOpen, GpuIoctl, Connect, Exec, Fork, Exit, Telemetry,
                                ProcessSnapshot, KillNow, ExeScan, NetPayload, Stratum, ProcessIo,
                                ConfigFile, HiddenProcess, ModuleLoad, FileChange, ProcessEnv,
-                               AgentTamper, Container, CpuUsage, GpuLibraries, LoopbackPeer>;
+                               AgentTamper, Container, CpuUsage, GpuLibraries, LoopbackPeer,
+                               ProcessCmdline>;
 
 struct Event {
     uint64_t ts_ns = 0;  // CLOCK_MONOTONIC nanoseconds
@@ -504,7 +521,7 @@ struct Event {
 // "exec", "fork", "exit", "telemetry", "process_snapshot", "kill_now",
 // "exe_scan", "net_payload", "stratum", "process_io", "config_file",
 // "hidden_process", "module_load", "file_change", "process_env", "agent_tamper",
-// "container", "cpu_usage", "gpu_libraries").
+// "container", "cpu_usage", "gpu_libraries", "loopback_peer", "cmdline").
 const char* event_type_name(const Event& event);
 
 // Every type's name, in EventData's order: what --event-types, `journal

@@ -497,4 +497,17 @@ struct Declaration<LoopbackPeer> {
     };
 };
 
+template <>
+struct Declaration<ProcessCmdline> {
+    static constexpr std::string_view name = "cmdline";
+    static constexpr uint8_t tag = 25;
+    static constexpr Writer writer = Writer::kDeclared;
+    static constexpr Codec codec = Codec::kDeclared;
+    static constexpr std::tuple fields{
+        field("argv", &ProcessCmdline::argv),
+        field("truncated", &ProcessCmdline::truncated, {.store = Store::kBit, .bit = 1}),
+        field("extends_exec", &ProcessCmdline::extends_exec, {.store = Store::kBit, .bit = 2}),
+    };
+};
+
 }  // namespace gpuguard::agent::schema
