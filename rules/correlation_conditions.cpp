@@ -206,6 +206,10 @@ int RuleReader::read_conditions(const YAML::Node& when, const std::string& path,
         }
         ++conditions;
     }
+    if (const YAML::Node node = when["unexplained_gpu_load"]) {
+        rule.unexplained_gpu_load = read_unexplained_gpu_load(node, path + ".unexplained_gpu_load");
+        ++conditions;
+    }
     if (const YAML::Node node = when["gpu_unseen"]) {
         if (diag_.check_keys(node, path + ".gpu_unseen", {"for"}) && node["for"]) {
             rule.gpu_unseen = duration(node["for"], path + ".gpu_unseen.for");
@@ -248,6 +252,13 @@ int RuleReader::read_conditions(const YAML::Node& when, const std::string& path,
     if (const YAML::Node node = when["scope"]) {
         rule.scope = read_scope(node, path + ".scope");
         // A scope narrows other conditions; it is not evidence by itself.
+    }
+    // A GPU has no user, name or connections to judge.
+    if (rule.unexplained_gpu_load && (rule.scope || conditions > (rule.time_window ? 2 : 1))) {
+        diag_.error(when["unexplained_gpu_load"],
+                    path +
+                        ".unexplained_gpu_load: judges a GPU, not a process: only time_window "
+                        "goes with it");
     }
     return conditions;
 }
@@ -359,6 +370,30 @@ SustainedCpuCondition RuleReader::read_sustained_cpu(const YAML::Node& node,
     if (node["max_connects"]) {
         if (auto value = number(node["max_connects"], where + ".max_connects", 0, 1e6)) {
             condition.max_connects = static_cast<uint32_t>(*value);
+        }
+    }
+    return condition;
+}
+
+UnexplainedGpuLoadCondition RuleReader::read_unexplained_gpu_load(const YAML::Node& node,
+                                                                  const std::string& where) {
+    UnexplainedGpuLoadCondition condition;
+    if (!diag_.check_keys(node, where, {"above_percent", "by", "for", "max_explained_percent"})) {
+        return condition;
+    }
+    if (node["above_percent"]) {
+        if (auto value = number(node["above_percent"], where + ".above_percent", 0, 100)) {
+            condition.above_percent = *value;
+        }
+    }
+    if (node["by"]) read_statistic(node["by"], where + ".by", condition.by, condition.percentile);
+    if (node["for"]) {
+        if (auto value = duration(node["for"], where + ".for")) condition.duration = *value;
+    }
+    if (node["max_explained_percent"]) {
+        if (auto value =
+                number(node["max_explained_percent"], where + ".max_explained_percent", 0, 100)) {
+            condition.max_explained_percent = *value;
         }
     }
     return condition;

@@ -305,6 +305,11 @@ CorrelationRule RuleReader::read_rule(const YAML::Node& node, const std::string&
                                                  "rule's own severity");
         }
     }
+    if (rule.unexplained_gpu_load && (rule.supporting || rule.counter)) {
+        diag_.error(node, where +
+                              ": a rule judged per GPU (unexplained_gpu_load) takes no "
+                              "supporting or counter signals");
+    }
     if (id) rule.id = *id;
     return rule;
 }
@@ -361,6 +366,9 @@ std::shared_ptr<const SupportingSignals> RuleReader::read_supporting(const YAML:
         }
         if (signal.supporting || signal.scope) {
             diag_.error(item, where + ": a signal cannot have a scope");
+        }
+        if (signal.unexplained_gpu_load) {
+            diag_.error(item, where + ": unexplained_gpu_load judges a GPU: a rule of its own");
         }
         supporting->signals.push_back(std::move(signal));
     }

@@ -95,6 +95,8 @@ class RuleReader {
     void read_statistic(const YAML::Node& node, const std::string& where, UtilizationStatistic& by,
                         int& percentile);
     SustainedCpuCondition read_sustained_cpu(const YAML::Node& node, const std::string& where);
+    UnexplainedGpuLoadCondition read_unexplained_gpu_load(const YAML::Node& node,
+                                                          const std::string& where);
     SustainedUtilizationCondition read_sustained_utilization(const YAML::Node& node,
                                                              const std::string& where);
     QuietIoCondition read_quiet_io(const YAML::Node& node, const std::string& where);

@@ -173,7 +173,8 @@ function render(data) {
   fill('detections', activity.detections, [
     d => d['@timestamp'], d => (d.log || {}).level || '',
     d => d.rule.id + ' ' + (d.rule.name || ''),
-    d => 'pid ' + (d.process || {}).pid + ' ' + ((d.process || {}).name || '') +
+    d => (d.process ? 'pid ' + d.process.pid + ' ' + (d.process.name || '')
+                    : 'GPU ' + ((((d.gpuguard || {}).gpus || [])[0] || {}).index ?? '?')) +
          (d.container ? ' in ' + container(ecsContainer(d)) : ''),
     d => (d.event || {}).action || '', d => evidence(d)], 'none');
   fill('actions', activity.actions, [

@@ -32,11 +32,14 @@ CorrelatorImpl::CorrelatorImpl(std::vector<rules::CorrelationRule> rules,
 
 void CorrelatorImpl::compile_rules() {
     judged_.clear();
-    has_time_rules_ = false;
+    has_time_rules_ = has_gpu_rules_ = false;
     for (const CorrelationRule& rule : rules_) {
         JudgedRule& judged = judged_.emplace_back();
         judged.conditions = conditions_of(rule);
         has_time_rules_ = has_time_rules_ || time_dependent(judged.conditions);
+        judged.per_gpu = std::any_of(judged.conditions.begin(), judged.conditions.end(),
+                                     [](const auto& condition) { return condition->judges_gpu(); });
+        has_gpu_rules_ = has_gpu_rules_ || (judged.per_gpu && rule.enabled);
         for (const auto& [signals, into] : {std::pair{rule.supporting.get(), &judged.signals},
                                             std::pair{rule.counter.get(), &judged.counters}}) {
             if (!signals) continue;
@@ -187,6 +190,8 @@ void CorrelatorImpl::record(const Event& event, std::vector<const Detection*>& o
             } else if constexpr (std::is_same_v<T, Telemetry>) {
                 book_.record_telemetry(ts_ns, data);
                 for (const auto& usage : data.processes) judge(usage.pid);
+                // The GPU itself, after its processes (their GPU holds known).
+                if (has_gpu_rules_) evaluate_gpu(book_.record_gpu_load(ts_ns, data), ts_ns, out);
             } else {
                 // Container: the table keeps it, its snapshot follows. Fork,
                 // KillNow (enforced in the kernel; the exit follows): nothing.
@@ -452,7 +457,10 @@ void CorrelatorImpl::evaluate(uint32_t pid, uint64_t ts_ns, std::vector<const De
     RuleInputs inputs;
     for (size_t index = 0; index < rules_.size(); ++index) {
         const CorrelationRule& rule = rules_[index];
-        if (!rule.enabled || (persistence_only && !rule.persistence_after_detection)) continue;
+        if (!rule.enabled || judged_[index].per_gpu ||
+            (persistence_only && !rule.persistence_after_detection)) {
+            continue;
+        }
         const ConditionContext context{
             rule, index, pid, *info, evidence, book_, *rule_set_, ts_ns, realtime_offset_ns_};
         if (!holds(judged_[index].conditions, context, inputs)) continue;

@@ -88,7 +88,7 @@ void CorrelatorImpl::raise(const CorrelationRule& rule, const ProcessInfo& info,
                            const ProcessEvidence& process, const std::vector<const Hit*>& hits,
                            std::vector<Evidence>& extra, uint32_t supported, uint32_t countered,
                            uint64_t ts_ns, std::vector<const Detection*>& out,
-                           std::optional<bool>& allowlisted) {
+                           std::optional<bool>& allowlisted, std::string_view gpu) {
     double confidence = rule.base_confidence;
     Severity severity = rule.severity;
     // Each counter-signal that holds (what benign work shows) cancels one
@@ -132,8 +132,10 @@ void CorrelatorImpl::raise(const CorrelationRule& rule, const ProcessInfo& info,
         ++stats_.allowlisted;
         return;
     }
-    book_.flag(rule, info, severity);
-    const auto key = std::make_pair(info.pid, rule.id);
+    // A GPU's detection: one per GPU and rule, nobody flagged.
+    const std::string rule_key = gpu.empty() ? rule.id : rule.id + "@" + std::string(gpu);
+    if (gpu.empty()) book_.flag(rule, info, severity);
+    const auto key = std::make_pair(info.pid, rule_key);
     auto found = open_.find(key);
     const bool open = found != open_.end() && ts_ns < found->second.window_end_ns;
     // Most reports of an open detection bring nothing new: say so before
@@ -199,7 +201,7 @@ void CorrelatorImpl::raise(const CorrelationRule& rule, const ProcessInfo& info,
     Detection& detection = stored.detection;
     detection = Detection{};
     detection.first_seen_ns = evidence.empty() ? ts_ns : std::min(ts_ns, evidence.front().ts_ns);
-    detection.id = detection_id(rule.id, info.pid, ts_ns);
+    detection.id = detection_id(rule_key, info.pid, ts_ns);
     detection.rule_id = rule.id;
     detection.rule_name = rule.name;
     detection.ruleset = "gpuguard-correlation";

@@ -54,6 +54,7 @@ class CorrelatorImpl final : public Correlator {
         Conditions conditions;
         std::vector<Conditions> signals;   // one per rules::SupportingSignals::signals
         std::vector<Conditions> counters;  // one per counter signal
+        bool per_gpu = false;              // judged per GPU (Condition::judges_gpu), not process
     };
     struct Open {
         Detection detection;
@@ -132,10 +133,17 @@ class CorrelatorImpl final : public Correlator {
     // `allowlisted` caches the allowlist verdict over one evaluation.
     // `supported`, `countered`: how many of the rule's supporting and
     // counter signals hold.
+    // `gpu`: the key of the GPU a rule judged per GPU names (info is its
+    // subject, pid 0): its detections are the GPU's own, and nothing is
+    // allowlisted or flagged.
     void raise(const rules::CorrelationRule& rule, const ProcessInfo& info,
                const ProcessEvidence& evidence, const std::vector<const Hit*>& hits,
                std::vector<Evidence>& extra, uint32_t supported, uint32_t countered, uint64_t ts_ns,
-               std::vector<const Detection*>& out, std::optional<bool>& allowlisted);
+               std::vector<const Detection*>& out, std::optional<bool>& allowlisted,
+               std::string_view gpu = {});
+    // The rules judged per GPU, for the GPU a telemetry sample just recorded
+    // (correlator_gpus.cpp).
+    void evaluate_gpu(const GpuLoad& gpu, uint64_t ts_ns, std::vector<const Detection*>& out);
     // Whether raising again would add evidence to an open `detection`.
     bool adds_evidence(const Detection& detection, const std::vector<const Hit*>& hits,
                        const std::vector<Evidence>& extra) const;
@@ -152,6 +160,7 @@ class CorrelatorImpl final : public Correlator {
     CorrelatorOptions options_;
     EvidenceBook book_;
     bool has_time_rules_ = false;  // some condition changes as time passes
+    bool has_gpu_rules_ = false;   // some rule is judged per GPU
     int64_t realtime_offset_ns_ = 0;
     std::map<std::pair<uint32_t, std::string>, Open> open_;
     std::unordered_map<std::string_view, const rules::EffectiveSignature*> signatures_;

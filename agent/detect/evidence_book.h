@@ -26,6 +26,38 @@ inline constexpr size_t kMaxPeers = 16;
 // ClientHello, its server name, ALPN and JA4, into `peer`.
 void read_first_bytes(Peer& peer, std::string_view data);
 
+// One telemetry sample of a GPU as unexplained_gpu_load judges it.
+struct GpuLoadSample {
+    uint64_t ts_ns = 0;
+    std::optional<double> utilization;  // the whole GPU's; none under MIG or on a failed read
+    // What the processes known to hold it account for: their compute
+    // readings summed (a holder NVML left out of this interval counts with
+    // its last reading, for 30 s). None when the sample cannot say: a
+    // holder listed without any reading, or a backend that never reads
+    // load per process while the sensor saw a process hold the GPU.
+    std::optional<double> explained;
+};
+
+// What the correlator keeps of one GPU, for the conditions that judge a
+// GPU rather than a process (evidence_gpus.cpp): its samples over time
+// and, as the subject of its detections, pid 0 holding its device.
+struct GpuLoad {
+    std::string key;  // its first device number, "195:0"; "nvidia#0" without one
+    uint32_t index = 0;
+    std::string vendor;
+    std::string model;
+    std::vector<std::string> devices;   // "195:0", "195:255": who holds one holds it
+    std::deque<GpuLoadSample> samples;  // newest last, bounded
+    // Each listed process's last compute reading (ts_ns, percent), carried
+    // over the intervals NVML leaves it out of.
+    std::map<uint32_t, std::pair<uint64_t, double>> readings;
+    bool attributes = false;  // its telemetry has read load per process
+    // Of the latest sample: "4242 (python3) 31%", "77 (llama) holds it, no reading".
+    std::vector<std::string> holders;
+    ProcessInfo subject;       // pid 0, holding the GPU's device
+    ProcessEvidence evidence;  // the subject's: empty
+};
+
 struct EvidenceBookOptions {
     size_t max_telemetry_samples = 1024;  // per process
     // Persistence written this long before a process was flagged still
@@ -70,6 +102,9 @@ class EvidenceBook {
     void record_cpu(uint32_t pid, uint64_t ts_ns, const CpuUsage& usage);
     // Each GPU's reading and each process's usage sample.
     void record_telemetry(uint64_t ts_ns, const Telemetry& telemetry);
+    // The GPU's load and what its known holders explain of it
+    // (evidence_gpus.cpp); the GPU's record, judged next.
+    GpuLoad& record_gpu_load(uint64_t ts_ns, const Telemetry& telemetry);
     void record_hidden(uint32_t pid, uint64_t ts_ns, const HiddenProcess& hidden);
     void record_tamper(const Event& event, const AgentTamper& tamper);
     // A kernel module load with what it saw of the host then (evidence_modules.cpp).
@@ -107,7 +142,8 @@ class EvidenceBook {
     PidMap<ProcessEvidence> processes_;
     PidMap<Flag> flagged_;
     std::map<std::string, GpuTelemetry, std::less<>> gpu_by_device_;  // "195:0" -> latest reading
-    std::deque<PersistenceWrite> recent_persistence_;  // newest last, within the look-back
+    std::deque<PersistenceWrite> recent_persistence_;        // newest last, within the look-back
+    std::map<std::string, GpuLoad, std::less<>> gpu_loads_;  // by GpuLoad::key
 };
 
 }  // namespace gpuguard::agent

@@ -52,6 +52,9 @@ struct ConditionContext {
     const rules::RuleSet& rule_set;   // hash_rate_threshold, known_bad
     uint64_t ts_ns;                   // now, by the events' clock
     int64_t realtime_offset_ns;       // ts_ns + this: the wall clock (0: unknown)
+    // The GPU judged, for a rule judged per GPU (Condition::judges_gpu):
+    // `info` is then its subject, pid 0. Null when a process is judged.
+    const GpuLoad* gpu = nullptr;
 };
 
 class Condition {
@@ -63,6 +66,10 @@ class Condition {
     // over a window, the wall clock): the correlator then judges a process
     // at each sample, not only when its evidence changed.
     virtual bool time_dependent() const { return false; }
+    // Whether it judges a GPU rather than a process: a rule with it is
+    // judged at each telemetry sample of each GPU, its detection naming
+    // the GPU (pid 0), never for a process.
+    virtual bool judges_gpu() const { return false; }
     // Whether it holds; its evidence goes to `in` (hits it names to
     // in.hits, the rest to in.extra). Left as it was when it does not.
     virtual bool holds(const ConditionContext& context, RuleInputs& in) const = 0;
@@ -131,6 +138,7 @@ std::unique_ptr<const Condition> memory_growth(const rules::CorrelationRule& rul
 std::unique_ptr<const Condition> sustained_utilization(const rules::CorrelationRule& rule);
 std::unique_ptr<const Condition> sustained_cpu(const rules::CorrelationRule& rule);
 std::unique_ptr<const Condition> gpu_unseen(const rules::CorrelationRule& rule);
+std::unique_ptr<const Condition> unexplained_gpu_load(const rules::CorrelationRule& rule);
 std::unique_ptr<const Condition> gpu_stack(const rules::CorrelationRule& rule);
 std::unique_ptr<const Condition> unreadable(const rules::CorrelationRule& rule);
 std::unique_ptr<const Condition> quiet_io(const rules::CorrelationRule& rule);

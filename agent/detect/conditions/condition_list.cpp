@@ -23,6 +23,7 @@ constexpr Factory kFactories[] = {
     conditions::sustained_utilization,
     conditions::sustained_cpu,
     conditions::gpu_unseen,
+    conditions::unexplained_gpu_load,
     conditions::gpu_stack,
     conditions::unreadable,
     conditions::quiet_io,

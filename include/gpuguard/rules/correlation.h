@@ -158,6 +158,21 @@ struct SustainedCpuCondition {
     std::optional<uint32_t> max_connects;
 };
 
+// Judged per GPU, not per process: the GPU's own utilisation stays above
+// `above_percent` over `duration` (every reading, their mean or a
+// percentile: `by`) while the processes known to hold it (listed by its
+// telemetry, or seen opening it) explain at most `max_explained_percent` of
+// that load by their own compute readings: load no process shows for. A
+// rule with it has no other condition but time_window, and no supporting
+// or counter signals; its detection names the GPU, pid 0.
+struct UnexplainedGpuLoadCondition {
+    double above_percent = 50.0;
+    UtilizationStatistic by = UtilizationStatistic::kPercentile;
+    int percentile = 20;  // 1..99 with kPercentile
+    std::chrono::seconds duration{180};
+    double max_explained_percent = 25.0;
+};
+
 // The process's writes over `duration` look like a miner talking to its
 // pool and nothing else: at most `max_file_write_bytes` written to storage,
 // network sends never further apart than `max_send_gap` (periodic), at most
@@ -265,6 +280,7 @@ inline constexpr const char* kConditionKeys[] = {"gpu_held",
                                                  "sustained_utilization",
                                                  "sustained_cpu",
                                                  "gpu_unseen",
+                                                 "unexplained_gpu_load",
                                                  "gpu_stack",
                                                  "unreadable",
                                                  "scope",
@@ -319,6 +335,8 @@ struct CorrelationRule {
     // The GPU's own telemetry (NVML) has listed the process on a GPU for at
     // least this long while the sensor never saw it open one.
     std::optional<std::chrono::seconds> gpu_unseen;
+    // The GPU's load that no known holder explains (judged per GPU).
+    std::optional<UnexplainedGpuLoadCondition> unexplained_gpu_load;
     // The GPU software stack read at its first GPU use (gpu_libraries) is
     // one of these: "ml_framework", "graphics", "runtime_only",
     // "driver_only", "none".

@@ -290,5 +290,62 @@ TEST_F(CorrelatorTest, AnUnreadableExecutableAloneRaisesNothing) {
     EXPECT_TRUE(feed(3 * kSecond, 451, "game", CpuUsage{4'000'000'000, 1'000'000'000, 8}).empty());
 }
 
+// GG-CORR-0026 judges each GPU: load no known holder explains is the
+// GPU's detection (pid 0, naming the GPU), one per GPU per window; a GPU
+// whose holder's readings explain its load raises nothing, and no process
+// is judged by the rule.
+TEST_F(CorrelatorTest, LoadNoKnownHolderExplainsIsTheGpusOwnDetection) {
+    make();
+    feed(1 * kSecond, 460, "python3", Exec{"/usr/bin/python3", {"python3"}, false, false, 460});
+    feed(2 * kSecond, 460, "python3",
+         GpuOpen{195, 1, 3, -100, 2, OpenSyscall::kOpenat, false, "/dev/nvidia1"});
+    const auto telemetry = [](uint32_t index, std::vector<ProcessGpuUsage> processes) {
+        Telemetry sample;
+        sample.gpu_index = index;
+        sample.vendor = "nvidia";
+        sample.devices = {"195:" + std::to_string(index), "195:255"};
+        sample.utilization_percent = 96.0;
+        sample.processes = std::move(processes);
+        return sample;
+    };
+    std::vector<Detection> raised;
+    for (uint64_t ts_s = 100; ts_s <= 300; ts_s += 10) {
+        for (auto& detection : feed(ts_s * kSecond, 0, "", telemetry(0, {}))) {
+            raised.push_back(std::move(detection));
+        }
+        for (auto& detection :
+             feed(ts_s * kSecond, 0, "", telemetry(1, {{460, 1ull << 30, 94.0}}))) {
+            raised.push_back(std::move(detection));
+        }
+    }
+    ASSERT_EQ(rule_ids(raised), std::vector<std::string>{"GG-CORR-0026"});
+    const Detection& gpu = raised[0];
+    EXPECT_EQ(gpu.process.pid, 0u);
+    EXPECT_EQ(gpu.first_seen_ns, 280 * kSecond) << "3 minutes of samples after the first";
+    EXPECT_EQ(gpu.severity, Severity::kWarning);
+    EXPECT_EQ(gpu.action, "alert");
+    ASSERT_EQ(gpu.gpus.size(), 1u);
+    EXPECT_EQ(gpu.gpus[0].minor, 0u);
+    EXPECT_EQ(gpu.gpus[0].index, 0);
+    ASSERT_EQ(gpu.evidence.size(), 1u);
+    EXPECT_NE(gpu.evidence[0].detail.find("GPU 0 (nvidia, 195:0): utilisation p20 96%"),
+              std::string::npos)
+        << gpu.evidence[0].detail;
+
+    // GPU 1's holder stops explaining it: a detection of its own.
+    std::vector<Detection> second;
+    for (uint64_t ts_s = 310; ts_s <= 520; ts_s += 10) {
+        for (auto& detection :
+             feed(ts_s * kSecond, 0, "", telemetry(1, {{460, 1ull << 30, 5.0}}))) {
+            second.push_back(std::move(detection));
+        }
+    }
+    ASSERT_EQ(rule_ids(second), std::vector<std::string>{"GG-CORR-0026"});
+    EXPECT_EQ(second[0].gpus[0].minor, 1u);
+    EXPECT_NE(second[0].id, gpu.id);
+    EXPECT_NE(second[0].evidence[0].detail.find("(now: 460 (python3) 5%)"), std::string::npos)
+        << second[0].evidence[0].detail;
+}
+
 }  // namespace
 }  // namespace gpuguard::agent

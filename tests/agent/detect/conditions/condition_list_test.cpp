@@ -43,6 +43,7 @@ const std::map<std::string, std::string> kSampleValues = {
     {"quiet_io", "{for: 10m}"},
     {"sustained_cpu", "{above_cores: 1.5}"},
     {"gpu_unseen", "{for: 5s}"},
+    {"unexplained_gpu_load", "{above_percent: 50, for: 3m}"},
     {"gpu_stack", "[runtime_only]"},
     {"unreadable", "[executable]"},
     {"opaque_peer", "true"},
@@ -60,10 +61,15 @@ TEST(ConditionList, every_key_is_one_condition_of_its_name) {
         const auto sample = kSampleValues.find(key);
         ASSERT_NE(sample, kSampleValues.end()) << "no sample value for the new key " << key;
         // A companion: a scope alone is not a rule (it narrows the others).
-        const std::string companion =
-            std::string_view(key) == "hidden_from_proc" ? "opaque_peer" : "hidden_from_proc";
+        // A condition that judges a GPU takes none but time_window.
+        const std::string_view name = key;
+        const std::string companion = name == "hidden_from_proc"       ? "opaque_peer"
+                                      : name == "unexplained_gpu_load" ? "time_window"
+                                                                       : "hidden_from_proc";
+        const std::string companion_value =
+            companion == "time_window" ? "{from: '00:00', to: '24:00'}" : "true";
         const auto rule = rule_when(std::string("{") + key + ": " + sample->second + ", " +
-                                    companion + ": true}");
+                                    companion + ": " + companion_value + "}");
         const Conditions made = conditions_of(rule);
         size_t named = 0;
         for (const auto& condition : made) {
