@@ -212,9 +212,13 @@ TEST_F(AgentEnvTest, a_pyinstaller_look_alike_is_exempt_only_when_a_program_stan
     const pid_t fake_launcher = start_unpacked("fake", "");
     ChildReaper reap_real(real_launcher), reap_fake(fake_launcher);
     ASSERT_TRUE(all_opened()) << agent.stderr_text();
+    // The mark exists once the shell opened it for writing; the pid follows.
     const auto pid_in = [&](pid_t launcher) {
         pid_t pid = 0;
-        std::ifstream(marks_[launcher]) >> pid;
+        for (int i = 0; i < 200 && pid <= 0; ++i) {
+            std::ifstream(marks_[launcher]) >> pid;
+            if (pid <= 0) std::this_thread::sleep_for(25ms);
+        }
         return pid;
     };
     const pid_t real = pid_in(real_launcher), fake = pid_in(fake_launcher);
