@@ -24,4 +24,14 @@ Result<std::pair<std::string, int>> canonical_ip(const std::string& text) {
     return fail(ErrorCode::kInvalidArgument, "'" + text + "' is not an IPv4 or IPv6 address");
 }
 
+bool loopback_ip(std::string_view address) {
+    return address.starts_with("127.") || address == "::1" || address.starts_with("::ffff:127.");
+}
+
+std::string endpoint_text(std::string_view address, uint16_t port) {
+    const bool v6 = address.find(':') != std::string_view::npos;
+    return (v6 ? "[" + std::string(address) + "]" : std::string(address)) + ":" +
+           std::to_string(port);
+}
+
 }  // namespace gpuguard

@@ -366,9 +366,8 @@ void Agent::Impl::judge_running_processes() {
         if (ancestors.contains(process.pid)) continue;
         if (process.holds_gpu()) {
             // Its pool connection is older than the agent: found open now.
-            for (Connect& connect : established_connects(options.proc_root, process.pid)) {
-                connect.watched_tgid = false;
-                connect.gpu_holder = true;
+            for (Connect& connect :
+                 established_connects(options.proc_root, process.pid, /*gpu_holder=*/true)) {
                 pipeline->feed(Event{now, task_of(process), std::move(connect)});
             }
             continue;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "agent_impl.h"
+#include "gpuguard/common/ip_address.h"
 #include "gpuguard/state/proc_sockets.h"
 
 namespace gpuguard::agent {
@@ -51,9 +52,7 @@ void Agent::Impl::link_loopback_peer(uint32_t client, uint16_t port, bool establ
     }
     for (const Connect& upstream : established_connects(options.proc_root, *server)) {
         if (link.server_upstreams.size() == kMaxUpstreams) break;
-        link.server_upstreams.push_back(
-            (upstream.ip_version == 6 ? "[" + upstream.address + "]" : upstream.address) + ":" +
-            std::to_string(upstream.port));
+        link.server_upstreams.push_back(endpoint_text(upstream.address, upstream.port));
     }
     logger("agent")->debug("loopback peer: pid {} port {} served by pid {} ({}), {} upstream(s)",
                            client, port, link.server_pid, link.server_comm,

@@ -3,6 +3,7 @@
 // supporting signals, then raising (correlator_detections.cpp). Signature
 // matching of each process's image is correlator_signatures.cpp.
 #include "correlator_support.h"
+#include "gpuguard/common/ip_address.h"
 
 namespace gpuguard::agent {
 
@@ -300,9 +301,7 @@ void CorrelatorImpl::record_server_name(uint32_t pid, uint64_t ts_ns, const NetP
 void CorrelatorImpl::record_proxied_peer(uint32_t pid, uint64_t ts_ns, Peer& peer, bool created) {
     ProcessEvidence& evidence = book_.of(pid);
     const std::string through = " (through " + peer.via + ")";
-    const std::string target =
-        (peer.address.find(':') != std::string::npos ? "[" + peer.address + "]" : peer.address) +
-        ":" + std::to_string(peer.port);
+    const std::string target = endpoint_text(peer.address, peer.port);
     if (created) {
         if (const auto& ids = match_port_cached(peer.port); !ids.empty()) {
             add_hits(evidence, EvidenceField::kPort, ids, ts_ns, target + through);

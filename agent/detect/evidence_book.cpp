@@ -47,6 +47,13 @@ void read_first_bytes(Peer& peer, std::string_view data) {
     }
 }
 
+void take_first_bytes(Peer& peer, const Peer& from) {
+    peer.protocol = from.protocol;
+    peer.server_name = from.server_name;
+    peer.alpn = from.alpn;
+    peer.ja4 = from.ja4;
+}
+
 void EvidenceBook::forget(uint32_t pid) {
     processes_.erase(pid);
     flagged_.erase(pid);
@@ -86,10 +93,7 @@ void EvidenceBook::record_connect(uint32_t pid, uint64_t ts_ns, const Connect& c
                                        });
         sent != early.end()) {
         Peer& peer = evidence.peers.back();
-        peer.protocol = sent->protocol;
-        peer.server_name = sent->server_name;
-        peer.alpn = sent->alpn;
-        peer.ja4 = sent->ja4;
+        take_first_bytes(peer, *sent);
         early.erase(sent);
     }
     if (evidence.peers.size() > kMaxPeers) evidence.peers.erase(evidence.peers.begin());

@@ -25,6 +25,8 @@ inline constexpr size_t kMaxPeers = 16;
 // The protocol of a connection's first message sent and, for a TLS
 // ClientHello, its server name, ALPN and JA4, into `peer`.
 void read_first_bytes(Peer& peer, std::string_view data);
+// What `from`'s first bytes said (protocol, SNI, ALPN, JA4), into `peer`.
+void take_first_bytes(Peer& peer, const Peer& from);
 
 // One telemetry sample of a GPU as unexplained_gpu_load judges it.
 struct GpuLoadSample {

@@ -11,6 +11,7 @@
 #include <charconv>
 
 #include "evidence_book.h"
+#include "gpuguard/common/ip_address.h"
 #include "gpuguard/netintel/proxy_request.h"
 
 namespace gpuguard::agent {
@@ -24,10 +25,6 @@ constexpr size_t kMaxLoopbackFlows = 16;
 // (socat, an SSH -L tunnel) or a couple (Tor's guards).
 constexpr size_t kMaxForwarderUpstreams = 2;
 
-bool loopback_address(std::string_view address) {
-    return address.starts_with("127.") || address == "::1" || address.starts_with("::ffff:127.");
-}
-
 }  // namespace
 
 Peer* EvidenceBook::forwarded_first_bytes(ProcessEvidence& evidence, Peer spoken) {
@@ -35,10 +32,7 @@ Peer* EvidenceBook::forwarded_first_bytes(ProcessEvidence& evidence, Peer spoken
     Peer* changed = nullptr;
     for (Peer& peer : evidence.peers) {
         if (peer.via_port == spoken.port && peer.via_flow == 0 && peer.protocol.empty()) {
-            peer.protocol = spoken.protocol;
-            peer.server_name = spoken.server_name;
-            peer.alpn = spoken.alpn;
-            peer.ja4 = spoken.ja4;
+            take_first_bytes(peer, spoken);
             changed = &peer;
         }
     }
@@ -91,10 +85,7 @@ size_t EvidenceBook::record_loopback_peer(uint32_t pid, uint64_t ts_ns, const Lo
                    ") listening on loopback port " + std::to_string(link.port);
         peer.via_port = link.port;
         if (spoken != evidence.loopback_first_bytes.rend()) {
-            peer.protocol = spoken->protocol;
-            peer.server_name = spoken->server_name;
-            peer.alpn = spoken->alpn;
-            peer.ja4 = spoken->ja4;
+            take_first_bytes(peer, *spoken);
         }
         evidence.peers.push_back(std::move(peer));
         ++added;
@@ -110,7 +101,7 @@ size_t EvidenceBook::record_loopback_peer(uint32_t pid, uint64_t ts_ns, const Lo
 
 bool EvidenceBook::loopback_send(const NetPayload& payload) const {
     return payload.direction == NetPayload::Direction::kOut && payload.stream && !payload.dns &&
-           loopback_address(payload.remote_address);
+           loopback_ip(payload.remote_address);
 }
 
 Peer* EvidenceBook::record_proxied_send(uint32_t pid, uint64_t ts_ns, const NetPayload& payload,
@@ -127,10 +118,7 @@ Peer* EvidenceBook::record_proxied_send(uint32_t pid, uint64_t ts_ns, const NetP
         if (flows.size() >= kMaxLoopbackFlows) flows.erase(flows.begin());
         LoopbackFlow fresh;
         fresh.flow = payload.flow;
-        fresh.proxy = (payload.remote_address.find(':') != std::string::npos
-                           ? "[" + payload.remote_address + "]"
-                           : payload.remote_address) +
-                      ":" + std::to_string(payload.remote_port);
+        fresh.proxy = endpoint_text(payload.remote_address, payload.remote_port);
         flows.push_back(std::move(fresh));
         flow = flows.end() - 1;
     }

@@ -31,9 +31,8 @@ Event HostReads::gpu_libraries_of(const Event& event) const {
 
 std::vector<Event> HostReads::established_connects_of(const Event& event) const {
     std::vector<Event> out;
-    for (Connect& connect : established_connects(options_.proc_root, event.task.pid)) {
-        connect.watched_tgid = false;
-        connect.gpu_holder = true;
+    for (Connect& connect :
+         established_connects(options_.proc_root, event.task.pid, /*gpu_holder=*/true)) {
         out.push_back(Event{event.ts_ns, event.task, std::move(connect)});
     }
     return out;

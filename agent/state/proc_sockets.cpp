@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "gpuguard/common/dir_entries.h"
+#include "gpuguard/common/ip_address.h"
 
 namespace gpuguard::agent {
 namespace {
@@ -61,10 +62,7 @@ bool parse_endpoint(std::string_view text, bool v6, TcpRow& row) {
     return true;
 }
 
-bool loopback(const TcpRow& row) {
-    return row.ip_version == 4 ? row.remote_address.starts_with("127.")
-                               : row.remote_address == "::1";
-}
+bool loopback(const TcpRow& row) { return loopback_ip(row.remote_address); }
 
 std::string read_text(const std::filesystem::path& path) {
     std::ifstream file(path, std::ios::binary);
@@ -143,7 +141,7 @@ std::vector<TcpRow> tcp_rows(const std::filesystem::path& dir) {
 // The connections the process made (not accepted) that are established,
 // loopback ones or the others.
 std::vector<Connect> made_connections(const std::filesystem::path& proc_root, uint32_t pid,
-                                      bool loopback_ones) {
+                                      bool loopback_ones, bool gpu_holder) {
     const std::filesystem::path dir = proc_root / std::to_string(pid);
     const auto fd_of_inode = socket_fds(dir);
     std::vector<Connect> connects;
@@ -168,7 +166,8 @@ std::vector<Connect> made_connections(const std::filesystem::path& proc_root, ui
         connect.address = row.remote_address;
         connect.port = row.remote_port;
         connect.loopback = loopback_ones;
-        connect.watched_tgid = true;
+        connect.watched_tgid = !gpu_holder;
+        connect.gpu_holder = gpu_holder;
         connect.established = true;
         connects.push_back(std::move(connect));
     }
@@ -177,13 +176,14 @@ std::vector<Connect> made_connections(const std::filesystem::path& proc_root, ui
 
 }  // namespace
 
-std::vector<Connect> established_connects(const std::filesystem::path& proc_root, uint32_t pid) {
-    return made_connections(proc_root, pid, false);
+std::vector<Connect> established_connects(const std::filesystem::path& proc_root, uint32_t pid,
+                                          bool gpu_holder) {
+    return made_connections(proc_root, pid, false, gpu_holder);
 }
 
 std::vector<Connect> established_loopback_connects(const std::filesystem::path& proc_root,
                                                    uint32_t pid) {
-    return made_connections(proc_root, pid, true);
+    return made_connections(proc_root, pid, true, false);
 }
 
 std::optional<uint32_t> server_of(const std::filesystem::path& proc_root, uint32_t pid,

@@ -72,20 +72,18 @@ std::optional<MountPoint> mount_at(uint32_t pid, std::string_view dir,
 
 std::vector<Ancestor> ancestors_of(uint32_t pid, size_t depth, const std::string& proc_root) {
     std::vector<Ancestor> out;
-    uint32_t current = pid;
-    while (out.size() < depth) {
-        auto status = read_file(proc_root + "/" + std::to_string(current) + "/status");
-        if (!status) break;
+    // Each level's status file gives its parent, and is the next level's own.
+    auto status = read_file(proc_root + "/" + std::to_string(pid) + "/status");
+    while (status && out.size() < depth) {
         const auto parent = proc_status_field(*status, "PPid");
         // pid 1 and kthreadd (2) end the chain: nothing unpacks for them.
         if (!parent || *parent <= 2) break;
         const std::string dir = proc_root + "/" + std::to_string(*parent);
-        auto parent_status = read_file(dir + "/status");
-        if (!parent_status) break;
+        status = read_file(dir + "/status");
+        if (!status) break;
         const std::string root = link_target(dir + "/root");
         out.push_back(Ancestor{*parent, inside_root(link_target(dir + "/exe"), root),
-                               proc_status_name(*parent_status)});
-        current = *parent;
+                               proc_status_name(*status)});
     }
     return out;
 }

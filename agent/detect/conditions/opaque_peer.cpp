@@ -3,6 +3,7 @@
 // sent were TLS or no protocol gpuguard recognises, or to a miner's port
 // (a port signature lists it) unless what it sent there was recognised.
 #include "condition.h"
+#include "gpuguard/common/ip_address.h"
 
 namespace gpuguard::agent {
 namespace {
@@ -18,9 +19,7 @@ class OpaquePeer final : public Condition {
                 !(peer.pool_port && (opaque || peer.protocol.empty()))) {
                 continue;
             }
-            const bool v6 = peer.address.find(':') != std::string::npos;
-            std::string detail =
-                (v6 ? "[" + peer.address + "]" : peer.address) + ":" + std::to_string(peer.port);
+            std::string detail = endpoint_text(peer.address, peer.port);
             detail += peer.named       ? " (a miner's port)"
                       : peer.pool_port ? " (no DNS answer named it; a miner's port)"
                                        : " (no DNS answer named it)";

@@ -36,8 +36,10 @@ std::vector<TcpRow> parse_proc_net_tcp(std::string_view text, bool v6);
 // the one holding the socket) for each established, non-loopback TCP
 // connection `pid` made: one whose local port a listening socket of the
 // same table holds was accepted, not made (a server's client), and is left
-// out. Empty when it is gone or nothing can be read.
-std::vector<Connect> established_connects(const std::filesystem::path& proc_root, uint32_t pid);
+// out. Empty when it is gone or nothing can be read. `gpu_holder`: the
+// reasons are gpu_holder and established (a GPU process's connections).
+std::vector<Connect> established_connects(const std::filesystem::path& proc_root, uint32_t pid,
+                                          bool gpu_holder = false);
 
 // The same for its established connections to loopback addresses (a proxy
 // or forwarder on this host), `loopback` set.
