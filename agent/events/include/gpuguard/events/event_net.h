@@ -1,0 +1,101 @@
+// The network observations of an Event (gpuguard/events/event.h): a
+// connect, the first bytes of a message, a mining session recognised on a
+// flow and the process at the other end of a loopback connection.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpuguard::agent {
+
+// connect(2) of an AF_INET/AF_INET6 socket.
+struct Connect {
+    int32_t fd = -1;
+    int32_t result = 0;   // 0, -EINPROGRESS, or -errno
+    int ip_version = 4;   // 4, or 6 (a v4-mapped IPv6 address is reported as 4)
+    std::string address;  // "10.0.0.1", "2001:db8::1"
+    uint16_t port = 0;
+    bool gpu_holder = false;    // reported because the process holds a GPU fd
+    bool watched_port = false;  // ... because the port is watched
+    bool all = false;           // ... because sensor.connect_all is on
+    bool v4_mapped = false;     // the socket was AF_INET6 with a ::ffff:a.b.c.d address
+    bool loopback = false;
+    std::string domain{};       // name an observed DNS answer gave `address` (net_intel.h), or ""
+    bool watched_tgid = false;  // reported because the process is in the kernel watch list
+    bool watched_addr = false;  // ... because the address is (resolved from a pool domain)
+    // Not a connect the kernel saw: a TCP connection found established in
+    // /proc when the process was put in the watch list (it connected before
+    // anyone watched it). ts_ns is when it was found.
+    bool established = false;
+};
+
+// The first bytes of one message on an INET socket (bpf/payload.h): the
+// first few of each connection of a watched process, all of a JSON-RPC flow,
+// and DNS answers of any process. Input of gpuguard/netintel/net_intel.h.
+struct NetPayload {
+    enum class Direction { kOut, kIn };
+    int32_t fd = -1;
+    Direction direction = Direction::kOut;
+    std::string syscall;  // "write", "sendto", "sendmsg", "read", "recvfrom", "recvmsg"
+    uint32_t length = 0;  // bytes the call moved
+    uint32_t seq = 0;     // number of this message in its flow and direction, from 0
+    uint64_t flow = 0;    // connection identity (kernel socket address)
+    bool stream = true;   // SOCK_STREAM, else SOCK_DGRAM
+    bool truncated = false;
+    bool dns = false;           // reported as a DNS answer (peer port 53)
+    bool followed = false;      // JSON-RPC flow sampled past the first messages
+    std::string local_address;  // "10.0.0.1", "2001:db8::1"
+    uint16_t local_port = 0;
+    std::string remote_address;
+    uint16_t remote_port = 0;
+    std::string data;  // the captured bytes (binary)
+};
+
+// A mining session recognised on a connection (gpuguard/netintel/stratum.h), reported
+// when recognised and then as it progresses. Derived by the agent from
+// NetPayload events and journaled, so replay judges what live judged.
+struct Stratum {
+    uint64_t flow = 0;
+    std::string protocol;  // "stratum1", "ethereumstratum", "ethproxy", "cryptonote", "stratum2"
+    std::string pool_address;  // peer, "1.2.3.4"
+    uint16_t pool_port = 0;
+    std::string pool_domain;            // observed DNS name of the pool, or ""
+    std::string login;                  // worker/login, wallet part cut to a prefix
+    std::string agent;                  // user agent the miner announced, or ""
+    std::vector<std::string> methods;   // method names seen so far, in order of appearance
+    std::vector<std::string> messages;  // lines that showed a method first (for payload signatures)
+    uint64_t shares_submitted = 0;
+    uint64_t shares_accepted = 0;
+    uint64_t shares_rejected = 0;
+    double share_hashes = 0;  // hashes one share stands for at the current difficulty
+    uint64_t difficulty_updates = 0;
+    // Estimated from the shares: the hashes they stand for over the time
+    // since the first job, H/s, with its 95 % interval from the share count.
+    std::optional<double> hash_rate;
+    std::optional<double> reported_hash_rate;  // what the miner told the pool, H/s
+    std::optional<double> hash_rate_low{};
+    std::optional<double> hash_rate_high{};
+    bool operator==(const Stratum&) const = default;
+};
+
+// The process at the other end of a connection to a loopback address: the
+// one holding the socket that listens on its port (found by the agent in
+// /proc when a GPU holder or a watched process made the connection, or had
+// it when it turned busy), and that process's own established connections
+// off the host, one of which may carry the client's traffic (a forwarder,
+// a proxy: docs/detections.md, `opaque_peer`). The task is the client.
+struct LoopbackPeer {
+    uint16_t port = 0;        // the loopback port the client connected to
+    uint32_t server_pid = 0;  // who listens there
+    std::string server_comm;  // its name and executable then
+    std::string server_exe;
+    bool established = false;  // read when the client turned busy, not at its connect
+    // The server's established connections off the host then, "ADDRESS:PORT"
+    // ("[ADDRESS]:PORT" for IPv6), at most 8.
+    std::vector<std::string> server_upstreams;
+    bool operator==(const LoopbackPeer&) const = default;
+};
+
+}  // namespace gpuguard::agent
