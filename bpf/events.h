@@ -21,7 +21,7 @@
 #endif
 
 #define GG_ABI_MAJOR 1
-#define GG_ABI_MINOR 8
+#define GG_ABI_MINOR 9
 
 #define GG_COMM_LEN 16
 /* Bounded copy of the path argument of open*(2), NUL included. */

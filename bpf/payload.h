@@ -81,4 +81,40 @@ struct gg_flow_state {
 };
 GG_STATIC_ASSERT(sizeof(struct gg_flow_state) == 16, "gg_flow_state ABI");
 
+/* Flows whose traffic shape is accounted (LRU): a watched process's TCP connections. */
+#define GG_MAX_ACCOUNTED_FLOWS 8192
+/* Receives (sends) closer together than this are one burst: one message read in parts. */
+#define GG_FLOW_BURST_NS 1000000000ULL
+/* Gap histograms: [1,2) s, [2,4) s ... [64,128) s, 128 s and more. */
+#define GG_FLOW_GAP_BUCKETS 8
+
+/*
+ * Value of flow_shapes (ABI 1.9): the shape of one TCP connection of a
+ * watched process (a GPU holder, a busy or flagged one), keyed as
+ * payload_flows and counted at every send and every receive that returned
+ * data, past any sampling budget: how long it lives, bytes and messages
+ * both ways, and the spacing of its messages. The agent reads it with its
+ * process samples (flow events); nothing goes through the ring buffer.
+ */
+struct gg_flow_shape {
+	__u64 first_ns;	   /* CLOCK_MONOTONIC of its first message either way */
+	__u64 last_out_ns; /* of its latest send */
+	__u64 last_in_ns;  /* of its latest receive */
+	__u64 bytes_out;
+	__u64 bytes_in;
+	__u32 sends;	   /* send calls */
+	__u32 receives;	   /* receive calls that returned data */
+	__u32 send_bursts; /* sends GG_FLOW_BURST_NS or more after the previous one (or first) */
+	__u32 receive_bursts;
+	/* Receive bursts that came GG_FLOW_BURST_NS or more after the latest
+	 * send: the peer spoke unprompted (a job pushed), not an answer. */
+	__u32 pushes;
+	__u16 family;	   /* AF_INET (2) or AF_INET6 (10) */
+	__u16 remote_port; /* host order */
+	__u8 remote_addr[16];
+	__u32 send_gaps[GG_FLOW_GAP_BUCKETS];	 /* gaps between send bursts */
+	__u32 receive_gaps[GG_FLOW_GAP_BUCKETS]; /* gaps between receive bursts */
+};
+GG_STATIC_ASSERT(sizeof(struct gg_flow_shape) == 40 + 20 + 4 + 16 + 64, "gg_flow_shape ABI");
+
 #endif /* GPUGUARD_BPF_PAYLOAD_H */

@@ -116,6 +116,10 @@ int RuleReader::read_conditions(const YAML::Node& when, const std::string& path,
         rule.opaque_peer = boolean(node, path + ".opaque_peer").value_or(false);
         ++conditions;
     }
+    if (const YAML::Node node = when["mining_flow"]) {
+        rule.mining_flow = boolean(node, path + ".mining_flow").value_or(false);
+        ++conditions;
+    }
     if (const YAML::Node node = when["hidden_from_proc"]) {
         rule.hidden_from_proc = boolean(node, path + ".hidden_from_proc").value_or(false);
         ++conditions;

@@ -15,6 +15,7 @@
 
 #include "cli.h"
 #include "gpuguard/common/clock.h"
+#include "gpuguard/common/ip_address.h"
 #include "gpuguard/common/logging.h"
 #include "gpuguard/common/printable.h"
 #include "gpuguard/events/agent_tamper.h"
@@ -211,6 +212,13 @@ std::string event_details(const Event& event) {
                    (peer.server_upstreams.empty()
                         ? std::string()
                         : ", its connections " + join(peer.server_upstreams, " "));
+        }
+        std::string operator()(const Flow& flow) const {
+            return fmt::format(
+                "flow to {} {} s old: {} bytes sent in {} messages, {} received in {} ({} "
+                "unprompted)",
+                endpoint_text(flow.address, flow.port), flow.age_ns / 1'000'000'000, flow.bytes_out,
+                flow.send_bursts, flow.bytes_in, flow.receive_bursts, flow.pushes);
         }
         std::string operator()(const GpuLibraries& found) const {
             if (!found.error.empty()) return "GPU libraries not read: " + found.error;

@@ -137,6 +137,10 @@ Status Agent::run(const volatile std::sig_atomic_t* stop) {
             }
         }
         impl.check_hidden_processes(now);
+        if (impl.flows) {
+            std::lock_guard lock(impl.mutex);
+            impl.sample_flows(now);
+        }
         if (!impl.pending_loopback.empty()) {
             std::lock_guard lock(impl.mutex);
             impl.link_loopback_peers(now);

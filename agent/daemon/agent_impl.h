@@ -47,6 +47,7 @@
 #include "gpuguard/sensor/sensor_enforce.h"
 #include "gpuguard/sensor/sensor_probe.h"
 #include "gpuguard/siem/siem.h"
+#include "gpuguard/state/flow_sampler.h"
 #include "gpuguard/state/ioctl_names.h"
 #include "gpuguard/state/proc_listing.h"
 #include "gpuguard/state/process_cpu.h"
@@ -119,6 +120,9 @@ struct Agent::Impl {
     // Busy processes (busy_processes.cpp): null when process_table.cpu_interval_ms is 0.
     std::unique_ptr<ProcessCpuSampler> process_cpu;
     std::unique_ptr<ProcessIoSampler> busy_io;  // busy processes' writes and sends, per CPU sample
+    // The shapes of GPU holders' and watched processes' TCP flows; null
+    // when process_table.flow_interval_ms is 0.
+    std::unique_ptr<FlowSampler> flows;
     // In the kernel watch list for being busy: pid -> when it was last busy
     // (kept for a while after, so a duty-cycled miner stays watched).
     std::map<uint32_t, uint64_t> busy_watched;
@@ -221,6 +225,9 @@ struct Agent::Impl {
     // GPU: marked GPU processes in the kernel too (their ioctls, connects
     // and payloads reported from then on).
     void mark_unseen_gpu_processes(const Telemetry& telemetry);
+    // flow events for the flows of GPU holders and watched processes, once
+    // per process_table.flow_interval_ms.
+    void sample_flows(uint64_t now_ns);
     // A GPU holder's or watched process's loopback connect, to find who
     // serves it (outside the pipeline: link_loopback_peers() reports it).
     void note_loopback_connect(const Event& event);

@@ -322,6 +322,12 @@ void Agent::Impl::find_gpus() {
         this->busy_io = std::make_unique<ProcessIoSampler>(
             this->options.proc_root, [this](uint32_t pid) { return this->sensor->net_sends(pid); });
     }
+    if (config.process_table.flow_interval_ms > 0) {
+        this->flows = std::make_unique<FlowSampler>(
+            [this] { return this->sensor->read_flow_shapes(); },
+            FlowSampler::Options{config.process_table.flow_interval_ms * 1'000'000ull,
+                                 config.process_table.flow_min_age_ms * 1'000'000ull});
+    }
     for (const auto& number : this->sampler->gpu_device_numbers()) {
         if (!number.known() || this->is_gpu(number.major, number.minor)) continue;
         const GpuDeviceNumber device{number.major, number.minor, "telemetry"};

@@ -5,6 +5,8 @@
 // is in the kernel watch list, so its connects are reported on any port and
 // its first payloads sampled (a CPU miner on port 443 is seen), and its
 // write and send counters are read as a GPU process's are (quiet_io).
+// Their TCP flows, and GPU holders', are read by their shape every
+// process_table.flow_interval_ms (flow events).
 // And GPU processes only the GPU's telemetry reports (gpu_unseen,
 // GG-CORR-0025): marked in the kernel as GPU processes.
 #include <algorithm>
@@ -87,6 +89,19 @@ void Agent::Impl::sample_cpu(uint64_t now_ns) {
             busy.push_back(*info);
     }
     for (const auto& event : busy_io->sample(busy, now_ns)) on_event(event);
+}
+
+void Agent::Impl::sample_flows(uint64_t now_ns) {
+    std::vector<ProcessInfo> sampled = table->gpu_processes();
+    const auto add = [&](uint32_t pid) {
+        if (const ProcessInfo* info = table->find(pid); info && !info->exited && !info->holds_gpu())
+            sampled.push_back(*info);
+    };
+    for (const auto& [pid, last_busy_ns] : busy_watched) add(pid);
+    for (const uint32_t pid : signature_watched) {
+        if (!busy_watched.contains(pid)) add(pid);
+    }
+    for (const auto& event : flows->sample(sampled, now_ns)) on_event(event);
 }
 
 void Agent::Impl::mark_unseen_gpu_processes(const Telemetry& telemetry) {

@@ -259,9 +259,10 @@ void read_control(const ConfigReader& reader, const YAML::Node& node, ControlCon
 
 void read_process_table(const ConfigReader& reader, const YAML::Node& node,
                         ProcessTableConfig& table) {
-    reader.check_keys(node, "process_table",
-                      {"max_entries", "exit_grace_s", "ioctl_interval_ms",
-                       "hidden_check_interval_s", "cpu_interval_ms", "busy_cpu_percent"});
+    reader.check_keys(
+        node, "process_table",
+        {"max_entries", "exit_grace_s", "ioctl_interval_ms", "hidden_check_interval_s",
+         "cpu_interval_ms", "busy_cpu_percent", "flow_interval_ms", "flow_min_age_ms"});
     const struct {
         const char* key;
         uint32_t* value;
@@ -272,7 +273,9 @@ void read_process_table(const ConfigReader& reader, const YAML::Node& node,
                   {"ioctl_interval_ms", &table.ioctl_interval_ms, 100, 60'000},
                   {"hidden_check_interval_s", &table.hidden_check_interval_s, 0, 86'400},
                   {"cpu_interval_ms", &table.cpu_interval_ms, 0, 60'000},
-                  {"busy_cpu_percent", &table.busy_cpu_percent, 1, 100'000}};
+                  {"busy_cpu_percent", &table.busy_cpu_percent, 1, 100'000},
+                  {"flow_interval_ms", &table.flow_interval_ms, 0, 600'000},
+                  {"flow_min_age_ms", &table.flow_min_age_ms, 0, 3'600'000}};
     for (const auto& field : fields) {
         if (const auto value = node[field.key]) {
             const std::string key = std::string("process_table.") + field.key;

@@ -77,6 +77,8 @@ std::string config_to_yaml(const Config& config) {
         << config.process_table.hidden_check_interval_s;
     out << YAML::Key << "cpu_interval_ms" << YAML::Value << config.process_table.cpu_interval_ms;
     out << YAML::Key << "busy_cpu_percent" << YAML::Value << config.process_table.busy_cpu_percent;
+    out << YAML::Key << "flow_interval_ms" << YAML::Value << config.process_table.flow_interval_ms;
+    out << YAML::Key << "flow_min_age_ms" << YAML::Value << config.process_table.flow_min_age_ms;
     out << YAML::EndMap;
     out << YAML::Key << "sensor" << YAML::Value << YAML::BeginMap;
     out << YAML::Key << "btf" << YAML::Value << YAML::DoubleQuoted << config.sensor.btf_path;

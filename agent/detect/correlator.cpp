@@ -176,6 +176,9 @@ void CorrelatorImpl::record(const Event& event, std::vector<const Detection*>& o
             } else if constexpr (std::is_same_v<T, CpuUsage>) {
                 book_.record_cpu(pid, ts_ns, data);
                 judge(pid);
+            } else if constexpr (std::is_same_v<T, Flow>) {
+                book_.record_flow(pid, data);
+                judge(pid);
             } else if constexpr (std::is_same_v<T, LoopbackPeer>) {
                 const size_t added = book_.record_loopback_peer(pid, ts_ns, data);
                 auto& peers = book_.of(pid).peers;

@@ -213,6 +213,9 @@ struct ProcessEvidence {
     // The first message of each loopback flow that was no handshake (port
     // and what it spoke), for a forwarder's connections to take.
     std::vector<Peer> loopback_first_bytes;
+    // The latest flow event of each of its TCP flows, newest last, bounded
+    // (kMaxPeers): their shapes (flow_shape.h).
+    std::vector<Flow> flows;
     std::optional<double> hash_rate;  // fastest estimate of its mining sessions, H/s
     uint64_t hash_rate_ns = 0;        // when it was reported
     std::optional<double> hash_rate_low, hash_rate_high;  // its 95 % interval

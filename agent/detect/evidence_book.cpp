@@ -142,6 +142,14 @@ void EvidenceBook::record_cpu(uint32_t pid, uint64_t ts_ns, const CpuUsage& usag
     evidence.dirty = true;
 }
 
+void EvidenceBook::record_flow(uint32_t pid, const Flow& flow) {
+    ProcessEvidence& evidence = processes_[pid];
+    std::erase_if(evidence.flows, [&](const Flow& known) { return known.flow == flow.flow; });
+    evidence.flows.push_back(flow);
+    if (evidence.flows.size() > kMaxPeers) evidence.flows.erase(evidence.flows.begin());
+    evidence.dirty = true;
+}
+
 void EvidenceBook::record_telemetry(uint64_t ts_ns, const Telemetry& telemetry) {
     for (const auto& device : telemetry.devices) {
         GpuTelemetry& reading = gpu_by_device_[device];  // updated in place

@@ -102,6 +102,7 @@ class EvidenceBook {
     size_t record_loopback_peer(uint32_t pid, uint64_t ts_ns, const LoopbackPeer& link);
     void record_io(uint32_t pid, uint64_t ts_ns, const ProcessIo& io);
     void record_cpu(uint32_t pid, uint64_t ts_ns, const CpuUsage& usage);
+    void record_flow(uint32_t pid, const Flow& flow);
     // Each GPU's reading and each process's usage sample.
     void record_telemetry(uint64_t ts_ns, const Telemetry& telemetry);
     // The GPU's load and what its known holders explain of it

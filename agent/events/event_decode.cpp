@@ -241,8 +241,9 @@ Result<Event> decode_kill_now(std::span<const std::byte> record) {
 constexpr const char* kPayloadSyscalls[] = {"write", "sendto",   "sendmsg",
                                             "read",  "recvfrom", "recvmsg"};
 
-// A payload's address as text.
-std::string payload_address(uint16_t family, const uint8_t* addr) {
+}  // namespace
+
+std::string kernel_address_text(uint16_t family, const uint8_t* addr) {
     char text[INET6_ADDRSTRLEN] = {};
     // A v4-mapped IPv6 address is shown as the IPv4 one, as for connects.
     static constexpr uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
@@ -255,6 +256,8 @@ std::string payload_address(uint16_t family, const uint8_t* addr) {
     }
     return text;
 }
+
+namespace {
 
 Result<Event> decode_net_payload(std::span<const std::byte> record) {
     if (record.size() < GG_PAYLOAD_FIXED_SIZE) {
@@ -288,9 +291,9 @@ Result<Event> decode_net_payload(std::span<const std::byte> record) {
     payload.truncated = (raw.flags & GG_PAYLOAD_TRUNCATED) != 0;
     payload.dns = (raw.flags & GG_PAYLOAD_DNS) != 0;
     payload.followed = (raw.flags & GG_PAYLOAD_FOLLOWED) != 0;
-    payload.local_address = payload_address(raw.family, raw.local_addr);
+    payload.local_address = kernel_address_text(raw.family, raw.local_addr);
     payload.local_port = raw.local_port;
-    payload.remote_address = payload_address(raw.family, raw.remote_addr);
+    payload.remote_address = kernel_address_text(raw.family, raw.remote_addr);
     payload.remote_port = raw.remote_port;
     payload.data.assign(raw.data, raw.captured);
     event.data = std::move(payload);

@@ -396,18 +396,6 @@ ProcessCmdline read_process_cmdline(const Reader<Node>& reader) {
 }
 
 template <typename Node>
-LoopbackPeer read_loopback_peer(const Reader<Node>& reader) {
-    LoopbackPeer peer;
-    peer.port = reader.template integer<uint16_t>("port");
-    peer.server_pid = reader.template integer<uint32_t>("server_pid");
-    peer.server_comm = reader.string("server_comm", "");
-    peer.server_exe = reader.string("server_exe", "");
-    peer.established = reader.boolean("established", false);
-    peer.server_upstreams = reader.strings("server_upstreams");
-    return peer;
-}
-
-template <typename Node>
 Container read_container(const Reader<Node>& reader) {
     Container container;
     container.id = reader.string("id");
@@ -495,6 +483,8 @@ void read_body(std::string_view type, const Reader<Node>& top, const std::option
         body = read_loopback_peer(object());
     } else if (type == "cmdline") {
         body = read_process_cmdline(object());
+    } else if (type == "flow") {
+        body = read_flow(object());
     } else {
         top.error("type", "unknown event type \"" + std::string(type) + "\" (" +
                               join(event_type_names(), ", ") + ")");

@@ -1,5 +1,5 @@
-// The net-intelligence bodies of the JSON Lines events (net_payload,
-// stratum; docs/events.md), over either DOM of json_reader.h. They keep
+// The network bodies of the JSON Lines events (net_payload, stratum,
+// loopback_peer, flow; docs/events.md), over either DOM of json_reader.h. They keep
 // their own reading rules (NetFields below). Included by
 // event_parse_bodies.h alone.
 #pragma once
@@ -139,6 +139,51 @@ Stratum read_stratum(const Reader<Node>& reader) {
     stratum.hash_rate_low = fields.number("hash_rate_low");
     stratum.hash_rate_high = fields.number("hash_rate_high");
     return stratum;
+}
+
+template <typename Node>
+LoopbackPeer read_loopback_peer(const Reader<Node>& reader) {
+    LoopbackPeer peer;
+    peer.port = reader.template integer<uint16_t>("port");
+    peer.server_pid = reader.template integer<uint32_t>("server_pid");
+    peer.server_comm = reader.string("server_comm", "");
+    peer.server_exe = reader.string("server_exe", "");
+    peer.established = reader.boolean("established", false);
+    peer.server_upstreams = reader.strings("server_upstreams");
+    return peer;
+}
+
+template <typename Node>
+Flow read_flow(const Reader<Node>& reader) {
+    Flow flow;
+    flow.flow = reader.template integer<uint64_t>("flow", 0);
+    flow.address = reader.string("address");
+    flow.port = reader.template integer<uint16_t>("port");
+    flow.age_ns = reader.template integer<uint64_t>("age_ns");
+    flow.since_send_ns = reader.template integer<uint64_t>("since_send_ns", flow.age_ns);
+    flow.since_receive_ns = reader.template integer<uint64_t>("since_receive_ns", flow.age_ns);
+    flow.bytes_out = reader.template integer<uint64_t>("bytes_out", 0);
+    flow.bytes_in = reader.template integer<uint64_t>("bytes_in", 0);
+    flow.sends = reader.template integer<uint64_t>("sends", 0);
+    flow.receives = reader.template integer<uint64_t>("receives", 0);
+    flow.send_bursts = reader.template integer<uint64_t>("send_bursts", 0);
+    flow.receive_bursts = reader.template integer<uint64_t>("receive_bursts", 0);
+    flow.pushes = reader.template integer<uint64_t>("pushes", 0);
+    const auto gaps = [&](Key key, std::vector<FlowGap>& out) {
+        reader.objects(key, [&](const Reader<Node>& item) {
+            FlowGap gap;
+            gap.from_s = item.template integer<uint32_t>("from_s");
+            if (gap.from_s == 0 || gap.from_s > 128 || (gap.from_s & (gap.from_s - 1)) != 0) {
+                item.error("from_s", "expected 1, 2, 4, 8, 16, 32, 64 or 128, got " +
+                                         std::to_string(gap.from_s));
+            }
+            gap.count = item.template integer<uint32_t>("count");
+            out.push_back(gap);
+        });
+    };
+    gaps("send_gaps", flow.send_gaps);
+    gaps("receive_gaps", flow.receive_gaps);
+    return flow;
 }
 
 }  // namespace gpuguard::agent::json_read::bodies

@@ -46,6 +46,7 @@ enum class EventTag : uint8_t {
     kGpuLibraries = schema::Declaration<GpuLibraries>::tag,
     kLoopbackPeer = schema::Declaration<LoopbackPeer>::tag,
     kProcessCmdline = schema::Declaration<ProcessCmdline>::tag,
+    kFlow = schema::Declaration<Flow>::tag,
 };
 
 // --- writing --------------------------------------------------------------

@@ -90,6 +90,7 @@ void JournalWriter::Writer::update_state(std::string_view payload) {
         void operator()(const CpuUsage&) {}
         void operator()(const GpuLibraries&) {}
         void operator()(const LoopbackPeer&) {}
+        void operator()(const Flow&) {}
         void operator()(const ProcessCmdline&) {}
         void operator()(const ConfigFile&) {}
         void operator()(const HiddenProcess&) {}

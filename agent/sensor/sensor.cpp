@@ -18,6 +18,7 @@
 #include "gpuguard/sensor/bpf_pins.h"
 #include "gpuguard/sensor/sensor_probe.h"
 #include "gpuguard/sensor/sensor_support.h"
+#include "payload.h"
 #include "sensor_impl.h"
 
 namespace gpuguard::agent {
@@ -142,6 +143,44 @@ std::optional<NetSends> Sensor::net_sends(uint32_t pid) const {
                         watched.net_recvs};
     }
     return std::nullopt;
+}
+
+std::vector<FlowReading> Sensor::read_flow_shapes() const {
+    std::vector<FlowReading> out;
+    if (impl_->payload == PayloadHooks::kNone) return out;
+    bpf_map* map = impl_->skeleton->maps.flow_shapes;
+    const auto gaps = [](const uint32_t(&buckets)[GG_FLOW_GAP_BUCKETS]) {
+        std::vector<FlowGap> listed;
+        for (uint32_t b = 0; b < GG_FLOW_GAP_BUCKETS; ++b) {
+            if (buckets[b] != 0) listed.push_back(FlowGap{1u << b, buckets[b]});
+        }
+        return listed;
+    };
+    for (const auto& key : map_keys<gg_flow_key>(map)) {
+        gg_flow_shape shape{};
+        // A flow evicted between listing and lookup is simply skipped.
+        if (bpf_map__lookup_elem(map, &key, sizeof(key), &shape, sizeof(shape), 0) != 0) continue;
+        FlowReading reading;
+        reading.pid = key.tgid;
+        reading.first_ns = shape.first_ns;
+        reading.last_send_ns = shape.last_out_ns;
+        reading.last_receive_ns = shape.last_in_ns;
+        Flow& flow = reading.counts;
+        flow.flow = key.sock;
+        flow.address = kernel_address_text(shape.family, shape.remote_addr);
+        flow.port = shape.remote_port;
+        flow.bytes_out = shape.bytes_out;
+        flow.bytes_in = shape.bytes_in;
+        flow.sends = shape.sends;
+        flow.receives = shape.receives;
+        flow.send_bursts = shape.send_bursts;
+        flow.receive_bursts = shape.receive_bursts;
+        flow.pushes = shape.pushes;
+        flow.send_gaps = gaps(shape.send_gaps);
+        flow.receive_gaps = gaps(shape.receive_gaps);
+        out.push_back(std::move(reading));
+    }
+    return out;
 }
 
 Status Sensor::forget_process(uint32_t pid) {

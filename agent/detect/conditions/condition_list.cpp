@@ -31,6 +31,7 @@ constexpr Factory kFactories[] = {
     conditions::gpu_not_allowed,
     conditions::max_gpu_processes,
     conditions::opaque_peer,
+    conditions::mining_flow,
     conditions::hidden_from_proc,
     conditions::module_load,
     conditions::file_changed,

@@ -2,6 +2,9 @@
 // vouches for: to an address no observed DNS answer named whose first bytes
 // sent were TLS or no protocol gpuguard recognises, or to a miner's port
 // (a port signature lists it) unless what it sent there was recognised.
+// A DNS answer alone does not vouch: a named peer whose flow has a pool's
+// shape (flow_shape.h) counts, what it sent TLS, unrecognised or unseen.
+#include "../flow_shape.h"
 #include "condition.h"
 #include "gpuguard/common/ip_address.h"
 
@@ -15,14 +18,23 @@ class OpaquePeer final : public Condition {
         for (const Peer& peer : context.evidence.peers) {
             // What it said must be seen to be opaque, unless the port is a miner's.
             const bool opaque = peer.protocol == "tls" || peer.protocol == "opaque";
-            if (!(opaque && !peer.named) &&
-                !(peer.pool_port && (opaque || peer.protocol.empty()))) {
-                continue;
+            const bool unread = opaque || peer.protocol.empty();
+            const bool by_address = opaque && !peer.named;
+            const bool by_port = peer.pool_port && unread;
+            std::optional<std::string> shape;
+            if (unread && (peer.named || !by_address) && !by_port) {
+                if (const Flow* flow = flow_of(context.evidence, peer)) shape = mining_shape(*flow);
             }
+            if (!by_address && !by_port && !shape) continue;
             std::string detail = endpoint_text(peer.address, peer.port);
-            detail += peer.named       ? " (a miner's port)"
-                      : peer.pool_port ? " (no DNS answer named it; a miner's port)"
-                                       : " (no DNS answer named it)";
+            if (shape) {
+                detail += peer.named ? " (a DNS answer named it, but its flow has a pool's shape)"
+                                     : " (its flow has a pool's shape)";
+            } else {
+                detail += peer.named       ? " (a miner's port)"
+                          : peer.pool_port ? " (no DNS answer named it; a miner's port)"
+                                           : " (no DNS answer named it)";
+            }
             detail += peer.protocol.empty()    ? ", nothing sent captured"
                       : peer.protocol == "tls" ? ", TLS from the first byte"
                                                : ", a protocol gpuguard does not recognise";
@@ -33,6 +45,7 @@ class OpaquePeer final : public Condition {
                 detail += peer.alpn.empty() ? ", no ALPN" : ", ALPN " + peer.alpn;
                 detail += ", JA4 " + peer.ja4;
             }
+            if (shape) detail += "; " + *shape;
             in.extra.push_back(Evidence{context.ts_ns, "event", "connect", "", "peer", detail});
             return true;
         }

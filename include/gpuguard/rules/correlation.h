@@ -292,6 +292,7 @@ inline constexpr const char* kConditionKeys[] = {"gpu_held",
                                                  "hash_rate_above_threshold",
                                                  "quiet_io",
                                                  "opaque_peer",
+                                                 "mining_flow",
                                                  "hidden_from_proc",
                                                  "module_load",
                                                  "file_changed",
@@ -363,6 +364,10 @@ struct CorrelationRule {
     // port a port signature lists (a miner's port), unless what it sent there
     // was a recognised protocol.
     bool opaque_peer = false;
+    // One of its outbound connections has a mining session's shape (flow
+    // events: long-lived, the peer pushing small messages unprompted every
+    // few seconds to minutes, a few KB a minute), whatever it carries.
+    bool mining_flow = false;
     // libc's readdir of /proc does not list the live process while the
     // kernel does (a hidden_process event: a preloaded library hooking
     // readdir hides it from ps and top).

@@ -241,6 +241,34 @@ std::vector<Event> every_event_type(uint64_t ts_ns, uint32_t pid) {
     add(ProcessCmdline{{"/tmp/x", std::string(1100, 'p'), "-o", "pool:3333"}, false, true});
     add(ProcessCmdline{{"nginx: worker process"}, false, false});
     add(ProcessCmdline{{"/tmp/x", std::string(65530, 'q')}, true, true});
+    // A pool's shape over IPv6 and a young flow with nothing received.
+    {
+        Flow pool;
+        pool.flow = 18446612686773362688ull;
+        pool.address = "2001:db8::77";
+        pool.port = 443;
+        pool.age_ns = 390'000'000'000;
+        pool.since_send_ns = 12'000'000'000;
+        pool.since_receive_ns = 4'000'000'000;
+        pool.bytes_out = 9120;
+        pool.bytes_in = 21780;
+        pool.sends = 30;
+        pool.receives = 54;
+        pool.send_bursts = 24;
+        pool.receive_bursts = 27;
+        pool.pushes = 25;
+        pool.send_gaps = {{8, 15}, {16, 8}};
+        pool.receive_gaps = {{1, 1}, {16, 17}, {128, 4294967295u}};
+        add(pool);
+        Flow young;
+        young.address = "198.51.100.7";
+        young.port = 8443;
+        young.age_ns = 30'000'000'000;
+        young.since_send_ns = 18446744073709551615ull;
+        young.sends = 1;
+        young.send_bursts = 1;
+        add(young);
+    }
     return events;
 }
 

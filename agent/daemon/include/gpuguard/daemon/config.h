@@ -58,6 +58,11 @@ struct ProcessTableConfig {
     // A process that used this much of one core over an interval is busy:
     // a cpu_usage event, and its connects reported on any port.
     uint32_t busy_cpu_percent = 50;
+    // How often the kernel's flow shapes (bpf/payload.h) of GPU holders and
+    // watched processes are read: a flow event for each flow that moved,
+    // once it is flow_min_age_ms old. 0 = never.
+    uint32_t flow_interval_ms = 10'000;
+    uint32_t flow_min_age_ms = 30'000;
 };
 
 // The forensic journal (docs/journal.md).

@@ -422,7 +422,7 @@ using EventData =
     std::variant<GpuOpen, GpuIoctl, Connect, Exec, Fork, Exit, Telemetry, ProcessSnapshot, KillNow,
                  ExeScan, NetPayload, Stratum, ProcessIo, ConfigFile, HiddenProcess, ModuleLoad,
                  FileChange, ProcessEnv, AgentTamper, Container, CpuUsage, GpuLibraries,
-                 LoopbackPeer, ProcessCmdline>;
+                 LoopbackPeer, ProcessCmdline, Flow>;
 
 struct Event {
     uint64_t ts_ns = 0;  // CLOCK_MONOTONIC nanoseconds
@@ -434,7 +434,8 @@ struct Event {
 // "exec", "fork", "exit", "telemetry", "process_snapshot", "kill_now",
 // "exe_scan", "net_payload", "stratum", "process_io", "config_file",
 // "hidden_process", "module_load", "file_change", "process_env", "agent_tamper",
-// "container", "cpu_usage", "gpu_libraries", "loopback_peer", "cmdline").
+// "container", "cpu_usage", "gpu_libraries", "loopback_peer", "cmdline",
+// "flow").
 const char* event_type_name(const Event& event);
 
 // Every type's name, in EventData's order: what --event-types, `journal
@@ -444,6 +445,10 @@ const std::vector<std::string>& event_type_names();
 // "a\0b\0c\0" -> {"a", "b", "c"}, as in /proc/PID/cmdline and exec argv; a
 // final part without its NUL is kept.
 std::vector<std::string> split_nul_separated(std::string_view bytes);
+
+// An address as the kernel records it (16 bytes, IPv4 in the first 4;
+// family AF_INET or AF_INET6) as text; a v4-mapped IPv6 one as the IPv4 one.
+std::string kernel_address_text(uint16_t family, const uint8_t* addr);
 
 // Decodes one ring-buffer record (bpf/events.h). Fails with kParse on a
 // short, oversized, unknown-type or wrong-ABI record; never reads past

@@ -114,4 +114,37 @@ struct Declaration<LoopbackPeer> {
     };
 };
 
+template <>
+struct Declaration<FlowGap> {
+    static constexpr std::tuple fields{
+        field("from_s", &FlowGap::from_s, {.examples = "1 128"}),
+        field("count", &FlowGap::count),
+    };
+};
+
+template <>
+struct Declaration<Flow> {
+    static constexpr std::string_view name = "flow";
+    static constexpr uint8_t tag = 27;
+    static constexpr Writer writer = Writer::kDeclared;
+    static constexpr Codec codec = Codec::kDeclared;
+    static constexpr std::tuple fields{
+        field("flow", &Flow::flow),
+        field("address", &Flow::address, {.examples = "198.51.100.7 2001:db8::7"}),
+        field("port", &Flow::port),
+        field("age_ns", &Flow::age_ns),
+        field("since_send_ns", &Flow::since_send_ns),
+        field("since_receive_ns", &Flow::since_receive_ns),
+        field("bytes_out", &Flow::bytes_out),
+        field("bytes_in", &Flow::bytes_in),
+        field("sends", &Flow::sends),
+        field("receives", &Flow::receives),
+        field("send_bursts", &Flow::send_bursts),
+        field("receive_bursts", &Flow::receive_bursts),
+        field("pushes", &Flow::pushes),
+        field("send_gaps", &Flow::send_gaps),
+        field("receive_gaps", &Flow::receive_gaps),
+    };
+};
+
 }  // namespace gpuguard::agent::schema

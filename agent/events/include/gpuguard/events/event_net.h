@@ -98,4 +98,52 @@ struct LoopbackPeer {
     bool operator==(const LoopbackPeer&) const = default;
 };
 
+// One bucket of a flow's gap histogram: `count` gaps between message
+// bursts of `from_s` seconds or more (and under twice that; the last
+// bucket, 128 s, is open-ended).
+struct FlowGap {
+    uint32_t from_s = 1;  // 1, 2, 4 ... 128
+    uint32_t count = 0;
+    bool operator==(const FlowGap&) const = default;
+};
+
+// The shape of one TCP connection of a GPU holder or a watched process,
+// counted by the kernel at every send and receive (bpf/payload.h,
+// gg_flow_shape) and read by the agent with its process samples: reported
+// once the flow is `flow.min_age` old and then whenever it moved, at most
+// once per `flow.interval`. What a mining session looks like without
+// reading it (docs/detections.md, "Flows by their shape"). The task is the
+// process.
+struct Flow {
+    uint64_t flow = 0;              // the connection (kernel socket address), as NetPayload::flow
+    std::string address;            // the peer, "203.0.113.5", "2001:db8::5"
+    uint16_t port = 0;              // its port
+    uint64_t age_ns = 0;            // since its first message either way
+    uint64_t since_send_ns = 0;     // since its latest send (age_ns when none)
+    uint64_t since_receive_ns = 0;  // since its latest receive (age_ns when none)
+    uint64_t bytes_out = 0;
+    uint64_t bytes_in = 0;
+    uint64_t sends = 0;     // send calls
+    uint64_t receives = 0;  // receive calls that returned data
+    // Messages: calls a second or more after the previous one in the same
+    // direction (one message read in parts is one burst).
+    uint64_t send_bursts = 0;
+    uint64_t receive_bursts = 0;
+    // Receive bursts that came a second or more after the latest send: the
+    // peer spoke unprompted (a pool pushing a job), not an answer.
+    uint64_t pushes = 0;
+    std::vector<FlowGap> send_gaps;     // gaps between send bursts, non-empty buckets
+    std::vector<FlowGap> receive_gaps;  // ... between receive bursts
+    bool operator==(const Flow&) const = default;
+};
+
+// A flow's counters as the sensor reads them, times CLOCK_MONOTONIC (0: none).
+struct FlowReading {
+    uint32_t pid = 0;
+    uint64_t first_ns = 0;
+    uint64_t last_send_ns = 0;
+    uint64_t last_receive_ns = 0;
+    Flow counts;  // all but the ages
+};
+
 }  // namespace gpuguard::agent

@@ -196,6 +196,10 @@ class Sensor {
     // process in the kernel map or the payload programs are off.
     std::optional<NetSends> net_sends(uint32_t pid) const;
 
+    // The shapes of the TCP flows of GPU holders and watched processes
+    // (bpf/payload.h, flow_shapes); empty when the payload programs are off.
+    std::vector<FlowReading> read_flow_shapes() const;
+
     // Drops the kernel state of an exited process (its ioctl aggregates, its
     // place in the watch list).
     Status forget_process(uint32_t pid);
