@@ -3,8 +3,8 @@
 // small messages unprompted every few seconds to minutes, a few KB a
 // minute both ways. Read from the kernel's counts (flow events), whatever
 // the connection carries: TLS, a private protocol, a tunnel.
-#include "../flow_shape.h"
 #include "condition.h"
+#include "flow_shape.h"
 
 namespace gpuguard::agent {
 namespace {

@@ -4,8 +4,8 @@
 // (a port signature lists it) unless what it sent there was recognised.
 // A DNS answer alone does not vouch: a named peer whose flow has a pool's
 // shape (flow_shape.h) counts, what it sent TLS, unrecognised or unseen.
-#include "../flow_shape.h"
 #include "condition.h"
+#include "flow_shape.h"
 #include "gpuguard/common/ip_address.h"
 
 namespace gpuguard::agent {
