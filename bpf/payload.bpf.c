@@ -213,6 +213,8 @@ static __always_inline void payload__shape(struct sock *sk, __u32 tgid, __u64 le
 		last = shape->last_out_ns;
 		if (!last || now - last >= GG_FLOW_BURST_NS) {
 			__sync_fetch_and_add(&shape->send_bursts, 1);
+			if (shape->last_in_ns && now - shape->last_in_ns < GG_FLOW_BURST_NS)
+				__sync_fetch_and_add(&shape->replies, 1);
 			if (last)
 				__sync_fetch_and_add(
 					&shape->send_gaps[payload__gap_bucket(now - last) &

@@ -109,12 +109,17 @@ struct gg_flow_shape {
 	/* Receive bursts that came GG_FLOW_BURST_NS or more after the latest
 	 * send: the peer spoke unprompted (a job pushed), not an answer. */
 	__u32 pushes;
+	/* Send bursts that came less than GG_FLOW_BURST_NS after the latest
+	 * receive: the process answered (a long poll asks again, a consumer
+	 * acknowledges; a miner's shares do not follow its jobs). */
+	__u32 replies;
 	__u16 family;	   /* AF_INET (2) or AF_INET6 (10) */
 	__u16 remote_port; /* host order */
 	__u8 remote_addr[16];
 	__u32 send_gaps[GG_FLOW_GAP_BUCKETS];	 /* gaps between send bursts */
 	__u32 receive_gaps[GG_FLOW_GAP_BUCKETS]; /* gaps between receive bursts */
+	__u32 _pad;
 };
-GG_STATIC_ASSERT(sizeof(struct gg_flow_shape) == 40 + 20 + 4 + 16 + 64, "gg_flow_shape ABI");
+GG_STATIC_ASSERT(sizeof(struct gg_flow_shape) == 40 + 24 + 4 + 16 + 64 + 4, "gg_flow_shape ABI");
 
 #endif /* GPUGUARD_BPF_PAYLOAD_H */

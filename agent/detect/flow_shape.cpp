@@ -50,6 +50,10 @@ std::optional<std::string> mining_shape(const Flow& flow, const FlowShapeLimits&
     const double push_share =
         static_cast<double>(flow.pushes) / static_cast<double>(flow.receive_bursts);
     if (push_share < limits.min_push_share) return std::nullopt;
+    if (static_cast<double>(flow.replies) >
+        limits.max_reply_share * static_cast<double>(flow.pushes)) {
+        return std::nullopt;
+    }
     const uint64_t gaps = gap_count(flow.receive_gaps);
     if (gaps == 0) return std::nullopt;
     const double spaced =

@@ -20,6 +20,9 @@ struct FlowShapeLimits {
     uint64_t min_age_ns = 120'000'000'000;  // long-lived: two minutes at least
     uint64_t min_pushes = 3;                // messages the peer sent unprompted
     double min_push_share = 0.5;            // ... of all its message bursts
+    // Of the pushes, the share the process answered at most: shares do not
+    // follow jobs, a long poll's next request and a consumer's ack do.
+    double max_reply_share = 0.5;
     // Of the gaps between its message bursts, the share of 4 s or more: the
     // peer speaks at intervals, not in a stream.
     double min_spaced_share = 0.75;

@@ -169,6 +169,7 @@ Flow read_flow(const Reader<Node>& reader) {
     flow.send_bursts = reader.template integer<uint64_t>("send_bursts", 0);
     flow.receive_bursts = reader.template integer<uint64_t>("receive_bursts", 0);
     flow.pushes = reader.template integer<uint64_t>("pushes", 0);
+    flow.replies = reader.template integer<uint64_t>("replies", 0);
     const auto gaps = [&](Key key, std::vector<FlowGap>& out) {
         reader.objects(key, [&](const Reader<Node>& item) {
             FlowGap gap;

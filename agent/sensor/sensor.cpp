@@ -176,6 +176,7 @@ std::vector<FlowReading> Sensor::read_flow_shapes() const {
         flow.send_bursts = shape.send_bursts;
         flow.receive_bursts = shape.receive_bursts;
         flow.pushes = shape.pushes;
+        flow.replies = shape.replies;
         flow.send_gaps = gaps(shape.send_gaps);
         flow.receive_gaps = gaps(shape.receive_gaps);
         out.push_back(std::move(reading));

@@ -5,6 +5,7 @@
 // JSON-RPC client, and an unwatched process that is not sampled at all.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -525,6 +526,54 @@ TEST_P(PayloadTracingTest, gpu_process_receives_are_counted) {
     const ProcessIo read = io.read(pid);
     EXPECT_EQ(read.net_recv_bytes, 6 * kAnswer);
     EXPECT_EQ(read.net_recvs, counted->receives);
+}
+
+// The shape of a GPU process's flow (flow_shapes, bpf/payload.h): three
+// questions, the second answered 1.3 s late (a push: the peer spoke a
+// second or more after the latest send), the third asked at once after it
+// (a reply); messages a second apart are bursts, closer ones are not.
+TEST_P(PayloadTracingTest, gpu_process_flow_shapes_are_counted) {
+    constexpr size_t kAnswer = 300;
+    std::atomic<int> lines{0};
+    TestServer pool("127.0.0.1", [&](const std::string&) {
+        if (++lines == 2) std::this_thread::sleep_for(std::chrono::milliseconds(1300));
+        return std::vector<std::string>{std::string(kAnswer - 1, 'j')};
+    });
+    ASSERT_TRUE(pool.ok());
+    const auto child = gpuguard::testing::start_io_worker(
+        {.comm = "gg-shape", .gpu_node = node_, .file = "", .tcp_port = pool.port()});
+    Sensor& sensor = harness_.sensor();
+    ASSERT_EQ(child->ask('c'), 0);
+    const auto pid = static_cast<uint32_t>(child->pid());
+    ASSERT_EQ(child->ask('g'), 0);
+    ASSERT_EQ(child->ask('q'), 0);  // answered at once
+    std::this_thread::sleep_for(std::chrono::milliseconds(1300));
+    ASSERT_EQ(child->ask('q'), 0);  // answered 1.3 s later: a push
+    ASSERT_EQ(child->ask('q'), 0);  // asked at once: a reply
+    std::vector<FlowReading> mine;
+    for (const FlowReading& reading : sensor.read_flow_shapes()) {
+        if (reading.pid == pid) mine.push_back(reading);
+    }
+    ASSERT_EQ(mine.size(), 1u) << "one flow";
+    const Flow& flow = mine[0].counts;
+    EXPECT_EQ(flow.address, "127.0.0.1");
+    EXPECT_EQ(flow.port, pool.port());
+    EXPECT_EQ(flow.sends, 3u);
+    EXPECT_EQ(flow.bytes_out, 3 * 5u);
+    EXPECT_EQ(flow.bytes_in, 3 * kAnswer);
+    EXPECT_GE(flow.receives, 3u);
+    EXPECT_EQ(flow.send_bursts, 3u);
+    EXPECT_EQ(flow.receive_bursts, 2u) << "the third answer came within a second of the second";
+    EXPECT_EQ(flow.pushes, 1u);
+    EXPECT_EQ(flow.replies, 1u);
+    EXPECT_EQ(flow.send_gaps, (std::vector<FlowGap>{{1, 2}}));
+    EXPECT_EQ(flow.receive_gaps, (std::vector<FlowGap>{{2, 1}}));
+    EXPECT_GT(mine[0].first_ns, 0u);
+    EXPECT_GE(mine[0].last_receive_ns, mine[0].last_send_ns);
+    // A process the kernel does not watch has no flow counted.
+    for (const FlowReading& reading : sensor.read_flow_shapes()) {
+        EXPECT_NE(reading.pid, static_cast<uint32_t>(getpid()));
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Hooks, PayloadTracingTest, ::testing::Values(false, true),

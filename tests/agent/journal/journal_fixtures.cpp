@@ -257,6 +257,7 @@ std::vector<Event> every_event_type(uint64_t ts_ns, uint32_t pid) {
         pool.send_bursts = 24;
         pool.receive_bursts = 27;
         pool.pushes = 25;
+        pool.replies = 2;
         pool.send_gaps = {{8, 15}, {16, 8}};
         pool.receive_gaps = {{1, 1}, {16, 17}, {128, 4294967295u}};
         add(pool);

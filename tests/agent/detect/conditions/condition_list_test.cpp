@@ -47,6 +47,7 @@ const std::map<std::string, std::string> kSampleValues = {
     {"gpu_stack", "[runtime_only]"},
     {"unreadable", "[executable]"},
     {"opaque_peer", "true"},
+    {"mining_flow", "true"},
     {"hidden_from_proc", "true"},
     {"module_load", "{while: [any]}"},
     {"file_changed", "[cron]"},

@@ -142,6 +142,7 @@ struct Declaration<Flow> {
         field("send_bursts", &Flow::send_bursts),
         field("receive_bursts", &Flow::receive_bursts),
         field("pushes", &Flow::pushes),
+        field("replies", &Flow::replies),
         field("send_gaps", &Flow::send_gaps),
         field("receive_gaps", &Flow::receive_gaps),
     };

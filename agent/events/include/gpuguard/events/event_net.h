@@ -132,6 +132,9 @@ struct Flow {
     // Receive bursts that came a second or more after the latest send: the
     // peer spoke unprompted (a pool pushing a job), not an answer.
     uint64_t pushes = 0;
+    // Send bursts within a second of the latest receive: the process
+    // answered what it got (a long poll asks again, a consumer acknowledges).
+    uint64_t replies = 0;
     std::vector<FlowGap> send_gaps;     // gaps between send bursts, non-empty buckets
     std::vector<FlowGap> receive_gaps;  // ... between receive bursts
     bool operator==(const Flow&) const = default;
