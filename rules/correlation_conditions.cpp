@@ -117,7 +117,24 @@ int RuleReader::read_conditions(const YAML::Node& when, const std::string& path,
         ++conditions;
     }
     if (const YAML::Node node = when["mining_flow"]) {
-        rule.mining_flow = boolean(node, path + ".mining_flow").value_or(false);
+        const std::string where = path + ".mining_flow";
+        if (!node.IsMap()) {
+            if (boolean(node, where).value_or(false)) rule.mining_flow.emplace();
+        } else if (diag_.check_keys(node, where,
+                                    {"min_age", "min_pushes", "max_bytes_per_minute"})) {
+            MiningFlowCondition& shape = rule.mining_flow.emplace();
+            if (node["min_age"]) {
+                if (auto value = duration(node["min_age"], where + ".min_age")) {
+                    shape.min_age = *value;
+                }
+            }
+            if (node["min_pushes"]) {
+                if (auto value = number(node["min_pushes"], where + ".min_pushes", 1, 1e6)) {
+                    shape.min_pushes = static_cast<uint32_t>(*value);
+                }
+            }
+            size(node, "max_bytes_per_minute", where, shape.max_bytes_per_minute);
+        }
         ++conditions;
     }
     if (const YAML::Node node = when["hidden_from_proc"]) {

@@ -158,6 +158,17 @@ struct SustainedCpuCondition {
     std::optional<uint32_t> max_connects;
 };
 
+// One of the process's outbound connections has a mining session's shape
+// (flow events): at least `min_age` old, the peer pushing at least
+// `min_pushes` messages unprompted, at most `max_bytes_per_minute` both
+// ways (agent/detect/flow_shape.h has the rest of the shape). `true` takes
+// these defaults.
+struct MiningFlowCondition {
+    std::chrono::seconds min_age{120};
+    uint32_t min_pushes = 3;
+    uint64_t max_bytes_per_minute = 64 * 1024;
+};
+
 // Judged per GPU, not per process: the GPU's own utilisation stays above
 // `above_percent` over `duration` (every reading, their mean or a
 // percentile: `by`) while the processes known to hold it (listed by its
@@ -367,7 +378,7 @@ struct CorrelationRule {
     // One of its outbound connections has a mining session's shape (flow
     // events: long-lived, the peer pushing small messages unprompted every
     // few seconds to minutes, a few KB a minute), whatever it carries.
-    bool mining_flow = false;
+    std::optional<MiningFlowCondition> mining_flow;
     // libc's readdir of /proc does not list the live process while the
     // kernel does (a hidden_process event: a preloaded library hooking
     // readdir hides it from ps and top).

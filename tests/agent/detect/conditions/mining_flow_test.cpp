@@ -113,6 +113,47 @@ TEST_F(MiningFlowTest, holds_for_an_outbound_peer_whose_flow_has_the_shape) {
     EXPECT_FALSE(find("mining_flow")->time_dependent());
 }
 
+TEST_F(MiningFlowTest, a_rule_sets_the_age_pushes_and_bytes_it_takes) {
+    exec(kPid, "/usr/bin/python3");
+    Flow young = pool_session();
+    young.age_ns = 20 * kSecond;
+    young.pushes = 2;
+    young.receive_bursts = 2;
+    young.replies = 0;
+    evidence(kPid).flows.push_back(young);
+    peer("203.0.113.77", 443, false, "tls");
+    EXPECT_FALSE(holds(rule_, "mining_flow", kPid, kMinute)) << "the defaults: 2 min, 3 pushes";
+    EXPECT_TRUE(holds(rule_when("{mining_flow: {min_age: 15s, min_pushes: 2}}"), "mining_flow",
+                      kPid, kMinute));
+    EXPECT_FALSE(holds(rule_when("{mining_flow: {min_age: 15s, min_pushes: 2, "
+                                 "max_bytes_per_minute: 1KB}}"),
+                       "mining_flow", kPid, kMinute));
+    EXPECT_FALSE(rule_when("{mining_flow: false}").mining_flow) << "no condition at all";
+}
+
+TEST(MiningFlowRule, bad_keys_and_values_are_refused_with_their_place) {
+    const auto parse = [](const std::string& when) {
+        return rules::parse_correlation_rules(
+            "rules:\n  - id: T\n    name: t\n    severity: warning\n    when: " + when + "\n",
+            "t.yaml");
+    };
+    const auto good =
+        parse("{mining_flow: {min_age: 30s, min_pushes: 4, max_bytes_per_minute: 8KiB}}");
+    ASSERT_TRUE(good) << good.error().message;
+    ASSERT_TRUE(good->front().mining_flow);
+    EXPECT_EQ(good->front().mining_flow->min_age, std::chrono::seconds(30));
+    EXPECT_EQ(good->front().mining_flow->min_pushes, 4u);
+    EXPECT_EQ(good->front().mining_flow->max_bytes_per_minute, 8u * 1024);
+    const auto unknown = parse("{mining_flow: {min_jobs: 3}}");
+    ASSERT_FALSE(unknown);
+    EXPECT_NE(unknown.error().message.find("min_jobs"), std::string::npos)
+        << unknown.error().message;
+    const auto zero = parse("{mining_flow: {min_pushes: 0}}");
+    ASSERT_FALSE(zero);
+    EXPECT_NE(zero.error().message.find("mining_flow.min_pushes"), std::string::npos)
+        << zero.error().message;
+}
+
 TEST_F(MiningFlowTest, a_proxied_peer_takes_the_shape_of_its_loopback_flow) {
     exec(kPid, "/usr/bin/python3");
     Flow to_proxy = pool_session();
