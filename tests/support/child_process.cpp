@@ -215,6 +215,20 @@ std::unique_ptr<RequestChild> start_io_worker(const IoWorkerOptions& options) {
                     }
                     return EMSGSIZE;
                 }
+                case 'r': {
+                    // One line the peer sends on its own, waited for at most 10 s.
+                    const timeval wait{10, 0};
+                    setsockopt(tcp, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait));
+                    char line[1024];
+                    size_t got = 0;
+                    while (got < sizeof(line)) {
+                        const ssize_t n = read(tcp, line + got, sizeof(line) - got);
+                        if (n <= 0) return n == 0 ? ECONNRESET : errno;
+                        got += static_cast<size_t>(n);
+                        if (line[got - 1] == '\n') return 0;
+                    }
+                    return EMSGSIZE;
+                }
                 case 'x':
                     close(tcp);
                     tcp = -1;

@@ -106,8 +106,8 @@ inline constexpr size_t kIoFileBytes = 65536;
 // socket), 'p' asks the SOCKS5 proxy it connected to for socks_target,
 // 'h' sends the first record of a TLS handshake, 's' a plain message, 't'
 // a TLS application-data record, 'q' a line and reads the one-line answer,
-// 'u' a datagram, 'f' writes the file,
-// 'b' spins a thread on a core, 'x' closes the TCP connection.
+// 'r' waits (10 s at most) for a line the peer sends on its own, 'u' a datagram, 'f' writes the
+// file, 'b' spins a thread on a core, 'x' closes the TCP connection.
 std::unique_ptr<RequestChild> start_io_worker(const IoWorkerOptions& options);
 
 }  // namespace gpuguard::testing
