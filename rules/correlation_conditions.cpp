@@ -322,8 +322,13 @@ MemoryGrowthCondition RuleReader::read_memory_growth(const YAML::Node& node,
 SustainedUtilizationCondition RuleReader::read_sustained_utilization(const YAML::Node& node,
                                                                      const std::string& where) {
     SustainedUtilizationCondition condition;
-    if (diag_.check_keys(node, where,
-                         {"above_percent", "by", "for", "max_connects", "min_connects"})) {
+    if (diag_.check_keys(
+            node, where,
+            {"above_percent", "by", "for", "max_connects", "min_connects", "min_power_percent"})) {
+        if (node["min_power_percent"]) {
+            condition.min_power_percent =
+                number(node["min_power_percent"], where + ".min_power_percent", 0, 100);
+        }
         if (node["above_percent"]) {
             if (auto value = number(node["above_percent"], where + ".above_percent", 0, 100)) {
                 condition.above_percent = *value;

@@ -29,6 +29,8 @@ std::vector<Event> telemetry_events(const backends::Snapshot& snapshot, uint64_t
             telemetry.utilization_percent = sample.gpu_utilization_percent;
             telemetry.memory_used_bytes = sample.memory_used_bytes;
             telemetry.memory_total_bytes = sample.memory_total_bytes;
+            telemetry.power_watts = sample.power_draw_watts;
+            telemetry.power_limit_watts = sample.power_limit_watts;
         }
         for (const auto& sample : snapshot.processes) {
             if (sample.gpu != device.index || sample.pid <= 0) continue;

@@ -49,6 +49,9 @@ struct UsageSample {
     uint64_t ts_ns = 0;
     std::optional<uint64_t> memory_bytes;
     std::optional<double> compute_percent;
+    // The whole GPU's power draw then, in percent of its limit, where its
+    // telemetry reads both.
+    std::optional<double> gpu_power_percent{};
 };
 
 // A cpu_usage reading: the cores' worth used over the interval ending at ts_ns.

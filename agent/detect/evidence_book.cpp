@@ -168,9 +168,14 @@ void EvidenceBook::record_telemetry(uint64_t ts_ns, const Telemetry& telemetry) 
             }
         }
     }
+    std::optional<double> power_percent;
+    if (telemetry.power_watts && telemetry.power_limit_watts && *telemetry.power_limit_watts > 0) {
+        power_percent = 100.0 * *telemetry.power_watts / *telemetry.power_limit_watts;
+    }
     for (const auto& usage : telemetry.processes) {
         ProcessEvidence& evidence = processes_[usage.pid];
-        evidence.usage.push_back(UsageSample{ts_ns, usage.memory_bytes, usage.compute_percent});
+        evidence.usage.push_back(
+            UsageSample{ts_ns, usage.memory_bytes, usage.compute_percent, power_percent});
         if (evidence.usage.size() > options_.max_telemetry_samples) {
             evidence.usage.erase(evidence.usage.begin());
         }

@@ -195,6 +195,8 @@ Telemetry read_telemetry(const Reader<Node>& reader) {
         usage.compute_percent = item.number("compute_percent");
         telemetry.processes.push_back(usage);
     });
+    telemetry.power_watts = reader.number("power_watts");
+    telemetry.power_limit_watts = reader.number("power_limit_watts");
     return telemetry;
 }
 

@@ -1,8 +1,9 @@
 // sustained_utilization: {above_percent, by, for, max_connects,
-// min_connects} — the process's compute readings over `for` (every one, or
-// their mean or a percentile: `by: every | mean | p10`)
+// min_connects, min_power_percent} — the process's compute readings over
+// `for` (every one, or their mean or a percentile: `by: every | mean | p10`)
 // stay above `above_percent` while it made few new connections (a miner
-// keeps one pool connection). Over time.
+// keeps one pool connection), and the GPU's power (where read) by the same
+// statistic stays at min_power_percent of its limit or above. Over time.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -33,7 +34,8 @@ class SustainedUtilization final : public Condition {
         const bool percentile = condition_.by == rules::UtilizationStatistic::kPercentile;
         double lowest = 100, sum = 0;
         size_t samples = 0, readings = 0;
-        std::vector<double> kept;  // the readings, for a percentile only
+        std::vector<double> kept;   // the readings, for a percentile only
+        std::vector<double> power;  // the GPU's power in percent of its limit, where read
         for (auto sample = evidence.usage.rbegin(); sample != evidence.usage.rend(); ++sample) {
             ++samples;
             if (sample->compute_percent) {
@@ -45,6 +47,7 @@ class SustainedUtilization final : public Condition {
                 ++readings;
                 if (percentile) kept.push_back(*sample->compute_percent);
             }
+            if (sample->gpu_power_percent) power.push_back(*sample->gpu_power_percent);
             if (sample->ts_ns <= since) break;
         }
         if (readings == 0 || readings * 2 < samples) return false;
@@ -63,6 +66,28 @@ class SustainedUtilization final : public Condition {
                          mean, lowest, condition_.above_percent);
             }
             summary = text;
+        }
+        // The GPU's power over the same window, by the same statistic.
+        std::string power_text;
+        if (!power.empty()) {
+            double power_value = *std::min_element(power.begin(), power.end());
+            if (percentile) {
+                power_value = nearest_rank(power, condition_.percentile);
+            } else if (!every) {
+                double total = 0;
+                for (const double each : power) total += each;
+                power_value = total / static_cast<double>(power.size());
+            }
+            if (condition_.min_power_percent && power_value < *condition_.min_power_percent) {
+                return false;
+            }
+            const std::string by = every        ? "lowest"
+                                   : percentile ? "p" + std::to_string(condition_.percentile)
+                                                : "mean";
+            char text[96];
+            snprintf(text, sizeof(text), "; GPU power %s %.0f%% of its limit", by.c_str(),
+                     power_value);
+            power_text = text;
         }
         const auto connects = std::count_if(evidence.connect_ts.begin(), evidence.connect_ts.end(),
                                             [&](uint64_t ts) { return ts >= since; });
@@ -89,8 +114,8 @@ class SustainedUtilization final : public Condition {
             snprintf(text + length, sizeof(text) - length, "; %zu of %zu samples without a reading",
                      samples - readings, samples);
         }
-        in.extra.push_back(
-            Evidence{context.ts_ns, "telemetry", "telemetry", "", "utilization", text});
+        in.extra.push_back(Evidence{context.ts_ns, "telemetry", "telemetry", "", "utilization",
+                                    std::string(text) + power_text});
         return true;
     }
 

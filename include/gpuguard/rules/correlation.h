@@ -142,6 +142,12 @@ struct SustainedUtilizationCondition {
     std::chrono::seconds duration{600};
     uint32_t max_connects = 2;
     uint32_t min_connects = 1;
+    // The GPU's power draw over the window, by the same statistic (`every`:
+    // its lowest), at least this percent of its limit: a kernel that spins
+    // waiting (NCCL, a busy-poll) shows 100 % utilisation at idle power, a
+    // miner draws. Samples without a power reading pass over; none in the
+    // window: not judged by power.
+    std::optional<double> min_power_percent;
 };
 
 // The process keeps `above_cores` cores' worth of CPU busy over `duration`

@@ -115,6 +115,14 @@ TEST(JournalCodec, truncated_payloads_fail_without_reading_past_the_end) {
             const size_t low = stratum->hash_rate_low ? 9 : 1;
             older_ends = {payload.size() - high, payload.size() - high - low};
         }
+        // A telemetry record cut before its power draw and limit (1 byte
+        // unset, 9 set): a record from before they were journaled.
+        const auto* telemetry = std::get_if<Telemetry>(&event.data);
+        if (telemetry) {
+            const size_t limit = telemetry->power_limit_watts ? 9 : 1;
+            const size_t draw = telemetry->power_watts ? 9 : 1;
+            older_ends = {payload.size() - limit, payload.size() - limit - draw};
+        }
         // A process_io record cut before its receive counters (varints):
         // where each begins, from the same event encoded without it (an
         // unset one is one byte).
@@ -160,6 +168,9 @@ TEST(JournalCodec, truncated_payloads_fail_without_reading_past_the_end) {
                 }
                 if (config) {
                     EXPECT_EQ(std::get<ConfigFile>(decoded.data).error, "");
+                }
+                if (telemetry) {
+                    EXPECT_FALSE(std::get<Telemetry>(decoded.data).power_limit_watts);
                 }
                 if (scan) {
                     const auto& older = std::get<ExeScan>(decoded.data);

@@ -49,6 +49,8 @@ std::vector<Event> every_event_type(uint64_t ts_ns, uint32_t pid) {
     telemetry.memory_total_bytes = 80ull << 30;
     telemetry.processes = {ProcessGpuUsage{pid, 1ull << 30, 88.25},
                            ProcessGpuUsage{pid + 1, std::nullopt, std::nullopt}};
+    telemetry.power_watts = 612.5;
+    telemetry.power_limit_watts = 700;
     add(telemetry);
     add(Telemetry{0, "amd", "", {}, std::nullopt, std::nullopt, std::nullopt, {}});
     ProcessSnapshot snapshot;

@@ -52,6 +52,34 @@ TEST_F(SustainedUtilizationTest, a_miner_above_the_threshold_over_the_whole_wind
                              "of 11 samples without a reading"});
 }
 
+TEST_F(SustainedUtilizationTest, the_gpus_power_is_said_and_judged_by_the_same_statistic) {
+    exec(kPid, "/opt/miner/worker");
+    busy_minutes();
+    evidence(kPid).connect_ts = {1100 * kSecond};
+    // A spin-waiting kernel: the GPU busy all the time, drawing 20-30 % of its limit;
+    // one sample without a power reading (passed over).
+    for (size_t i = 0; i < evidence(kPid).usage.size(); ++i) {
+        if (i != 5) evidence(kPid).usage[i].gpu_power_percent = i == 3 ? 20.0 : 30.0;
+    }
+    ASSERT_TRUE(holds(rule_, "sustained_utilization", kPid, kNow)) << "no power asked for";
+    EXPECT_EQ(details(), std::vector<std::string>{
+                             "compute above 90% (lowest 93%) for 600s with 1 new connections; "
+                             "GPU power lowest 20% of its limit"});
+    const auto powered = rule_when(
+        "{sustained_utilization: {above_percent: 90, by: p20, for: 10m, min_power_percent: 60}}");
+    EXPECT_FALSE(holds(powered, "sustained_utilization", kPid, kNow)) << "p20 of the power: 30 %";
+    for (auto& sample : evidence(kPid).usage) {
+        if (sample.gpu_power_percent) *sample.gpu_power_percent += 50;  // a miner draws
+    }
+    ASSERT_TRUE(holds(powered, "sustained_utilization", kPid, kNow));
+    EXPECT_NE(details()[0].find("; GPU power p20 80% of its limit"), std::string::npos)
+        << details()[0];
+    // No power read at all: not judged by power.
+    for (auto& sample : evidence(kPid).usage) sample.gpu_power_percent.reset();
+    ASSERT_TRUE(holds(powered, "sustained_utilization", kPid, kNow));
+    EXPECT_EQ(details()[0].find("GPU power"), std::string::npos) << details()[0];
+}
+
 TEST_F(SustainedUtilizationTest, a_training_job_dipping_to_the_threshold_once_does_not_hold) {
     exec(kPid, "/usr/bin/python3");
     busy_minutes();

@@ -110,6 +110,10 @@ struct Telemetry {
     std::optional<uint64_t> memory_used_bytes;
     std::optional<uint64_t> memory_total_bytes;
     std::vector<ProcessGpuUsage> processes;
+    // Its power draw and the limit it is held to, where the backend reads
+    // them (NVML, amdgpu's hwmon); none otherwise.
+    std::optional<double> power_watts{};
+    std::optional<double> power_limit_watts{};
 };
 
 // A GPU fd a process holds, in a ProcessSnapshot.

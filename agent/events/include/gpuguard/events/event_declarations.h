@@ -159,6 +159,10 @@ struct Declaration<Telemetry> {
         field("memory_used_bytes", &Telemetry::memory_used_bytes),
         field("memory_total_bytes", &Telemetry::memory_total_bytes),
         field("processes", &Telemetry::processes),
+        field("power_watts", &Telemetry::power_watts,
+              {.out = Out::kWhenSet, .store = Store::kTrailing}),
+        field("power_limit_watts", &Telemetry::power_limit_watts,
+              {.out = Out::kWhenSet, .store = Store::kTrailing}),
     };
 };
 
