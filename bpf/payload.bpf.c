@@ -66,6 +66,8 @@ const volatile __u8 cfg_payload_dns = 1;
 const volatile __u32 cfg_payload_msgs = 4;
 /* ... for a flow whose first sent byte is '{'. */
 const volatile __u32 cfg_payload_follow_msgs = 4096;
+/* Count watched processes' flow shapes (flow_shapes); 0 = off. */
+const volatile __u8 cfg_flow_shapes = 1;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -175,6 +177,8 @@ static __always_inline void payload__shape(struct sock *sk, __u32 tgid, __u64 le
 	__u64 now = bpf_ktime_get_ns(), last;
 	__u16 family;
 
+	if (!cfg_flow_shapes)
+		return;
 	shape = bpf_map_lookup_elem(&flow_shapes, &key);
 	if (!shape) {
 		struct gg_flow_shape fresh = {};

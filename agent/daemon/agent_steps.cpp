@@ -80,6 +80,8 @@ Status Agent::Impl::open_sensor() {
     }
     SensorOptions sensor_options{config.sensor, this->pins};
     sensor_options.ignore_tgid = static_cast<uint32_t>(getpid());
+    // No one reads the flow shapes: the kernel does not count them.
+    sensor_options.config.flow_shapes = config.process_table.flow_interval_ms > 0;
     auto sensor = Sensor::open(sensor_options, [this](const Event& event) {
         // Called from poll(), which run() does with the mutex held.
         this->on_event(event);

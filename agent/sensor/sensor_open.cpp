@@ -64,6 +64,7 @@ Status configure_object(gpuguard_bpf* skel, const SensorOptions& options) {
     skel->rodata->cfg_payload_all = config.payload_all ? 1 : 0;
     skel->rodata->cfg_payload_dns = config.payload_dns ? 1 : 0;
     skel->rodata->cfg_payload_msgs = config.payload_messages;
+    skel->rodata->cfg_flow_shapes = config.flow_shapes ? 1 : 0;
 
     const uint32_t ring_bytes = config.ring_buffer_kb * 1024;
     const long page_bytes = sysconf(_SC_PAGESIZE);

@@ -101,6 +101,9 @@ struct SensorConfig {
     bool payload_all = false;            // sample every process, not only watched ones
     bool payload_dns = true;             // DNS answers of any process
     uint32_t payload_messages = 4;       // messages sampled per connection and direction (1-64)
+    // Count the shape of watched processes' TCP flows (flow_shapes,
+    // bpf/payload.h); the agent sets it from process_table.flow_interval_ms.
+    bool flow_shapes = true;
     bool payload_syscall_hooks = false;  // use the syscall tracepoints even where sock_* exist
     // Changes of watched files (bpf/files.bpf.c, docs/configuration.md):
     // entries as gpuguard/events/file_watch.h reads them; empty: the hooks
