@@ -470,6 +470,8 @@ enum gg_file_category {
 	GG_FILE_CAT_SSH_KEYS = 5,
 	GG_FILE_CAT_AGENT_PINS = 6,
 	GG_FILE_CAT_OTHER = 7, /* a user-given pattern without a kind */
+	/* the agent's own configuration, rules, unit file and executable */
+	GG_FILE_CAT_AGENT_CONFIG = 8,
 };
 
 /* Flags of struct gg_file_change_event. */

@@ -147,13 +147,14 @@ int RuleReader::read_conditions(const YAML::Node& when, const std::string& path,
         ++conditions;
     }
     if (const YAML::Node node = when["file_changed"]) {
-        static constexpr std::string_view kKinds[] = {
-            "preload", "cron", "systemd", "shell_rc", "ssh_keys", "agent_pins", "other"};
+        static constexpr std::string_view kKinds[] = {"preload",      "cron",     "systemd",
+                                                      "shell_rc",     "ssh_keys", "agent_pins",
+                                                      "agent_config", "other"};
         for (auto& [text, item] : diag_.scalar_list(node, path + ".file_changed")) {
             if (std::find(std::begin(kKinds), std::end(kKinds), text) == std::end(kKinds)) {
                 diag_.error(item, path + ".file_changed: unknown kind '" + text +
                                       "' (preload, cron, systemd, shell_rc, ssh_keys, "
-                                      "agent_pins, other)");
+                                      "agent_pins, agent_config, other)");
             } else {
                 rule.file_changed.push_back(text);
             }
@@ -182,6 +183,10 @@ int RuleReader::read_conditions(const YAML::Node& when, const std::string& path,
     }
     if (const YAML::Node node = when["agent_tamper"]) {
         read_agent_tamper(node, path + ".agent_tamper", rule.agent_tamper);
+        ++conditions;
+    }
+    if (const YAML::Node node = when["trust_change"]) {
+        rule.trust_change = read_trust_change(node, path + ".trust_change");
         ++conditions;
     }
     if (const YAML::Node node = when["memory_growth"]) {
@@ -298,6 +303,41 @@ void RuleReader::read_agent_tamper(const YAML::Node& node, const std::string& wh
         }
     }
     if (kinds.empty()) diag_.error(node, where + ": name at least one kind");
+}
+
+TrustChangeCondition RuleReader::read_trust_change(const YAML::Node& node,
+                                                   const std::string& where) {
+    TrustChangeCondition condition;
+    if (!diag_.check_keys(node, where, {"changes", "writers", "flagged_writer"})) return condition;
+    static constexpr std::string_view kChanges[] = {"allowlist_added", "action_lowered",
+                                                    "rule_disabled", "any"};
+    static constexpr std::string_view kWriters[] = {"package_manager", "systemctl", "other",
+                                                    "unknown"};
+    const auto read_list = [&](const char* key, const auto& known, const char* names,
+                               std::vector<std::string>& out) {
+        if (!node[key]) return;
+        for (auto& [text, item] : diag_.scalar_list(node[key], where + "." + key)) {
+            if (std::find(std::begin(known), std::end(known), text) == std::end(known)) {
+                diag_.error(item,
+                            where + "." + key + ": unknown value '" + text + "' (" + names + ")");
+            } else {
+                out.push_back(text);
+            }
+        }
+    };
+    read_list("changes", kChanges, "allowlist_added, action_lowered, rule_disabled, any",
+              condition.changes);
+    read_list("writers", kWriters, "package_manager, systemctl, other, unknown", condition.writers);
+    if (node["flagged_writer"]) {
+        condition.flagged_writer =
+            boolean(node["flagged_writer"], where + ".flagged_writer").value_or(false);
+    }
+    if (condition.changes.empty()) {
+        diag_.error(node, where +
+                              ": needs changes: (allowlist_added, action_lowered, "
+                              "rule_disabled, any)");
+    }
+    return condition;
 }
 
 ModuleLoadCondition RuleReader::read_module_load(const YAML::Node& node, const std::string& where) {

@@ -101,6 +101,7 @@ class RuleReader {
                                                              const std::string& where);
     QuietIoCondition read_quiet_io(const YAML::Node& node, const std::string& where);
     ModuleLoadCondition read_module_load(const YAML::Node& node, const std::string& where);
+    TrustChangeCondition read_trust_change(const YAML::Node& node, const std::string& where);
     std::optional<uint64_t> read_gpu_memory_above(const YAML::Node& node, const std::string& where);
     void read_gpu_index_not_in(const YAML::Node& node, const std::string& where,
                                std::vector<uint32_t>& indexes);

@@ -238,6 +238,9 @@ std::string event_details(const Event& event) {
         std::string operator()(const AgentTamper& tamper) const {
             return "agent " + tamper.kind + ": " + describe_agent_tamper(task, tamper);
         }
+        std::string operator()(const TrustChange& change) const {
+            return "trust " + change.stage + ": " + describe_trust_change(task, change);
+        }
         const TaskInfo& task;
         std::string operator()(const ConfigFile& file) const {
             return "config " + file.path + " (" + file.reason + ", " + std::to_string(file.size) +

@@ -118,6 +118,9 @@ class ConfigReloader {
         if (reason) reload(reason);
     }
 
+    // The agent a reload reports its changes to (who changed what), once it runs.
+    void set_agent(Agent* agent) { agent_ = agent; }
+
   private:
     void reload(const char* reason) {
         const auto log = logger("agent");
@@ -140,6 +143,7 @@ class ConfigReloader {
         if (!options_.btf_path.empty()) next->sensor.btf_path = options_.btf_path;
         const auto changes = diff_config(running_, *next);
         if (changes.empty()) log->info("config reload ({}): no changes", reason);
+        if (agent_ && !changes.empty()) agent_->config_reloaded(changes);
         size_t restart_needed = 0;
         for (const auto& change : changes) {
             if (!change.applies_live) {
@@ -173,6 +177,7 @@ class ConfigReloader {
     ServiceNotifier& service_;
     std::optional<ConfigFileWatch> watch_;
     std::chrono::steady_clock::time_point next_watch_check_{};
+    Agent* agent_ = nullptr;
 };
 
 int run_agent(const Context& context, const RunOptions& options) {
@@ -223,6 +228,7 @@ int run_agent(const Context& context, const RunOptions& options) {
     AgentOptions agent_options;
     agent_options.config = *config;
     agent_options.config_rejected = config_rejected;
+    agent_options.config_path = options.config_path;
     agent_options.on_loop = [&service, &reloader] {
         service.ping_watchdog_if_due();
         reloader.poll();
@@ -298,6 +304,7 @@ int run_agent(const Context& context, const RunOptions& options) {
     log->info("start-up memory returned: {} ({})", release_free_memory(), allocator);
     log->info("ready{}", options.print_events ? ": printing events as JSON lines on stdout" : "");
     service.ready("running");
+    reloader.set_agent(agent.value().get());
     auto ran = agent.value()->run(context.stop_signal);
     service.stopping();
     if (!ran) {

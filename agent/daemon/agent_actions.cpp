@@ -327,6 +327,9 @@ void Agent::Impl::build_pipeline() {
         if (const auto* change = std::get_if<FileChange>(&event.data)) {
             note_pin_change(event, *change);
         }
+        if (const auto* trust = std::get_if<TrustChange>(&event.data)) {
+            note_trust_write(event, *trust);
+        }
         if (correlator && (exe_scans || config_scans)) submit_scans();
         if (correlator && sensor) update_watch_lists(event);
         if (sensor) note_loopback_connect(event);

@@ -42,6 +42,7 @@
 #include "gpuguard/netintel/net_intel.h"
 #include "gpuguard/rules/correlation.h"
 #include "gpuguard/rules/rules.h"
+#include "gpuguard/rules/trust_diff.h"
 #include "gpuguard/sensor/bpf_pins.h"
 #include "gpuguard/sensor/sensor.h"
 #include "gpuguard/sensor/sensor_enforce.h"
@@ -116,6 +117,12 @@ struct Agent::Impl {
     // them came (the unlink's event trails the unlink): reported once it
     // comes or the grace ends (pin file -> the pin, when the grace ends).
     std::map<std::string, std::pair<MissingPin, uint64_t>> unattributed_pins;
+    // Writes of the trusted files (trust_change "write" events), oldest
+    // first, until a reload takes them (agent_trust_files.cpp; under mutex).
+    std::deque<Event> trust_writes;
+    std::optional<Event> last_trust_writer;  // of the latest reload
+    // The rule set before a reload, to say what the reload changed.
+    std::shared_ptr<const rules::RuleSet> trusted_rule_set;
     std::unique_ptr<ProcessIoSampler> process_io;  // GPU processes' writes, per sample
     // Busy processes (busy_processes.cpp): null when process_table.cpu_interval_ms is 0.
     std::unique_ptr<ProcessCpuSampler> process_cpu;
@@ -248,6 +255,20 @@ struct Agent::Impl {
     // The kernel saw a process remove one of the agent's pins (file_change
     // of kind agent_pins): remember who, check at once.
     void note_pin_change(const Event& event, const FileChange& change);
+
+    // The agent's trusted files (agent_trust_files.cpp). The paths of `what`
+    // ("config", "rules", "correlation"; "" all, with the unit files and the
+    // executable): the kernel watches them as kind agent_config.
+    std::vector<std::string> trusted_paths(const std::string& what = "") const;
+    // A write the pipeline passed (trust_change "write"): logged and kept
+    // for the reload that follows.
+    void note_trust_write(const Event& event, const TrustChange& change);
+    // A reload of `what` took the files in: a trust_change "reload" event
+    // with the writes seen since the last one (the last writer named) and
+    // what the reload changed, logged (a warning when it widens the agent's
+    // trust) and judged. Nothing when nothing was written and nothing
+    // changed. Under `mutex`.
+    void report_trust_reload(const std::string& what, const rules::TrustDiff& diff);
 
     // What the agent shows: status page, ps, metrics (agent_report.cpp).
     // Driver of a device number, for naming its ioctls: the /proc/devices

@@ -78,10 +78,13 @@ Status Agent::Impl::open_sensor() {
             unpinned = pins.error();
         }
     }
-    SensorOptions sensor_options{config.sensor, this->pins};
+    SensorOptions sensor_options;
+    sensor_options.config = config.sensor;
+    sensor_options.pins = this->pins;
     sensor_options.ignore_tgid = static_cast<uint32_t>(getpid());
     // No one reads the flow shapes: the kernel does not count them.
     sensor_options.config.flow_shapes = config.process_table.flow_interval_ms > 0;
+    sensor_options.trusted_paths = trusted_paths();
     auto sensor = Sensor::open(sensor_options, [this](const Event& event) {
         // Called from poll(), which run() does with the mutex held.
         this->on_event(event);
@@ -135,6 +138,12 @@ Status Agent::Impl::load_rules() {
         rules::RuleSetWatcher::Callbacks{
             [this](std::shared_ptr<const rules::RuleSet> set) {
                 std::lock_guard lock(this->mutex);
+                // Who changed what, before the new rules judge anything.
+                if (this->trusted_rule_set) {
+                    this->report_trust_reload("rules",
+                                              rules::diff_rule_sets(*this->trusted_rule_set, *set));
+                }
+                this->trusted_rule_set = set;
                 this->sync_kill_now_names(*set);
                 if (this->config_scans) this->config_scans->set_rule_set(set);
                 if (auto applied = this->correlator->set_rule_set(std::move(set)); !applied) {
@@ -198,6 +207,7 @@ Status Agent::Impl::load_rules() {
         this->config_scans = std::move(reader).value();
     }
     this->correlator = std::move(correlator).value();
+    this->trusted_rule_set = this->rules_watcher->current();
     this->sync_kill_now_names(*this->rules_watcher->current());
     log->info("rules: {} signatures, {} correlation rules ({}, {})",
               this->rules_watcher->current()->effective().size(), this->correlator->rules().size(),
@@ -264,6 +274,9 @@ Status Agent::Impl::open_enforcement() {
         rules::GuardPolicyWatcher::Callbacks{
             [this](rules::GuardPolicies policies) {
                 std::lock_guard lock(this->mutex);
+                this->report_trust_reload(
+                    "correlation",
+                    rules::diff_correlation_rules(this->correlator->rules(), policies.rules));
                 this->correlator->set_rules(std::move(policies.rules));
                 this->act_on_priorities(
                     this->priority_guard->set_policy(std::move(policies.priority)));

@@ -189,6 +189,9 @@ void CorrelatorImpl::record(const Event& event, std::vector<const Detection*>& o
             } else if constexpr (std::is_same_v<T, AgentTamper>) {
                 book_.record_tamper(event, data);
                 judge(pid);
+            } else if constexpr (std::is_same_v<T, TrustChange>) {
+                book_.record_trust_change(event, data);
+                judge(pid);
             } else if constexpr (std::is_same_v<T, Exit>) {
                 forget(pid);
             } else if constexpr (std::is_same_v<T, Telemetry>) {

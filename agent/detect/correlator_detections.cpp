@@ -121,14 +121,16 @@ void CorrelatorImpl::raise(const CorrelationRule& rule, const ProcessInfo& info,
     confidence = std::round(std::min(confidence, 1.0) * 1000) / 1000;  // stable in JSON
     if (confidence < rule.min_confidence) return;
 
-    if (!allowlisted) {
+    // A change to the agent's own trust is judged whatever the allowlist
+    // says: a drop-in that allowlists its own writer must not hide itself.
+    if (!allowlisted && !rule.trust_change) {
         // The sha256 is known once the executable's exe_scan came back.
         rules::ProcessIdentity identity{
             info.user,      static_cast<int64_t>(info.uid),           info.exe,
             process.sha256, info.container ? info.container->id : "", ""};
         allowlisted = rule_set_->allowlisted(identity);
     }
-    if (*allowlisted) {
+    if (!rule.trust_change && *allowlisted) {
         ++stats_.allowlisted;
         return;
     }

@@ -115,6 +115,7 @@ struct Flag {
     std::string comm;
     std::vector<std::string> rules;  // ids of the rules that flagged it, first first
     bool miner = false;              // a rule of ATT&CK T1496 (Resource Hijacking) flagged it
+    bool beyond_trust = false;       // a rule without a trust_change condition flagged it
 };
 
 // A watched file the process changed (file_change events with a kind).
@@ -136,6 +137,18 @@ struct PersistenceWrite {
     std::string kind;
     std::string path;
     std::vector<uint32_t> chain;  // writer, parent, ... up to (not including) pid 1
+};
+
+// A change to the agent's trusted files the process made (trust_change).
+struct TrustRecord {
+    uint64_t ts_ns = 0;
+    std::string stage;   // TrustChange::stage
+    std::string writer;  // TrustChange::writer
+    bool allowlist_added = false, action_lowered = false, rule_disabled = false;
+    // The flagged process of its lineage when it wrote (a flag a trust rule
+    // set left out); "" when none.
+    std::string flagged;
+    std::string detail;  // the evidence's words: who changed what, and the diff
 };
 
 struct Tamper {
@@ -229,6 +242,7 @@ struct ProcessEvidence {
     std::vector<FileRecord> files;
     std::vector<PersistenceWrite> persistence;  // attributed to it since (or just before) flagged
     std::vector<Tamper> tampers;                // what it did to the agent, oldest first
+    std::vector<TrustRecord> trust_changes;  // what it changed of the agent's trust, oldest first
 };
 
 }  // namespace gpuguard::agent

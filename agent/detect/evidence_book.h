@@ -110,6 +110,9 @@ class EvidenceBook {
     GpuLoad& record_gpu_load(uint64_t ts_ns, const Telemetry& telemetry);
     void record_hidden(uint32_t pid, uint64_t ts_ns, const HiddenProcess& hidden);
     void record_tamper(const Event& event, const AgentTamper& tamper);
+    // A change to the agent's trusted files, with the writer's lineage's
+    // flag as it stands now (evidence_modules.cpp).
+    void record_trust_change(const Event& event, const TrustChange& change);
     // A kernel module load with what it saw of the host then (evidence_modules.cpp).
     void record_module_load(uint32_t pid, uint64_t ts_ns, const ModuleLoad& module);
 
@@ -125,7 +128,9 @@ class EvidenceBook {
     // at `severity`; at warning or above it is flagged until it exits.
     void flag(const rules::CorrelationRule& rule, const ProcessInfo& info, Severity severity);
     // The flagged process nearest `pid` in its parent chain (itself first); "" none.
-    std::string flagged_lineage(uint32_t pid) const;
+    // `beyond_trust`: only flags a rule without a trust_change condition set
+    // (a trust rule's own warning does not make the writer's next change critical).
+    std::string flagged_lineage(uint32_t pid, bool beyond_trust = false) const;
     // The miners (Flag::miner) running on the host but `pid`; "" when none.
     std::string miners_on_host(uint32_t pid) const;
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "evidence_book.h"
+#include "gpuguard/events/agent_tamper.h"
 
 namespace gpuguard::agent {
 namespace {
@@ -24,12 +25,14 @@ void EvidenceBook::flag(const rules::CorrelationRule& rule, const ProcessInfo& i
     flag.comm = info.comm;
     flag.rules.push_back(rule.id);
     flag.miner = flag.miner || rule.mitre_id.starts_with("T1496");
+    flag.beyond_trust = flag.beyond_trust || !rule.trust_change;
 }
 
-std::string EvidenceBook::flagged_lineage(uint32_t pid) const {
+std::string EvidenceBook::flagged_lineage(uint32_t pid, bool beyond_trust) const {
     for (int depth = 0; depth < kMaxLineageDepth && pid > 1; ++depth) {
         const ProcessInfo* info = table_.find(pid);
-        if (const Flag* flag = flagged_.find(pid); flag && !(info && info->exited)) {
+        if (const Flag* flag = flagged_.find(pid);
+            flag && !(info && info->exited) && (!beyond_trust || flag->beyond_trust)) {
             return (depth == 0 ? "the loader " : "its ancestor ") + std::to_string(pid) + " (" +
                    flag->comm + ") was flagged by " + join(flag->rules, ", ");
         }
@@ -67,6 +70,22 @@ std::string EvidenceBook::miners_on_host(uint32_t pid) const {
     if (miners.empty()) return "";
     std::sort(miners.begin(), miners.end());
     return "miners running on the host: " + list_of(miners);
+}
+
+void EvidenceBook::record_trust_change(const Event& event, const TrustChange& change) {
+    constexpr size_t kMaxTrustChanges = 16;
+    ProcessEvidence& evidence = processes_[event.task.pid];
+    if (evidence.trust_changes.size() >= kMaxTrustChanges) {
+        evidence.trust_changes.erase(evidence.trust_changes.begin());
+    }
+    // The flag as it stands at the change, from the events before it: live
+    // and replay see the same.
+    evidence.trust_changes.push_back(TrustRecord{
+        event.ts_ns, change.stage, change.writer, !change.allowlist_added.empty(),
+        !change.actions_lowered.empty(), !change.rules_disabled.empty(),
+        change.writer == "unknown" ? "" : flagged_lineage(event.task.pid, /*beyond_trust=*/true),
+        describe_trust_change(event.task, change)});
+    evidence.dirty = true;
 }
 
 }  // namespace gpuguard::agent

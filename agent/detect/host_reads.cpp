@@ -4,6 +4,7 @@
 #include "gpuguard/state/file_context.h"
 #include "gpuguard/state/gpu_libraries.h"
 #include "gpuguard/state/proc_sockets.h"
+#include "gpuguard/state/writer_origin.h"
 
 namespace gpuguard::agent {
 
@@ -45,6 +46,21 @@ std::optional<Event> HostReads::full_cmdline_of(const Event& exec) const {
     auto read = read_full_cmdline(exec.task.pid, data->argv, options_.proc_root);
     if (!read) return std::nullopt;  // gone already: nothing to judge
     return Event{exec.ts_ns, exec.task, std::move(*read)};
+}
+
+std::optional<Event> HostReads::trusted_write_of(const Event& change) const {
+    const auto* data = std::get_if<FileChange>(&change.data);
+    if (!data || data->kind != "agent_config") return std::nullopt;
+    WriterOrigin origin = writer_origin(change.task.pid, options_.proc_root);
+    TrustChange trust;
+    trust.stage = "write";
+    trust.paths = {data->path};
+    trust.operation = data->operation;
+    trust.writer = std::move(origin.kind);
+    trust.writer_detail = std::move(origin.detail);
+    trust.exe = std::move(origin.exe);
+    trust.cmdline = std::move(origin.cmdline);
+    return Event{change.ts_ns, change.task, std::move(trust)};
 }
 
 std::optional<Event> HostReads::container_of_new_cgroup(const Event& exec) {

@@ -66,6 +66,8 @@ void Pipeline::feed_event(const Event& event, bool judge_it) {
         // A command line the kernel cut short, read whole from /proc after
         // the exec it completes (the table has the new image by then).
         if (auto full = host->full_cmdline_of(completed)) pass(*full, judge_it);
+        // A change of the agent's own files: who wrote it, after the change.
+        if (auto trusted = host->trusted_write_of(completed)) pass(*trusted, judge_it);
         return;
     }
     if (!note_derived(event)) return;

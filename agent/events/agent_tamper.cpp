@@ -95,4 +95,31 @@ std::string describe_agent_tamper(const TaskInfo& task, const AgentTamper& tampe
     return "agent_tamper " + tamper.kind + " by " + sender(task, tamper);
 }
 
+std::string describe_trust_change(const TaskInfo& task, const TrustChange& change) {
+    std::string text = change.stage == "reload"
+                           ? (change.what.empty() ? "" : change.what + " ") + "reloaded: "
+                           : "trusted file changed: ";
+    for (size_t i = 0; i < change.paths.size(); ++i) text += (i ? ", " : "") + change.paths[i];
+    if (!change.operation.empty()) text += " (" + change.operation + ")";
+    if (change.writer == "unknown") {
+        text += " by a writer the sensor did not see";
+    } else {
+        AgentTamper who;
+        who.exe = change.exe;
+        who.cmdline = change.cmdline;
+        text += " by " + sender(task, who) + " [" + change.writer +
+                (change.writer_detail.empty() ? "" : ": " + change.writer_detail) + "]";
+    }
+    const auto list = [&text](const char* what, const std::vector<std::string>& lines) {
+        if (lines.empty()) return;
+        text += std::string("; ") + what + ": ";
+        for (size_t i = 0; i < lines.size(); ++i) text += (i ? ", " : "") + lines[i];
+    };
+    list("allowlist added", change.allowlist_added);
+    list("actions lowered", change.actions_lowered);
+    list("rules disabled", change.rules_disabled);
+    list("other changes", change.other_changes);
+    return text;
+}
+
 }  // namespace gpuguard::agent

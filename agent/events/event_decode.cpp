@@ -469,9 +469,9 @@ const char* file_change_syscall(uint16_t syscall) {
 
 namespace {
 // Indexed by enum gg_file_category.
-constexpr const char* kFileKinds[] = {"",         "preload",  "cron",       "systemd",
-                                      "shell_rc", "ssh_keys", "agent_pins", "other"};
-static_assert(std::size(kFileKinds) == GG_FILE_CAT_OTHER + 1);
+constexpr const char* kFileKinds[] = {"",         "preload",    "cron",  "systemd",     "shell_rc",
+                                      "ssh_keys", "agent_pins", "other", "agent_config"};
+static_assert(std::size(kFileKinds) == GG_FILE_CAT_AGENT_CONFIG + 1);
 }  // namespace
 
 const char* file_change_kind(uint32_t category) {

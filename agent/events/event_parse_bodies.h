@@ -318,7 +318,7 @@ FileChange read_file_change(const Reader<Node>& reader) {
     if (!change.kind.empty() && file_change_category(change.kind) == 0) {
         reader.error("kind", "unknown kind \"" + change.kind +
                                  "\" (preload, cron, systemd, shell_rc, ssh_keys, agent_pins, "
-                                 "other)");
+                                 "agent_config, other)");
     }
     change.path = reader.string("path");
     change.raw_path = reader.string("raw_path", "");
@@ -366,6 +366,27 @@ AgentTamper read_agent_tamper(const Reader<Node>& reader) {
     tamper.down_from_unix_ns = reader.template integer<int64_t>("down_from_unix_ns", 0);
     tamper.down_to_unix_ns = reader.template integer<int64_t>("down_to_unix_ns", 0);
     return tamper;
+}
+
+template <typename Node>
+TrustChange read_trust_change(const Reader<Node>& reader) {
+    TrustChange change;
+    change.stage = reader.string("stage");
+    if (change.stage != "write" && change.stage != "reload") {
+        reader.error("stage", "expected \"write\" or \"reload\", got \"" + change.stage + "\"");
+    }
+    change.what = reader.string("what", "");
+    change.paths = reader.strings("paths");
+    change.operation = reader.string("operation", "");
+    change.writer = reader.string("writer");
+    change.writer_detail = reader.string("writer_detail", "");
+    change.exe = reader.string("exe", "");
+    change.cmdline = reader.strings("cmdline");
+    change.allowlist_added = reader.strings("allowlist_added");
+    change.actions_lowered = reader.strings("actions_lowered");
+    change.rules_disabled = reader.strings("rules_disabled");
+    change.other_changes = reader.strings("other_changes");
+    return change;
 }
 
 template <typename Node>
@@ -487,6 +508,8 @@ void read_body(std::string_view type, const Reader<Node>& top, const std::option
         body = read_process_cmdline(object());
     } else if (type == "flow") {
         body = read_flow(object());
+    } else if (type == "trust_change") {
+        body = read_trust_change(object());
     } else {
         top.error("type", "unknown event type \"" + std::string(type) + "\" (" +
                               join(event_type_names(), ", ") + ")");

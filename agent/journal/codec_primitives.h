@@ -47,6 +47,7 @@ enum class EventTag : uint8_t {
     kLoopbackPeer = schema::Declaration<LoopbackPeer>::tag,
     kProcessCmdline = schema::Declaration<ProcessCmdline>::tag,
     kFlow = schema::Declaration<Flow>::tag,
+    kTrustChange = schema::Declaration<TrustChange>::tag,
 };
 
 // --- writing --------------------------------------------------------------

@@ -98,6 +98,7 @@ void JournalWriter::Writer::update_state(std::string_view payload) {
         void operator()(const FileChange&) {}
         void operator()(const ProcessEnv&) {}
         void operator()(const AgentTamper&) {}
+        void operator()(const TrustChange&) {}
         void operator()(const Container& container) {
             auto [it, inserted] = w.containers.try_emplace(container.id);
             it->second.task = task;

@@ -27,7 +27,8 @@ std::optional<AddressKey> watch_address_key(const std::string& address) {
 }
 
 Result<std::vector<WatchPattern>> watch_patterns(const std::vector<std::string>& entries,
-                                                 const PinDirectory* pins) {
+                                                 const PinDirectory* pins,
+                                                 const std::vector<std::string>& trusted) {
     std::vector<std::string> homes;
     if (std::any_of(entries.begin(), entries.end(),
                     [](const std::string& entry) { return entry.starts_with("~/"); })) {
@@ -46,9 +47,27 @@ Result<std::vector<WatchPattern>> watch_patterns(const std::vector<std::string>&
         if (!parsed) return Unexpected{parsed.error()};
         patterns.insert(patterns.end(), parsed->begin(), parsed->end());
     }
-    if (pins && !entries.empty()) {
+    if (pins && (!entries.empty() || !trusted.empty())) {
         patterns.push_back(
             WatchPattern{WatchPattern::Form::kPrefix, pins->path() + "/", "agent_pins"});
+    }
+    // The agent's own files: an exact path or directory of its kind wins
+    // over a default prefix (the kernel takes the longest match), so the
+    // unit file under /etc/systemd/system/ is agent_config, not systemd.
+    for (const auto& path : trusted) {
+        if (path.empty() || path.front() != '/' || path.size() >= GG_WATCH_PATH_LEN) {
+            logger("sensor")->warn(
+                "trusted file {} not watched: the kernel compares absolute "
+                "paths of up to {} bytes",
+                path, GG_WATCH_PATH_LEN - 1);
+            continue;
+        }
+        const auto form =
+            path.back() == '/' ? WatchPattern::Form::kPrefix : WatchPattern::Form::kExact;
+        WatchPattern pattern{form, path, "agent_config"};
+        if (std::find(patterns.begin(), patterns.end(), pattern) == patterns.end()) {
+            patterns.push_back(std::move(pattern));
+        }
     }
     return patterns;
 }

@@ -32,10 +32,13 @@ std::vector<Key> map_keys(const bpf_map* map) {
 }
 
 // sensor.watch_files as patterns, "~/" expanded for every home directory
-// of the passwd database, and the agent's own pin directory (kind
-// "agent_pins") when `pins` is set. Fails naming a bad entry.
+// of the passwd database, the agent's own pin directory (kind "agent_pins")
+// when `pins` is set, and its trusted files (kind "agent_config": exact
+// paths, or directories ending in '/'; one the kernel cannot compare, too
+// long or relative, is left out with a warning). Fails naming a bad entry.
 Result<std::vector<WatchPattern>> watch_patterns(const std::vector<std::string>& entries,
-                                                 const PinDirectory* pins);
+                                                 const PinDirectory* pins,
+                                                 const std::vector<std::string>& trusted = {});
 
 // Replaces the file-change watch list in the kernel (bpf/files.bpf.c):
 // exact paths and prefixes in `paths` (LPM trie), file names in `names`.

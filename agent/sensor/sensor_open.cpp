@@ -210,7 +210,8 @@ Result<Sensor> Sensor::open_in_mode(const SensorOptions& options, const EventHan
     // has no open/creat) are skipped, not fatal.
     const PayloadHooks payload = choose_payload_hooks(config, btf_path);
     auto plan = plan_attachment(
-        skel, AttachRequest{decision.mode, decision.raw_btf, payload, !config.watch_files.empty(),
+        skel, AttachRequest{decision.mode, decision.raw_btf, payload,
+                            !config.watch_files.empty() || !options.trusted_paths.empty(),
                             options.tracefs_dir, btf_path});
     if (!plan) return Unexpected{plan.error()};
     impl->mode = decision.mode;
@@ -245,7 +246,7 @@ Result<Sensor> Sensor::open_in_mode(const SensorOptions& options, const EventHan
     if (auto ports = sensor.set_watched_ports(config.watched_ports); !ports) {
         return Unexpected{ports.error()};
     }
-    auto files = watch_patterns(config.watch_files, options.pins.get());
+    auto files = watch_patterns(config.watch_files, options.pins.get(), options.trusted_paths);
     if (!files) return Unexpected{files.error()};
     if (auto watched = sensor.set_watched_files(*files); !watched) {
         return Unexpected{watched.error()};

@@ -168,18 +168,20 @@ void ProcessTable::apply(const Event& event) {
         }
         void operator()(const FileChange&) {}  // persistence and preload: the correlator judges
         void operator()(const ProcessEnv&) {}  // its library variables: the correlator judges
-        // Whoever did something to the agent: known from here on, with the
-        // executable and command line read when it happened (it may be gone).
-        void operator()(const AgentTamper& tamper) {
+        // Whoever did something to the agent, or changed its trusted files:
+        // known from here on, with the executable and command line read
+        // when it happened (it may be gone, or the pid another's by now).
+        void reported(const std::string& exe, const std::vector<std::string>& cmdline) {
             ProcessInfo& info = identified();
-            if (tamper.exe.empty()) {
+            if (exe.empty()) {
                 if (info.exe.empty()) table.enrich_from_proc(info);
                 return;
             }
-            // Read when it happened: the pid may be gone, or another's by now.
-            info.exe = tamper.exe;
-            info.cmdline = tamper.cmdline;
+            info.exe = exe;
+            info.cmdline = cmdline;
         }
+        void operator()(const AgentTamper& tamper) { reported(tamper.exe, tamper.cmdline); }
+        void operator()(const TrustChange& change) { reported(change.exe, change.cmdline); }
         void operator()(const Container& container) {  // a snapshot or an exec follows
             table.container_names_.remember(container);
             table.remember_cgroup_container(task.cgroup_id,

@@ -133,6 +133,7 @@ std::unique_ptr<const Condition> exe_location(const rules::CorrelationRule& rule
 std::unique_ptr<const Condition> hash_rate_above_threshold(const rules::CorrelationRule& rule);
 std::unique_ptr<const Condition> known_bad_executable(const rules::CorrelationRule& rule);
 std::unique_ptr<const Condition> agent_tamper(const rules::CorrelationRule& rule);
+std::unique_ptr<const Condition> trust_change(const rules::CorrelationRule& rule);
 std::unique_ptr<const Condition> disguised(const rules::CorrelationRule& rule);
 std::unique_ptr<const Condition> memory_growth(const rules::CorrelationRule& rule);
 std::unique_ptr<const Condition> sustained_utilization(const rules::CorrelationRule& rule);

@@ -18,6 +18,7 @@ constexpr Factory kFactories[] = {
     conditions::hash_rate_above_threshold,
     conditions::known_bad_executable,
     conditions::agent_tamper,
+    conditions::trust_change,
     conditions::disguised,  // after signature: it narrows the hits
     conditions::memory_growth,
     conditions::sustained_utilization,

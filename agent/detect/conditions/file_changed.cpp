@@ -1,5 +1,5 @@
 // file_changed: [preload, cron, systemd, shell_rc, ssh_keys, agent_pins,
-// other] — the process wrote or renamed onto a watched file of one of
+// agent_config, other] — the process wrote or renamed onto a watched file of one of
 // these kinds (file_change events) within the rule's window; each change
 // is a piece of evidence.
 #include <algorithm>

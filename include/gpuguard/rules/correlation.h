@@ -268,6 +268,20 @@ struct ModuleLoadCondition {
     std::vector<std::string> driver_loaders;
 };
 
+// A change to the agent's trusted files (trust_change events) within the
+// rule's window (docs/rules.md, `trust_change`).
+struct TrustChangeCondition {
+    // What the change did, any of: "allowlist_added", "action_lowered",
+    // "rule_disabled"; "any": any write or reload, whatever it did.
+    std::vector<std::string> changes;
+    // Who made it, any of: "package_manager", "systemctl", "other",
+    // "unknown" (no write seen); empty: anyone.
+    std::vector<std::string> writers;
+    // The writer, or a process of its parent chain, was flagged by a rule
+    // other than a trust_change rule (at warning or above) when it wrote.
+    bool flagged_writer = false;
+};
+
 enum class Combine { kMax, kNoisyOr };
 
 struct CorrelationRule;
@@ -315,7 +329,8 @@ inline constexpr const char* kConditionKeys[] = {"gpu_held",
                                                  "file_changed",
                                                  "library_injection",
                                                  "persistence_after_detection",
-                                                 "agent_tamper"};
+                                                 "agent_tamper",
+                                                 "trust_change"};
 
 struct CorrelationRule {
     std::string id;  // GG-CORR-NNNN for the built-in rules
@@ -393,7 +408,7 @@ struct CorrelationRule {
     std::optional<ModuleLoadCondition> module_load;
     // It wrote or renamed onto a watched file of one of these kinds
     // ("preload", "cron", "systemd", "shell_rc", "ssh_keys", "agent_pins",
-    // "other"; file_change events) within the rule's window.
+    // "agent_config", "other"; file_change events) within the rule's window.
     std::vector<std::string> file_changed;
     // It holds a GPU and its environment at its first GPU use (a process_env
     // event) has an LD_PRELOAD library or LD_LIBRARY_PATH directory that
@@ -409,6 +424,8 @@ struct CorrelationRule {
     // "stop", "signal", "bpf_command", "pin_removed", "down"); any when
     // several are listed.
     std::vector<std::string> agent_tamper;
+    // It changed what the agent trusts (TrustChangeCondition).
+    std::optional<TrustChangeCondition> trust_change;
 
     // Optional signals that raise confidence and severity.
     std::shared_ptr<const SupportingSignals> supporting;

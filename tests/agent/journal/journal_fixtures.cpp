@@ -272,6 +272,44 @@ std::vector<Event> every_event_type(uint64_t ts_ns, uint32_t pid) {
         young.send_bursts = 1;
         add(young);
     }
+    // A drop-in written by a shell, the reload that took it in, and a
+    // package manager's write.
+    add(TrustChange{"write",
+                    "",
+                    {"/etc/gpuguard/rules.d/50-allow.yaml"},
+                    "write",
+                    "other",
+                    "",
+                    "/usr/bin/bash",
+                    {"sh", "-c", "cat > /etc/gpuguard/rules.d/50-allow.yaml"},
+                    {},
+                    {},
+                    {},
+                    {}});
+    add(TrustChange{"reload",
+                    "rules",
+                    {"/etc/gpuguard/rules.d/50-allow.yaml"},
+                    "write",
+                    "other",
+                    "",
+                    "/usr/bin/bash",
+                    {"sh"},
+                    {"allowlist.exe_paths + /opt/x/*"},
+                    {"GG-PORT-0001 action kill -> alert (50-allow.yaml:3)"},
+                    {"GG-CORR-0002 disabled (GPU process connecting to a mining pool)"},
+                    {"GG-X added"}});
+    add(TrustChange{"write",
+                    "",
+                    {"/usr/sbin/gpuguard"},
+                    "rename",
+                    "package_manager",
+                    "under /usr/bin/dpkg (pid 812, dpkg:dpkg)",
+                    "/usr/bin/dpkg",
+                    {},
+                    {},
+                    {},
+                    {},
+                    {}});
     return events;
 }
 

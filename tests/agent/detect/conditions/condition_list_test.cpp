@@ -54,6 +54,7 @@ const std::map<std::string, std::string> kSampleValues = {
     {"library_injection", "true"},
     {"persistence_after_detection", "true"},
     {"agent_tamper", "[stop]"},
+    {"trust_change", "{changes: [any]}"},
 };
 
 TEST(ConditionList, every_key_is_one_condition_of_its_name) {

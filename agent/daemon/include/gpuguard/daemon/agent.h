@@ -16,6 +16,7 @@
 #include "gpuguard/common/detection.h"
 #include "gpuguard/common/result.h"
 #include "gpuguard/daemon/config.h"
+#include "gpuguard/daemon/config_reload.h"
 #include "gpuguard/daemon/line_writer.h"
 
 namespace gpuguard::agent {
@@ -60,6 +61,9 @@ struct AgentOptions {
     // Why the configuration file given was not used at start (it runs on the
     // last good copy): reported as the critical GG-AGENT-0003; "" = it was.
     std::string config_rejected;
+    // The configuration file in use ("" the embedded default): one of the
+    // agent's trusted files, watched by the kernel (kind agent_config).
+    std::string config_path;
 };
 
 class Agent {
@@ -78,6 +82,11 @@ class Agent {
 
     // Runs until *stop becomes non-zero. Fails only when the sensor fails.
     Status run(const volatile std::sig_atomic_t* stop);
+
+    // The configuration file was reloaded with these changes: a
+    // trust_change "reload" event naming the last writer the kernel saw
+    // (enforcement.dry_run turned on is an action lowered). Takes the lock.
+    void config_reloaded(const std::vector<ConfigChange>& changes);
 
     // The control socket's answers ("status", "ps"), as JSON documents.
     std::string status_json() const;

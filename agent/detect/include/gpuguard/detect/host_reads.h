@@ -48,6 +48,12 @@ class HostReads {
     // again, up to kMaxCmdlineBytes), at its time; nullopt for any other
     // event and when the process is gone.
     std::optional<Event> full_cmdline_of(const Event& exec) const;
+    // For a change of one of the agent's trusted files (a file_change of
+    // kind agent_config), the trust_change event "write" naming the writer:
+    // its executable and command line, and whether it is the package
+    // manager or systemctl (gpuguard/state/writer_origin.h), read at once;
+    // nullopt for any other event.
+    std::optional<Event> trusted_write_of(const Event& change) const;
     // The container event of an exec's cgroup, the first time the cgroup is
     // seen (one /proc read per cgroup, not per exec).
     std::optional<Event> container_of_new_cgroup(const Event& exec);

@@ -19,4 +19,10 @@ std::string signal_name(int signal);
 // /usr/bin/kill kill -KILL 812".
 std::string describe_agent_tamper(const TaskInfo& task, const AgentTamper& tamper);
 
+// Who changed which of the agent's trusted files, and what it did, e.g.
+// "rules reloaded: /etc/gpuguard/rules.d/50-allow.yaml (write) by pid 4242
+// (sh), uid 0, other: /usr/bin/bash sh -c ...; allowlist added:
+// allowlist.exe_paths + /opt/x/*".
+std::string describe_trust_change(const TaskInfo& task, const TrustChange& change);
+
 }  // namespace gpuguard::agent

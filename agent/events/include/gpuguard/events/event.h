@@ -284,7 +284,8 @@ struct FileChange {
     std::string syscall;    // "openat", "openat2", "open", "creat", "rename", "renameat",
                             // "renameat2", "unlink", "unlinkat"
     // "preload", "cron", "systemd", "shell_rc", "ssh_keys", "agent_pins",
-    // "other" (a configured entry of no known kind), "" (not on the list)
+    // "agent_config" (the agent's own trusted files), "other" (a configured
+    // entry of no known kind), "" (not on the list)
     std::string kind;
     std::string path;        // absolute when known (see resolved_from)
     std::string raw_path{};  // as the process passed it, when the agent resolved it
@@ -362,6 +363,33 @@ struct AgentTamper {
     bool operator==(const AgentTamper&) const = default;
 };
 
+// A change to what the agent trusts (docs/events.md, "trust_change"): its
+// configuration, rule files, unit files or executable (the kernel's
+// file_change of kind agent_config). The task is the writer when known,
+// else the agent. Stages:
+//   "write"   the kernel saw the write, rename or unlink (one per change):
+//             who did it, read from /proc at once
+//   "reload"  the agent took the changed files in: what the change did
+//             to its rules or configuration, and the last writer seen
+struct TrustChange {
+    std::string stage;               // "write", "reload"
+    std::string what;                // reload: "rules", "correlation", "config"
+    std::vector<std::string> paths;  // the files changed
+    std::string operation;           // of the writer's change: write, rename, unlink
+    // "package_manager" (dpkg, apt, rpm, dnf, yum, zypper, apk, or a process
+    // under one), "systemctl", "other", "unknown" (no write seen)
+    std::string writer;
+    std::string writer_detail;  // why so ("under /usr/bin/dpkg (pid 812, dpkg:dpkg)")
+    std::string exe;            // the writer's, read when it wrote; "" unknown
+    std::vector<std::string> cmdline;
+    // reload: what the change did, one line each
+    std::vector<std::string> allowlist_added;  // allowlist or scope exemptions added
+    std::vector<std::string> actions_lowered;  // kill -> alert, dry run on, severity lowered
+    std::vector<std::string> rules_disabled;   // signatures or rules disabled or removed
+    std::vector<std::string> other_changes;    // anything else that changed
+    bool operator==(const TrustChange&) const = default;
+};
+
 // What a container runtime's state says about a container (not from the
 // kernel: the agent reads it when a process in that container first becomes
 // known, and journals it before the process_snapshot naming the container,
@@ -426,7 +454,7 @@ using EventData =
     std::variant<GpuOpen, GpuIoctl, Connect, Exec, Fork, Exit, Telemetry, ProcessSnapshot, KillNow,
                  ExeScan, NetPayload, Stratum, ProcessIo, ConfigFile, HiddenProcess, ModuleLoad,
                  FileChange, ProcessEnv, AgentTamper, Container, CpuUsage, GpuLibraries,
-                 LoopbackPeer, ProcessCmdline, Flow>;
+                 LoopbackPeer, ProcessCmdline, Flow, TrustChange>;
 
 struct Event {
     uint64_t ts_ns = 0;  // CLOCK_MONOTONIC nanoseconds
@@ -439,7 +467,7 @@ struct Event {
 // "exe_scan", "net_payload", "stratum", "process_io", "config_file",
 // "hidden_process", "module_load", "file_change", "process_env", "agent_tamper",
 // "container", "cpu_usage", "gpu_libraries", "loopback_peer", "cmdline",
-// "flow").
+// "flow", "trust_change").
 const char* event_type_name(const Event& event);
 
 // Every type's name, in EventData's order: what --event-types, `journal

@@ -407,6 +407,29 @@ struct Declaration<ProcessCmdline> {
     };
 };
 
+template <>
+struct Declaration<TrustChange> {
+    static constexpr std::string_view name = "trust_change";
+    static constexpr uint8_t tag = 29;  // 27 and 28 are taken
+    static constexpr Writer writer = Writer::kDeclared;
+    static constexpr Codec codec = Codec::kDeclared;
+    static constexpr Forms kKnown{.out = Out::kWhenSet};
+    static constexpr std::tuple fields{
+        field("stage", &TrustChange::stage, {.examples = "write reload"}),
+        field("what", &TrustChange::what, kKnown),
+        field("paths", &TrustChange::paths),
+        field("operation", &TrustChange::operation, kKnown),
+        field("writer", &TrustChange::writer),
+        field("writer_detail", &TrustChange::writer_detail, kKnown),
+        field("exe", &TrustChange::exe, kKnown),
+        field("cmdline", &TrustChange::cmdline, kKnown),
+        field("allowlist_added", &TrustChange::allowlist_added, kKnown),
+        field("actions_lowered", &TrustChange::actions_lowered, kKnown),
+        field("rules_disabled", &TrustChange::rules_disabled, kKnown),
+        field("other_changes", &TrustChange::other_changes, kKnown),
+    };
+};
+
 }  // namespace gpuguard::agent::schema
 
 #include "gpuguard/events/event_declarations_net.h"  // IWYU pragma: export

@@ -21,8 +21,9 @@ struct WatchPattern {
     };
     Form form = Form::kExact;
     std::string text;  // the path, prefix (without '*') or name
-    std::string
-        kind;  // "preload", "cron", "systemd", "shell_rc", "ssh_keys", "agent_pins", "other"
+    // "preload", "cron", "systemd", "shell_rc", "ssh_keys", "agent_pins",
+    // "agent_config", "other"
+    std::string kind;
     bool operator==(const WatchPattern&) const = default;
 };
 

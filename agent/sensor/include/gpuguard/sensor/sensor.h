@@ -128,6 +128,11 @@ struct SensorOptions {
     // raw_syscalls through plain raw tracepoints even where the BTF-typed
     // ones work: the fallback's own tests and benchmarks.
     bool raw_syscalls_untyped = false;
+    // The agent's own trusted files (its configuration, rule files, unit
+    // files, executable): watched as file changes of kind "agent_config",
+    // whatever sensor.watch_files says. An entry ending in '/' is a
+    // directory (every path under it), others exact paths; absolute only.
+    std::vector<std::string> trusted_paths;
 };
 
 // Who killed an earlier agent (Sensor::agent_killer).
