@@ -52,6 +52,27 @@ std::optional<Event> HostReads::trusted_write_of(const Event& change) const {
     const auto* data = std::get_if<FileChange>(&change.data);
     if (!data || data->kind != "agent_config") return std::nullopt;
     WriterOrigin origin = writer_origin(change.task.pid, options_.proc_root);
+    if (origin.exe.empty()) {
+        // Gone already (`echo ... > file` ends at once): what the table kept
+        // of its exec and of its parents', looked up on the host's root.
+        std::vector<Ancestor> chain;
+        for (uint32_t pid = change.task.pid; pid > 1 && chain.size() <= 16;) {
+            const ProcessInfo* info = table_.find(pid);
+            if (!info) break;
+            chain.push_back(Ancestor{pid, info->exe, info->comm});
+            if (chain.size() == 1) {
+                origin.exe = info->exe;
+                origin.cmdline = info->cmdline;
+            }
+            if (info->ppid == pid) break;
+            pid = info->ppid;
+        }
+        WriterOrigin kept = classify_writer(chain, [&](const Ancestor& process) {
+            return vouch_for_tool(options_.proc_root + "/1/root", process.exe);
+        });
+        origin.kind = std::move(kept.kind);
+        origin.detail = std::move(kept.detail);
+    }
     TrustChange trust;
     trust.stage = "write";
     trust.paths = {data->path};

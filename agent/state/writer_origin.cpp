@@ -74,6 +74,16 @@ WriterOrigin classify_writer(const std::vector<Ancestor>& chain,
     return origin;
 }
 
+std::string vouch_for_tool(const std::string& root, const std::string& exe) {
+    if (exe.ends_with(" (deleted)")) return "";  // replaced since: no longer the package's
+    if (std::string owner = package_owner(root, exe); !owner.empty()) return owner;
+    std::error_code missing;
+    if (!std::filesystem::exists(root + "/var/lib/dpkg/info", missing) && in_system_bin(exe)) {
+        return "no dpkg database, in a system directory";
+    }
+    return "";
+}
+
 WriterOrigin writer_origin(uint32_t pid, const std::string& proc_root) {
     const std::string base = proc_root + "/" + std::to_string(pid);
     std::error_code ec;
@@ -83,16 +93,8 @@ WriterOrigin writer_origin(uint32_t pid, const std::string& proc_root) {
     std::vector<Ancestor> chain{self};
     for (Ancestor& ancestor : ancestors_of(pid, 16, proc_root))
         chain.push_back(std::move(ancestor));
-    WriterOrigin origin = classify_writer(chain, [&](const Ancestor& process) -> std::string {
-        const std::string root = proc_root + "/" + std::to_string(process.pid) + "/root";
-        std::string exe = process.exe;
-        if (exe.ends_with(" (deleted)")) return "";  // replaced since: no longer the package's
-        if (std::string owner = package_owner(root, exe); !owner.empty()) return owner;
-        std::error_code missing;
-        if (!std::filesystem::exists(root + "/var/lib/dpkg/info", missing) && in_system_bin(exe)) {
-            return "no dpkg database, in a system directory";
-        }
-        return "";
+    WriterOrigin origin = classify_writer(chain, [&](const Ancestor& process) {
+        return vouch_for_tool(proc_root + "/" + std::to_string(process.pid) + "/root", process.exe);
     });
     origin.exe = self.exe;
     std::ifstream in(base + "/cmdline", std::ios::binary);

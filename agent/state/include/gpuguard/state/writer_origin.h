@@ -33,10 +33,16 @@ std::string writer_tool_kind(const std::string& exe_path);
 WriterOrigin classify_writer(const std::vector<Ancestor>& chain,
                              const std::function<std::string(const Ancestor&)>& vouch);
 
+// What vouches for a tool's executable `exe` seen in the root `root` ("/"
+// or "/proc/PID/root"): its package ("dpkg:dpkg"), or "no dpkg database, in
+// a system directory"; "" for nothing (a copy elsewhere, one deleted since).
+std::string vouch_for_tool(const std::string& root, const std::string& exe);
+
 // The same for a live process: its executable and command line, its
 // ancestors from /proc (at most 16), each tool's executable checked against
 // the package database of its own root. The writer may be gone already:
-// then exe and cmdline are "" and the kind is "other".
+// then exe and cmdline are "" and the kind is "other" (callers that kept
+// its exec, as the process table does, classify_writer() from that).
 WriterOrigin writer_origin(uint32_t pid, const std::string& proc_root = "/proc");
 
 }  // namespace gpuguard::agent
