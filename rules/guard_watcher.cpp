@@ -16,7 +16,9 @@
 #include <unistd.h>
 
 #include "gpuguard/common/logging.h"
+#include "gpuguard/common/read_file.h"
 #include "gpuguard/rules/correlation.h"
+#include "rules/last_good.h"
 #include "rules/watch_loop.h"
 
 namespace gpuguard::rules {
@@ -118,5 +120,52 @@ GuardPolicyWatcher::~GuardPolicyWatcher() = default;
 
 uint64_t GuardPolicyWatcher::reloads() const { return impl_->reloads.load(); }
 uint64_t GuardPolicyWatcher::rejected() const { return impl_->rejected.load(); }
+
+Result<GuardPoliciesAtStart> load_guard_policies_at_start(
+    const std::vector<std::string>& files, const std::filesystem::path& last_good_dir) {
+    auto loaded = load_guard_policies(files);
+    if (loaded) {
+        if (!last_good_dir.empty()) {
+            std::vector<RuleFile> copies;
+            for (const auto& file : files) {
+                auto text = read_file(file);
+                if (!text) break;  // gone since: keep the copy there is
+                copies.push_back(RuleFile{file, std::move(*text)});
+            }
+            if (copies.size() == files.size()) {
+                if (auto saved = save_last_good(last_good_dir, copies); !saved) {
+                    logger("rules")->warn("correlation files: {}", saved.error().message);
+                }
+            }
+        }
+        return GuardPoliciesAtStart{std::move(loaded).value(), std::nullopt, ""};
+    }
+    if (last_good_dir.empty()) return Unexpected{loaded.error()};
+    GuardPoliciesAtStart start{{}, loaded.error(), ""};
+    // The copy's files by their checksums first; then loaded as files.
+    auto kept = read_last_good(last_good_dir);
+    std::string why_not;
+    if (kept) {
+        std::vector<std::string> copies;
+        for (size_t index = 0; index < kept->size(); ++index) {
+            copies.push_back((last_good_dir / (std::to_string(index) + ".yaml")).string());
+        }
+        auto from_copy = load_guard_policies(copies);
+        if (from_copy) {
+            start.policies = std::move(from_copy).value();
+            start.running_on = "the last good correlation files (" + std::to_string(copies.size()) +
+                               " file(s) kept in " + last_good_dir.string() + ")";
+            return start;
+        }
+        why_not = from_copy.error().message;
+    } else {
+        why_not = kept.error().message;
+    }
+    auto builtin = load_guard_policies({});
+    if (!builtin) return Unexpected{builtin.error()};
+    start.policies = std::move(builtin).value();
+    start.running_on = "the built-in correlation rules alone (" + why_not + ")";
+    return start;
+}
 
 }  // namespace gpuguard::rules

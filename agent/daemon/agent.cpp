@@ -92,6 +92,10 @@ Result<std::unique_ptr<Agent>> Agent::start(AgentOptions options) {
     if (!impl->options.config_rejected.empty()) {
         impl->raise_config_rejected_at_start(impl->options.config_rejected);
     }
+    if (impl->correlation_rejected_at_start) {
+        impl->raise_rules_rejected_at_start(impl->correlation_rejected_at_start->first,
+                                            impl->correlation_rejected_at_start->second);
+    }
     if (impl->rules_rejected_at_start) {
         impl->raise_rules_rejected_at_start(*impl->rules_rejected_at_start,
                                             impl->rules_watcher->started_on());

@@ -144,6 +144,10 @@ struct Agent::Impl {
     // Why the rule files were not used at start (reported once the
     // correlator and outputs are up); nullopt when they were.
     std::optional<Error> rules_rejected_at_start;
+    // The same for rules.correlation_files, with what it runs on instead.
+    std::optional<std::pair<Error, std::string>> correlation_rejected_at_start;
+    // The guard priorities read with the correlation rules at start.
+    std::optional<rules::PriorityPolicy> priority_at_start;
     std::unique_ptr<ActivityLog> activity;  // recent detections/actions: status page, metrics
     std::deque<std::pair<uint64_t, uint64_t>> delivered_samples;  // (monotonic ns, delivered), 60 s
     mutable std::mutex mutex;  // guards table, correlator and sensor reads from other threads

@@ -112,11 +112,23 @@ Status Agent::Impl::load_rules() {
     if (const auto& note = (*builtin)->cache_note(); !note.empty()) {
         log->info("built-in signature pack {}", note);
     }
-    auto correlation_rules = rules::load_correlation_rules(config.rules.correlation_files);
-    if (!correlation_rules) {
-        return fail(correlation_rules.error().code,
-                    "correlation rules: " + correlation_rules.error().message);
+    // Correlation files that do not load start the agent on their last
+    // good copy (or the built-in rules) with the critical GG-AGENT-0002.
+    auto guard_policies = rules::load_guard_policies_at_start(
+        config.rules.correlation_files,
+        std::filesystem::path(config.journal.dir) / "last-good" / "correlation");
+    if (!guard_policies) {
+        return fail(guard_policies.error().code,
+                    "correlation rules: " + guard_policies.error().message);
     }
+    if (guard_policies->rejected) {
+        log->critical("correlation files rejected at start, running on {}: {}",
+                      guard_policies->running_on, guard_policies->rejected->message);
+        this->correlation_rejected_at_start.emplace(*guard_policies->rejected,
+                                                    guard_policies->running_on);
+    }
+    this->priority_at_start = std::move(guard_policies->policies.priority);
+    auto* correlation_rules = &guard_policies->policies.rules;
     // The watcher needs the main file's directory to exist (a fresh host has
     // no /etc/gpuguard yet); create it so rules dropped there later are seen.
     if (const auto rules_dir = std::filesystem::path(config.rules.main_file).parent_path();
@@ -246,17 +258,14 @@ Status Agent::Impl::open_enforcement() {
     if (config.enforcement.dry_run)
         log->info("enforcement: dry run (actions are reported, not taken)");
 
-    auto priority_policy = rules::load_priority_policy(config.rules.correlation_files);
-    if (!priority_policy) {
-        return fail(priority_policy.error().code,
-                    "guard priorities: " + priority_policy.error().message);
-    }
+    // Read with the correlation rules at start (load_rules), from the same files.
+    auto priority_policy = std::move(this->priority_at_start);
     // Guard mode's GPU priorities, judged at each telemetry reading; the
     // enforcer's protection keeps pid 1, kernel threads, the agent and the
     // allowlist out of every decision.
     const Enforcer* enforcer = this->enforcer.get();
     this->priority_guard = std::make_unique<PriorityGuard>(
-        std::move(*priority_policy), [] { return monotonic_ns(); },
+        std::move(priority_policy), [] { return monotonic_ns(); },
         [enforcer](uint32_t pid) { return enforcer->protected_reason(pid); },
         [proc_root = this->options.proc_root](uint32_t pid) -> uint64_t {
             auto stat = read_proc_stat(pid, proc_root);

@@ -187,6 +187,16 @@ class AgentDetectTest : public ::testing::Test {
         return std::nullopt;
     }
 
+    // The agent's own critical detection of `rule` (GG-AGENT-000N, for its
+    // own pid) within 5 s, as text; "" after a failed expectation.
+    std::string agent_critical(Subprocess& agent, const std::string& rule) {
+        const auto detection = wait_for_detection(agent, agent.pid(), rule, 5s);
+        EXPECT_TRUE(detection) << agent.stderr_text();
+        if (!detection) return "";
+        EXPECT_EQ((*detection)["log"]["level"], "critical") << detection->dump();
+        return detection->dump();
+    }
+
     // The detections read so far (seen_, the lines other waits read
     // included) of any of `pids` at warning or above: what a negative must
     // find empty once the agent has judged the events that would raise one.

@@ -203,4 +203,34 @@ TEST_F(AgentTrustFilesTest, a_write_by_a_flagged_miner_is_critical) {
     EXPECT_NE(evidence.find("flagged by GG-CORR-0001"), std::string::npos) << evidence;
 }
 
+// A start never fails open on the correlation files either (issue 39 point
+// 2): a correlation file that does not parse at start runs the agent on the
+// copy the last good start kept, with the critical GG-AGENT-0002 naming
+// file:line:col, and the site rule of that copy still fires.
+TEST_F(AgentTrustFilesTest, a_broken_correlation_file_at_start_runs_on_the_last_good_copy) {
+    const fs::path correlation = dir_ / "site-correlation.yaml";
+    std::ofstream(correlation) << "rules:\n  - id: SITE-0001\n    name: Site GPU watch\n"
+                               << "    severity: warning\n    when: {gpu_held: true}\n";
+    use_fake_gpu(correlation);
+    {
+        Subprocess first({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+        ASSERT_TRUE(first.wait_for_agent_ready(30s)) << first.stderr_text();
+        EXPECT_EQ(first.stop(SIGTERM, 10s), 0) << first.stderr_text();
+    }
+    std::ofstream(correlation) << "rules:\n  - id: [SITE-0001\n";
+    Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
+    const std::string text = agent_critical(agent, "GG-AGENT-0002");
+    ASSERT_FALSE(text.empty());
+    EXPECT_NE(text.find(correlation.string() + ":"), std::string::npos) << text;
+    EXPECT_NE(text.find("running on the last good correlation files (1 file(s) kept in"),
+              std::string::npos)
+        << text;
+
+    const pid_t holder = start_child("gg-site", {});
+    ASSERT_GT(holder, 0);
+    OwnChild reap(holder);
+    EXPECT_TRUE(wait_for_detection(agent, holder, "SITE-0001", 10s)) << agent.stderr_text();
+}
+
 }  // namespace

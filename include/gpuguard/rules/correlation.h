@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -498,6 +499,21 @@ struct GuardPolicies {
     std::optional<PriorityPolicy> priority;
 };
 Result<GuardPolicies> load_guard_policies(const std::vector<std::string>& files);
+
+// `rules.correlation_files` at start: a start never fails open on them
+// (issue 39). After a good load a checksummed copy of the files is kept in
+// `last_good_dir` (as the rule files' are, rules/last_good.h); files that do
+// not load start on that copy, or on the built-in rules alone when there is
+// none or it was tampered with: `rejected` then says why (file:line:col)
+// and `running_on` what the agent runs on instead. Fails, as
+// load_guard_policies(), only when `last_good_dir` is "".
+struct GuardPoliciesAtStart {
+    GuardPolicies policies;
+    std::optional<Error> rejected;
+    std::string running_on;
+};
+Result<GuardPoliciesAtStart> load_guard_policies_at_start(
+    const std::vector<std::string>& files, const std::filesystem::path& last_good_dir);
 
 // Watches `rules.correlation_files` (inotify on their directories, so an
 // editor's write-and-rename is seen) and reloads them after a short quiet
