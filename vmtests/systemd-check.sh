@@ -153,3 +153,26 @@ check stopped_cleanly "inactive, exit status 0" bash -c \
         $(systemctl show -P ExecMainStatus gpuguard) == 0 ]]'
 check stop_reported "GG-CORR-0019 naming systemd in the file output" \
     grep -q '"GG-CORR-0019".*' "$alerts"
+
+# Restart on a bad configuration (issue 39): a broken rule file and a broken
+# gpuguard.yaml, then `systemctl restart` (the agent is stopped: it starts).
+# The agent runs on the last good set (the configuration's copy in the
+# unit's StateDirectory, the rules' in journal.dir/last-good) with both
+# reported as critical detections, and the kill rule of that set still kills.
+printf 'rules:\n  - id: [broken\n' >/etc/gpuguard/miner-rules.yaml
+printf 'bogus_section: 1\n' >>/etc/gpuguard/gpuguard.yaml
+check restart_on_bad_config "systemctl restart with a broken miner-rules.yaml and gpuguard.yaml" \
+    timeout 300 systemctl restart gpuguard
+check restart_running "active (running) on the last good set" \
+    bash -c '[[ $(systemctl show -P ActiveState gpuguard) == active &&
+               $(systemctl show -P SubState gpuguard) == running ]]'
+check rules_rejected_reported "the critical GG-AGENT-0002 naming miner-rules.yaml:LINE" \
+    wait_for 20 grep -Eq '"GG-AGENT-0002".*miner-rules\.yaml:[0-9]+:[0-9]+' "$alerts"
+check config_rejected_reported "the critical GG-AGENT-0003 naming gpuguard.yaml and the key" \
+    wait_for 20 grep -Eq '"GG-AGENT-0003".*gpuguard\.yaml:[0-9]+.*bogus_section' "$alerts"
+cp /bin/sleep /root/gg-miner-2
+(exec 7<>/dev/gg-gpu0; exec /root/gg-miner-2 120) &
+miner=$!
+check kill_on_last_good "a miner (pid $miner) still killed on the last good rules" \
+    wait_for 30 bash -c "! kill -0 $miner 2>/dev/null"
+wait "$miner" 2>/dev/null
