@@ -218,7 +218,11 @@ TEST(EventDecode, decodes_file_change_records_and_rejects_unknown_syscalls_and_k
     raw.syscall = GG_FILE_SYS_UNLINKAT + 1;
     EXPECT_FALSE(decode_record(bytes_of(&raw, sizeof(raw))).ok());
     raw.syscall = GG_FILE_SYS_UNLINK;
-    raw.category = GG_FILE_CAT_OTHER + 1;
+    raw.category = GG_FILE_CAT_AGENT_CONFIG;  // the agent's own files
+    auto own = decode_record(bytes_of(&raw, sizeof(raw)));
+    ASSERT_TRUE(own.ok()) << own.error().message;
+    EXPECT_EQ(std::get<FileChange>(own->data).kind, "agent_config");
+    raw.category = GG_FILE_CAT_AGENT_CONFIG + 1;
     EXPECT_FALSE(decode_record(bytes_of(&raw, sizeof(raw))).ok());
 }
 
