@@ -97,10 +97,10 @@ struct SensorConfig {
     uint32_t watch_addresses_max = 4096;
     uint32_t watch_address_min_ttl_s = 600;  // an address stays at least this long after its answer
     // Socket payload sampling (docs/network.md): Stratum and DNS observation.
-    bool payload_capture = true;         // attach the payload programs
-    bool payload_all = false;            // sample every process, not only watched ones
-    bool payload_dns = true;             // DNS answers of any process
-    uint32_t payload_messages = 4;       // messages sampled per connection and direction (1-64)
+    bool payload_capture = true;    // attach the payload programs
+    bool payload_all = false;       // sample every process, not only watched ones
+    bool payload_dns = true;        // DNS answers of any process
+    uint32_t payload_messages = 4;  // messages sampled per connection and direction (1-64)
     // Count the shape of watched processes' TCP flows (flow_shapes,
     // bpf/payload.h); the agent sets it from process_table.flow_interval_ms.
     bool flow_shapes = true;
