@@ -29,11 +29,11 @@
  * miner's trickle of jobs from a download (GG-CORR-0009, GG-CORR-0023).
  *
  * Flow shapes (ABI 1.9; both counts in payload_counts.bpf.h): each TCP
- * connection of such a process has its
- * bytes, messages and the spacing of its message bursts counted in
- * flow_shapes (gg_flow_shape), so the agent can recognise a mining session
- * by its shape without reading it: one long-lived flow, jobs pushed by the
- * peer every few seconds to minutes, small sends (docs/detections.md).
+ * connection of such a process has its bytes, messages and the spacing of
+ * its message bursts counted in flow_shapes (gg_flow_shape), so the agent
+ * can recognise a mining session by its shape without reading it: one
+ * long-lived flow, jobs pushed by the peer every few seconds to minutes,
+ * small sends (docs/detections.md).
  *
  * Bounded: per (process, socket) the first cfg_payload_msgs messages of each
  * direction; a TCP flow whose first sent byte is '{' (JSON-RPC: Stratum v1
