@@ -290,6 +290,43 @@ void read_process_table(const ConfigReader& reader, const YAML::Node& node,
     }
 }
 
+void read_verify(const ConfigReader& reader, const YAML::Node& node, VerifyConfig& verify) {
+    reader.check_keys(
+        node, "verify",
+        {"active", "max_per_hour", "peer_interval_s", "timeout_ms", "tls", "answer_max_bytes"});
+    if (const auto flag = node["active"]) {
+        verify.active = reader.scalar<bool>(flag, "verify.active", "true or false");
+    }
+    if (const auto tls = node["tls"]) {
+        verify.tls = reader.scalar<std::string>(tls, "verify.tls", "a string");
+        if (verify.tls != "auto" && verify.tls != "always" && verify.tls != "never") {
+            reader.fail_at(tls, "verify.tls",
+                           "'" + verify.tls + "' is not one of auto, always, never");
+        }
+    }
+    const struct {
+        const char* key;
+        uint32_t* value;
+        uint32_t min;
+        uint32_t max;
+    } fields[] = {{"max_per_hour", &verify.max_per_hour, 1, 3600},
+                  {"peer_interval_s", &verify.peer_interval_s, 60, 604'800},
+                  {"timeout_ms", &verify.timeout_ms, 100, 30'000},
+                  {"answer_max_bytes", &verify.answer_max_bytes, 64, 4096}};
+    for (const auto& field : fields) {
+        if (const auto value = node[field.key]) {
+            const std::string key = std::string("verify.") + field.key;
+            const auto number = reader.scalar<uint32_t>(value, key, "a non-negative integer");
+            if (number < field.min || number > field.max) {
+                reader.fail_at(value, key,
+                               std::to_string(number) + " is not between " +
+                                   std::to_string(field.min) + " and " + std::to_string(field.max));
+            }
+            *field.value = number;
+        }
+    }
+}
+
 void read_journal(const ConfigReader& reader, const YAML::Node& node, JournalConfig& journal) {
     reader.check_keys(node, "journal",
                       {"enabled", "dir", "segment_max_mb", "segment_max_age_s", "retention_max_mb",
@@ -482,7 +519,7 @@ Result<Config> load_config_text(std::string_view yaml, const std::string& source
         const ConfigReader reader(source);
         reader.check_keys(root, "",
                           {"log", "sensor", "backends", "metrics", "control", "process_table",
-                           "journal", "enforcement", "rules", "outputs"});
+                           "journal", "enforcement", "rules", "outputs", "verify"});
         if (const auto log = root["log"]) read_log(reader, log, config.log);
         if (const auto rules = root["rules"]) read_rules(reader, rules, config.rules);
         if (const auto outputs = root["outputs"]) read_outputs(reader, outputs, config.outputs);
@@ -499,6 +536,7 @@ Result<Config> load_config_text(std::string_view yaml, const std::string& source
         if (const auto enforcement = root["enforcement"]) {
             read_enforcement(reader, enforcement, config.enforcement);
         }
+        if (const auto verify = root["verify"]) read_verify(reader, verify, config.verify);
     } catch (const ConfigError& error) {
         return fail(error.code, error.message);
     } catch (const YAML::ParserException& error) {
