@@ -56,20 +56,7 @@ bool refuses_wallet(std::string text) {
 // The answer's JSON-RPC lines judged for `dialect`: a pool's form, or
 // nullopt and what they were (in `seen`).
 std::optional<std::string> pool_form(Dialect dialect, std::string_view answer, std::string& seen) {
-    // The Stratum parser reads what a pool pushes and a login's job.
-    stratum::Session session;
-    const std::string sent = first_message(dialect);
-    session.feed(NetPayload::Direction::kOut, sent, 0, static_cast<uint32_t>(sent.size()), 0);
-    const size_t methods_sent = session.describe().methods.size();
-    const auto update = session.feed(NetPayload::Direction::kIn, answer, 0,
-                                     static_cast<uint32_t>(answer.size()), 1);
-    const Stratum read = session.describe();
-    if (read.methods.size() > methods_sent) {
-        return "pool: pushed " + read.methods[methods_sent];
-    }
-    if (update.difficulty && dialect == Dialect::kCryptoNote) {
-        return "pool: cryptonote login answered with a job";
-    }
+    // The answer to the request first, line by line.
     for (size_t start = 0; start < answer.size();) {
         size_t end = answer.find('\n', start);
         if (end == std::string_view::npos) end = answer.size();
@@ -93,6 +80,21 @@ std::optional<std::string> pool_form(Dialect dialect, std::string_view answer, s
                    " answered with a subscription";
         }
         seen = "a JSON-RPC result without a pool's form";
+    }
+    // Then what the Stratum parser reads: a job or difficulty the pool
+    // pushed, a login's job.
+    stratum::Session session;
+    const std::string sent = first_message(dialect);
+    session.feed(NetPayload::Direction::kOut, sent, 0, static_cast<uint32_t>(sent.size()), 0);
+    const size_t methods_sent = session.describe().methods.size();
+    const auto update = session.feed(NetPayload::Direction::kIn, answer, 0,
+                                     static_cast<uint32_t>(answer.size()), 1);
+    const Stratum read = session.describe();
+    if (read.methods.size() > methods_sent) {
+        return "pool: pushed " + read.methods[methods_sent];
+    }
+    if (update.difficulty && dialect == Dialect::kCryptoNote) {
+        return "pool: cryptonote login answered with a job";
     }
     return std::nullopt;
 }

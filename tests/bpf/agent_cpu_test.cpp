@@ -30,31 +30,12 @@ namespace {
 using namespace std::chrono_literals;
 using gpuguard::testing::AgentDetectTest;
 using gpuguard::testing::Clock;
+using gpuguard::testing::kQuietCpuRule;
 using gpuguard::testing::RequestChild;
 using gpuguard::testing::Subprocess;
 using gpuguard::testing::time_bound;
 
 constexpr uint16_t kCpuPeerPort = 8443;  // not a miner's port: the address alone is suspect
-
-constexpr const char* kQuietCpuRule = R"(rules:
-  - id: GG-CORR-0023
-    name: Quiet CPU miner by its behaviour (the built-in rule with 4 s windows)
-    severity: warning
-    action: alert
-    window: 1h
-    when:
-      gpu_held: false
-      sustained_cpu: {above_cores: 0.2, by: p20, for: 4s, max_connects: 3}
-      quiet_io: {for: 4s, max_file_write_bytes: 16KB, max_net_send_bytes: 64KB,
-                 max_bytes_per_send: 1KB, max_send_gap: 2s, max_sends: 100}
-      opaque_peer: true
-    supporting:
-      severity: error
-      signals:
-        - name: no file writes at all
-          quiet_io: {for: 4s, max_file_write_bytes: 0, max_net_send_bytes: 64KB,
-                     max_bytes_per_send: 1KB, max_send_gap: 2s, max_sends: 100}
-)";
 
 TEST_F(AgentDetectTest, quiet_cpu_miner_on_an_established_tls_flow_is_detected_by_behaviour) {
     const gpuguard::testing::DiskScratchFile file("gg-cpu-writer");

@@ -130,6 +130,28 @@ struct ProgramTree {
     ProgramTree& operator=(const ProgramTree&) = delete;
 };
 
+// The built-in GG-CORR-0023 with its 3-minute windows cut to 4 s (same id,
+// given as `rules.correlation_files`), for the live CPU tests.
+inline constexpr const char* kQuietCpuRule = R"(rules:
+  - id: GG-CORR-0023
+    name: Quiet CPU miner by its behaviour (the built-in rule with 4 s windows)
+    severity: warning
+    action: alert
+    window: 1h
+    when:
+      gpu_held: false
+      sustained_cpu: {above_cores: 0.2, by: p20, for: 4s, max_connects: 3}
+      quiet_io: {for: 4s, max_file_write_bytes: 16KB, max_net_send_bytes: 64KB,
+                 max_bytes_per_send: 1KB, max_send_gap: 2s, max_sends: 100}
+      opaque_peer: true
+    supporting:
+      severity: error
+      signals:
+        - name: no file writes at all
+          quiet_io: {for: 4s, max_file_write_bytes: 0, max_net_send_bytes: 64KB,
+                     max_bytes_per_send: 1KB, max_send_gap: 2s, max_sends: 100}
+)";
+
 class AgentDetectTest : public ::testing::Test {
   protected:
     void SetUp() override {

@@ -48,6 +48,14 @@ TEST(PoolProbeVerdict, a_stratum1_subscription_is_a_pool) {
     EXPECT_TRUE(verdict.pool);
     EXPECT_TRUE(verdict.final);
     EXPECT_EQ(verdict.text, "pool: stratum1 mining.subscribe answered with a subscription");
+    // The answer to the request names it, before what the pool pushed after it.
+    EXPECT_EQ(answered(Dialect::kStratum1,
+                       R"({"id":1,"result":[[["mining.notify","ae68"]],"08000002",4],"error":null})"
+                       "\n"
+                       R"({"id":null,"method":"mining.set_difficulty","params":[8]})"
+                       "\n")
+                  .text,
+              "pool: stratum1 mining.subscribe answered with a subscription");
 }
 
 TEST(PoolProbeVerdict, an_ethereumstratum_subscription_is_a_pool) {
