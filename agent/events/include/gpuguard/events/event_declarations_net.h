@@ -1,5 +1,6 @@
 // The network event types' declarations (event_declarations.h says how
-// to declare one): connect, net_payload, stratum, loopback_peer, pool_probe.
+// to declare one): connect, net_payload, stratum, loopback_peer, flow,
+// pool_probe.
 #pragma once
 
 #include "gpuguard/events/event.h"
