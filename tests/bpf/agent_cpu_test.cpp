@@ -111,22 +111,11 @@ TEST_F(AgentDetectTest, quiet_cpu_miner_on_an_established_tls_flow_is_detected_b
 
     // What the journal holds (cpu_usage readings, the established connects,
     // the busy processes' I/O counters) judges the miner the same.
-    const auto replayed = gpuguard::testing::run_command(
-        {GPUGUARD_BINARY, "replay", "--rules-file", (dir_ / "miner-rules.yaml").string(),
-         "--rules-dir", rules_dir_.string(), "--correlation", rules.string(),
-         (dir_ / "journal").string()},
-        60s);
+    const auto replayed = replay_journal(rules);
     ASSERT_EQ(replayed.exit_code, 0) << replayed.stderr_text;
-    size_t miner_lines = 0;
-    for (size_t at = 0, end; at < replayed.stdout_text.size(); at = end + 1) {
-        end = std::min(replayed.stdout_text.find('\n', at), replayed.stdout_text.size());
-        const auto record =
-            nlohmann::json::parse(replayed.stdout_text.substr(at, end - at), nullptr, false);
-        if (!record.is_object() || record["rule"]["id"] != "GG-CORR-0023") continue;
-        EXPECT_EQ(record["process"]["pid"], miner->pid()) << record.dump();
-        if (record["process"]["pid"] == miner->pid()) ++miner_lines;
-    }
-    EXPECT_GE(miner_lines, 1u) << replayed.stdout_text.substr(0, 4000);
+    const auto pids = replayed_pids(replayed, "GG-CORR-0023");
+    for (const pid_t pid : pids) EXPECT_EQ(pid, miner->pid());
+    EXPECT_FALSE(pids.empty()) << replayed.stdout_text.substr(0, 4000);
 }
 
 // The proxy tests: a miner worker and a benign one, busy, behind a process

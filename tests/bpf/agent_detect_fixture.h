@@ -353,11 +353,29 @@ class AgentDetectTest : public ::testing::Test {
 
     // `gpuguard replay` of the agent's journal with the test's rules: what
     // the journal alone reproduces.
-    CommandResult replay_journal() {
-        return run_command(
-            {GPUGUARD_BINARY, "replay", "--rules-file", (dir_ / "miner-rules.yaml").string(),
-             "--rules-dir", rules_dir_.string(), (dir_ / "journal").string()},
-            60s);
+    // With `correlation`, that rule file over the built-in rules too.
+    CommandResult replay_journal(const std::filesystem::path& correlation = {}) {
+        std::vector<std::string> argv = {GPUGUARD_BINARY, "replay",
+                                         "--rules-file",  (dir_ / "miner-rules.yaml").string(),
+                                         "--rules-dir",   rules_dir_.string()};
+        if (!correlation.empty()) argv.insert(argv.end(), {"--correlation", correlation.string()});
+        argv.push_back((dir_ / "journal").string());
+        return run_command(argv, 60s);
+    }
+
+    // The pid of each detection of `rule` a replay printed, in order.
+    static std::vector<pid_t> replayed_pids(const CommandResult& replayed,
+                                            const std::string& rule) {
+        std::vector<pid_t> pids;
+        for (size_t at = 0, end; at < replayed.stdout_text.size(); at = end + 1) {
+            end = std::min(replayed.stdout_text.find('\n', at), replayed.stdout_text.size());
+            const auto record =
+                nlohmann::json::parse(replayed.stdout_text.substr(at, end - at), nullptr, false);
+            if (record.is_object() && record.contains("rule") && record["rule"]["id"] == rule) {
+                pids.push_back(pid_of(record));
+            }
+        }
+        return pids;
     }
 
     TempDir dir_{"gg-detect"};

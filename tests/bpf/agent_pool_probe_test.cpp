@@ -29,7 +29,6 @@
 #include "tests/bpf/agent_detect_fixture.h"
 #include "tests/support/child_process.h"
 #include "tests/support/netns.h"
-#include "tests/support/run_command.h"
 #include "tests/support/time_bound.h"
 
 namespace {
@@ -245,22 +244,11 @@ TEST_F(AgentPoolProbeTest, a_suspected_peer_answering_stratum_is_certain_a_web_s
     // The journal holds both probes: a replay raises GG-CORR-0027 for the
     // miner alone, and probes nothing.
     const int probes_before = pool_->probes() + web_->probes();
-    const auto replayed = gpuguard::testing::run_command(
-        {GPUGUARD_BINARY, "replay", "--rules-file", (dir_ / "miner-rules.yaml").string(),
-         "--rules-dir", rules_dir_.string(), "--correlation", rules_.string(),
-         (dir_ / "journal").string()},
-        60s);
+    const auto replayed = replay_journal(rules_);
     ASSERT_EQ(replayed.exit_code, 0) << replayed.stderr_text;
-    size_t miner_lines = 0;
-    for (size_t at = 0, end; at < replayed.stdout_text.size(); at = end + 1) {
-        end = std::min(replayed.stdout_text.find('\n', at), replayed.stdout_text.size());
-        const auto record =
-            nlohmann::json::parse(replayed.stdout_text.substr(at, end - at), nullptr, false);
-        if (!record.is_object() || record["rule"]["id"] != "GG-CORR-0027") continue;
-        EXPECT_EQ(record["process"]["pid"], miner_->pid()) << record.dump();
-        if (record["process"]["pid"] == miner_->pid()) ++miner_lines;
-    }
-    EXPECT_GE(miner_lines, 1u) << replayed.stdout_text.substr(0, 4000);
+    const auto pids = replayed_pids(replayed, "GG-CORR-0027");
+    for (const pid_t pid : pids) EXPECT_EQ(pid, miner_->pid());
+    EXPECT_FALSE(pids.empty()) << replayed.stdout_text.substr(0, 4000);
     EXPECT_EQ(pool_->probes() + web_->probes(), probes_before) << "replay never probes";
 }
 

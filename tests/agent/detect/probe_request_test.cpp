@@ -24,32 +24,19 @@ constexpr const char* kOpaqueRule = R"(rules:
       opaque_peer: true
 )";
 
-class ProbeRequestTest : public ::testing::Test {
+class ProbeRequestTest : public correlator_testing::CorrelatorTest {
   protected:
-    void make(CorrelatorOptions options) {
-        auto set = rules::RuleSet::build(correlator_testing::pack(), {});
-        ASSERT_TRUE(set) << set.error().message;
-        auto parsed = rules::builtin_correlation_rules();
-        ASSERT_TRUE(parsed) << parsed.error().message;
+    // The built-in rules and SITE-OPAQUE.
+    void make_with(CorrelatorOptions options) {
+        auto rules = correlator_testing::builtin_rules();
         auto site = rules::parse_correlation_rules(kOpaqueRule, "site.yaml");
         ASSERT_TRUE(site) << site.error().message;
-        parsed->insert(parsed->end(), site->begin(), site->end());
-        ProcessTableOptions table_options;
-        table_options.read_host = false;
-        table_ =
-            std::make_unique<ProcessTable>(table_options, [](uint32_t, uint32_t) { return true; });
-        auto created = Correlator::create(
-            *parsed, std::make_shared<const rules::RuleSet>(std::move(*set)), *table_, options);
-        ASSERT_TRUE(created) << created.error().message;
-        correlator_ = std::move(*created);
+        rules.insert(rules.end(), site->begin(), site->end());
+        make(correlator_testing::rule_set(), std::move(rules), options);
     }
 
     std::vector<Detection> feed(uint64_t ts, uint32_t pid, EventData data) {
-        Event event{ts, TaskInfo{pid, pid, 1, 1000, 1000, 1, "worker"}, std::move(data)};
-        table_->apply(event);
-        std::vector<Detection> out;
-        correlator_->observe(event, out);
-        return out;
+        return CorrelatorTest::feed(ts, pid, "worker", std::move(data));
     }
 
     // A worker connected to `address`:8443 whose first bytes were a TLS hello (or `bytes`).
@@ -74,13 +61,10 @@ class ProbeRequestTest : public ::testing::Test {
         }
         return false;
     }
-
-    std::unique_ptr<ProcessTable> table_;
-    std::unique_ptr<Correlator> correlator_;
 };
 
 TEST_F(ProbeRequestTest, a_detection_by_an_opaque_peer_rule_asks_once_per_peer) {
-    make(CorrelatorOptions{.request_probes = true});
+    make_with(CorrelatorOptions{.request_probes = true});
     feed(1 * kSecond, 500, Exec{"/usr/local/bin/worker", {"worker"}, false, false, 500});
     connect_and_send(2 * kSecond, 500, "203.0.113.7");
     auto requests = correlator_->take_probe_requests();
@@ -96,19 +80,19 @@ TEST_F(ProbeRequestTest, a_detection_by_an_opaque_peer_rule_asks_once_per_peer) 
 }
 
 TEST_F(ProbeRequestTest, nothing_is_asked_without_request_probes_or_for_a_recognised_protocol) {
-    make(CorrelatorOptions{});
+    make_with(CorrelatorOptions{});
     feed(1 * kSecond, 501, Exec{"/usr/local/bin/worker", {"worker"}, false, false, 501});
     connect_and_send(2 * kSecond, 501, "203.0.113.8");
     EXPECT_TRUE(correlator_->take_probe_requests().empty()) << "replay, or verify off";
 
-    make(CorrelatorOptions{.request_probes = true});
+    make_with(CorrelatorOptions{.request_probes = true});
     feed(1 * kSecond, 502, Exec{"/usr/bin/curl", {"curl"}, false, false, 502});
     connect_and_send(2 * kSecond, 502, "203.0.113.9", "GET / HTTP/1.1\r\nHost: x\r\n\r\n");
     EXPECT_TRUE(correlator_->take_probe_requests().empty()) << "HTTP vouches for itself";
 }
 
 TEST_F(ProbeRequestTest, a_pool_answer_raises_gg_corr_0027_and_a_web_server_nothing) {
-    make(CorrelatorOptions{.request_probes = true});
+    make_with(CorrelatorOptions{.request_probes = true});
     feed(1 * kSecond, 503, Exec{"/usr/local/bin/worker", {"worker"}, false, false, 503});
     feed(1 * kSecond, 504, Exec{"/usr/local/bin/web", {"web"}, false, false, 504});
     PoolProbe web{"198.51.100.20",
