@@ -15,7 +15,7 @@
 namespace gpuguard::siem {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using ExchangeClock = std::chrono::steady_clock;
 
 struct CurlDeleter {
     void operator()(CURL* curl) const { curl_easy_cleanup(curl); }
@@ -25,9 +25,10 @@ struct SlistDeleter {
 };
 
 // Waits for the socket to be readable (or writable) until `deadline`.
-bool wait_socket(curl_socket_t socket, bool for_read, Clock::time_point deadline) {
+bool wait_socket(curl_socket_t socket, bool for_read, ExchangeClock::time_point deadline) {
     const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - ExchangeClock::now())
+            .count();
     if (left <= 0) return false;
     pollfd wait{socket, static_cast<short>(for_read ? POLLIN : POLLOUT), 0};
     return poll(&wait, 1, static_cast<int>(left)) > 0;
@@ -37,7 +38,7 @@ bool wait_socket(curl_socket_t socket, bool for_read, Clock::time_point deadline
 
 ExchangeResult exchange_once(const ExchangeRequest& request) {
     ExchangeResult result;
-    const auto deadline = Clock::now() + request.timeout;
+    const auto deadline = ExchangeClock::now() + request.timeout;
     std::unique_ptr<CURL, CurlDeleter> curl(curl_easy_init());
     if (!curl) {
         result.error = "curl_easy_init failed";

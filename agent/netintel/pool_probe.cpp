@@ -18,10 +18,12 @@ using json = nlohmann::json;
 
 // Method names split as stratum.cpp keeps them: the agent's executable must
 // not carry the whole names its own YARA rule looks for in miners.
-constexpr std::string_view kMining = "mining.";
+constexpr std::string_view kMiningFamily = "mining.";
 const std::string kAgent = "gpuguard-probe/1.0";
 
-std::string mining(std::string_view name) { return std::string(kMining) + std::string(name); }
+std::string mining_method(std::string_view name) {
+    return std::string(kMiningFamily) + std::string(name);
+}
 
 // The words of an error value: its message, or the value itself.
 std::string error_text(const json& error) {
@@ -35,7 +37,7 @@ std::string error_text(const json& error) {
 
 bool names_notify(const json& value, int depth = 0) {
     if (depth > 4) return false;
-    if (value.is_string()) return value.get<std::string>() == mining("notify");
+    if (value.is_string()) return value.get<std::string>() == mining_method("notify");
     if (!value.is_array()) return false;
     for (const auto& item : value) {
         if (names_notify(item, depth + 1)) return true;
@@ -76,7 +78,7 @@ std::optional<std::string> pool_form(Dialect dialect, std::string_view answer, s
         if (result == line.end() || result->is_null()) continue;
         if (dialect != Dialect::kCryptoNote && result->is_array() && !result->empty() &&
             (names_notify(*result) || (*result)[0].is_array())) {
-            return std::string("pool: ") + to_string(dialect) + " " + mining("subscribe") +
+            return std::string("pool: ") + to_string(dialect) + " " + mining_method("subscribe") +
                    " answered with a subscription";
         }
         seen = "a JSON-RPC result without a pool's form";
@@ -135,7 +137,7 @@ std::string first_message(Dialect dialect) {
     message["id"] = 1;
     switch (dialect) {
         case Dialect::kStratum1:
-            message["method"] = mining("subscribe");
+            message["method"] = mining_method("subscribe");
             message["params"] = json::array({kAgent});
             break;
         case Dialect::kCryptoNote:
@@ -144,7 +146,7 @@ std::string first_message(Dialect dialect) {
             message["params"] = {{"login", dummy_wallet()}, {"pass", "x"}, {"agent", kAgent}};
             break;
         case Dialect::kEthStratum:
-            message["method"] = mining("subscribe");
+            message["method"] = mining_method("subscribe");
             message["params"] = json::array({kAgent, "EthereumStratum/1.0.0"});
             break;
     }
