@@ -251,7 +251,7 @@ struct ProcessEvidence {
     std::vector<PersistenceWrite> persistence;  // attributed to it since (or just before) flagged
     std::vector<Tamper> tampers;                // what it did to the agent, oldest first
     std::vector<TrustRecord> trust_changes;  // what it changed of the agent's trust, oldest first
-    std::vector<ProbeSeen> probes;              // the agent's probes of its peers, bounded
+    std::vector<ProbeSeen> probes;           // the agent's probes of its peers, bounded
 };
 
 }  // namespace gpuguard::agent
