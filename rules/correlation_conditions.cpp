@@ -138,6 +138,10 @@ int RuleReader::read_conditions(const YAML::Node& when, const std::string& path,
         }
         ++conditions;
     }
+    if (const YAML::Node node = when["pool_answered"]) {
+        rule.pool_answered = boolean(node, path + ".pool_answered").value_or(false);
+        ++conditions;
+    }
     if (const YAML::Node node = when["hidden_from_proc"]) {
         rule.hidden_from_proc = boolean(node, path + ".hidden_from_proc").value_or(false);
         ++conditions;

@@ -226,6 +226,10 @@ std::string event_details(const Event& event) {
                    (found.frameworks.empty() ? "" : " (" + join(found.frameworks, ", ") + ")") +
                    ", " + std::to_string(found.libraries.size()) + " GPU libraries mapped";
         }
+        std::string operator()(const PoolProbe& probe) const {
+            return "pool probe of " + endpoint_text(probe.address, probe.port) +
+                   (probe.tls ? " over TLS" : "") + ": " + probe.verdict;
+        }
         std::string operator()(const ProcessCmdline& read) const {
             return "command line read again, " + std::to_string(read.argv.size()) + " arguments" +
                    (read.truncated ? " (cut at 64 KiB)" : "") +

@@ -27,6 +27,7 @@ Agent::~Agent() {
     // Stop everything that calls back into the state before the state goes.
     impl_->exe_scans.reset();
     impl_->config_scans.reset();
+    impl_->pool_prober.reset();
     impl_->rules_watcher.reset();
     impl_->guard_watcher.reset();
     if (impl_->priority_guard) {

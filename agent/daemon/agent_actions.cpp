@@ -331,6 +331,7 @@ void Agent::Impl::build_pipeline() {
             note_trust_write(event, *trust);
         }
         if (correlator && (exe_scans || config_scans)) submit_scans();
+        if (correlator && pool_prober) submit_probes();
         if (correlator && sensor) update_watch_lists(event);
         if (sensor) note_loopback_connect(event);
         if (const auto* telemetry = std::get_if<Telemetry>(&event.data);

@@ -56,6 +56,7 @@
 #include "gpuguard/state/process_io.h"
 #include "gpuguard/state/process_table.h"
 #include "gpuguard/version.h"
+#include "pool_prober.h"
 #include "run_marker.h"
 
 namespace gpuguard::agent {
@@ -102,6 +103,7 @@ struct Agent::Impl {
     std::unique_ptr<Pipeline> pipeline;        // built last in start(), before the first event
     std::unique_ptr<ExeScanWorker> exe_scans;  // null when rules.yara_scan is off
     std::unique_ptr<ConfigScanWorker> config_scans;     // null when rules.config_scan is off
+    std::unique_ptr<PoolProber> pool_prober;            // null when verify.active is off
     std::map<std::string, std::string> kill_now_names;  // in the kernel map: comm -> signature id
     uint64_t telemetry_sequence = 0;
     // Hidden processes (hidden_processes.cpp): null when
@@ -213,6 +215,9 @@ struct Agent::Impl {
     void sync_kill_now_names(const rules::RuleSet& rule_set);
     // The correlator's YARA scan requests, for processes still alive.
     void submit_scans();
+    // The correlator's probe requests (verify.active), for processes still
+    // alive (pool_prober.cpp).
+    void submit_probes();
     // The kernel watch lists follow the correlator (processes that matched a
     // miner signature) and DNS answers (addresses of pool domains); an exit
     // takes its process out.

@@ -180,7 +180,8 @@ Status Agent::Impl::load_rules() {
                           .request_scans = config.rules.yara_scan,
                           .scan_every_exec = config.rules.yara_scan_every_exec,
                           .request_configs = config.rules.config_scan,
-                          .request_watches = true});
+                          .request_watches = true,
+                          .request_probes = config.verify.active});
     if (!correlator) return Unexpected{correlator.error()};
     if (config.rules.yara_scan) {
         // The built-in pack's YARA rules, compiled once; verdicts come back
@@ -217,6 +218,18 @@ Status Agent::Impl::load_rules() {
                               .limits = {}});
         if (!reader) return fail(reader.error().code, "config files: " + reader.error().message);
         this->config_scans = std::move(reader).value();
+    }
+    if (config.verify.active) {
+        // Probes of suspected pools; answers come back as pool_probe
+        // events, judged and journaled under the mutex.
+        this->pool_prober = std::make_unique<PoolProber>(config.verify, this->options.proc_root,
+                                                         [this](Event event) {
+                                                             std::lock_guard lock(this->mutex);
+                                                             event.ts_ns = monotonic_ns();
+                                                             this->on_event(event);
+                                                         });
+        log->warn("verify.active: suspected pools are probed (at most {} an hour, {} ms each)",
+                  config.verify.max_per_hour, config.verify.timeout_ms);
     }
     this->correlator = std::move(correlator).value();
     this->trusted_rule_set = this->rules_watcher->current();

@@ -257,37 +257,59 @@ void read_control(const ConfigReader& reader, const YAML::Node& node, ControlCon
     }
 }
 
+// A map's integer keys, each within its bounds.
+struct BoundedField {
+    const char* key;
+    uint32_t* value;
+    uint32_t min;
+    uint32_t max;
+};
+void read_bounded(const ConfigReader& reader, const YAML::Node& node, const std::string& prefix,
+                  std::initializer_list<BoundedField> fields) {
+    for (const auto& field : fields) {
+        if (const auto value = node[field.key]) {
+            *field.value =
+                reader.bounded<uint32_t>(value, prefix + "." + field.key, field.min, field.max);
+        }
+    }
+}
+
 void read_process_table(const ConfigReader& reader, const YAML::Node& node,
                         ProcessTableConfig& table) {
     reader.check_keys(
         node, "process_table",
         {"max_entries", "exit_grace_s", "ioctl_interval_ms", "hidden_check_interval_s",
          "cpu_interval_ms", "busy_cpu_percent", "flow_interval_ms", "flow_min_age_ms"});
-    const struct {
-        const char* key;
-        uint32_t* value;
-        uint32_t min;
-        uint32_t max;
-    } fields[] = {{"max_entries", &table.max_entries, 100, 10'000'000},
+    read_bounded(reader, node, "process_table",
+                 {{"max_entries", &table.max_entries, 100, 10'000'000},
                   {"exit_grace_s", &table.exit_grace_s, 0, 86'400},
                   {"ioctl_interval_ms", &table.ioctl_interval_ms, 100, 60'000},
                   {"hidden_check_interval_s", &table.hidden_check_interval_s, 0, 86'400},
                   {"cpu_interval_ms", &table.cpu_interval_ms, 0, 60'000},
                   {"busy_cpu_percent", &table.busy_cpu_percent, 1, 100'000},
                   {"flow_interval_ms", &table.flow_interval_ms, 0, 600'000},
-                  {"flow_min_age_ms", &table.flow_min_age_ms, 0, 3'600'000}};
-    for (const auto& field : fields) {
-        if (const auto value = node[field.key]) {
-            const std::string key = std::string("process_table.") + field.key;
-            const auto number = reader.scalar<uint32_t>(value, key, "a non-negative integer");
-            if (number < field.min || number > field.max) {
-                reader.fail_at(value, key,
-                               std::to_string(number) + " is not between " +
-                                   std::to_string(field.min) + " and " + std::to_string(field.max));
-            }
-            *field.value = number;
+                  {"flow_min_age_ms", &table.flow_min_age_ms, 0, 3'600'000}});
+}
+
+void read_verify(const ConfigReader& reader, const YAML::Node& node, VerifyConfig& verify) {
+    reader.check_keys(
+        node, "verify",
+        {"active", "max_per_hour", "peer_interval_s", "timeout_ms", "tls", "answer_max_bytes"});
+    if (const auto flag = node["active"]) {
+        verify.active = reader.scalar<bool>(flag, "verify.active", "true or false");
+    }
+    if (const auto tls = node["tls"]) {
+        verify.tls = reader.scalar<std::string>(tls, "verify.tls", "a string");
+        if (verify.tls != "auto" && verify.tls != "always" && verify.tls != "never") {
+            reader.fail_at(tls, "verify.tls",
+                           "'" + verify.tls + "' is not one of auto, always, never");
         }
     }
+    read_bounded(reader, node, "verify",
+                 {{"max_per_hour", &verify.max_per_hour, 1, 3600},
+                  {"peer_interval_s", &verify.peer_interval_s, 60, 604'800},
+                  {"timeout_ms", &verify.timeout_ms, 100, 30'000},
+                  {"answer_max_bytes", &verify.answer_max_bytes, 64, 4096}});
 }
 
 void read_journal(const ConfigReader& reader, const YAML::Node& node, JournalConfig& journal) {
@@ -312,12 +334,8 @@ void read_journal(const ConfigReader& reader, const YAML::Node& node, JournalCon
                            "'" + journal.compression + "' is not one of none, zstd");
         }
     }
-    const struct {
-        const char* key;
-        uint32_t* value;
-        uint32_t min;
-        uint32_t max;
-    } fields[] = {{"segment_max_mb", &journal.segment_max_mb, 1, 4096},
+    read_bounded(reader, node, "journal",
+                 {{"segment_max_mb", &journal.segment_max_mb, 1, 4096},
                   {"segment_max_age_s", &journal.segment_max_age_s, 0, 7 * 86'400},
                   {"retention_max_mb", &journal.retention_max_mb, 0, 16 * 1024 * 1024},
                   {"retention_max_age_h", &journal.retention_max_age_h, 0, 24 * 3650},
@@ -325,13 +343,7 @@ void read_journal(const ConfigReader& reader, const YAML::Node& node, JournalCon
                   {"lookback_s", &journal.lookback_s, 0, 3600},
                   {"incident_after_s", &journal.incident_after_s, 0, 3600},
                   {"lookback_max_mb", &journal.lookback_max_mb, 1, 16 * 1024},
-                  {"queue_events", &journal.queue_events, 1024, 16 * 1024 * 1024}};
-    for (const auto& field : fields) {
-        if (const auto value = node[field.key]) {
-            *field.value = reader.bounded<uint32_t>(value, std::string("journal.") + field.key,
-                                                    field.min, field.max);
-        }
-    }
+                  {"queue_events", &journal.queue_events, 1024, 16 * 1024 * 1024}});
     if (journal.retention_max_mb != 0 && journal.retention_max_mb < journal.segment_max_mb) {
         reader.fail_at(
             node["retention_max_mb"] ? node["retention_max_mb"] : node, "journal.retention_max_mb",
@@ -482,7 +494,7 @@ Result<Config> load_config_text(std::string_view yaml, const std::string& source
         const ConfigReader reader(source);
         reader.check_keys(root, "",
                           {"log", "sensor", "backends", "metrics", "control", "process_table",
-                           "journal", "enforcement", "rules", "outputs"});
+                           "journal", "enforcement", "rules", "outputs", "verify"});
         if (const auto log = root["log"]) read_log(reader, log, config.log);
         if (const auto rules = root["rules"]) read_rules(reader, rules, config.rules);
         if (const auto outputs = root["outputs"]) read_outputs(reader, outputs, config.outputs);
@@ -499,6 +511,7 @@ Result<Config> load_config_text(std::string_view yaml, const std::string& source
         if (const auto enforcement = root["enforcement"]) {
             read_enforcement(reader, enforcement, config.enforcement);
         }
+        if (const auto verify = root["verify"]) read_verify(reader, verify, config.verify);
     } catch (const ConfigError& error) {
         return fail(error.code, error.message);
     } catch (const YAML::ParserException& error) {

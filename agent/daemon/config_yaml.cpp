@@ -160,6 +160,15 @@ std::string config_to_yaml(const Config& config) {
     out << YAML::Key << "pin_path" << YAML::Value << YAML::DoubleQuoted << enforcement.pin_path;
     out << YAML::Key << "keep_pinned_on_exit" << YAML::Value << enforcement.keep_pinned_on_exit;
     out << YAML::EndMap;
+    const VerifyConfig& verify = config.verify;
+    out << YAML::Key << "verify" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "active" << YAML::Value << verify.active;
+    out << YAML::Key << "max_per_hour" << YAML::Value << verify.max_per_hour;
+    out << YAML::Key << "peer_interval_s" << YAML::Value << verify.peer_interval_s;
+    out << YAML::Key << "timeout_ms" << YAML::Value << verify.timeout_ms;
+    out << YAML::Key << "tls" << YAML::Value << verify.tls;
+    out << YAML::Key << "answer_max_bytes" << YAML::Value << verify.answer_max_bytes;
+    out << YAML::EndMap;
     out << YAML::EndMap;
     return std::string(out.c_str()) + "\n";
 }

@@ -186,6 +186,14 @@ void CorrelatorImpl::record(const Event& event, std::vector<const Detection*>& o
                     record_proxied_peer(pid, ts_ns, peers[i], true);
                 }
                 if (added) judge(pid);
+            } else if constexpr (std::is_same_v<T, PoolProbe>) {
+                // The agent's probe of a peer (live), or its record (replay):
+                // judged alike, never probed again here.
+                auto& probes = book_.of(pid).probes;
+                if (probes.size() == kMaxProbesKept) probes.erase(probes.begin());
+                probes.push_back(ProbeSeen{ts_ns, data});
+                book_.of(pid).dirty = true;
+                judge(pid);
             } else if constexpr (std::is_same_v<T, AgentTamper>) {
                 book_.record_tamper(event, data);
                 judge(pid);

@@ -1,6 +1,7 @@
 // Detections from rules that hold: their supporting signals, raising one (allowlist, dry run,
 // action) and refreshing it with new evidence.
 #include "correlator_support.h"
+#include "flow_shape.h"
 
 namespace gpuguard::agent {
 
@@ -219,6 +220,26 @@ void CorrelatorImpl::raise(const CorrelationRule& rule, const ProcessInfo& info,
     detection.action = std::move(action);
     detection.dry_run = options_.dry_run || rule.dry_run;
     report(detection, out);
+    if (gpu.empty() && rule.opaque_peer && options_.request_probes) {
+        request_probes(rule, info.pid, ts_ns);
+    }
+}
+
+void CorrelatorImpl::request_probes(const rules::CorrelationRule& rule, uint32_t pid,
+                                    uint64_t ts_ns) {
+    ProcessEvidence& evidence = book_.of(pid);
+    for (const Peer& peer : evidence.peers) {
+        if (evidence.probes_asked.size() >= kMaxProbesPerProcess) return;
+        if (!unvouched(evidence, peer)) continue;
+        std::string key = endpoint_text(peer.address, peer.port);
+        if (std::find(evidence.probes_asked.begin(), evidence.probes_asked.end(), key) !=
+            evidence.probes_asked.end()) {
+            continue;
+        }
+        evidence.probes_asked.push_back(std::move(key));
+        probe_requests_.push_back(ProbeRequest{pid, ts_ns, peer.address, peer.port,
+                                               peer.protocol == "tls", peer.server_name, rule.id});
+    }
 }
 
 }  // namespace gpuguard::agent

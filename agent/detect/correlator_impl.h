@@ -42,6 +42,9 @@ class CorrelatorImpl final : public Correlator {
     std::vector<WatchRequest> take_watch_requests() override {
         return std::exchange(watch_requests_, {});
     }
+    std::vector<ProbeRequest> take_probe_requests() override {
+        return std::exchange(probe_requests_, {});
+    }
     bool pool_domain(const std::string& domain) override {
         return !match_cached(signatures::Field::kDomain, domain).empty();
     }
@@ -144,6 +147,9 @@ class CorrelatorImpl final : public Correlator {
     // The rules judged per GPU, for the GPU a telemetry sample just recorded
     // (correlator_gpus.cpp).
     void evaluate_gpu(const GpuLoad& gpu, uint64_t ts_ns, std::vector<const Detection*>& out);
+    // A new detection of `rule` (its `when` has opaque_peer): the process's
+    // peers nothing vouches for, to be probed (options_.request_probes).
+    void request_probes(const rules::CorrelationRule& rule, uint32_t pid, uint64_t ts_ns);
     // Whether raising again would add evidence to an open `detection`.
     bool adds_evidence(const Detection& detection, const std::vector<const Hit*>& hits,
                        const std::vector<Evidence>& extra) const;
@@ -172,6 +178,7 @@ class CorrelatorImpl final : public Correlator {
     std::vector<ScanRequest> scan_requests_;
     std::vector<ConfigRequest> config_requests_;
     std::vector<WatchRequest> watch_requests_;
+    std::vector<ProbeRequest> probe_requests_;
     std::deque<Detection> reported_twice_;  // see report(); emptied by each observe()
     CorrelatorStats stats_;
 };

@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "correlator_impl.h"
+#include "gpuguard/common/ip_address.h"
 #include "gpuguard/common/logging.h"
 #include "gpuguard/netintel/stratum.h"
 
@@ -15,6 +16,11 @@ namespace gpuguard::agent {
 
 using rules::CorrelationRule;
 using rules::EvidenceField;
+
+// The agent's probes of suspected pools: peers asked for per process, and
+// the answers kept (ProcessEvidence::probes_asked, ::probes).
+inline constexpr size_t kMaxProbesPerProcess = 2;
+inline constexpr size_t kMaxProbesKept = 8;
 
 // Strength order of actions, for "from_signatures": the strongest wins.
 inline int action_rank(std::string_view action) {

@@ -89,6 +89,12 @@ struct Peer {
     bool established = false;  // found open (in /proc), not seen made
 };
 
+// The agent's own probe of one of the process's peers (pool_probe events).
+struct ProbeSeen {
+    uint64_t ts_ns = 0;
+    PoolProbe probe;
+};
+
 // A connection to a loopback address: its first messages sent, read as a
 // proxy handshake (gpuguard/netintel/proxy_request.h).
 struct LoopbackFlow {
@@ -186,7 +192,9 @@ struct ProcessEvidence {
     bool config_asked = false;      // its config files were requested (current image)
     bool config_asked_gpu = false;  // ... since it holds a GPU
     bool watch_asked = false;       // a WatchRequest was made for it
-    bool flagged = false;           // a detection of it was raised
+    // "ADDRESS:PORT" of each peer a ProbeRequest was made for (bounded).
+    std::vector<std::string> probes_asked;
+    bool flagged = false;  // a detection of it was raised
 
     // What it is.
     bool held_gpu = false;
@@ -243,6 +251,7 @@ struct ProcessEvidence {
     std::vector<PersistenceWrite> persistence;  // attributed to it since (or just before) flagged
     std::vector<Tamper> tampers;                // what it did to the agent, oldest first
     std::vector<TrustRecord> trust_changes;  // what it changed of the agent's trust, oldest first
+    std::vector<ProbeSeen> probes;           // the agent's probes of its peers, bounded
 };
 
 }  // namespace gpuguard::agent

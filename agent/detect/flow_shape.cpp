@@ -90,4 +90,17 @@ const Flow* flow_of(const ProcessEvidence& evidence, const Peer& peer) {
     return found;
 }
 
+std::optional<Unvouched> unvouched(const ProcessEvidence& evidence, const Peer& peer) {
+    const bool opaque = peer.protocol == "tls" || peer.protocol == "opaque";
+    const bool unread = opaque || peer.protocol.empty();
+    Unvouched why;
+    why.by_address = opaque && !peer.named;
+    why.by_port = peer.pool_port && unread;
+    if (unread && (peer.named || !why.by_address) && !why.by_port) {
+        if (const Flow* flow = flow_of(evidence, peer)) why.shape = mining_shape(*flow);
+    }
+    if (!why.by_address && !why.by_port && !why.shape) return std::nullopt;
+    return why;
+}
+
 }  // namespace gpuguard::agent

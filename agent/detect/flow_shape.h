@@ -43,4 +43,16 @@ std::string describe_flow(const Flow& flow);
 // a forwarder); nullptr for none.
 const Flow* flow_of(const ProcessEvidence& evidence, const Peer& peer);
 
+// Why nothing vouches for `peer` (opaque_peer): what it was sent was TLS or
+// unrecognised and no DNS answer named it (`by_address`), or it is a
+// miner's port and nothing recognised was sent (`by_port`), or, what it
+// was sent unread, its flow has a pool's shape (`shape`, the why) though
+// a DNS answer named it. nullopt when something vouches for it.
+struct Unvouched {
+    bool by_address = false;
+    bool by_port = false;
+    std::optional<std::string> shape;
+};
+std::optional<Unvouched> unvouched(const ProcessEvidence& evidence, const Peer& peer);
+
 }  // namespace gpuguard::agent

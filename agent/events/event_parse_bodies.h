@@ -510,6 +510,8 @@ void read_body(std::string_view type, const Reader<Node>& top, const std::option
         body = read_flow(object());
     } else if (type == "trust_change") {
         body = read_trust_change(object());
+    } else if (type == "pool_probe") {
+        body = read_pool_probe(object());
     } else {
         top.error("type", "unknown event type \"" + std::string(type) + "\" (" +
                               join(event_type_names(), ", ") + ")");

@@ -1,5 +1,6 @@
 // The network bodies of the JSON Lines events (net_payload, stratum,
-// loopback_peer, flow; docs/events.md), over either DOM of json_reader.h. They keep
+// loopback_peer, flow, pool_probe; docs/events.md), over either DOM of
+// json_reader.h. They keep
 // their own reading rules (NetFields below). Included by
 // event_parse_bodies.h alone.
 #pragma once
@@ -185,6 +186,25 @@ Flow read_flow(const Reader<Node>& reader) {
     gaps("send_gaps", flow.send_gaps);
     gaps("receive_gaps", flow.receive_gaps);
     return flow;
+}
+
+// pool_probe: the general Reader's rules (as loopback_peer), not NetFields'.
+template <typename Node>
+PoolProbe read_pool_probe(const Reader<Node>& reader) {
+    PoolProbe probe;
+    probe.address = reader.string("address");
+    probe.port = reader.template integer<uint16_t>("port");
+    probe.tls = reader.boolean("tls", false);
+    probe.server_name = reader.string("server_name", "");
+    probe.rule = reader.string("rule", "");
+    probe.protocol = reader.string("protocol", "");
+    probe.sent = reader.string("sent", "");
+    probe.answer = reader.string("answer", "");
+    probe.pool = reader.boolean("pool", false);
+    probe.verdict = reader.string("verdict");
+    probe.attempts = reader.strings("attempts");
+    probe.duration_ms = reader.template integer<uint32_t>("duration_ms", 0);
+    return probe;
 }
 
 }  // namespace gpuguard::agent::json_read::bodies

@@ -45,6 +45,7 @@ enum class EventTag : uint8_t {
     kCpuUsage = schema::Declaration<CpuUsage>::tag,
     kGpuLibraries = schema::Declaration<GpuLibraries>::tag,
     kLoopbackPeer = schema::Declaration<LoopbackPeer>::tag,
+    kPoolProbe = schema::Declaration<PoolProbe>::tag,
     kProcessCmdline = schema::Declaration<ProcessCmdline>::tag,
     kFlow = schema::Declaration<Flow>::tag,
     kTrustChange = schema::Declaration<TrustChange>::tag,

@@ -30,31 +30,12 @@ namespace {
 using namespace std::chrono_literals;
 using gpuguard::testing::AgentDetectTest;
 using gpuguard::testing::Clock;
+using gpuguard::testing::kQuietCpuRule;
 using gpuguard::testing::RequestChild;
 using gpuguard::testing::Subprocess;
 using gpuguard::testing::time_bound;
 
 constexpr uint16_t kCpuPeerPort = 8443;  // not a miner's port: the address alone is suspect
-
-constexpr const char* kQuietCpuRule = R"(rules:
-  - id: GG-CORR-0023
-    name: Quiet CPU miner by its behaviour (the built-in rule with 4 s windows)
-    severity: warning
-    action: alert
-    window: 1h
-    when:
-      gpu_held: false
-      sustained_cpu: {above_cores: 0.2, by: p20, for: 4s, max_connects: 3}
-      quiet_io: {for: 4s, max_file_write_bytes: 16KB, max_net_send_bytes: 64KB,
-                 max_bytes_per_send: 1KB, max_send_gap: 2s, max_sends: 100}
-      opaque_peer: true
-    supporting:
-      severity: error
-      signals:
-        - name: no file writes at all
-          quiet_io: {for: 4s, max_file_write_bytes: 0, max_net_send_bytes: 64KB,
-                     max_bytes_per_send: 1KB, max_send_gap: 2s, max_sends: 100}
-)";
 
 TEST_F(AgentDetectTest, quiet_cpu_miner_on_an_established_tls_flow_is_detected_by_behaviour) {
     const gpuguard::testing::DiskScratchFile file("gg-cpu-writer");
@@ -130,22 +111,11 @@ TEST_F(AgentDetectTest, quiet_cpu_miner_on_an_established_tls_flow_is_detected_b
 
     // What the journal holds (cpu_usage readings, the established connects,
     // the busy processes' I/O counters) judges the miner the same.
-    const auto replayed = gpuguard::testing::run_command(
-        {GPUGUARD_BINARY, "replay", "--rules-file", (dir_ / "miner-rules.yaml").string(),
-         "--rules-dir", rules_dir_.string(), "--correlation", rules.string(),
-         (dir_ / "journal").string()},
-        60s);
+    const auto replayed = replay_journal(rules);
     ASSERT_EQ(replayed.exit_code, 0) << replayed.stderr_text;
-    size_t miner_lines = 0;
-    for (size_t at = 0, end; at < replayed.stdout_text.size(); at = end + 1) {
-        end = std::min(replayed.stdout_text.find('\n', at), replayed.stdout_text.size());
-        const auto record =
-            nlohmann::json::parse(replayed.stdout_text.substr(at, end - at), nullptr, false);
-        if (!record.is_object() || record["rule"]["id"] != "GG-CORR-0023") continue;
-        EXPECT_EQ(record["process"]["pid"], miner->pid()) << record.dump();
-        if (record["process"]["pid"] == miner->pid()) ++miner_lines;
-    }
-    EXPECT_GE(miner_lines, 1u) << replayed.stdout_text.substr(0, 4000);
+    const auto pids = replayed_pids(replayed, "GG-CORR-0023");
+    for (const pid_t pid : pids) EXPECT_EQ(pid, miner->pid());
+    EXPECT_FALSE(pids.empty()) << replayed.stdout_text.substr(0, 4000);
 }
 
 // The proxy tests: a miner worker and a benign one, busy, behind a process

@@ -130,6 +130,28 @@ struct ProgramTree {
     ProgramTree& operator=(const ProgramTree&) = delete;
 };
 
+// The built-in GG-CORR-0023 with its 3-minute windows cut to 4 s (same id,
+// given as `rules.correlation_files`), for the live CPU tests.
+inline constexpr const char* kQuietCpuRule = R"(rules:
+  - id: GG-CORR-0023
+    name: Quiet CPU miner by its behaviour (the built-in rule with 4 s windows)
+    severity: warning
+    action: alert
+    window: 1h
+    when:
+      gpu_held: false
+      sustained_cpu: {above_cores: 0.2, by: p20, for: 4s, max_connects: 3}
+      quiet_io: {for: 4s, max_file_write_bytes: 16KB, max_net_send_bytes: 64KB,
+                 max_bytes_per_send: 1KB, max_send_gap: 2s, max_sends: 100}
+      opaque_peer: true
+    supporting:
+      severity: error
+      signals:
+        - name: no file writes at all
+          quiet_io: {for: 4s, max_file_write_bytes: 0, max_net_send_bytes: 64KB,
+                     max_bytes_per_send: 1KB, max_send_gap: 2s, max_sends: 100}
+)";
+
 class AgentDetectTest : public ::testing::Test {
   protected:
     void SetUp() override {
@@ -331,11 +353,29 @@ class AgentDetectTest : public ::testing::Test {
 
     // `gpuguard replay` of the agent's journal with the test's rules: what
     // the journal alone reproduces.
-    CommandResult replay_journal() {
-        return run_command(
-            {GPUGUARD_BINARY, "replay", "--rules-file", (dir_ / "miner-rules.yaml").string(),
-             "--rules-dir", rules_dir_.string(), (dir_ / "journal").string()},
-            60s);
+    // With `correlation`, that rule file over the built-in rules too.
+    CommandResult replay_journal(const std::filesystem::path& correlation = {}) {
+        std::vector<std::string> argv = {GPUGUARD_BINARY, "replay",
+                                         "--rules-file",  (dir_ / "miner-rules.yaml").string(),
+                                         "--rules-dir",   rules_dir_.string()};
+        if (!correlation.empty()) argv.insert(argv.end(), {"--correlation", correlation.string()});
+        argv.push_back((dir_ / "journal").string());
+        return run_command(argv, 60s);
+    }
+
+    // The pid of each detection of `rule` a replay printed, in order.
+    static std::vector<pid_t> replayed_pids(const CommandResult& replayed,
+                                            const std::string& rule) {
+        std::vector<pid_t> pids;
+        for (size_t at = 0, end; at < replayed.stdout_text.size(); at = end + 1) {
+            end = std::min(replayed.stdout_text.find('\n', at), replayed.stdout_text.size());
+            const auto record =
+                nlohmann::json::parse(replayed.stdout_text.substr(at, end - at), nullptr, false);
+            if (record.is_object() && record.contains("rule") && record["rule"]["id"] == rule) {
+                pids.push_back(pid_of(record));
+            }
+        }
+        return pids;
     }
 
     TempDir dir_{"gg-detect"};

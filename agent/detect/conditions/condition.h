@@ -148,6 +148,7 @@ std::unique_ptr<const Condition> gpu_not_allowed(const rules::CorrelationRule& r
 std::unique_ptr<const Condition> max_gpu_processes(const rules::CorrelationRule& rule);
 std::unique_ptr<const Condition> opaque_peer(const rules::CorrelationRule& rule);
 std::unique_ptr<const Condition> mining_flow(const rules::CorrelationRule& rule);
+std::unique_ptr<const Condition> pool_answered(const rules::CorrelationRule& rule);
 std::unique_ptr<const Condition> hidden_from_proc(const rules::CorrelationRule& rule);
 std::unique_ptr<const Condition> module_load(const rules::CorrelationRule& rule);
 std::unique_ptr<const Condition> file_changed(const rules::CorrelationRule& rule);

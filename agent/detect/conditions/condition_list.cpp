@@ -33,6 +33,7 @@ constexpr Factory kFactories[] = {
     conditions::max_gpu_processes,
     conditions::opaque_peer,
     conditions::mining_flow,
+    conditions::pool_answered,  // after opaque_peer: the suspicion, then what made it certain
     conditions::hidden_from_proc,
     conditions::module_load,
     conditions::file_changed,

@@ -17,15 +17,9 @@ class OpaquePeer final : public Condition {
     bool holds(const ConditionContext& context, RuleInputs& in) const override {
         for (const Peer& peer : context.evidence.peers) {
             // What it said must be seen to be opaque, unless the port is a miner's.
-            const bool opaque = peer.protocol == "tls" || peer.protocol == "opaque";
-            const bool unread = opaque || peer.protocol.empty();
-            const bool by_address = opaque && !peer.named;
-            const bool by_port = peer.pool_port && unread;
-            std::optional<std::string> shape;
-            if (unread && (peer.named || !by_address) && !by_port) {
-                if (const Flow* flow = flow_of(context.evidence, peer)) shape = mining_shape(*flow);
-            }
-            if (!by_address && !by_port && !shape) continue;
+            const auto why = unvouched(context.evidence, peer);
+            if (!why) continue;
+            const std::optional<std::string>& shape = why->shape;
             std::string detail = endpoint_text(peer.address, peer.port);
             if (shape) {
                 detail += peer.named ? " (a DNS answer named it, but its flow has a pool's shape)"

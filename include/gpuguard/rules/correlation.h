@@ -325,6 +325,7 @@ inline constexpr const char* kConditionKeys[] = {"gpu_held",
                                                  "quiet_io",
                                                  "opaque_peer",
                                                  "mining_flow",
+                                                 "pool_answered",
                                                  "hidden_from_proc",
                                                  "module_load",
                                                  "file_changed",
@@ -401,6 +402,9 @@ struct CorrelationRule {
     // events: long-lived, the peer pushing small messages unprompted every
     // few seconds to minutes, a few KB a minute), whatever it carries.
     std::optional<MiningFlowCondition> mining_flow;
+    // The agent's own probe of one of its peers (verify.active; a
+    // pool_probe event) was answered in a mining pool's form.
+    bool pool_answered = false;
     // libc's readdir of /proc does not list the live process while the
     // kernel does (a hidden_process event: a preloaded library hooking
     // readdir hides it from ps and top).

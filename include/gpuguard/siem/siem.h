@@ -173,7 +173,7 @@ Status validate(const SinkConfig& sink);
 struct SinkCounters {
     std::string name;
     std::string type;
-    uint64_t queued = 0;    // records accepted into the queue
+    uint64_t queued = 0;  // records accepted into the queue
     // Of those, records written to a disk queue (queue_dir; and fdatasync'd
     // with queue_fsync) so that they outlive the agent; 0 for memory queues.
     uint64_t persisted = 0;
@@ -231,5 +231,37 @@ class AlertRouter {
     explicit AlertRouter(std::unique_ptr<Impl> impl);
     std::unique_ptr<Impl> impl_;
 };
+
+// ---------------------------------------------------------------------------
+// One request and its answer over a connection of the agent's own, plain
+// TCP or TLS, through libcurl (CONNECT_ONLY, curl_easy_send/recv): the
+// daemon's probe of a suspected mining pool (verify.active,
+// docs/detections.md). Here because curl stays inside siem/.
+
+struct ExchangeRequest {
+    std::string address;  // an IP address, never a name (nothing is resolved)
+    uint16_t port = 0;
+    bool tls = false;
+    // TLS: the server name sent (SNI), the address's own connection when
+    // "". Certificates are never verified: pools use self-signed ones, and
+    // the answer is evidence, not a channel to trust.
+    std::string server_name;
+    std::string message;                      // sent once connected
+    std::chrono::milliseconds timeout{3000};  // connecting, sending and reading together
+    size_t max_answer = 512;                  // bytes kept; reading stops there
+};
+
+struct ExchangeResult {
+    std::string answer;      // what the peer sent, up to max_answer
+    bool closed = false;     // the peer closed the connection
+    bool timed_out = false;  // the time ran out before a whole line came
+    std::string error;       // the connection (or TLS handshake) failed; "" when it did not
+};
+
+// Connects, sends `message`, and reads until a line ends ('\n'), the peer
+// closes, max_answer bytes came or the time runs out; then closes. Never
+// throws; a failure is in ExchangeResult::error. Opens one connection, in
+// the calling thread's network namespace.
+ExchangeResult exchange_once(const ExchangeRequest& request);
 
 }  // namespace gpuguard::siem

@@ -408,3 +408,56 @@ TEST(Config, credential_headers_are_redacted_in_config_show) {
 
 }  // namespace
 }  // namespace gpuguard::agent
+
+namespace gpuguard::agent {
+namespace {
+
+// verify: active verification of suspected pools, off by default.
+TEST(VerifyConfigTest, off_by_default_every_key_read_and_bad_values_name_file_line_and_key) {
+    auto defaults = load_config_text(default_config_yaml(), "<default>");
+    ASSERT_TRUE(defaults.ok()) << defaults.error().message;
+    EXPECT_FALSE(defaults->verify.active);
+    EXPECT_FALSE(VerifyConfig{}.active);
+    EXPECT_EQ(defaults->verify.max_per_hour, VerifyConfig{}.max_per_hour);
+    EXPECT_EQ(defaults->verify.tls, "auto");
+
+    auto config = load_config_text(
+        "verify:\n  active: true\n  max_per_hour: 3\n  peer_interval_s: 600\n"
+        "  timeout_ms: 1500\n  tls: never\n  answer_max_bytes: 256\n",
+        "v.yaml");
+    ASSERT_TRUE(config.ok()) << config.error().message;
+    EXPECT_TRUE(config->verify.active);
+    EXPECT_EQ(config->verify.max_per_hour, 3u);
+    EXPECT_EQ(config->verify.peer_interval_s, 600u);
+    EXPECT_EQ(config->verify.timeout_ms, 1500u);
+    EXPECT_EQ(config->verify.tls, "never");
+    EXPECT_EQ(config->verify.answer_max_bytes, 256u);
+    auto shown = load_config_text(config_to_yaml(*config), "shown.yaml");
+    ASSERT_TRUE(shown.ok()) << shown.error().message;
+    EXPECT_EQ(shown->verify.tls, "never");
+    EXPECT_TRUE(shown->verify.active);
+
+    const std::pair<const char*, const char*> cases[] = {
+        {"verify:\n  active: yes please\n", "v.yaml:2:11: verify.active: must be true or false"},
+        {"verify:\n  tls: sometimes\n",
+         "v.yaml:2:8: verify.tls: 'sometimes' is not one of auto, always, never"},
+        {"verify:\n  timeout_ms: 50\n",
+         "v.yaml:2:15: verify.timeout_ms: 50 is not between 100 and 30000"},
+        {"verify:\n  max_per_hour: 0\n",
+         "v.yaml:2:17: verify.max_per_hour: 0 is not between 1 and 3600"},
+        {"verify:\n  answer_max_bytes: 100000\n",
+         "v.yaml:2:21: verify.answer_max_bytes: 100000 is not between 64 and 4096"},
+        {"verify:\n  peer_interval_s: 5\n",
+         "v.yaml:2:20: verify.peer_interval_s: 5 is not between 60 and 604800"},
+        {"verify:\n  actve: true\n", "v.yaml:2:3: verify.actve: unknown key"},
+    };
+    for (const auto& [yaml, expected] : cases) {
+        auto bad = load_config_text(yaml, "v.yaml");
+        ASSERT_FALSE(bad.ok()) << yaml;
+        EXPECT_NE(bad.error().message.find(expected), std::string::npos)
+            << "yaml: " << yaml << "\nmessage: " << bad.error().message;
+    }
+}
+
+}  // namespace
+}  // namespace gpuguard::agent

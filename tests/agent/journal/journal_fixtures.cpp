@@ -238,6 +238,31 @@ std::vector<Event> every_event_type(uint64_t ts_ns, uint32_t pid) {
     add(LoopbackPeer{
         9050, 63400, "tor", "/usr/bin/tor", true, {"185.220.101.44:9001", "[2001:db8::44]:443"}});
     add(LoopbackPeer{1080, 900, "", "", false, {}});
+    // The agent's probe of a suspected pool: answered as one over TLS, and refused.
+    add(PoolProbe{"203.0.113.7",
+                  8443,
+                  true,
+                  "cdn.example.net",
+                  "GG-CORR-0023",
+                  "stratum1",
+                  R"({"id":1,"method":"mining.subscribe","params":["gpuguard-probe/1.0"]})",
+                  R"({"id":1,"result":[[["mining.notify","ae68"]],"08000002",4],"error":null})",
+                  true,
+                  "pool: stratum1 mining.subscribe answered with a subscription",
+                  {"stratum1: pool: stratum1 mining.subscribe answered with a subscription"},
+                  212});
+    add(PoolProbe{"169.254.169.254",
+                  80,
+                  false,
+                  "",
+                  "GG-CORR-0013",
+                  "",
+                  "",
+                  "",
+                  false,
+                  "refused: link-local address",
+                  {},
+                  0});
     // A command line read again past the exec record's cut, one rewritten
     // since, one cut at 64 KiB.
     add(ProcessCmdline{{"/tmp/x", std::string(1100, 'p'), "-o", "pool:3333"}, false, true});

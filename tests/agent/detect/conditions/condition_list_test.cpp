@@ -48,6 +48,7 @@ const std::map<std::string, std::string> kSampleValues = {
     {"unreadable", "[executable]"},
     {"opaque_peer", "true"},
     {"mining_flow", "true"},
+    {"pool_answered", "true"},
     {"hidden_from_proc", "true"},
     {"module_load", "{while: [any]}"},
     {"file_changed", "[cron]"},

@@ -103,6 +103,18 @@ struct RulesConfig {
     uint64_t config_max_kb = 256;  // read of each file; larger ones are cut (and say so)
 };
 
+// Active verification of a suspected pool (docs/detections.md "Active
+// verification"): off by default. When on, a detection by a rule with
+// opaque_peer makes the agent open connections of its own to that peer.
+struct VerifyConfig {
+    bool active = false;
+    uint32_t max_per_hour = 10;       // probes of all peers in any hour, 1 .. 3600
+    uint32_t peer_interval_s = 3600;  // one probe per peer (address, port) this often, 60 .. 604800
+    uint32_t timeout_ms = 3000;       // each connection: connect, send and answer, 100 .. 30000
+    std::string tls = "auto";         // auto (as the process spoke), always, never
+    uint32_t answer_max_bytes = 512;  // kept of an answer, 64 .. 4096
+};
+
 struct Config {
     LogConfig log;
     RulesConfig rules;
@@ -116,6 +128,7 @@ struct Config {
     MetricsConfig metrics;
     EnforcementConfig enforcement;
     JournalConfig journal;
+    VerifyConfig verify;
 };
 
 // The YAML text compiled into the binary (agent/daemon/default_config.yaml).

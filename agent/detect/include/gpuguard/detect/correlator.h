@@ -41,6 +41,10 @@ struct CorrelatorOptions {
     bool request_configs = false;
     // Collect WatchRequests (take_watch_requests()). Live only.
     bool request_watches = false;
+    // Collect ProbeRequests (take_probe_requests()). Live only, and only
+    // with verify.active: in replay the journal's pool_probe events carry
+    // the answers, and nothing is probed.
+    bool request_probes = false;
     // Persistence written this long before a process was flagged still
     // counts as its own (persistence_after_detection).
     uint64_t persistence_lookback_ns = 600'000'000'000ull;
@@ -82,6 +86,21 @@ struct WatchRequest {
     uint64_t ts_ns = 0;
     std::string signature_id;  // the first such hit
     std::string detail;        // what it matched
+};
+
+// The correlator wants a suspected pool verified (verify.active,
+// docs/detections.md "Active verification"): a detection was raised by a
+// rule whose `when` has opaque_peer, and this is one of the process's
+// peers nothing vouches for. Once per process and peer, at most two peers
+// per process. The answer comes back as a PoolProbe event.
+struct ProbeRequest {
+    uint32_t pid = 0;
+    uint64_t ts_ns = 0;
+    std::string address;
+    uint16_t port = 0;
+    bool tls = false;         // the process's first bytes to it were TLS
+    std::string server_name;  // the SNI of its ClientHello, "" none
+    std::string rule;         // the rule that raised the detection
 };
 
 struct CorrelatorStats {
@@ -127,6 +146,8 @@ class Correlator {
     virtual std::vector<ConfigRequest> take_config_requests() = 0;
     // Watch requests since the last call (empty unless options.request_watches).
     virtual std::vector<WatchRequest> take_watch_requests() = 0;
+    // Probe requests since the last call (empty unless options.request_probes).
+    virtual std::vector<ProbeRequest> take_probe_requests() = 0;
     // Whether `domain` is a pool domain: a signature of the rule set matches it
     // as a DNS name (signatures::Field::kDomain).
     virtual bool pool_domain(const std::string& domain) = 0;

@@ -454,7 +454,7 @@ using EventData =
     std::variant<GpuOpen, GpuIoctl, Connect, Exec, Fork, Exit, Telemetry, ProcessSnapshot, KillNow,
                  ExeScan, NetPayload, Stratum, ProcessIo, ConfigFile, HiddenProcess, ModuleLoad,
                  FileChange, ProcessEnv, AgentTamper, Container, CpuUsage, GpuLibraries,
-                 LoopbackPeer, ProcessCmdline, Flow, TrustChange>;
+                 LoopbackPeer, ProcessCmdline, Flow, TrustChange, PoolProbe>;
 
 struct Event {
     uint64_t ts_ns = 0;  // CLOCK_MONOTONIC nanoseconds
@@ -467,7 +467,7 @@ struct Event {
 // "exe_scan", "net_payload", "stratum", "process_io", "config_file",
 // "hidden_process", "module_load", "file_change", "process_env", "agent_tamper",
 // "container", "cpu_usage", "gpu_libraries", "loopback_peer", "cmdline",
-// "flow", "trust_change").
+// "flow", "trust_change", "pool_probe").
 const char* event_type_name(const Event& event);
 
 // Every type's name, in EventData's order: what --event-types, `journal

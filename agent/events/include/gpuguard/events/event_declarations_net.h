@@ -1,5 +1,6 @@
 // The network event types' declarations (event_declarations.h says how
-// to declare one): connect, net_payload, stratum, loopback_peer.
+// to declare one): connect, net_payload, stratum, loopback_peer, flow,
+// pool_probe.
 #pragma once
 
 #include "gpuguard/events/event.h"
@@ -145,6 +146,28 @@ struct Declaration<Flow> {
         field("replies", &Flow::replies),
         field("send_gaps", &Flow::send_gaps),
         field("receive_gaps", &Flow::receive_gaps),
+    };
+};
+
+template <>
+struct Declaration<PoolProbe> {
+    static constexpr std::string_view name = "pool_probe";
+    static constexpr uint8_t tag = 28;
+    static constexpr Writer writer = Writer::kDeclared;
+    static constexpr Codec codec = Codec::kDeclared;
+    static constexpr std::tuple fields{
+        field("address", &PoolProbe::address, {.examples = "198.51.100.7 2001:db8::7"}),
+        field("port", &PoolProbe::port),
+        field("tls", &PoolProbe::tls),
+        field("server_name", &PoolProbe::server_name, {.out = Out::kWhenSet}),
+        field("rule", &PoolProbe::rule),
+        field("protocol", &PoolProbe::protocol, {.out = Out::kWhenSet}),
+        field("sent", &PoolProbe::sent, {.out = Out::kWhenSet}),
+        field("answer", &PoolProbe::answer, {.out = Out::kWhenSet}),
+        field("pool", &PoolProbe::pool),
+        field("verdict", &PoolProbe::verdict),
+        field("attempts", &PoolProbe::attempts),
+        field("duration_ms", &PoolProbe::duration_ms),
     };
 };
 

@@ -1,6 +1,7 @@
 // The network observations of an Event (gpuguard/events/event.h): a
 // connect, the first bytes of a message, a mining session recognised on a
-// flow and the process at the other end of a loopback connection.
+// flow, the process at the other end of a loopback connection and the
+// agent's own probe of a suspected pool.
 #pragma once
 
 #include <cstdint>
@@ -147,6 +148,32 @@ struct FlowReading {
     uint64_t last_send_ns = 0;
     uint64_t last_receive_ns = 0;
     Flow counts;  // all but the ages
+};
+
+// The agent's own probe of a peer a rule suspected (verify.active,
+// docs/detections.md "Active verification"): one bounded connection per
+// mining dialect tried, from the process's network namespace, and what the
+// peer answered. Journaled, so replay judges the answer and never probes.
+// The task is the process whose peer it is.
+struct PoolProbe {
+    std::string address;  // the peer, "203.0.113.7", "2001:db8::7"
+    uint16_t port = 0;
+    bool tls = false;         // spoken over TLS (the process's first bytes were a ClientHello)
+    std::string server_name;  // the SNI sent (the process's own), "" none
+    std::string rule;         // the rule whose detection asked for it
+    // The dialect whose answer decided: "stratum1", "cryptonote",
+    // "ethstratum"; "" when none did (no connection, no answer).
+    std::string protocol;
+    std::string sent;    // that dialect's first message, as sent
+    std::string answer;  // the answer's first bytes, escaped (gpuguard/common/printable.h), capped
+    bool pool = false;   // the answer was in a pool's form
+    // "pool: stratum1 mining.subscribe answered with a subscription",
+    // "not a pool: HTTP 400", "no answer in 3000 ms", "refused: loopback address"
+    std::string verdict;
+    // Each dialect tried and what came of it, in order: "stratum1: no answer in 3000 ms".
+    std::vector<std::string> attempts;
+    uint32_t duration_ms = 0;  // all attempts together
+    bool operator==(const PoolProbe&) const = default;
 };
 
 }  // namespace gpuguard::agent
