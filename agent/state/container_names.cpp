@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpuguard/common/dir_entries.h"
+#include "gpuguard/common/read_file.h"
 
 namespace gpuguard::agent {
 namespace {
@@ -25,9 +26,11 @@ std::optional<std::string> read_bytes(const fs::path& path, uintmax_t limit) {
     std::error_code ec;
     const auto size = fs::file_size(path, ec);
     if (ec || size > limit) return std::nullopt;
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return std::nullopt;
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // read_file, not an istreambuf_iterator: libstdc++'s filebuf throws on a
+    // read error (a file that went away mid-read) instead of ending the read.
+    auto bytes = read_file(path);
+    if (!bytes) return std::nullopt;
+    return std::move(bytes).value();
 }
 
 std::optional<json> read_json(const fs::path& path) {

@@ -12,6 +12,7 @@
 
 #include "gpuguard/common/dir_entries.h"
 #include "gpuguard/common/ip_address.h"
+#include "gpuguard/common/read_file.h"
 
 namespace gpuguard::agent {
 namespace {
@@ -64,9 +65,10 @@ bool parse_endpoint(std::string_view text, bool v6, TcpRow& row) {
 
 bool loopback(const TcpRow& row) { return loopback_ip(row.remote_address); }
 
+// "" when it cannot be read (the process is gone: ESRCH mid-read too).
 std::string read_text(const std::filesystem::path& path) {
-    std::ifstream file(path, std::ios::binary);
-    return file ? std::string{std::istreambuf_iterator<char>(file), {}} : std::string{};
+    auto text = read_file(path);
+    return text ? std::move(text).value() : std::string{};
 }
 
 }  // namespace

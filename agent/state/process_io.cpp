@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "gpuguard/common/logging.h"
+#include "gpuguard/common/read_file.h"
 #include "gpuguard/state/proc_parse.h"
 
 namespace gpuguard::agent {
@@ -19,17 +20,18 @@ ProcessIo ProcessIoSampler::read(uint32_t pid) {
     ProcessIo io;
     // Readable with CAP_SYS_PTRACE (or as its user); a process that just
     // exited has none.
+    // read_file: a process that exits mid-read (ESRCH) is a failed read,
+    // where libstdc++'s filebuf under an istreambuf_iterator throws.
     const auto path = proc_root_ / std::to_string(pid) / "io";
-    std::ifstream file(path, std::ios::binary);
-    if (file) {
-        const std::string text{std::istreambuf_iterator<char>(file), {}};
-        io.file_write_bytes = proc_io_field(text, "write_bytes");
-    } else if (errno == EACCES || errno == EPERM) {
+    auto text = read_file(path);
+    if (text) {
+        io.file_write_bytes = proc_io_field(*text, "write_bytes");
+    } else if (text.error().code == ErrorCode::kPermission) {
         if (!warned_unreadable_) {
             logger("agent")->warn(
                 "cannot read {} ({}): file writes are unknown, so quiet_io conditions "
                 "(GG-CORR-0009) do not hold; the agent needs CAP_SYS_PTRACE (logged once)",
-                path.string(), std::strerror(errno));
+                path.string(), std::strerror(text.error().sys_errno));
         }
         warned_unreadable_ = true;
     }

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <system_error>
 
+#include "gpuguard/common/read_file.h"
 #include "gpuguard/events/event.h"
 #include "gpuguard/state/package_owner.h"
 
@@ -97,9 +98,9 @@ WriterOrigin writer_origin(uint32_t pid, const std::string& proc_root) {
         return vouch_for_tool(proc_root + "/" + std::to_string(process.pid) + "/root", process.exe);
     });
     origin.exe = self.exe;
-    std::ifstream in(base + "/cmdline", std::ios::binary);
-    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    origin.cmdline = split_nul_separated(bytes);
+    // A writer gone by now has no command line (read_file: a read error
+    // ends the read, where an istreambuf_iterator would throw).
+    if (auto bytes = read_file(base + "/cmdline")) origin.cmdline = split_nul_separated(*bytes);
     return origin;
 }
 

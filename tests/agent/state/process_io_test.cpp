@@ -3,6 +3,7 @@
 // what a missing or malformed file gives.
 #include "gpuguard/state/process_io.h"
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 
@@ -101,6 +102,21 @@ TEST_F(ProcessIoSamplerTest, AProcessWithoutAnIoFileHasNoFileCounter) {
     const auto events = io.sample({process(20)}, 1);
     ASSERT_EQ(events.size(), 1u);
     EXPECT_EQ(std::get<ProcessIo>(events[0].data), (ProcessIo{std::nullopt, 0, 0, 0, 0}));
+}
+
+// An io file whose read fails after it opened (a process that exits
+// mid-read gives ESRCH; a directory in its place gives EISDIR the same way):
+// no file counter, and no exception. Read through an istreambuf_iterator,
+// libstdc++'s filebuf threw here and the agent ended ("basic_filebuf::
+// underflow error reading the file: No such process").
+TEST_F(ProcessIoSamplerTest, AnIoFileThatFailsMidReadHasNoFileCounter) {
+    auto io = sampler();
+    std::filesystem::create_directories(proc_.path() / "21" / "io");
+    sends_[21] = NetSends{10, 1};
+    std::vector<Event> events;
+    ASSERT_NO_THROW(events = io.sample({process(21)}, 1));
+    ASSERT_EQ(events.size(), 1u);
+    EXPECT_EQ(std::get<ProcessIo>(events[0].data), (ProcessIo{std::nullopt, 10, 1, 0, 0}));
 }
 
 }  // namespace
