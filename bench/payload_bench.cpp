@@ -133,21 +133,18 @@ std::optional<AttachedSensor> attach(bool payload, bool syscall_hooks, bool flow
         std::fprintf(stderr, "payload_bench: %s\n", sensor.error().message.c_str());
         return std::nullopt;
     }
-    const auto hooks = sensor->attached_hooks();
-    // Either variant (bpf/payload.bpf.c): socket-layer tp_btf or syscall tracepoints.
-    const bool attached =
-        std::find(hooks.begin(), hooks.end(), "tp_btf/sock_send_length") != hooks.end() ||
-        std::find(hooks.begin(), hooks.end(), "syscalls/sys_exit_write") != hooks.end();
-    if (attached != payload) {
+    // Either variant (bpf/payload.bpf.c): socket-layer tp_btf or syscall
+    // tracepoints (by whichever dispatch the attach mode uses).
+    const std::string_view hooks = sensor->payload_hooks();
+    if ((hooks != "off") != payload) {
         std::fprintf(stderr, "payload_bench: the payload programs %s attached\n",
-                     attached ? "are" : "are not");
+                     hooks != "off" ? "are" : "are not");
         return std::nullopt;
     }
     if (payload) {
         std::printf("payload programs: %s\n",
-                    std::find(hooks.begin(), hooks.end(), "tp_btf/sock_send_length") != hooks.end()
-                        ? "tp_btf/sock_send_length, tp_btf/sock_recv_length"
-                        : "syscall tracepoints");
+                    hooks == "socket_layer" ? "tp_btf/sock_send_length, tp_btf/sock_recv_length"
+                                            : "syscall tracepoints");
     }
     return std::optional<AttachedSensor>(std::in_place, std::move(sensor).value());
 }
