@@ -9,7 +9,8 @@
 # agent with `systemctl start`, checks READY, the hardening the unit declares
 # (ProtectSystem=strict, NoNewPrivileges, the capability set) on the running
 # process, enforcement (kill, an nftables block, a GPU node denied) under
-# exactly those capabilities, `systemctl reload` and `stop`, then powers off.
+# exactly those capabilities, `systemctl reload` and `stop`, the restart
+# after a SIGKILL and the watchdog's after a SIGSTOP, then powers off.
 # The whole tree is the VM's initramfs (systemd runs from it as the root),
 # booted with Debian's 6.12 cloud kernel under qemu.
 #
