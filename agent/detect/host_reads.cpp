@@ -72,6 +72,10 @@ std::optional<Event> HostReads::trusted_write_of(const Event& change) const {
         });
         origin.kind = std::move(kept.kind);
         origin.detail = std::move(kept.detail);
+    } else if (origin.cmdline.empty()) {
+        // It ended between the reads of its executable and its command line
+        // (a zombie's is empty): the command line its exec gave the table.
+        if (const ProcessInfo* info = table_.find(change.task.pid)) origin.cmdline = info->cmdline;
     }
     TrustChange trust;
     trust.stage = "write";
