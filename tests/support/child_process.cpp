@@ -141,6 +141,20 @@ namespace {
 
 // RFC 1928 CONNECT without authentication on the connected `fd`: 0 when
 // the proxy granted it, else an errno (ECONNREFUSED when it refused).
+// Reads one line (up to 1 KiB, ending in '\n') from `fd`: 0, or the errno
+// (ECONNRESET at end of stream, EMSGSIZE for a longer line).
+int read_line(int fd) {
+    char line[1024];
+    size_t got = 0;
+    while (got < sizeof(line)) {
+        const ssize_t n = read(fd, line + got, sizeof(line) - got);
+        if (n <= 0) return n == 0 ? ECONNRESET : errno;
+        got += static_cast<size_t>(n);
+        if (line[got - 1] == '\n') return 0;
+    }
+    return EMSGSIZE;
+}
+
 int socks5_connect(int fd, const std::string& target, uint16_t port) {
     const auto exchange = [fd](const std::string& out, size_t answer) -> int {
         if (write(fd, out.data(), out.size()) != static_cast<ssize_t>(out.size())) return errno;
@@ -205,29 +219,13 @@ std::unique_ptr<RequestChild> start_io_worker(const IoWorkerOptions& options) {
                 case 'q': {
                     // A line out, then the peer's one-line answer read in full.
                     if (write(tcp, "ping\n", 5) != 5) return errno;
-                    char reply[1024];
-                    size_t got = 0;
-                    while (got < sizeof(reply)) {
-                        const ssize_t n = read(tcp, reply + got, sizeof(reply) - got);
-                        if (n <= 0) return n == 0 ? ECONNRESET : errno;
-                        got += static_cast<size_t>(n);
-                        if (reply[got - 1] == '\n') return 0;
-                    }
-                    return EMSGSIZE;
+                    return read_line(tcp);
                 }
                 case 'r': {
                     // One line the peer sends on its own, waited for at most 10 s.
                     const timeval wait{10, 0};
                     setsockopt(tcp, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait));
-                    char line[1024];
-                    size_t got = 0;
-                    while (got < sizeof(line)) {
-                        const ssize_t n = read(tcp, line + got, sizeof(line) - got);
-                        if (n <= 0) return n == 0 ? ECONNRESET : errno;
-                        got += static_cast<size_t>(n);
-                        if (line[got - 1] == '\n') return 0;
-                    }
-                    return EMSGSIZE;
+                    return read_line(tcp);
                 }
                 case 'x':
                     close(tcp);
