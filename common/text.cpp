@@ -14,8 +14,27 @@ std::string join(const std::vector<std::string>& parts, std::string_view separat
     return out;
 }
 
+// No empty, "." or ".." part, no trailing slash, not below /proc: the
+// split and the rebuild are skipped (an executable's path is judged at
+// every evaluation).
+bool is_normal_path(std::string_view path) {
+    if (!path.starts_with('/')) return true;  // relative paths are left as they are
+    if (path.ends_with(" (deleted)")) path.remove_suffix(std::string_view(" (deleted)").size());
+    if (path == "/") return true;
+    if (path.ends_with('/') || path.starts_with("/proc/") || path == "/proc") return false;
+    for (size_t slash = path.find('/'); slash != std::string_view::npos;
+         slash = path.find('/', slash + 1)) {
+        const std::string_view rest = path.substr(slash + 1);
+        if (rest.starts_with('/') || rest == "." || rest.starts_with("./") || rest == ".." ||
+            rest.starts_with("../")) {
+            return false;
+        }
+    }
+    return true;
+}
+
 std::string normal_path(std::string_view path) {
-    if (!path.starts_with("/")) return std::string(path);
+    if (is_normal_path(path)) return std::string(path);
     constexpr std::string_view kDeleted = " (deleted)";
     const bool deleted = path.ends_with(kDeleted);
     if (deleted) path.remove_suffix(kDeleted.size());

@@ -173,7 +173,9 @@ std::vector<ExeLocation> exe_locations(std::string_view exe_as_written,
                                        std::string_view exe_package, bool look_alike_refused) {
     std::vector<ExeLocation> out;
     if (exe_as_written.starts_with("/memfd:")) return {ExeLocation::kMemfd};
-    const std::string exe = normal_path(exe_as_written);
+    std::string respelled;  // only when the path as written is not normal
+    if (!is_normal_path(exe_as_written)) respelled = normal_path(exe_as_written);
+    const std::string_view exe = respelled.empty() ? exe_as_written : respelled;
     constexpr std::string_view kDeletedMark = " (deleted)";
     const bool deleted = exe.ends_with(kDeletedMark);
     const std::string_view path =

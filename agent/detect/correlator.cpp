@@ -452,7 +452,7 @@ void CorrelatorImpl::evaluate(uint32_t pid, uint64_t ts_ns, std::vector<const De
         match_image(evidence, *info, ts_ns);
     }
     if (info->holds_gpu() != evidence.held_gpu) {
-        evidence.held_gpu = info->holds_gpu();
+        book_.set_held_gpu(pid, info->holds_gpu());
         if (evidence.held_gpu && evidence.first_gpu_ns == 0) evidence.first_gpu_ns = ts_ns;
         evidence.dirty = true;
     }

@@ -57,6 +57,16 @@ void take_first_bytes(Peer& peer, const Peer& from) {
 void EvidenceBook::forget(uint32_t pid) {
     processes_.erase(pid);
     flagged_.erase(pid);
+    gpu_holders_.erase(pid);
+}
+
+void EvidenceBook::set_held_gpu(uint32_t pid, bool held) {
+    processes_[pid].held_gpu = held;
+    if (held) {
+        gpu_holders_.insert(pid);
+    } else {
+        gpu_holders_.erase(pid);
+    }
 }
 
 void EvidenceBook::record_connect(uint32_t pid, uint64_t ts_ns, const Connect& connect,

@@ -9,6 +9,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,11 @@ class EvidenceBook {
     const PidMap<ProcessEvidence>& processes() const { return processes_; }
     // The process exited: its evidence and its flag go.
     void forget(uint32_t pid);
+    // Whether the sensor saw the process hold a GPU, as the correlator last
+    // judged it (ProcessEvidence::held_gpu), and the pids that do: telemetry
+    // and max_gpu_processes walk those, not every process the book knows.
+    void set_held_gpu(uint32_t pid, bool held);
+    const std::set<uint32_t>& gpu_holders() const { return gpu_holders_; }
 
     // What the process does (evidence_book.cpp).
     // A connect: its time, and the peer when it reached one off this host
@@ -149,6 +155,7 @@ class EvidenceBook {
     EvidenceBookOptions options_;
     PidMap<ProcessEvidence> processes_;
     PidMap<Flag> flagged_;
+    std::set<uint32_t> gpu_holders_;                                  // pids whose held_gpu is set
     std::map<std::string, GpuTelemetry, std::less<>> gpu_by_device_;  // "195:0" -> latest reading
     std::deque<PersistenceWrite> recent_persistence_;        // newest last, within the look-back
     std::map<std::string, GpuLoad, std::less<>> gpu_loads_;  // by GpuLoad::key

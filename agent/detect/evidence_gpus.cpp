@@ -5,10 +5,11 @@
 // container's) and the live processes the sensor saw hold one of its
 // device nodes; only the first have readings of their own.
 #include <algorithm>
-#include <cstdio>
+#include <charconv>
 #include <set>
 
 #include "evidence_book.h"
+#include "gpuguard/events/gpu_devices.h"
 
 namespace gpuguard::agent {
 namespace {
@@ -22,8 +23,7 @@ constexpr size_t kMaxHoldersNamed = 8;
 // The GPU's key: its first device number, else vendor and index.
 std::string gpu_key(const Telemetry& telemetry) {
     for (const auto& device : telemetry.devices) {
-        unsigned major = 0, minor = 0;
-        if (std::sscanf(device.c_str(), "%u:%u", &major, &minor) == 2) return device;
+        if (parse_device_number(device)) return device;
     }
     return telemetry.vendor + "#" + std::to_string(telemetry.gpu_index);
 }
@@ -36,9 +36,12 @@ std::string holder_text(uint32_t pid, const ProcessInfo* info, const std::string
 }
 
 std::string percent_text(double percent) {
-    char text[16];
-    std::snprintf(text, sizeof(text), "%.0f%%", percent);
-    return text;
+    char text[32];
+    // to_chars rounds as printf's "%.0f" does, without the locale and format machinery.
+    const auto end =
+        std::to_chars(text, text + sizeof(text) - 1, percent, std::chars_format::fixed, 0).ptr;
+    *end = '%';
+    return std::string(text, end + 1);
 }
 
 }  // namespace
@@ -49,9 +52,8 @@ GpuLoad& EvidenceBook::record_gpu_load(uint64_t ts_ns, const Telemetry& telemetr
     if (gpu.key.empty()) {
         gpu.key = key;
         gpu.subject.comm = "";
-        unsigned major = 0, minor = 0;
-        if (std::sscanf(key.c_str(), "%u:%u", &major, &minor) == 2) {
-            gpu.subject.gpus.push_back(GpuHandle{major, minor, -1, ts_ns, false});
+        if (const auto number = parse_device_number(key)) {
+            gpu.subject.gpus.push_back(GpuHandle{number->first, number->second, -1, ts_ns, false});
         }
     }
     gpu.index = telemetry.gpu_index;
@@ -103,8 +105,8 @@ GpuLoad& EvidenceBook::record_gpu_load(uint64_t ts_ns, const Telemetry& telemetr
     // Holders the sensor saw that the telemetry does not list: on a GPU
     // whose telemetry reads load per process they have no context on it (or
     // NVML would list them); on one that never does, nobody can say.
-    for (const auto& [pid, evidence] : processes_) {
-        if (!evidence.held_gpu || known.contains(pid)) continue;
+    for (uint32_t pid : gpu_holders_) {
+        if (known.contains(pid)) continue;
         const ProcessInfo* info = table_.find(pid);
         if (!info || info->exited) continue;
         const bool holds = std::any_of(info->gpus.begin(), info->gpus.end(), [&](const auto& h) {

@@ -55,6 +55,15 @@ Result<GpuDeviceNumber> parse_gpu_device_number(std::string_view text) {
     return number;
 }
 
+std::optional<std::pair<uint32_t, uint32_t>> parse_device_number(std::string_view text) {
+    const auto colon = text.find(':');
+    if (colon == std::string_view::npos) return std::nullopt;
+    const auto major = parse_u32(text.substr(0, colon));
+    const auto minor = parse_u32(text.substr(colon + 1));
+    if (!major || !minor) return std::nullopt;
+    return std::pair{*major, *minor};
+}
+
 std::vector<GpuDeviceNumber> gpu_devices_from_proc_devices(std::string_view text) {
     std::vector<GpuDeviceNumber> found;
     bool in_char_section = false;

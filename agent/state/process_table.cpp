@@ -1,13 +1,13 @@
 #include "gpuguard/state/process_table.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <functional>
 #include <optional>
 #include <utility>
 
 #include <unistd.h>
 
+#include "gpuguard/events/gpu_devices.h"
 #include "gpuguard/state/process_handle.h"
 #include "process_info_edits.h"
 
@@ -125,11 +125,7 @@ void ProcessTable::apply(const Event& event) {
             if (telemetry.processes.empty()) return;
             std::optional<std::pair<uint32_t, uint32_t>> device;
             for (const auto& number : telemetry.devices) {
-                unsigned major = 0, minor = 0;
-                if (std::sscanf(number.c_str(), "%u:%u", &major, &minor) == 2) {
-                    device = {major, minor};
-                    break;
-                }
+                if ((device = parse_device_number(number))) break;
             }
             if (!device) return;
             for (const auto& usage : telemetry.processes) {

@@ -17,8 +17,8 @@ class MaxGpuProcesses final : public Condition {
         // The user's live GPU processes in order of first GPU use (pid breaks
         // ties): the first `limit_` are within it.
         std::vector<std::pair<uint64_t, uint32_t>> holders;
-        for (const auto& [other_pid, other] : context.book.processes()) {
-            if (!other.held_gpu) continue;
+        for (uint32_t other_pid : context.book.gpu_holders()) {
+            const ProcessEvidence& other = *context.book.find(other_pid);
             const ProcessInfo* other_info = context.book.table().find(other_pid);
             if (!other_info || other_info->exited || other_info->uid != info.uid) continue;
             holders.emplace_back(other.first_gpu_ns, other_pid);

@@ -7,6 +7,7 @@
 // exempt name is judged after all, and the detection says why
 // (docs/detections.md, "Exemptions").
 #include <algorithm>
+#include <unordered_map>
 
 #include <fnmatch.h>
 
@@ -81,17 +82,47 @@ std::string exemption_refused(const ProcessEvidence& evidence) {
     return "";
 }
 
+// not_comm's globs, most of them plain names: those are looked up in a
+// hash map, fnmatch runs only for the ones with a wildcard (the scope is
+// judged for every process at every evaluation).
+class NameExemptions {
+  public:
+    explicit NameExemptions(const std::vector<std::string>& globs) : globs_(globs) {
+        for (size_t index = 0; index < globs.size(); ++index) {
+            if (globs[index].find_first_of("*?[\\") == std::string::npos) {
+                names_.try_emplace(globs[index], index);
+            } else {
+                wildcards_.push_back(index);
+            }
+        }
+    }
+    // The first glob, in the rule's order, that `comm` matches; null when none.
+    const std::string* first_match(const std::string& comm) const {
+        const auto named = names_.find(comm);
+        const size_t by_name = named == names_.end() ? globs_.size() : named->second;
+        for (size_t index : wildcards_) {
+            if (index > by_name) break;
+            if (fnmatch(globs_[index].c_str(), comm.c_str(), 0) == 0) return &globs_[index];
+        }
+        return by_name < globs_.size() ? &globs_[by_name] : nullptr;
+    }
+
+  private:
+    std::vector<std::string> globs_;
+    std::unordered_map<std::string, size_t> names_;  // a plain name -> its first index
+    std::vector<size_t> wildcards_;                  // indexes of the rest, ascending
+};
+
 class Scope final : public Condition {
   public:
-    explicit Scope(rules::ScopeCondition scope) : scope_(std::move(scope)) {}
+    explicit Scope(rules::ScopeCondition scope)
+        : scope_(std::move(scope)), exempt_names_(scope_.not_comm) {}
     std::string_view name() const override { return "scope"; }
     bool holds(const ConditionContext& context, RuleInputs& in) const override {
         if (!in_scope(scope_, context.info)) return false;
         const std::string& comm = context.info.comm;
-        const auto exempt_name = std::find_if(
-            scope_.not_comm.begin(), scope_.not_comm.end(),
-            [&](const std::string& glob) { return fnmatch(glob.c_str(), comm.c_str(), 0) == 0; });
-        if (exempt_name == scope_.not_comm.end()) return true;
+        const std::string* exempt_name = exempt_names_.first_match(comm);
+        if (!exempt_name) return true;
         const std::string refused = exemption_refused(context.evidence);
         if (refused.empty()) return false;
         in.extra.push_back(Evidence{
@@ -102,6 +133,7 @@ class Scope final : public Condition {
 
   private:
     rules::ScopeCondition scope_;
+    NameExemptions exempt_names_;
 };
 
 }  // namespace

@@ -18,5 +18,7 @@ std::string join(const std::vector<std::string>& parts, std::string_view separat
 // /proc/PID/root removed (a process's root seen through /proc is its "/").
 // A " (deleted)" suffix stays. A relative path is returned as it is.
 std::string normal_path(std::string_view path);
+// Whether normal_path(path) is `path` itself (most executables' paths).
+bool is_normal_path(std::string_view path);
 
 }  // namespace gpuguard

@@ -93,5 +93,15 @@ TEST(GpuDevices, parses_device_numbers) {
     }
 }
 
+// A telemetry record's device, "MAJOR:MINOR" exactly: no whole major, no
+// trailing text (what sscanf's "%u:%u" let through before).
+TEST(GpuDevices, parses_one_devices_number) {
+    EXPECT_EQ(parse_device_number("195:0"), (std::pair<uint32_t, uint32_t>{195, 0}));
+    EXPECT_EQ(parse_device_number("226:128"), (std::pair<uint32_t, uint32_t>{226, 128}));
+    for (const char* bad : {"", "195", "195:", ":0", "195:*", "195:0x", "a:0", "-1:0", "nvml#0"}) {
+        EXPECT_FALSE(parse_device_number(bad).has_value()) << "'" << bad << "'";
+    }
+}
+
 }  // namespace
 }  // namespace gpuguard::agent

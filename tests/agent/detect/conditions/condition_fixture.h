@@ -58,7 +58,7 @@ class ConditionTest : public ::testing::Test {
               GpuOpen{195, minor, 3, -100, 2, OpenSyscall::kOpenat, false,
                       "/dev/nvidia" + std::to_string(minor)},
               info ? info->uid : 1000);
-        book_.of(pid).held_gpu = true;
+        book_.set_held_gpu(pid, true);
         if (book_.of(pid).first_gpu_ns == 0) book_.of(pid).first_gpu_ns = ts_ns;
     }
     void apply(uint64_t ts_ns, uint32_t pid, const std::string& comm, EventData data,

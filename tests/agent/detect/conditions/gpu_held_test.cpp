@@ -44,7 +44,7 @@ TEST_F(GpuHeldTest, the_first_device_held_is_named_and_an_inherited_one_came_wit
     constexpr uint32_t kChild = kPid + 1;
     apply(6 * kSecond, kPid, "trainer", Fork{kChild, true, 0});
     ASSERT_NE(table_.find(kChild), nullptr);
-    evidence(kChild).held_gpu = true;
+    book_.set_held_gpu(kChild, true);
     evidence(kChild).first_gpu_ns = 6 * kSecond;
     ASSERT_TRUE(holds(held_, "gpu_held", kChild, 7 * kSecond));
     ASSERT_EQ(in_.extra.size(), 1u);

@@ -62,6 +62,26 @@ TEST_F(MaxGpuProcessesTest, another_users_processes_and_exited_ones_do_not_count
     EXPECT_TRUE(in_.extra.empty());
 }
 
+// The book's index of GPU holders follows each process: one the correlator
+// found without a GPU any more, or forgot, is not counted.
+TEST_F(MaxGpuProcessesTest, a_process_that_let_its_gpu_go_or_was_forgotten_does_not_count) {
+    gpu_process(821, 1000, 10);
+    gpu_process(822, 1000, 20);
+    gpu_process(823, 1000, 30);
+    ASSERT_TRUE(beyond(823, rule_));
+    EXPECT_EQ(book_.gpu_holders(), (std::set<uint32_t>{821, 822, 823}));
+
+    book_.set_held_gpu(821, false);
+    EXPECT_FALSE(beyond(823, rule_));
+    EXPECT_EQ(book_.gpu_holders(), (std::set<uint32_t>{822, 823}));
+
+    gpu_process(824, 1000, 40);
+    ASSERT_TRUE(beyond(824, rule_));
+    book_.forget(822);
+    EXPECT_FALSE(beyond(824, rule_));
+    EXPECT_EQ(book_.gpu_holders(), (std::set<uint32_t>{823, 824}));
+}
+
 TEST_F(MaxGpuProcessesTest, the_same_first_use_is_ordered_by_pid_and_it_does_not_depend_on_time) {
     const auto rule = rule_when("{max_gpu_processes: 1}");
     gpu_process(822, 1000, 10);

@@ -210,5 +210,29 @@ TEST_F(ScopeTest, an_exempt_name_exempts_only_the_executable_its_package_install
     EXPECT_TRUE(in(rule, kOther));
 }
 
+// Plain names are looked up, wildcards matched: the exemption an evidence
+// line names is the list's first that matches, whichever kind it is.
+TEST_F(ScopeTest, the_exemption_named_is_the_first_glob_in_the_lists_order) {
+    exec(kPid, "/home/dev/.cache/curl");
+    scope_scanned(evidence(kPid), "/home/dev/.cache/curl", "unowned", false);
+    ASSERT_TRUE(holds(scoped("{not_comm: ['cu*', curl]}"), "scope", kPid, 5 * kSecond));
+    EXPECT_EQ(details(), std::vector<std::string>{"name 'curl' is exempt (not_comm cu*), but its "
+                                                  "executable /home/dev/.cache/curl is owned by "
+                                                  "no package"});
+    ASSERT_TRUE(
+        holds(scoped("{not_comm: [wget, curl, 'c?rl', curl]}"), "scope", kPid, 5 * kSecond));
+    EXPECT_EQ(details(), std::vector<std::string>{"name 'curl' is exempt (not_comm curl), but its "
+                                                  "executable /home/dev/.cache/curl is owned by "
+                                                  "no package"});
+    // A backslash escapes as fnmatch reads it: 'cur\l' is the name curl.
+    ASSERT_TRUE(holds(scoped("{not_comm: ['cur\\l']}"), "scope", kPid, 5 * kSecond));
+    EXPECT_EQ(details(), std::vector<std::string>{"name 'curl' is exempt (not_comm cur\\l), but "
+                                                  "its executable /home/dev/.cache/curl is owned "
+                                                  "by no package"});
+    // Neither kind matches.
+    exec(kOther, "/usr/bin/curly");
+    EXPECT_TRUE(in(scoped("{not_comm: [curl, 'c?rl', '[a-b]url']}"), kOther));
+}
+
 }  // namespace
 }  // namespace gpuguard::agent::condition_testing

@@ -130,7 +130,7 @@ TEST_F(UnexplainedGpuLoadTest, a_holder_nvml_leaves_out_now_and_then_still_expla
     const uint32_t other = kPid + 1;
     exec(other, "/usr/bin/python3");
     open_gpu(other);
-    book_.of(kPid).held_gpu = false;
+    book_.set_held_gpu(kPid, false);
     const GpuLoad* unread = every_10s(1400, 1600, [&](uint64_t s) -> const GpuLoad& {
         return sample(s, 97.0, {reading(other, std::nullopt)});
     });
@@ -187,7 +187,7 @@ TEST_F(UnexplainedGpuLoadTest, a_backend_without_per_process_load_judges_only_a_
     exec(kPid, "/usr/bin/python3");
     apply(1190 * kSecond, kPid, "python3",
           GpuOpen{226, 128, 3, -100, 2, OpenSyscall::kOpenat, false, "/dev/dri/renderD128"});
-    book_.of(kPid).held_gpu = true;
+    book_.set_held_gpu(kPid, true);
     const GpuLoad* held = every_10s(
         1200, 1400, [&](uint64_t s) -> const GpuLoad& { return sample(s, 99.0, {}, card, "amd"); });
     EXPECT_FALSE(holds_for(*held, 1400));

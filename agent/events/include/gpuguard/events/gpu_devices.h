@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "gpuguard/common/result.h"
@@ -28,6 +29,8 @@ struct GpuDeviceNumber {
 
 // Parses "MAJOR:MINOR" or "MAJOR:*". Fails with kInvalidArgument naming the text.
 Result<GpuDeviceNumber> parse_gpu_device_number(std::string_view text);
+// One device's "MAJOR:MINOR" (a telemetry record's devices), else nullopt.
+std::optional<std::pair<uint32_t, uint32_t>> parse_device_number(std::string_view text);
 
 // GPU drivers' majors in the "Character devices:" section of /proc/devices
 // text: nvidia (nvidia-frontend), nvidia-uvm, nvidia-caps*, nvidia-nvlink,
