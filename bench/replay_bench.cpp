@@ -20,8 +20,11 @@
 // than N events/s; without it the goal is 1 M events/s and only reported.
 //
 //   replay_bench [--events=N] [--goal=EVENTS_PER_S] [--dir=PATH] [--keep]
-//                [--only=json|journal|correlate] [--rounds=N]
+//                [--only=json|journal|correlate] [--rounds=N] [--without=RULE_ID,...]
 //
+// --without leaves those built-in correlation rules out: an older build's
+// rule set judged by this build's code, so that bench/compare_builds.sh can
+// tell the cost of new rules from the cost of new code.
 // --keep leaves PATH/events.jsonl and PATH/journal behind, e.g. to profile
 // `gpuguard replay` on them. --only runs the baseline and that one replay
 // (or the correlator alone), e.g. under a profiler (its goal is the only one
@@ -39,6 +42,7 @@
 #include <iterator>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <simdjson.h>
@@ -195,6 +199,7 @@ int main(int argc, char** argv) {
     bool keep = false;
     std::string only;
     int rounds = 1;
+    std::vector<std::string> without;
     fs::path dir = fs::temp_directory_path() / ("replay-bench-" + std::to_string(getpid()));
     for (int i = 1; i < argc; ++i) {
         if (std::strncmp(argv[i], "--events=", 9) == 0) {
@@ -206,6 +211,15 @@ int main(int argc, char** argv) {
             dir = argv[i] + 6;
         } else if (std::strncmp(argv[i], "--rounds=", 9) == 0) {
             rounds = std::max(1, std::atoi(argv[i] + 9));
+        } else if (std::strncmp(argv[i], "--without=", 10) == 0) {
+            // Rules to leave out, comma-separated: an older build's rule set
+            // judged by this build's code (bench/compare_builds.sh --without).
+            std::string_view ids = argv[i] + 10;
+            while (!ids.empty()) {
+                const size_t comma = std::min(ids.find(','), ids.size());
+                if (comma > 0) without.emplace_back(ids.substr(0, comma));
+                ids.remove_prefix(std::min(comma + 1, ids.size()));
+            }
         } else if (std::strcmp(argv[i], "--keep") == 0) {
             keep = true;
         } else if (std::strcmp(argv[i], "--only=json") == 0 ||
@@ -215,7 +229,8 @@ int main(int argc, char** argv) {
         } else {
             std::fprintf(stderr,
                          "usage: replay_bench [--events=N] [--goal=EVENTS_PER_S] [--dir=PATH] "
-                         "[--keep] [--only=json|journal|correlate] [--rounds=N]\n");
+                         "[--keep] [--only=json|journal|correlate] [--rounds=N] "
+                         "[--without=RULE_ID,...]\n");
             return 2;
         }
     }
@@ -239,6 +254,16 @@ int main(int argc, char** argv) {
     const auto rule_set = builtin_rule_set();
     auto correlation = rules::builtin_correlation_rules();
     if (!correlation) fail(correlation.error().message);
+    for (const std::string& id : without) {
+        const auto rule = std::find_if(correlation->begin(), correlation->end(),
+                                       [&](const auto& each) { return each.id == id; });
+        if (rule == correlation->end()) fail("--without: no built-in rule " + id);
+        correlation->erase(rule);
+    }
+    if (!without.empty()) {
+        std::printf("replay_bench: %zu correlation rules (%zu left out)\n", correlation->size(),
+                    without.size());
+    }
     std::vector<Stage> stages;
     const bool run_json = only.empty() || only == "json";
     const bool run_journal = only.empty() || only == "journal";

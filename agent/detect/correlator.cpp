@@ -41,6 +41,7 @@ void CorrelatorImpl::compile_rules() {
         judged.per_gpu = std::any_of(judged.conditions.begin(), judged.conditions.end(),
                                      [](const auto& condition) { return condition->judges_gpu(); });
         has_gpu_rules_ = has_gpu_rules_ || (judged.per_gpu && rule.enabled);
+        for (const auto& condition : judged.conditions) judged.needs |= condition->needs();
         for (const auto& [signals, into] : {std::pair{rule.supporting.get(), &judged.signals},
                                             std::pair{rule.counter.get(), &judged.counters}}) {
             if (!signals) continue;
@@ -468,9 +469,10 @@ void CorrelatorImpl::evaluate(uint32_t pid, uint64_t ts_ns, std::vector<const De
 
     std::optional<bool> allowlisted;
     RuleInputs inputs;
+    const uint32_t facts = facts_of(*info, evidence);
     for (size_t index = 0; index < rules_.size(); ++index) {
         const CorrelationRule& rule = rules_[index];
-        if (!rule.enabled || judged_[index].per_gpu ||
+        if (!rule.enabled || judged_[index].per_gpu || (judged_[index].needs & ~facts) != 0 ||
             (persistence_only && !rule.persistence_after_detection)) {
             continue;
         }

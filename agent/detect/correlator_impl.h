@@ -58,6 +58,7 @@ class CorrelatorImpl final : public Correlator {
         std::vector<Conditions> signals;   // one per rules::SupportingSignals::signals
         std::vector<Conditions> counters;  // one per counter signal
         bool per_gpu = false;              // judged per GPU (Condition::judges_gpu), not process
+        uint32_t needs = 0;                // the facts its conditions need (Condition::needs)
     };
     struct Open {
         Detection detection;

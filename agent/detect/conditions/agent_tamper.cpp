@@ -12,6 +12,7 @@ class AgentTamperCondition final : public Condition {
   public:
     explicit AgentTamperCondition(std::vector<std::string> kinds) : kinds_(std::move(kinds)) {}
     std::string_view name() const override { return "agent_tamper"; }
+    uint32_t needs() const override { return kFactTampers; }
     bool holds(const ConditionContext& context, RuleInputs& in) const override {
         bool any = false;
         for (const Tamper& tamper : context.evidence.tampers) {

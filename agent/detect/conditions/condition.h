@@ -8,7 +8,8 @@
 //
 // Adding a condition: its field in rules::CorrelationRule and its reader in
 // rules/correlation_conditions.cpp (the YAML, with file:line:col errors),
-// then a class here (name(), time_dependent(), holds()), its line in
+// then a class here (name(), time_dependent(), holds(), needs() when it
+// cannot hold without one of the facts facts_of reads), its line in
 // condition_list.cpp and its unit test in tests/agent/detect/conditions/.
 // docs/architecture.md walks through one.
 #pragma once
@@ -57,6 +58,34 @@ struct ConditionContext {
     const GpuLoad* gpu = nullptr;
 };
 
+// Facts about a process that some conditions need before they can hold,
+// read once per evaluation (facts_of): a rule needing one the process lacks
+// is passed over without its conditions being judged (most processes hold
+// no GPU and carry no signature hit, tamper, trust change or module load).
+enum Fact : uint32_t {
+    kFactHoldsGpu = 1u << 0,
+    kFactHoldsNoGpu = 1u << 1,
+    kFactHits = 1u << 2,
+    kFactTampers = 1u << 3,
+    kFactTrustChanges = 1u << 4,
+    kFactFileChanges = 1u << 5,
+    kFactModuleLoads = 1u << 6,
+    kFactHidden = 1u << 7,
+    kFactProbes = 1u << 8,
+};
+
+inline uint32_t facts_of(const ProcessInfo& info, const ProcessEvidence& evidence) {
+    uint32_t facts = info.holds_gpu() ? kFactHoldsGpu : kFactHoldsNoGpu;
+    if (!evidence.hits.empty()) facts |= kFactHits;
+    if (!evidence.tampers.empty()) facts |= kFactTampers;
+    if (!evidence.trust_changes.empty()) facts |= kFactTrustChanges;
+    if (!evidence.files.empty()) facts |= kFactFileChanges;
+    if (!evidence.modules.empty()) facts |= kFactModuleLoads;
+    if (evidence.hidden_ns != 0) facts |= kFactHidden;
+    if (!evidence.probes.empty()) facts |= kFactProbes;
+    return facts;
+}
+
 class Condition {
   public:
     virtual ~Condition() = default;
@@ -73,6 +102,8 @@ class Condition {
     // Whether it holds; its evidence goes to `in` (hits it names to
     // in.hits, the rest to in.extra). Left as it was when it does not.
     virtual bool holds(const ConditionContext& context, RuleInputs& in) const = 0;
+    // The facts (Fact) without which holds() is false for a process.
+    virtual uint32_t needs() const { return 0; }
     // Once every condition of the rule held: evidence too costly to build
     // for each rule tried (gpu_held's, a detection's first item).
     virtual void held(const ConditionContext&, RuleInputs&) const {}

@@ -14,6 +14,7 @@ class FileChanged final : public Condition {
     FileChanged(std::vector<std::string> kinds, std::chrono::seconds window)
         : kinds_(std::move(kinds)), window_(window) {}
     std::string_view name() const override { return "file_changed"; }
+    uint32_t needs() const override { return kFactFileChanges; }
     bool holds(const ConditionContext& context, RuleInputs& in) const override {
         const uint64_t window_ns = static_cast<uint64_t>(window_.count()) * 1'000'000'000ull;
         bool any = false;

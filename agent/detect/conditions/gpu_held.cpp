@@ -10,6 +10,7 @@ class GpuHeld final : public Condition {
   public:
     explicit GpuHeld(bool held) : held_(held) {}
     std::string_view name() const override { return "gpu_held"; }
+    uint32_t needs() const override { return held_ ? kFactHoldsGpu : kFactHoldsNoGpu; }
     bool holds(const ConditionContext& context, RuleInputs&) const override {
         return held_ == context.info.holds_gpu();
     }

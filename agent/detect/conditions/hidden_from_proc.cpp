@@ -9,6 +9,7 @@ namespace {
 class HiddenFromProc final : public Condition {
   public:
     std::string_view name() const override { return "hidden_from_proc"; }
+    uint32_t needs() const override { return kFactHidden; }
     bool holds(const ConditionContext& context, RuleInputs& in) const override {
         const ProcessEvidence& evidence = context.evidence;
         if (evidence.hidden_ns == 0) return false;

@@ -29,6 +29,7 @@ class ModuleLoaded final : public Condition {
     ModuleLoaded(rules::ModuleLoadCondition condition, std::chrono::seconds window)
         : condition_(std::move(condition)), window_(window) {}
     std::string_view name() const override { return "module_load"; }
+    uint32_t needs() const override { return kFactModuleLoads; }
     bool holds(const ConditionContext& context, RuleInputs& in) const override {
         using rules::ModuleLoadContext;
         const ProcessInfo& info = context.info;

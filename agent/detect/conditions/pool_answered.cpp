@@ -11,6 +11,7 @@ namespace {
 class PoolAnswered final : public Condition {
   public:
     std::string_view name() const override { return "pool_answered"; }
+    uint32_t needs() const override { return kFactProbes; }
     bool holds(const ConditionContext& context, RuleInputs& in) const override {
         for (const ProbeSeen& seen : context.evidence.probes) {
             const PoolProbe& probe = seen.probe;

@@ -11,6 +11,7 @@ class Signature final : public Condition {
   public:
     explicit Signature(rules::SignatureCondition condition) : condition_(std::move(condition)) {}
     std::string_view name() const override { return "signature"; }
+    uint32_t needs() const override { return kFactHits; }
     bool holds(const ConditionContext& context, RuleInputs& in) const override {
         for (const Hit& hit : context.evidence.hits) {
             if (matches(context.rule_index, hit)) in.hits.push_back(&hit);

@@ -21,6 +21,7 @@ class TrustChanged final : public Condition {
     TrustChanged(rules::TrustChangeCondition condition, std::chrono::seconds window)
         : condition_(std::move(condition)), window_(window) {}
     std::string_view name() const override { return "trust_change"; }
+    uint32_t needs() const override { return kFactTrustChanges; }
     bool holds(const ConditionContext& context, RuleInputs& in) const override {
         const uint64_t window_ns = static_cast<uint64_t>(window_.count()) * 1'000'000'000ull;
         const auto& changes = condition_.changes;

@@ -116,5 +116,49 @@ TEST(ConditionList, a_rule_depends_on_time_when_one_of_its_conditions_does) {
     }
 }
 
+// The facts a condition needs let the correlator pass a rule over without
+// judging it: each is a fact without which the condition's holds() is false.
+TEST(ConditionList, conditions_name_the_facts_they_cannot_hold_without) {
+    const std::map<std::string, uint32_t> kNeeds = {
+        {"gpu_held", kFactHoldsGpu},        {"signature", kFactHits},
+        {"agent_tamper", kFactTampers},     {"trust_change", kFactTrustChanges},
+        {"file_changed", kFactFileChanges}, {"module_load", kFactModuleLoads},
+        {"hidden_from_proc", kFactHidden},  {"pool_answered", kFactProbes},
+    };
+    for (const auto& [key, value] : kSampleValues) {
+        SCOPED_TRACE(key);
+        // A scope alone is not a rule: time_window keeps it company (it
+        // needs no fact, and goes with a GPU's conditions too).
+        const auto rule =
+            rule_when("{" + key + ": " + value + ", time_window: {from: '00:00', to: '24:00'}}");
+        for (const auto& condition : conditions_of(rule)) {
+            if (condition->name() != key) continue;
+            const auto need = kNeeds.find(key);
+            EXPECT_EQ(condition->needs(), need == kNeeds.end() ? 0u : need->second);
+        }
+    }
+    EXPECT_EQ(conditions_of(rule_when("{gpu_held: false}")).front()->needs(), kFactHoldsNoGpu);
+}
+
+class FactsTest : public ConditionTest {};
+
+TEST_F(FactsTest, each_fact_is_read_from_the_evidence_it_names) {
+    exec(700, "/usr/bin/python3");
+    EXPECT_EQ(facts_of(*table_.find(700), evidence(700)), kFactHoldsNoGpu);
+    open_gpu(700);
+    ProcessEvidence& seen = evidence(700);
+    EXPECT_EQ(facts_of(*table_.find(700), seen), kFactHoldsGpu);
+    seen.hits.emplace_back();
+    seen.tampers.emplace_back();
+    seen.trust_changes.emplace_back();
+    seen.files.emplace_back();
+    seen.modules.emplace_back();
+    seen.hidden_ns = kSecond;
+    seen.probes.emplace_back();
+    EXPECT_EQ(facts_of(*table_.find(700), seen), kFactHoldsGpu | kFactHits | kFactTampers |
+                                                     kFactTrustChanges | kFactFileChanges |
+                                                     kFactModuleLoads | kFactHidden | kFactProbes);
+}
+
 }  // namespace
 }  // namespace gpuguard::agent::condition_testing
