@@ -7,8 +7,14 @@
 // line at once (a consumer acknowledging its messages): the same bytes and
 // spacing, not the shape. The rule's minimum age is cut to 10 s (the
 // built-in's 2 minutes are the scenarios').
+//
+// And a DNS answer alone does not vouch for a peer (opaque_peer): the same
+// two workers, their peer named by a DNS answer the agent read before they
+// connected. The shaped flow is opaque all the same once two minutes old;
+// the acknowledging one is vouched for by the name.
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -23,6 +29,7 @@
 #include <unistd.h>
 
 #include "tests/bpf/agent_detect_fixture.h"
+#include "tests/bpf/stratum_test_pool.h"
 #include "tests/support/child_process.h"
 #include "tests/support/fake_nvml_script.h"
 #include "tests/support/netns.h"
@@ -190,6 +197,130 @@ TEST_F(AgentDetectTest, a_flow_with_a_pools_shape_is_reported_and_an_acknowledgi
         replayed_miner = replayed_miner || record["process"]["pid"] == miner->pid();
     }
     EXPECT_TRUE(replayed_miner) << replayed.stdout_text;
+}
+
+TEST_F(AgentDetectTest, a_dns_named_peer_with_a_pools_shape_is_opaque_and_an_answered_one_is_not) {
+    std::unique_ptr<gpuguard::testing::RequestChild> miner, consumer;
+    std::optional<gpuguard::testing::VethPeer> veth;
+    std::optional<PushingPeer> peer;
+    {
+        gpuguard::testing::NetnsScope netns;
+        ASSERT_EQ(netns.error(), "");
+        veth.emplace(9, /*hold_connections=*/true);
+        ASSERT_EQ(veth->error(), "");
+        peer.emplace();
+        ASSERT_TRUE(peer->ok());
+        const auto worker = [&](const std::string& comm) {
+            return gpuguard::testing::start_io_worker({.comm = comm,
+                                                       .gpu_node = node_.string(),
+                                                       .file = "",
+                                                       .tcp_port = kPushPort,
+                                                       .tcp_address = "10.67.0.1"});
+        };
+        miner = worker("gg-named-shape");
+        consumer = worker("gg-named-acks");
+    }
+    for (auto* child : {miner.get(), consumer.get()}) ASSERT_EQ(child->ask('g'), 0);
+    const auto script = dir_ / "nvml.json";
+    std::ofstream(script) << gpuguard::testing::fake_nvml_script(
+        {.gpu_utilization = 60,
+         .memory_utilization = 30,
+         .memory_used = 4ull << 30,
+         .processes = {{miner->pid(), 2ull << 30, 50}, {consumer->pid(), 2ull << 30, 50}}});
+    const auto rules = dir_ / "named.yaml";
+    std::ofstream(rules) << R"(rules:
+  - id: GG-TEST-NAMED
+    name: A GPU holder with a peer nothing vouches for
+    severity: warning
+    action: alert
+    window: 1h
+    when:
+      gpu_held: true
+      opaque_peer: true
+)";
+    use_fake_gpu(rules);
+    const uint16_t metrics_port = gpuguard::testing::free_loopback_port();
+    replace_in_config("control:\n",
+                      "process_table:\n  flow_interval_ms: 1000\n"
+                      "  flow_min_age_ms: 1000\nmetrics:\n  enabled: true\n"
+                      "  listen: 127.0.0.1\n  port: " +
+                          std::to_string(metrics_port) + "\ncontrol:\n");
+    auto started = start_agent_playing(script);
+    Subprocess& agent = *started;
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
+
+    // A process of the host looks the peer's name up: a real UDP query and
+    // answer, from a resolver on 127.53.53.53:53 that knows that one name
+    // (a domain of the operator's own, no pool signature knows it).
+    {
+        gpuguard::testing::DnsResponder resolver("sync.example-models.test", {10, 67, 0, 1});
+        ASSERT_TRUE(resolver.ok());
+        const std::string query = gpuguard::testing::dns_query("sync.example-models.test");
+        int lookup_status = -1;
+        gpuguard::testing::run_in_child(
+            "gg-lookup",
+            [&] {
+                const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+                sockaddr_in server{};
+                server.sin_family = AF_INET;
+                server.sin_port = htons(53);
+                inet_pton(AF_INET, "127.53.53.53", &server.sin_addr);
+                if (connect(fd, reinterpret_cast<const sockaddr*>(&server), sizeof(server)) != 0 ||
+                    send(fd, query.data(), query.size(), 0) < 0) {
+                    return 1;
+                }
+                char reply[512];
+                pollfd ready{fd, POLLIN, 0};
+                if (poll(&ready, 1, 5000) <= 0) return 2;
+                return recv(fd, reply, sizeof(reply), 0) > 12 ? 0 : 3;
+            },
+            &lookup_status);
+        ASSERT_EQ(lookup_status, 0);
+    }
+    // The workers connect only once the agent has read the answer.
+    const auto dns_answers = [&] {
+        const std::string metrics = gpuguard::testing::http_get(metrics_port, "/metrics");
+        const auto at = metrics.find("\ngpuguard_dns_answers_total ");
+        return at == std::string::npos ? 0.0 : std::strtod(metrics.c_str() + at + 28, nullptr);
+    };
+    bool answered = false;
+    for (const auto deadline = Clock::now() + time_bound(10s); !answered && Clock::now() < deadline;
+         std::this_thread::sleep_for(100ms)) {
+        answered = dns_answers() >= 1;
+    }
+    ASSERT_TRUE(answered) << gpuguard::testing::http_get(metrics_port, "/metrics");
+    for (auto* child : {miner.get(), consumer.get()}) {
+        ASSERT_EQ(child->ask('c'), 0);
+        ASSERT_EQ(child->ask('h'), 0);  // a TLS ClientHello first
+    }
+    // A pool's shape takes two minutes of flow (flow_shape.h): jobs every
+    // 4.2 s, the miner's shares 1.5 s after them, the consumer's answers at once.
+    std::optional<nlohmann::json> detection;
+    for (const auto deadline = Clock::now() + time_bound(200s);
+         !detection && Clock::now() < deadline;) {
+        ASSERT_EQ(consumer->ask('r'), 0);
+        ASSERT_EQ(consumer->ask('t'), 0);
+        ASSERT_EQ(miner->ask('r'), 0);
+        std::this_thread::sleep_for(1500ms);
+        ASSERT_EQ(miner->ask('t'), 0);
+        detection = wait_for_detection(agent, miner->pid(), "GG-TEST-NAMED", 200ms);
+    }
+    ASSERT_TRUE(detection) << agent.stderr_text();
+    const std::string text = detection->dump();
+    EXPECT_NE(text.find("10.67.0.1:8444 (a DNS answer named it, but its flow has a pool's shape)"),
+              std::string::npos)
+        << text;
+    // The consumer's flow, as old and sampled in the same passes, was judged
+    // alongside: named, answered, never opaque.
+    for (int i = 0; i < 2; ++i) {
+        ASSERT_EQ(consumer->ask('r'), 0);
+        ASSERT_EQ(consumer->ask('t'), 0);
+    }
+    EXPECT_FALSE(wait_for_detection(agent, consumer->pid(), "GG-TEST-NAMED", 1500ms));
+    for (const auto& line : detections_for({consumer->pid()}, "GG-TEST-NAMED")) {
+        ADD_FAILURE() << "the answered consumer was reported: " << line;
+    }
+    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
 }
 
 }  // namespace
