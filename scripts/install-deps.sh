@@ -37,8 +37,14 @@ test_packages=(
     # and the unit under a real systemd in a Debian root made by debootstrap
     qemu-system-x86 busybox-static cpio xz-utils debootstrap
     # tests/bpf container test: a real podman container (runc: crun refuses
-    # hybrid cgroup hosts) from a busybox root filesystem the test builds
-    podman runc
+    # hybrid cgroup hosts) from a busybox root filesystem the test builds;
+    # tests/deploy: the agent's image (deploy/container, on a debootstrap
+    # base), its pod under `podman kube play` (catatonit: the pod's pause
+    # image), the probe's GET /metrics (curl)
+    podman runc catatonit curl
+    # tests/deploy chart test: the Helm chart rendered without helm (not in
+    # Debian 12) by a Go program on Debian's sprig and yaml sources
+    golang-go golang-github-masterminds-sprig-dev golang-gopkg-yaml.v2-dev
     # tests/bpf proxy test: a real SOCKS5 proxy and a plain TCP forwarder on
     # loopback, the way a miner reaches its pool through one
     microsocks socat

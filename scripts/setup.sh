@@ -276,7 +276,9 @@ if [[ "$sanitize_suite" == 1 && "$(cat "$background_dir/sanitize.status" 2>/dev/
     kernel_suites+='|ConnectAll|SchedTracingTest|RingBufferDrops|KillNowTest|CgroupEnforceTest'
     kernel_suites+='|NftBlockerTest|SensorLoaderTest|SensorProbe|PayloadTracingTest|LsmEnforce|ConnectWatchList'
     kernel_suites+='|FileChangeTracingTest|TamperTracingTest'
-    sanitize_exclude="(_NOT_BUILT\$|^([A-Za-z_]+/)*($kernel_suites)\\.|^fuzz\\.|^vmtests(\\.|\$))"
+    # deploy.*: the image is built from the plain build's package (a
+    # sanitized binary's package would need a base of its own).
+    sanitize_exclude="(_NOT_BUILT\$|^([A-Za-z_]+/)*($kernel_suites)\\.|^fuzz\\.|^vmtests(\\.|\$)|^deploy\\.)"
     # ctest keeps only the last -E: a caller's own exclusion joins ours.
     ctest_args=()
     while (($#)); do

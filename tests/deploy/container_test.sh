@@ -17,13 +17,7 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 log_prefix="deploy.container"
 source "$repo/tests/deploy/lib.sh"
 
-build="$repo/build"
-while (($#)); do
-    case "$1" in
-        --build) build="$2"; shift 2 ;;
-        *) fail "unknown argument $1 (--build DIR)" ;;
-    esac
-done
+parse_build_args "$@"
 require_root_and_tools podman runc debootstrap cpack dpkg-deb
 started=$SECONDS
 
@@ -90,11 +84,7 @@ podman "${podman_global[@]}" run --detach --name "$agent" "${podman_limits[@]}" 
     -v "$scratch:/var/lib/gpuguard" \
     -v "$scratch/gpuguard.yaml:/etc/gpuguard/gpuguard.yaml:ro" \
     "$image" run --config /etc/gpuguard/gpuguard.yaml >/dev/null || fail "podman run of the agent"
-agent_ready() { podman logs "$agent" 2>&1 | grep -q '\[agent\] ready$'; }
-if ! wait_until 60 agent_ready; then
-    podman logs "$agent" >&2 || true
-    fail "the agent in the container did not report ready within 60 s"
-fi
+wait_for_ready "$agent"
 ready_seconds=$((SECONDS - started))
 agent_pid="$(podman inspect --format '{{.State.Pid}}' "$agent")"
 # --pid=host: the agent is a host process, under its own host pid.

@@ -24,6 +24,17 @@ require_root_and_tools() {
     done
 }
 
+# parse_build_args ARGS...: `build` from --build DIR (default REPO/build).
+parse_build_args() {
+    build="$repo/build"
+    while (($#)); do
+        case "$1" in
+            --build) build="$2"; shift 2 ;;
+            *) fail "unknown argument $1 (--build DIR)" ;;
+        esac
+    done
+}
+
 # The options every podman call here needs on a CI runner: runc (crun
 # refuses a hybrid cgroup host), the cgroupfs manager (no systemd as PID 1),
 # limits under the runner's hard limits.
@@ -39,6 +50,16 @@ wait_until() {
         sleep 0.2
     done
     "$@"
+}
+
+# wait_for_ready CONTAINER: until the agent in it logs "ready" (60 s at
+# most); its log and a failure otherwise.
+wait_for_ready() {
+    local container="$1"
+    logged_ready() { podman logs "$container" 2>&1 | grep -q '\[agent\] ready$'; }
+    wait_until 60 logged_ready && return 0
+    podman logs "$container" >&2 || true
+    fail "the agent in $container did not report ready within 60 s"
 }
 
 # The image (deploy/container/build-image.sh) under a tag of the test's own;

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# The Helm chart (deploy/helm/gpuguard) rendered without a cluster or helm
+# (tests/deploy/chart_render: text/template, sprig and Helm's functions):
+#  - with the documented values it makes a DaemonSet, a ConfigMap and a
+#    ServiceAccount that pass chart_render -check (GPU tolerations and node
+#    affinity, priority class, resources, liveness on /metrics, host
+#    namespaces, every mount a volume, no API token);
+#  - that output is deploy/kubernetes/gpuguard.yaml, byte for byte (the
+#    plain manifests are the chart's, regenerated with
+#    `bash tests/deploy/chart_test.sh --build DIR --write`);
+#  - the ConfigMap's gpuguard.yaml and miner-rules.yaml pass the agent's own
+#    `config check` and `rules check`;
+#  - other documented values render too (no ServiceAccount, extra
+#    arguments, labels, a nodeSelector instead of the affinity), and the
+#    chart refuses an empty image.repository and a probe port that is not
+#    the agent's metrics port.
+#
+#   bash tests/deploy/chart_test.sh --build DIR [--write]
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+log_prefix="deploy.chart"
+source "$repo/tests/deploy/lib.sh"
+
+build="$repo/build"
+write=0
+while (($#)); do
+    case "$1" in
+        --build) build="$2"; shift 2 ;;
+        --write) write=1; shift ;;
+        *) fail "unknown argument $1 (--build DIR, --write)" ;;
+    esac
+done
+command -v go >/dev/null || skip_or_fail "go is missing (bash scripts/install-deps.sh test)"
+[[ -d /usr/share/gocode/src/github.com/Masterminds/sprig ]] ||
+    skip_or_fail "sprig's sources are missing (golang-github-masterminds-sprig-dev)"
+started=$SECONDS
+chart="$repo/deploy/helm/gpuguard"
+manifests="$repo/deploy/kubernetes/gpuguard.yaml"
+scratch="$(mktemp -d)"
+trap 'rm -rf "$scratch"' EXIT
+
+renderer="$(bash "$repo/tests/deploy/build_chart_render.sh" "$build")" || fail "chart_render was not built"
+render() { "$renderer" -chart "$chart" -name gpuguard -namespace gpuguard "$@"; }
+
+# The documented values.
+header="# gpuguard's Kubernetes objects: the Helm chart deploy/helm/gpuguard rendered
+# with its documented values (release gpuguard, namespace gpuguard). Made by
+# bash tests/deploy/chart_test.sh --write; do not edit (edit the chart).
+# kubectl create namespace gpuguard && kubectl apply -f gpuguard.yaml"
+render -check >"$scratch/rendered.yaml" || fail "the documented values do not render and check"
+{ echo "$header"; cat "$scratch/rendered.yaml"; } >"$scratch/manifests.yaml"
+if ((write)); then
+    mkdir -p "$(dirname "$manifests")"
+    cp "$scratch/manifests.yaml" "$manifests"
+    log "wrote $manifests"
+fi
+diff -u "$manifests" "$scratch/manifests.yaml" >&2 ||
+    fail "deploy/kubernetes/gpuguard.yaml is not the chart's output (rerun with --write)"
+
+# The ConfigMap's files, checked by the agent itself.
+python3 - "$scratch/rendered.yaml" "$scratch" <<'EOF' || fail "no ConfigMap data in the output"
+import sys
+# The documents are plain; the ConfigMap's data are literal blocks at a
+# 4-space indent: cut them out without a YAML library.
+text = open(sys.argv[1]).read()
+for doc in text.split("\n---\n"):
+    if "\nkind: ConfigMap\n" not in doc:
+        continue
+    for key in ("gpuguard.yaml", "miner-rules.yaml"):
+        lines, inside = [], False
+        for line in doc.split("\n"):
+            if line == f"  {key}: |":
+                inside = True
+                continue
+            if inside and line.startswith("    "):
+                lines.append(line[4:])
+            elif inside:
+                break
+        assert lines, key
+        open(f"{sys.argv[2]}/{key}", "w").write("\n".join(lines) + "\n")
+EOF
+if [[ -x $build/agent/gpuguard ]]; then
+    "$build/agent/gpuguard" config check "$scratch/gpuguard.yaml" >&2 ||
+        fail "the ConfigMap's gpuguard.yaml fails gpuguard config check"
+    "$build/agent/gpuguard" rules check "$scratch/miner-rules.yaml" >&2 ||
+        fail "the ConfigMap's miner-rules.yaml fails gpuguard rules check"
+else
+    fail "$build/agent/gpuguard is missing: build the agent first"
+fi
+
+# Other documented values.
+cat >"$scratch/other.yaml" <<'EOF'
+image: {repository: registry.example/security/gpuguard, tag: "0.1.0-1"}
+serviceAccount: {create: false}
+nodeAffinity: null
+nodeSelector: {gpu: "true"}
+extraArgs: [--log-level, debug]
+podLabels: {team: security}
+minerRules:
+  process_name: "miner*"
+  default_action: kill
+EOF
+CHART_CHECK_GPU_SCHEDULING=0 render -check -f "$scratch/other.yaml" >"$scratch/other-rendered.yaml" ||
+    fail "the other documented values do not render and check"
+grep -q 'kind: ServiceAccount' "$scratch/other-rendered.yaml" && fail "serviceAccount.create: false made one"
+for expected in 'image: registry.example/security/gpuguard:0.1.0-1' '- "--log-level"' 'team: security' \
+    'serviceAccountName: default' 'gpu: "true"'; do
+    grep -qF -- "$expected" "$scratch/other-rendered.yaml" || fail "no '$expected' in the output"
+done
+grep -q "nodeAffinity" "$scratch/other-rendered.yaml" && fail "nodeAffinity: null left an affinity"
+
+# Refusals, each with its message.
+if render --set image.repository= >/dev/null 2>"$scratch/err"; then fail "an empty image.repository rendered"; fi
+grep -q 'image.repository is required' "$scratch/err" || fail "no message for image.repository: $(cat "$scratch/err")"
+if render --set metrics.port=9000 >/dev/null 2>"$scratch/err"; then fail "a probe port off the agent's rendered"; fi
+grep -q 'config.metrics.port must equal metrics.port' "$scratch/err" || fail "no message for the port: $(cat "$scratch/err")"
+log "PASS in $((SECONDS - started)) s"
