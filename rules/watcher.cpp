@@ -70,6 +70,11 @@ struct RuleSetWatcher::Impl {
         }
     }
 
+    // A Kubernetes ConfigMap (or Secret) volume: its files are symlinks
+    // through `..data`, which kubelet swaps (a rename of `..data_tmp`) to a
+    // new directory on every update; the files' own names see no event.
+    static bool is_configmap_swap(std::string_view name) { return name == "..data"; }
+
     // True when the event concerns a rule file (or the drop-in directory).
     bool relevant(const inotify_event& event) {
         if (event.wd == drop_in_watch) {
@@ -77,11 +82,13 @@ struct RuleSetWatcher::Impl {
                 drop_in_watch = -1;
                 return true;
             }
-            return event.len > 0 && std::string_view(event.name).ends_with(".yaml");
+            if (event.len == 0) return false;
+            const std::string_view name(event.name);
+            return name.ends_with(".yaml") || is_configmap_swap(name);
         }
         if (event.wd == main_dir_watch && event.len > 0) {
             const std::string_view name(event.name);
-            if (name == paths.main_file.filename().string()) return true;
+            if (name == paths.main_file.filename().string() || is_configmap_swap(name)) return true;
             if (name == paths.drop_in_dir.filename().string() &&
                 paths.drop_in_dir.parent_path() == paths.main_file.parent_path()) {
                 watch_drop_in_dir();  // rules.d created (or recreated) after start

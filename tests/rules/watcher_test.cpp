@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -157,7 +158,8 @@ TEST(RuleSetWatcher, starts_on_the_last_good_files_when_the_given_ones_do_not_bu
         ASSERT_TRUE(started.ok()) << started.error().message;
         const RuleSetWatcher& watcher = **started;
         ASSERT_TRUE(watcher.start_error());
-        EXPECT_NE(watcher.start_error()->message.find("miner-rules.yaml:3:1: YAML syntax error"), std::string::npos)
+        EXPECT_NE(watcher.start_error()->message.find("miner-rules.yaml:3:1: YAML syntax error"),
+                  std::string::npos)
             << watcher.start_error()->message;
         EXPECT_EQ(watcher.started_on(), "the last good rule set (2 file(s) kept in " +
                                             paths.last_good_dir.string() + ")");
@@ -211,6 +213,52 @@ TEST(RuleSetWatcher, a_good_reload_replaces_the_kept_copy) {
     ASSERT_TRUE(restarted.ok());
     EXPECT_NE((*restarted)->current()->find("second"), nullptr);
     EXPECT_EQ((*restarted)->current()->find("first"), nullptr);
+}
+
+}  // namespace
+}  // namespace gpuguard::rules
+
+namespace gpuguard::rules {
+namespace {
+
+// kubelet's AtomicWriter, as it writes a ConfigMap volume: the files are
+// symlinks through `..data`, itself a symlink to a timestamped directory;
+// an update writes a new directory and renames a new `..data_tmp` link
+// over `..data` (the files' own links never change).
+void write_configmap_generation(const std::filesystem::path& volume, const std::string& generation,
+                                const std::string& rules) {
+    namespace fs = std::filesystem;
+    const fs::path data = volume / generation;
+    fs::create_directories(data);
+    std::ofstream(data / "miner-rules.yaml") << rules;
+    fs::create_symlink(generation, volume / "..data_tmp");
+    fs::rename(volume / "..data_tmp", volume / "..data");
+    if (!fs::is_symlink(volume / "miner-rules.yaml")) {
+        fs::create_symlink("..data/miner-rules.yaml", volume / "miner-rules.yaml");
+    }
+}
+
+TEST(RuleSetWatcherConfigMap, a_configmap_update_is_reloaded) {
+    namespace fs = std::filesystem;
+    TempDir volume;
+    write_configmap_generation(volume.path(), "..2026_11_28_17_00_00.1",
+                               "rules:\n  - id: first\n    process_name: [alpha]\n");
+    const RulePaths paths{volume / "miner-rules.yaml", volume / "rules.d"};
+    auto started = RuleSetWatcher::start(paths, builtin(), {}, 50ms);
+    ASSERT_TRUE(started.ok()) << started.error().message;
+    const RuleSetWatcher& watcher = **started;
+    ASSERT_NE(watcher.current()->find("first"), nullptr);
+
+    write_configmap_generation(volume.path(), "..2026_11_28_17_01_00.2",
+                               "rules:\n  - id: second\n    process_name: [beta]\n");
+    fs::remove_all(volume / "..2026_11_28_17_00_00.1");
+    const auto deadline = std::chrono::steady_clock::now() + 2s;
+    while (watcher.reloads() == 0 && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(10ms);
+    }
+    ASSERT_EQ(watcher.reloads(), 1u) << "the ..data swap was not seen";
+    EXPECT_NE(watcher.current()->find("second"), nullptr);
+    EXPECT_EQ(watcher.current()->find("first"), nullptr);
 }
 
 }  // namespace
