@@ -174,6 +174,12 @@ stage configure configure_plain -DGPUGUARD_BUILD_TESTS=ON -DGPUGUARD_BUILD_BENCH
 (nice -n 19 bash "$repo/vmtests/systemd.sh" --build "$build" --prepare \
     >"$build/systemd-prepare.log" 2>&1 || true) &
 stage build cmake --build "$build" --parallel "$jobs"
+# The container image's Debian 12 base (tests/deploy; debootstrap, mostly
+# download) is made while the first tests run, once per package list in a
+# cache outside the clone; the deploy tests wait for it (a lock).
+export GPUGUARD_DEPLOY_CACHE="${GPUGUARD_DEPLOY_CACHE:-/var/cache/gpuguard-deploy}"
+(nice -n 19 bash "$repo/deploy/container/build-image.sh" --build "$build" --base-only \
+    >"$build/deploy-base.log" 2>&1 || true) &
 
 # Two more builds, which need nothing but CPU, run at nice 19 alongside the
 # tests, one after the other: those mostly wait (on agents starting,

@@ -3,7 +3,7 @@
 # project's own Debian package (docs/deployment.md#the-container-image).
 #
 #   bash deploy/container/build-image.sh [--build DIR | --deb FILE]
-#        [--tag IMAGE] [--cache DIR] [--mirror URL]
+#        [--tag IMAGE] [--cache DIR] [--mirror URL] [--base-only]
 #
 # 1. The package: FILE, or `cpack -G DEB` in the build tree DIR (default
 #    build; the agent must be built there already: nothing is compiled).
@@ -16,7 +16,9 @@
 # 3. `podman build` of deploy/container/Containerfile on that base: the
 #    package installed with dpkg. No registry and no network.
 #
-# Prints the image's name on stdout (default localhost/gpuguard:VERSION).
+# Prints the image's name on stdout (default localhost/gpuguard:VERSION);
+# with --base-only, steps 1 and 2 only and the base's name (scripts/setup.sh
+# makes the base so while the tests start: a build waits for it, a lock).
 # Root only (debootstrap, and the rootful podman store the agent runs from).
 set -euo pipefail
 
@@ -33,6 +35,7 @@ deb=""
 tag=""
 cache=""
 mirror=""
+base_only=0
 while (($#)); do
     case "$1" in
         --build) build="$2"; shift 2 ;;
@@ -40,14 +43,15 @@ while (($#)); do
         --tag) tag="$2"; shift 2 ;;
         --cache) cache="$2"; shift 2 ;;
         --mirror) mirror="$2"; shift 2 ;;
-        *) die "unknown argument $1 (--build DIR, --deb FILE, --tag IMAGE, --cache DIR, --mirror URL)" ;;
+        --base-only) base_only=1; shift ;;
+        *) die "unknown argument $1 (--build DIR, --deb FILE, --tag IMAGE, --cache DIR, --mirror URL, --base-only)" ;;
     esac
 done
 [[ $(id -u) -eq 0 ]] || die "run as root (debootstrap and the rootful podman store)"
 for tool in podman debootstrap dpkg-deb tar flock md5sum; do
     command -v "$tool" >/dev/null || die "$tool is missing (bash scripts/install-deps.sh test installs it)"
 done
-cache="${cache:-$build/deploy-cache}"
+cache="${cache:-${GPUGUARD_DEPLOY_CACHE:-$build/deploy-cache}}"
 mkdir -p "$cache"
 # The host's podman needs runc (crun refuses a hybrid cgroup host) and the
 # cgroupfs manager (no systemd as PID 1 on a CI runner); both work elsewhere.
@@ -121,6 +125,10 @@ if ! podman image exists "$base"; then
     log "imported $base"
 fi
 flock -u "$lock"
+if ((base_only)); then
+    echo "$base"
+    exit 0
+fi
 
 # 3. The image.
 cp "$deb" "$work/gpuguard.deb"

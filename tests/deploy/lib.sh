@@ -67,6 +67,6 @@ wait_for_ready() {
 # outside the clone so a runner that keeps /var/cache pays debootstrap once).
 build_test_image() {
     local build="$1" tag="$2"
-    bash "$repo/deploy/container/build-image.sh" --build "$build" --tag "$tag" \
-        --cache "${GPUGUARD_DEPLOY_CACHE:-/var/cache/gpuguard-deploy}"
+    GPUGUARD_DEPLOY_CACHE="${GPUGUARD_DEPLOY_CACHE:-/var/cache/gpuguard-deploy}" \
+        bash "$repo/deploy/container/build-image.sh" --build "$build" --tag "$tag"
 }
