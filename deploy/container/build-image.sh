@@ -64,8 +64,12 @@ trap 'rm -rf "$work"' EXIT
 if [[ -z $deb ]]; then
     [[ -x $build/agent/gpuguard ]] || die "$build/agent/gpuguard is missing: build the agent first"
     [[ -f $build/CPackConfig.cmake ]] || die "$build is not a configured build tree"
-    # cpack installs the packaging files too: they are a custom target.
-    cmake --build "$build" --target gpuguard_packaging_files >/dev/null
+    # cpack installs the packaging files too: a custom target, part of a
+    # full build (built here only when missing: tests run this beside
+    # other users of the build tree).
+    if [[ ! -f $build/packaging/gpuguard.8.gz || ! -f $build/packaging/changelog.gz ]]; then
+        cmake --build "$build" --target gpuguard_packaging_files >/dev/null
+    fi
     cpack -G DEB --config "$build/CPackConfig.cmake" -B "$work/package" >"$work/cpack.log" 2>&1 ||
         { cat "$work/cpack.log" >&2; die "cpack failed"; }
     debs=("$work"/package/*.deb)
