@@ -9,6 +9,6 @@ out="$1/deploy"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 cd "$here/chart_render"
-GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE="$out/go-cache" GOFLAGS= GOPROXY=off \
+GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE="$out/go-cache" GOFLAGS='' GOPROXY=off \
     go build -o "$out/chart_render" . >&2
 echo "$out/chart_render"

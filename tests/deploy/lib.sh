@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034,SC2154  # sourced: repo is the caller's; the arrays are for it
 # tests/deploy/lib.sh: what the deployment tests share (sourced).
 # Each test is a script CTest runs as root; under GPUGUARD_REQUIRE_PRIVILEGED=1
 # (CI) a missing tool or privilege fails the test instead of skipping it.
