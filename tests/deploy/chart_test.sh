@@ -12,8 +12,8 @@
 #    `config check` and `rules check`;
 #  - other documented values render too (no ServiceAccount, extra
 #    arguments, labels, a nodeSelector instead of the affinity), and the
-#    chart refuses an empty image.repository and a probe port that is not
-#    the agent's metrics port.
+#    chart refuses an empty image.repository, a probe port that is not the
+#    agent's metrics port, and /metrics switched off.
 #
 #   bash tests/deploy/chart_test.sh --build DIR [--write]
 set -euo pipefail
@@ -115,4 +115,13 @@ if render --set image.repository= >/dev/null 2>"$scratch/err"; then fail "an emp
 grep -q 'image.repository is required' "$scratch/err" || fail "no message for image.repository: $(cat "$scratch/err")"
 if render --set metrics.port=9000 >/dev/null 2>"$scratch/err"; then fail "a probe port off the agent's rendered"; fi
 grep -q 'config.metrics.port must equal metrics.port' "$scratch/err" || fail "no message for the port: $(cat "$scratch/err")"
+if render --set config.metrics.enabled=false >/dev/null 2>"$scratch/err"; then fail "metrics off rendered"; fi
+grep -q 'config.metrics.enabled must be true' "$scratch/err" || fail "no message for metrics off: $(cat "$scratch/err")"
+# The checks catch what they check: values that break the pod's promises.
+if render -check --set priorityClassName= >/dev/null 2>"$scratch/err"; then fail "-check passed no priority class"; fi
+grep -q 'no priorityClassName' "$scratch/err" || fail "-check: $(cat "$scratch/err")"
+if render -check --set tolerations=null >/dev/null 2>"$scratch/err"; then fail "-check passed no tolerations"; fi
+grep -q 'does not tolerate the GPU taints' "$scratch/err" || fail "-check: $(cat "$scratch/err")"
+if render -check --set resources.limits.memory=lots >/dev/null 2>"$scratch/err"; then fail "-check passed a bad quantity"; fi
+grep -q 'resources.limits.memory is "lots", not a quantity' "$scratch/err" || fail "-check: $(cat "$scratch/err")"
 log "PASS in $((SECONDS - started)) s"
