@@ -2,8 +2,11 @@
 // them: the outputs, the sensor, the rules, enforcement, the GPUs, the
 // processes already running, the journal and the servers. Each fails or
 // warns in its own words; the state they fill is agent_impl.h.
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "agent_impl.h"
@@ -64,9 +67,42 @@ Status Agent::Impl::open_outputs() {
     return {};
 }
 
+namespace {
+
+// The host's pid namespace has this inode (PROC_PID_INIT_INO, fixed since
+// Linux 3.8); an agent in any other sees its container's processes only,
+// and would report ready with a process table of one (a pod without
+// hostPID: true, podman without --pid=host).
+Status in_the_hosts_pid_namespace(const std::string& proc_root) {
+    constexpr ino_t kInitialPidNamespace = 0xEFFFFFFCu;
+    struct stat own {};
+    const std::string path = proc_root + "/self/ns/pid";
+    if (stat(path.c_str(), &own) != 0) {
+        return fail(ErrorCode::kIo, path + ": " + std::strerror(errno), errno);
+    }
+    if (own.st_ino == kInitialPidNamespace) return {};
+    return fail(ErrorCode::kUnsupported,
+                "gpuguard runs in a pid namespace of its own (" + path + " is pid:[" +
+                    std::to_string(own.st_ino) +
+                    "]): it would see only the processes of its container. Run it in the "
+                    "host's: podman or docker run --pid=host, a pod with hostPID: true "
+                    "(docs/deployment.md)");
+}
+
+}  // namespace
+
 Status Agent::Impl::open_sensor() {
     const Config& config = options.config;
     const auto log = logger("agent");
+    // Before any program is loaded: an agent that cannot see the host's
+    // processes must not report ready as if it did. (A proc_root of a
+    // test's own is a fake host: nothing to check.)
+    if (options.proc_root == "/proc") {
+        if (auto host = in_the_hosts_pid_namespace(options.proc_root); !host) {
+            if (config.sensor.require_host_pid_namespace) return host;
+            log->critical("{} (sensor.require_host_pid_namespace: false)", host.error().message);
+        }
+    }
     // Pinned in-kernel enforcement (enforcement.pin_path) outlives a crash;
     // an earlier agent's is taken over below, by the sensor and the enforcer.
     std::optional<Error> unpinned;  // told once the sensor loaded: without it, it does not matter

@@ -39,7 +39,8 @@ void read_sensor(const ConfigReader& reader, const YAML::Node& node, SensorConfi
                        "extra_gpu_devices", "connect_all", "connect_loopback", "watched_ports",
                        "argv_max_bytes", "payload_capture", "payload_all", "payload_dns",
                        "payload_messages", "payload_syscall_hooks", "watch_processes_max",
-                       "watch_addresses_max", "watch_address_min_ttl_s", "attach", "watch_files"});
+                       "watch_addresses_max", "watch_address_min_ttl_s", "attach", "watch_files",
+                       "require_host_pid_namespace"});
     if (const auto attach = node["attach"]) {
         const auto name = reader.scalar<std::string>(attach, "sensor.attach", "a string");
         const auto mode = parse_attach_mode(name);
@@ -55,7 +56,8 @@ void read_sensor(const ConfigReader& reader, const YAML::Node& node, SensorConfi
          {std::pair{"payload_capture", &sensor.payload_capture},
           std::pair{"payload_all", &sensor.payload_all},
           std::pair{"payload_dns", &sensor.payload_dns},
-          std::pair{"payload_syscall_hooks", &sensor.payload_syscall_hooks}}) {
+          std::pair{"payload_syscall_hooks", &sensor.payload_syscall_hooks},
+          std::pair{"require_host_pid_namespace", &sensor.require_host_pid_namespace}}) {
         if (const auto value = node[key]) {
             *flag = reader.scalar<bool>(value, std::string("sensor.") + key, "true or false");
         }

@@ -105,6 +105,8 @@ std::string config_to_yaml(const Config& config) {
     out << YAML::Key << "payload_messages" << YAML::Value << config.sensor.payload_messages;
     out << YAML::Key << "payload_syscall_hooks" << YAML::Value
         << config.sensor.payload_syscall_hooks;
+    out << YAML::Key << "require_host_pid_namespace" << YAML::Value
+        << config.sensor.require_host_pid_namespace;
     out << YAML::Key << "attach" << YAML::Value
         << std::string(attach_mode_name(config.sensor.attach));
     out << YAML::EndMap;

@@ -63,6 +63,9 @@ metrics:
 config:
   metrics: {enabled: true, listen: 127.0.0.1, port: $port}
   control: {socket: /run/gpuguard/control.sock}
+  # podman before 4.4 plays the pod in a pid namespace of its own (below):
+  # the agent, which refuses to start there, is let start and says so.
+  sensor: {require_host_pid_namespace: false}
 minerRules:
   rules:
     - id: local-kube-play-$tag
@@ -102,6 +105,8 @@ if [[ $pid_mode == host ]]; then
         fail "hostPID: the agent is not in the host's pid namespace"
 else
     log "podman $(podman version --format '{{.Client.Version}}') ignored hostPID (pid mode $pid_mode)"
+    grep -q "critical \[agent\] gpuguard runs in a pid namespace of its own" <<<"$logs" ||
+        fail "the agent outside the host's pid namespace did not say so at critical"
 fi
 # The agent's own rule from the ConfigMap is in force (gpuguard status
 # through the control socket, inside the pod).

@@ -104,6 +104,9 @@ struct SensorConfig {
     // Count the shape of watched processes' TCP flows (flow_shapes,
     // bpf/payload.h); the agent sets it from process_table.flow_interval_ms.
     bool flow_shapes = true;
+    // Refuse to start outside the host's pid namespace (the agent would see
+    // its container only); false: start, and say so at critical.
+    bool require_host_pid_namespace = true;
     bool payload_syscall_hooks = false;  // use the syscall tracepoints even where sock_* exist
     // Changes of watched files (bpf/files.bpf.c, docs/configuration.md):
     // entries as gpuguard/events/file_watch.h reads them; empty: the hooks
