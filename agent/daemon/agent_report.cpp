@@ -243,6 +243,19 @@ std::vector<AgentMetric> Agent::Impl::agent_metrics() const {
                               {},
                               static_cast<double>(detections_total)});
     activity->append_metrics(out);
+    if (pool_prober) {  // verify.active
+        out.push_back(AgentMetric{"gpuguard_pool_probes_total",
+                                  "Active verifications of suspected pools, made or refused",
+                                  "counter",
+                                  {},
+                                  static_cast<double>(pool_prober->probed())});
+        out.push_back(AgentMetric{"gpuguard_pool_probes_skipped_total",
+                                  "Probes not made: verify.peer_interval_s, verify.max_per_hour "
+                                  "or a full queue (each also logged)",
+                                  "counter",
+                                  {},
+                                  static_cast<double>(pool_prober->skipped())});
+    }
     if (journal) {
         const auto written = journal->stats();
         out.push_back(AgentMetric{"gpuguard_journal_events_total",
