@@ -16,7 +16,10 @@
 namespace gpuguard::signatures::database_cache {
 namespace {
 
-constexpr std::string_view kMagic = "gpuguard hyperscan cache 1\n";
+// "gpuguard hyperscan cache 1\n": the kind's magic line.
+std::string magic_of(const Kind& kind) {
+    return "gpuguard " + std::string(kind.file_prefix) + " cache 1\n";
+}
 constexpr size_t kDigestChars = 64;  // SHA-256 as hex
 
 void put_u64(std::string& out, uint64_t value) {
@@ -40,25 +43,28 @@ Unexpected unusable(const std::filesystem::path& file, const std::string& why) {
 
 }  // namespace
 
-std::filesystem::path file_of(const std::filesystem::path& directory, const std::string& key) {
-    return directory / ("hyperscan-" + key + ".db");
+std::filesystem::path file_of(const std::filesystem::path& directory, const Kind& kind,
+                              const std::string& key) {
+    return directory / (std::string(kind.file_prefix) + "-" + key + ".db");
 }
 
-Result<std::vector<std::string>> load(const std::filesystem::path& file, const std::string& key) {
+Result<std::vector<std::string>> load(const std::filesystem::path& file, const Kind& kind,
+                                      const std::string& key) {
     auto text = read_trusted_file(file, geteuid());
     if (!text) return Unexpected{text.error()};
     const std::string_view bytes = *text;
-    if (bytes.size() < kMagic.size() + kDigestChars + 1 + kDigestChars ||
-        !bytes.starts_with(kMagic)) {
-        return unusable(file, "not a gpuguard Hyperscan cache file");
+    const std::string magic = magic_of(kind);
+    if (bytes.size() < magic.size() + kDigestChars + 1 + kDigestChars ||
+        !bytes.starts_with(magic)) {
+        return unusable(file, "not a gpuguard " + std::string(kind.library) + " cache file");
     }
     const std::string_view body = bytes.substr(0, bytes.size() - kDigestChars);
     if (sha256_hex(body) != bytes.substr(body.size())) {
         return unusable(file, "checksum does not match its contents");
     }
-    size_t at = kMagic.size();
+    size_t at = magic.size();
     if (body.substr(at, kDigestChars) != key || body[at + kDigestChars] != '\n') {
-        return unusable(file, "made for other rules or another Hyperscan");
+        return unusable(file, "made for other rules or another " + std::string(kind.library));
     }
     at += kDigestChars + 1;
     const auto count = get_u64(body, at);
@@ -74,7 +80,7 @@ Result<std::vector<std::string>> load(const std::filesystem::path& file, const s
     return databases;
 }
 
-Status store(const std::filesystem::path& file, const std::string& key,
+Status store(const std::filesystem::path& file, const Kind& kind, const std::string& key,
              const std::vector<std::string>& databases) {
     const auto directory = file.parent_path();
     // Its parents too (a user's ~/.cache on a fresh account); the directory
@@ -83,7 +89,7 @@ Status store(const std::filesystem::path& file, const std::string& key,
     if (std::filesystem::create_directories(directory, ec)) ::chmod(directory.c_str(), 0700);
     if (ec)
         return fail(ErrorCode::kIo, "cannot create " + directory.string() + ": " + ec.message());
-    std::string bytes(kMagic);
+    std::string bytes = magic_of(kind);
     bytes += key;
     bytes += '\n';
     put_u64(bytes, databases.size());
@@ -93,7 +99,8 @@ Status store(const std::filesystem::path& file, const std::string& key,
     }
     bytes += sha256_hex(bytes);
 
-    std::string temporary = (directory / ".hyperscan-XXXXXX").string();
+    std::string temporary =
+        (directory / ("." + std::string(kind.file_prefix) + "-XXXXXX")).string();
     UniqueFd fd(::mkstemp(temporary.data()));
     if (!fd)
         return fail(ErrorCode::kIo,
@@ -109,6 +116,16 @@ Status store(const std::filesystem::path& file, const std::string& key,
                                         std::strerror(err));
     }
     return {};
+}
+
+std::string compiled_note(const std::filesystem::path& file, const std::string& unused_because,
+                          const Status& stored) {
+    if (!unused_because.empty()) {
+        return "compiled (" + unused_because + ")" +
+               (stored ? ", replaced" : ", not replaced: " + stored.error().message);
+    }
+    return stored ? "compiled, stored in " + file.string()
+                  : "compiled, not stored: " + stored.error().message;
 }
 
 }  // namespace gpuguard::signatures::database_cache

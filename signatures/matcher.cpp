@@ -188,7 +188,7 @@ std::string cache_key(const PendingFields& pending) {
 Result<std::array<hs_database_t*, kFieldCount>> load_databases(
     const std::filesystem::path& file, const std::string& key,
     const std::array<bool, kFieldCount>& present) {
-    auto serialised = database_cache::load(file, key);
+    auto serialised = database_cache::load(file, database_cache::kHyperscan, key);
     if (!serialised) return Unexpected{serialised.error()};
     if (serialised->size() != kFieldCount) {
         return fail(ErrorCode::kInvalidArgument, file.string() + ": wrong number of databases");
@@ -333,7 +333,7 @@ Result<Matcher> Matcher::compile(std::vector<Signature> signatures, const Compil
     bool loaded = false;
     if (!cache.directory.empty()) {
         key = cache_key(pending);
-        cache_file = database_cache::file_of(cache.directory, key);
+        cache_file = database_cache::file_of(cache.directory, database_cache::kHyperscan, key);
         std::array<bool, kFieldCount> present{};
         for (size_t field = 0; field < kFieldCount; ++field) {
             present[field] = !pending[field].expressions.empty();
@@ -360,15 +360,11 @@ Result<Matcher> Matcher::compile(std::vector<Signature> signatures, const Compil
     }
     if (!loaded && !cache_file.empty()) {
         auto serialised = serialise(impl->databases);
-        const auto stored = serialised ? database_cache::store(cache_file, key, *serialised)
-                                       : Status(Unexpected{serialised.error()});
-        if (!unused_because.empty()) {
-            impl->cache_note = "compiled (" + unused_because + ")";
-            impl->cache_note += stored ? ", replaced" : ", not replaced: " + stored.error().message;
-        } else {
-            impl->cache_note = stored ? "compiled, stored in " + cache_file.string()
-                                      : "compiled, not stored: " + stored.error().message;
-        }
+        const auto stored =
+            serialised
+                ? database_cache::store(cache_file, database_cache::kHyperscan, key, *serialised)
+                : Status(Unexpected{serialised.error()});
+        impl->cache_note = database_cache::compiled_note(cache_file, unused_because, stored);
     }
     return Matcher(std::move(impl));
 }

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -19,6 +20,7 @@
 #include "gpuguard/common/logging.h"
 #include "gpuguard/common/unique_fd.h"
 #include "gpuguard/signatures/signatures.h"
+#include "signatures/database_cache.h"
 
 namespace gpuguard::signatures {
 namespace {
@@ -58,35 +60,95 @@ ErrorCode code_for_errno(int err) {
     return ErrorCode::kIo;
 }
 
-// The rules yr_compiler_get_rules returns live in the compiler's arena,
-// whose section buffers start at 1 MiB each and are written through: about
-// 8 MiB resident for the pack's ~40 strings. Saved and loaded again they
-// are one buffer of their own size (~20 KiB). Returns the compact copy, or
-// null (and the rules unchanged) when the round trip fails.
-YR_RULES* compact_rules(YR_RULES* rules) {
-    struct Buffer {
-        std::string bytes;
-        size_t read_at = 0;
-    } buffer;
+// YR_RULES through an in-memory YR_STREAM: saved to bytes, or loaded back.
+struct RulesStream {
+    std::string bytes;
+    size_t read_at = 0;
     YR_STREAM stream{};
-    stream.user_data = &buffer;
-    stream.write = [](const void* data, size_t size, size_t count, void* user) -> size_t {
-        static_cast<Buffer*>(user)->bytes.append(static_cast<const char*>(data), size * count);
-        return count;
-    };
-    stream.read = [](void* data, size_t size, size_t count, void* user) -> size_t {
-        auto* in = static_cast<Buffer*>(user);
-        if (size == 0 || in->bytes.size() - in->read_at < size * count) return 0;
-        std::memcpy(data, in->bytes.data() + in->read_at, size * count);
-        in->read_at += size * count;
-        return count;
-    };
-    YR_RULES* compact = nullptr;
-    if (yr_rules_save_stream(rules, &stream) != ERROR_SUCCESS ||
-        yr_rules_load_stream(&stream, &compact) != ERROR_SUCCESS) {
-        return nullptr;
+
+    RulesStream() {
+        stream.user_data = this;
+        stream.write = [](const void* data, size_t size, size_t count, void* user) -> size_t {
+            static_cast<RulesStream*>(user)->bytes.append(static_cast<const char*>(data),
+                                                          size * count);
+            return count;
+        };
+        stream.read = [](void* data, size_t size, size_t count, void* user) -> size_t {
+            auto* in = static_cast<RulesStream*>(user);
+            if (size == 0 || in->bytes.size() - in->read_at < size * count) return 0;
+            std::memcpy(data, in->bytes.data() + in->read_at, size * count);
+            in->read_at += size * count;
+            return count;
+        };
     }
-    return compact;
+    RulesStream(const RulesStream&) = delete;
+    RulesStream& operator=(const RulesStream&) = delete;
+};
+
+// The bytes yr_rules_save writes for `rules`; nullopt when it fails.
+std::optional<std::string> saved_rules(YR_RULES* rules) {
+    RulesStream out;
+    if (yr_rules_save_stream(rules, &out.stream) != ERROR_SUCCESS) return std::nullopt;
+    return std::move(out.bytes);
+}
+
+// Rules loaded from saved bytes (YARA checks its own header and format
+// version); null when it refuses them.
+YR_RULES* loaded_rules(std::string bytes) {
+    RulesStream in;
+    in.bytes = std::move(bytes);
+    YR_RULES* rules = nullptr;
+    if (yr_rules_load_stream(&in.stream, &rules) != ERROR_SUCCESS) return nullptr;
+    return rules;
+}
+
+// The cache key of a pack's YARA sources: the SHA-256 of libyara's version
+// and every source's name and text.
+std::string yara_cache_key(const Pack& pack) {
+    std::string described = "yara " YR_VERSION "\n";
+    for (const auto& source : pack.yara_sources) {
+        described += source.name + " " + std::to_string(source.text.size()) + "\n" + source.text;
+    }
+    return sha256_hex(described);
+}
+
+// Compiles the pack's sources; errors as YARA's file:line: messages.
+Result<YR_RULES*> compile_sources(const Pack& pack) {
+    YR_COMPILER* compiler = nullptr;
+    if (yr_compiler_create(&compiler) != ERROR_SUCCESS) {
+        return fail(ErrorCode::kInternal, "yr_compiler_create failed");
+    }
+    struct Errors {
+        std::string source;
+        std::vector<std::string> lines;
+    } errors;
+    yr_compiler_set_callback(
+        compiler,
+        [](int level, const char*, int line, const YR_RULE*, const char* message, void* user) {
+            auto* out = static_cast<Errors*>(user);
+            if (level == YARA_ERROR_LEVEL_ERROR) {
+                out->lines.push_back(out->source + ":" + std::to_string(line) + ": " + message);
+            }
+        },
+        &errors);
+    for (const auto& source : pack.yara_sources) {
+        errors.source = source.name;
+        // Each file in its own namespace; once a source fails, the compiler
+        // cannot take more, so stop there.
+        if (yr_compiler_add_string(compiler, source.text.c_str(), nullptr) != 0) break;
+    }
+    YR_RULES* rules = nullptr;
+    if (errors.lines.empty() && yr_compiler_get_rules(compiler, &rules) != ERROR_SUCCESS) {
+        errors.lines.push_back("yr_compiler_get_rules failed");
+    }
+    yr_compiler_destroy(compiler);
+    if (!errors.lines.empty()) {
+        if (rules) yr_rules_destroy(rules);
+        std::string message = "YARA rules do not compile:";
+        for (const auto& line : errors.lines) message += "\n" + line;
+        return fail(ErrorCode::kParse, message);
+    }
+    return rules;
 }
 
 }  // namespace
@@ -97,6 +159,7 @@ struct YaraScanner::Impl {
     YaraOptions options;
     std::map<std::string, std::vector<std::string>> signatures_of_rule;
     std::vector<std::string> rule_names;
+    std::string cache_note;
 
     mutable std::mutex mutex;
     std::map<FileKey, Verdict> by_file;
@@ -202,50 +265,50 @@ struct YaraScanner::Impl {
     }
 };
 
-Result<YaraScanner> YaraScanner::compile(const Pack& pack, YaraOptions options) {
+Result<YaraScanner> YaraScanner::compile(const Pack& pack, YaraOptions options,
+                                         const CompileCache& cache) {
     auto impl = std::make_shared<Impl>();
     impl->options = options;
     if (!impl->library.ok()) return fail(ErrorCode::kInternal, "yr_initialize failed");
 
-    YR_COMPILER* compiler = nullptr;
-    if (yr_compiler_create(&compiler) != ERROR_SUCCESS) {
-        return fail(ErrorCode::kInternal, "yr_compiler_create failed");
-    }
-    struct Errors {
-        std::string source;
-        std::vector<std::string> lines;
-    } errors;
-    yr_compiler_set_callback(
-        compiler,
-        [](int level, const char*, int line, const YR_RULE*, const char* message, void* user) {
-            auto* out = static_cast<Errors*>(user);
-            if (level == YARA_ERROR_LEVEL_ERROR) {
-                out->lines.push_back(out->source + ":" + std::to_string(line) + ": " + message);
+    std::string key;
+    std::filesystem::path cache_file;
+    std::string unused_because;
+    if (!cache.directory.empty()) {
+        key = yara_cache_key(pack);
+        cache_file = database_cache::file_of(cache.directory, database_cache::kYara, key);
+        if (auto stored = database_cache::load(cache_file, database_cache::kYara, key)) {
+            if (stored->size() == 1 && (impl->rules = loaded_rules(std::move((*stored)[0])))) {
+                impl->cache_note = "loaded from " + cache_file.string();
+            } else {
+                unused_because = cache_file.string() + ": YARA refused its rules";
             }
-        },
-        &errors);
-    for (const auto& source : pack.yara_sources) {
-        errors.source = source.name;
-        // Each file in its own namespace; once a source fails, the compiler
-        // cannot take more, so stop there.
-        if (yr_compiler_add_string(compiler, source.text.c_str(), nullptr) != 0) break;
+        } else if (stored.error().code != ErrorCode::kNotFound) {
+            unused_because = stored.error().message;
+        }
     }
-    if (errors.lines.empty() && yr_compiler_get_rules(compiler, &impl->rules) != ERROR_SUCCESS) {
-        errors.lines.push_back("yr_compiler_get_rules failed");
-    }
-    yr_compiler_destroy(compiler);
-    if (impl->rules) {
-        if (YR_RULES* compact = compact_rules(impl->rules)) {
+    if (!impl->rules) {
+        auto compiled = compile_sources(pack);
+        if (!compiled) return Unexpected{compiled.error()};
+        impl->rules = *compiled;
+        // The rules yr_compiler_get_rules returns live in the compiler's
+        // arena, whose section buffers start at 1 MiB each and are written
+        // through: about 8 MiB resident for the pack's ~40 strings. Saved
+        // and loaded again they are one buffer of their own size (~20 KiB);
+        // the same bytes are what the cache keeps.
+        auto saved = saved_rules(impl->rules);
+        if (YR_RULES* compact = saved ? loaded_rules(*saved) : nullptr) {
             yr_rules_destroy(impl->rules);
             impl->rules = compact;
         } else {
             logger("signatures")->warn("YARA rules not compacted: their save and load failed");
         }
-    }
-    if (!errors.lines.empty()) {
-        std::string message = "YARA rules do not compile:";
-        for (const auto& line : errors.lines) message += "\n" + line;
-        return fail(ErrorCode::kParse, message);
+        if (!cache_file.empty()) {
+            const Status stored =
+                saved ? database_cache::store(cache_file, database_cache::kYara, key, {*saved})
+                      : Status(fail(ErrorCode::kInternal, "yr_rules_save failed"));
+            impl->cache_note = database_cache::compiled_note(cache_file, unused_because, stored);
+        }
     }
 
     std::set<std::string> names;
@@ -299,6 +362,8 @@ Result<YaraReport> YaraScanner::scan_bytes(std::string_view bytes) {
 }
 
 std::vector<std::string> YaraScanner::rule_names() const { return impl_->rule_names; }
+
+const std::string& YaraScanner::cache_note() const { return impl_->cache_note; }
 
 size_t YaraScanner::cache_entries() const {
     std::lock_guard lock(impl_->mutex);

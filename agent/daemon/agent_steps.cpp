@@ -226,8 +226,12 @@ Status Agent::Impl::load_rules() {
         if (!pack) return fail(pack.error().code, "YARA rules: " + pack.error().message);
         signatures::YaraOptions yara_options;
         yara_options.max_file_size = config.rules.yara_max_file_mb << 20;
-        auto yara = signatures::YaraScanner::compile(*pack, yara_options);
+        auto yara =
+            signatures::YaraScanner::compile(*pack, yara_options, rules::default_compile_cache());
         if (!yara) return fail(yara.error().code, "YARA rules: " + yara.error().message);
+        if (const auto& note = yara->cache_note(); !note.empty()) {
+            logger("agent")->info("built-in YARA rules {}", note);
+        }
         this->exe_scans = std::make_unique<ExeScanWorker>(
             std::move(yara).value(),
             [this](Event event) {

@@ -108,8 +108,8 @@ struct Expression {
 
 class Scanner;
 
-// Where Matcher::compile keeps its compiled databases between runs
-// (signatures/database_cache.h says when a file is trusted).
+// Where Matcher::compile and YaraScanner::compile keep what they compiled
+// between runs (signatures/database_cache.h says when a file is trusted).
 struct CompileCache {
     std::filesystem::path directory;  // empty: compile every time, write nothing
 };
@@ -193,7 +193,11 @@ struct YaraReport {
 class YaraScanner {
   public:
     // Fails with YARA's file:line: message when a rule does not compile.
-    static Result<YaraScanner> compile(const Pack& pack, YaraOptions options = {});
+    // With a cache directory, rules compiled earlier from the very same
+    // sources by the same libyara are loaded instead (yr_rules_load), and
+    // new ones stored, trusted as Matcher::compile trusts its files.
+    static Result<YaraScanner> compile(const Pack& pack, YaraOptions options = {},
+                                       const CompileCache& cache = {});
 
     // Scans the executable of `pid` through `<proc_root>/PID/exe`, which works
     // for deleted and memfd executables too. Fails when it cannot be opened
@@ -206,6 +210,8 @@ class YaraScanner {
 
     std::vector<std::string> rule_names() const;
     size_t cache_entries() const;
+    // What compile() did with its cache, in Matcher::cache_note's words.
+    const std::string& cache_note() const;
 
     struct Impl;
 
