@@ -4,7 +4,11 @@
 // same loaded from a filled cache, in one run, rounds interleaved; prints
 // both medians and the ratio of each, and checks that compiled and loaded
 // give the same databases and the same YARA rules.
-//   rule_cache_bench [--rounds=N]
+// With --gpuguard=PATH it also times whole commands of that binary, `scan
+// FILE` (this benchmark's own executable) and, with --replay=FILE, `replay
+// FILE`: each with an empty cache (cold, what a first run pays) and with
+// the cache the cold run filled (warm).
+//   rule_cache_bench [--rounds=N] [--gpuguard=PATH [--replay=FILE]]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -13,7 +17,12 @@
 #include <string>
 #include <vector>
 
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+extern char** environ;
 
 #include "gpuguard/rules/rules.h"
 #include "gpuguard/signatures/signatures.h"
@@ -57,13 +66,61 @@ double timed_yara(const signatures::Pack& pack, const signatures::CompileCache& 
     return seconds;
 }
 
+// Seconds `argv` takes to run to its end with GPUGUARD_RULE_CACHE_DIR=cache,
+// its output thrown away; exits when it fails.
+double timed_command(const std::vector<std::string>& argv, const std::string& cache) {
+    std::vector<std::string> env_text{"GPUGUARD_RULE_CACHE_DIR=" + cache};
+    for (char** entry = environ; *entry; ++entry) {
+        if (!std::string(*entry).starts_with("GPUGUARD_RULE_CACHE_DIR="))
+            env_text.push_back(*entry);
+    }
+    std::vector<char*> args, env;
+    for (const auto& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+    args.push_back(nullptr);
+    for (const auto& entry : env_text) env.push_back(const_cast<char*>(entry.c_str()));
+    env.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+    const auto start = Clock::now();
+    pid_t pid = -1;
+    const int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), env.data());
+    posix_spawn_file_actions_destroy(&actions);
+    int status = 0;
+    if (rc != 0 || ::waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+        WEXITSTATUS(status) > 1) {  // scan: 1 is "matches"
+        std::fprintf(stderr, "rule_cache_bench: %s %s failed\n", argv[0].c_str(), argv[1].c_str());
+        std::exit(1);
+    }
+    return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Cold (a new empty cache each round) against warm (the cache that round
+// filled), medians of `rounds`.
+void time_command(const std::vector<std::string>& argv, const std::filesystem::path& dir,
+                  int rounds) {
+    std::vector<double> cold_s, warm_s;
+    for (int round = 0; round < rounds; ++round) {
+        const auto cache = dir / (argv[1] + "-" + std::to_string(round));
+        cold_s.push_back(timed_command(argv, cache.string()));
+        warm_s.push_back(timed_command(argv, cache.string()));
+    }
+    const double cold = median(cold_s), warm = median(warm_s);
+    std::printf("gpuguard %s, median of %d rounds: cold %.3f s, warm %.3f s (%.1fx faster)\n",
+                argv[1].c_str(), rounds, cold, warm, cold / warm);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     int rounds = 5;
+    std::string gpuguard, replay;
     for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i];
         if (arg.starts_with("--rounds=")) rounds = std::max(1, std::atoi(arg.c_str() + 9));
+        if (arg.starts_with("--gpuguard=")) gpuguard = arg.substr(11);
+        if (arg.starts_with("--replay=")) replay = arg.substr(9);
     }
     char scratch[] = "/tmp/gg-rule-cache-bench-XXXXXX";
     if (!::mkdtemp(scratch)) {
@@ -100,6 +157,11 @@ int main(int argc, char** argv) {
                          note.c_str());
             return 1;
         }
+    }
+    if (!gpuguard.empty()) {
+        time_command({gpuguard, "scan", std::filesystem::read_symlink("/proc/self/exe")}, dir,
+                     rounds);
+        if (!replay.empty()) time_command({gpuguard, "replay", replay}, dir, rounds);
     }
     std::filesystem::remove_all(dir);
     if (compiled_rules != loaded_rules) {
