@@ -23,6 +23,13 @@ case "$mode" in
         ;;
 esac
 
+# Root, from a root shell or through sudo where it exists: apt-get installs
+# the packages, and the agent loads BPF programs. Nothing here calls sudo.
+if [[ $(id -u) -ne 0 ]]; then
+    echo "setup: run as root (from a root shell: bash scripts/setup.sh $mode; or with sudo)" >&2
+    exit 1
+fi
+
 werror=OFF
 if [[ "${GPUGUARD_WERROR:-0}" == 1 ]]; then werror=ON; fi
 jobs="$(nproc)"
