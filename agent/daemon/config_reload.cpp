@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <string_view>
 #include <utility>
 
 #include <sys/inotify.h>
@@ -107,8 +108,11 @@ Result<ConfigFileWatch> ConfigFileWatch::start(const std::filesystem::path& file
 }
 
 bool ConfigFileWatch::changed() {
+    // A Kubernetes ConfigMap volume's file is a symlink through `..data`,
+    // which kubelet renames over on each update: the file's name sees no event.
     return drain_inotify(inotify_fd_.get(), [&](const inotify_event& event) {
-        return event.len > 0 && file_name_ == event.name;
+        return event.len > 0 &&
+               (file_name_ == event.name || std::string_view(event.name) == "..data");
     });
 }
 

@@ -2,6 +2,7 @@
 // that triggers a reload without SIGHUP.
 #include "gpuguard/daemon/config_reload.h"
 
+#include <filesystem>
 #include <fstream>
 
 #include <gtest/gtest.h>
@@ -145,6 +146,28 @@ TEST(ConfigFileWatch, sees_writes_and_replacements_of_its_file_only) {
     ConfigFileWatch moved = std::move(watch).value();
     std::ofstream(file, std::ios::app) << "\n";
     EXPECT_TRUE(moved.changed());
+}
+
+// A ConfigMap volume as kubelet's AtomicWriter writes it: gpuguard.yaml a
+// link through ..data, an update a new directory and a rename of a new
+// ..data link over the old one (the file's own link never changes).
+TEST(ConfigFileWatch, sees_a_configmap_update) {
+    namespace fs = std::filesystem;
+    gpuguard::testing::TempDir dir("gg-watch-cm");
+    const auto generation = [&](const std::string& name, const std::string& text) {
+        fs::create_directory(dir / name);
+        std::ofstream(dir / name / "gpuguard.yaml") << text;
+        fs::create_symlink(name, dir / "..data_tmp");
+        fs::rename(dir / "..data_tmp", dir / "..data");
+    };
+    generation("..2026_11_28_first", "log:\n  level: info\n");
+    fs::create_symlink("..data/gpuguard.yaml", dir / "gpuguard.yaml");
+    auto watch = ConfigFileWatch::start(dir / "gpuguard.yaml");
+    ASSERT_TRUE(watch) << watch.error().message;
+    EXPECT_FALSE(watch->changed());
+    generation("..2026_11_28_second", "log:\n  level: debug\n");
+    EXPECT_TRUE(watch->changed()) << "the ..data swap was not seen";
+    EXPECT_EQ(gpuguard::testing::file_text(dir / "gpuguard.yaml"), "log:\n  level: debug\n");
 }
 
 TEST(ConfigFileWatch, fails_for_a_missing_directory) {
