@@ -31,6 +31,8 @@
 #include <unistd.h>
 
 #include "tests/support/agent_config.h"
+#include "tests/support/child_process.h"
+#include "tests/support/detection_ledger.h"
 #include "tests/support/privileged.h"
 #include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
@@ -65,6 +67,32 @@ struct LoopbackPool {
     ~LoopbackPool() {
         if (fd >= 0) close(fd);
     }
+};
+
+// A listening loopback socket on a port the kernel picks (an ephemeral
+// one, which no miner signature names): a local service.
+struct LoopbackService {
+    int fd = -1;
+    uint16_t port = 0;
+    LoopbackService() {
+        fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in addr{};
+        addr.sin_family = AF_INET;
+        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t size = sizeof(addr);
+        if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, 4) != 0 ||
+            getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &size) != 0) {
+            close(fd);
+            fd = -1;
+            return;
+        }
+        port = ntohs(addr.sin_port);
+    }
+    ~LoopbackService() {
+        if (fd >= 0) close(fd);
+    }
+    LoopbackService(const LoopbackService&) = delete;
+    LoopbackService& operator=(const LoopbackService&) = delete;
 };
 
 // A child the test started, waited for with a deadline; killed and reaped at
@@ -188,11 +216,7 @@ class AgentDetectTest : public ::testing::Test {
 
     // The pid of an output record's process; 0 for a record with none (a
     // GPU's own detection).
-    static pid_t pid_of(const nlohmann::json& record) {
-        const auto process = record.find("process");
-        if (process == record.end() || !process->is_object()) return 0;
-        return process->value("pid", 0);
-    }
+    static pid_t pid_of(const nlohmann::json& record) { return record_pid(record); }
 
     // The next detection line for `pid` and `rule` within `timeout`.
     std::optional<nlohmann::json> wait_for_detection(Subprocess& agent, pid_t pid,
@@ -217,6 +241,24 @@ class AgentDetectTest : public ::testing::Test {
         if (!detection) return "";
         EXPECT_EQ((*detection)["log"]["level"], "critical") << detection->dump();
         return detection->dump();
+    }
+
+    // The check every live detection test ends on: stops the agent
+    // (SIGTERM, a clean exit), reads the rest of its output, and checks every
+    // detection read (seen_, then that rest) against `expected` for the pids
+    // the test started (DetectionLedger::expect_exactly).
+    void expect_whole_output(Subprocess& agent, const std::vector<ExpectedDetection>& expected,
+                             const std::vector<pid_t>& started) {
+        EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+        while (auto line = agent.read_stdout_line(0ms)) seen_.push_back(*line);
+        EXPECT_TRUE(ledger().expect_exactly(expected, started));
+    }
+
+    // Every detection read so far (seen_).
+    DetectionLedger ledger() const {
+        DetectionLedger ledger;
+        for (const auto& line : seen_) ledger.add(line);
+        return ledger;
     }
 
     // The detections read so far (seen_, the lines other waits read
@@ -254,8 +296,12 @@ class AgentDetectTest : public ::testing::Test {
     }
 
     // Forks a child that names itself `comm`, opens the fake GPU node (the fd
-    // survives exec) and, when argv is given, execs it.
+    // survives exec) and, when argv is given, execs it. With no argv it
+    // execs the idle program under the name `comm` (a link), which opens the
+    // node itself: a GPU holder that is no fork of this test binary (whose
+    // miner strings YARA knows), judged on what it does alone.
     pid_t start_child(const std::string& comm, std::vector<std::string> argv) {
+        if (argv.empty()) return start_idle_holder(comm);
         const std::string node = node_.string();
         std::vector<char*> args;
         for (auto& arg : argv) args.push_back(arg.data());
@@ -269,6 +315,29 @@ class AgentDetectTest : public ::testing::Test {
             _exit(0);
         }
         return pid;
+    }
+
+    // The idle program exec'd as `comm` holding the fake GPU node open (with
+    // `env` besides); its pid once it holds it (-1 when it never did in 5 s).
+    pid_t start_idle_holder(const std::string& comm, std::vector<std::string> env = {}) {
+        const auto names = dir_ / "idle-names";
+        std::filesystem::create_directories(names);
+        const auto link = names / comm;
+        std::error_code ec;
+        std::filesystem::remove(link, ec);
+        std::filesystem::create_symlink(GPUGUARD_IDLE_PROCESS, link);
+        const std::string node = node_.string();
+        env.push_back("GG_HOLD=" + node);
+        const pid_t pid = spawn_process(link.string(), {comm}, "/", env);
+        if (pid <= 0) return -1;
+        const auto fds = std::filesystem::path("/proc") / std::to_string(pid) / "fd";
+        for (const auto deadline = Clock::now() + 5s; Clock::now() < deadline;) {
+            for (const auto& fd : std::filesystem::directory_iterator(fds, ec)) {
+                if (std::filesystem::read_symlink(fd.path(), ec) == node_) return pid;
+            }
+            std::this_thread::sleep_for(1ms);
+        }
+        return -1;
     }
 
     // Kills on a connect to a miner port (GG-PORT-0001's action, so

@@ -1,6 +1,7 @@
 #include "tests/support/child_process.h"
 
 #include <cstdint>
+#include <filesystem>
 #include <stdexcept>
 #include <thread>
 
@@ -15,6 +16,8 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "tests/support/io_worker.h"
 
 namespace gpuguard::testing {
 
@@ -109,6 +112,45 @@ RequestChild::RequestChild(std::function<int(char)> handler, std::function<void(
     (void)!read(answers_[0], &ready, sizeof(ready));
 }
 
+RequestChild::RequestChild(const std::string& program, const std::string& comm,
+                           const std::vector<std::string>& args) {
+    // Its comm is the name it is exec'd by: a link named `comm` to `program`,
+    // made for the exec and removed once the program answers.
+    const auto links = std::filesystem::path(program).parent_path() /
+                       ("gg-worker-names-" + std::to_string(getpid()));
+    const auto link = links / comm;
+    std::error_code ec;
+    std::filesystem::create_directories(links, ec);
+    std::filesystem::remove(link, ec);
+    std::filesystem::create_symlink(program, link, ec);
+    if (ec) throw std::runtime_error("cannot link " + link.string() + ": " + ec.message());
+    const std::string path = link.string();
+    std::vector<char*> argv{const_cast<char*>(comm.c_str())};
+    for (const auto& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+    argv.push_back(nullptr);
+    if (pipe(requests_) != 0 || pipe(answers_) != 0) return;
+    const pid_t parent = getpid();
+    pid_ = fork();
+    if (pid_ < 0) throw std::runtime_error("fork failed");
+    if (pid_ == 0) {
+        end_with_parent(parent, SIGKILL);
+        if (dup2(requests_[0], kIoWorkerRequestFd) < 0 ||
+            dup2(answers_[1], kIoWorkerAnswerFd) < 0) {
+            _exit(126);
+        }
+        for (int fd : {requests_[0], requests_[1], answers_[0], answers_[1]}) {
+            if (fd != kIoWorkerRequestFd && fd != kIoWorkerAnswerFd) close(fd);
+        }
+        execv(path.c_str(), argv.data());
+        _exit(127);
+    }
+    close(requests_[0]);
+    close(answers_[1]);
+    int ready = -1;
+    (void)!read(answers_[0], &ready, sizeof(ready));
+    std::filesystem::remove_all(links, ec);
+}
+
 RequestChild::~RequestChild() {
     close(requests_[1]);
     close(answers_[0]);
@@ -137,131 +179,13 @@ ChildReaper::~ChildReaper() {
     waitpid(pid_, nullptr, 0);
 }
 
-namespace {
-
-// RFC 1928 CONNECT without authentication on the connected `fd`: 0 when
-// the proxy granted it, else an errno (ECONNREFUSED when it refused).
-// Reads one line (up to 1 KiB, ending in '\n') from `fd`: 0, or the errno
-// (ECONNRESET at end of stream, EMSGSIZE for a longer line).
-int read_line(int fd) {
-    char line[1024];
-    size_t got = 0;
-    while (got < sizeof(line)) {
-        const ssize_t n = read(fd, line + got, sizeof(line) - got);
-        if (n <= 0) return n == 0 ? ECONNRESET : errno;
-        got += static_cast<size_t>(n);
-        if (line[got - 1] == '\n') return 0;
-    }
-    return EMSGSIZE;
-}
-
-int socks5_connect(int fd, const std::string& target, uint16_t port) {
-    const auto exchange = [fd](const std::string& out, size_t answer) -> int {
-        if (write(fd, out.data(), out.size()) != static_cast<ssize_t>(out.size())) return errno;
-        char in[64];
-        size_t got = 0;
-        while (got < answer) {
-            const ssize_t n = read(fd, in + got, answer - got);
-            if (n <= 0) return n == 0 ? ECONNRESET : errno;
-            got += static_cast<size_t>(n);
-        }
-        return in[1] == 0 ? 0 : ECONNREFUSED;
-    };
-    if (const int refused = exchange(std::string("\x05\x01\x00", 3), 2)) return refused;
-    std::string request("\x05\x01\x00", 3);
-    in_addr address{};
-    if (inet_pton(AF_INET, target.c_str(), &address) == 1) {
-        request += '\x01';
-        request.append(reinterpret_cast<const char*>(&address), 4);
-    } else {
-        request += '\x03';
-        request += static_cast<char>(target.size());
-        request += target;
-    }
-    request += static_cast<char>(port >> 8);
-    request += static_cast<char>(port & 0xff);
-    return exchange(request, 10);  // the reply with an IPv4 bound address
-}
-
-}  // namespace
-
 std::unique_ptr<RequestChild> start_io_worker(const IoWorkerOptions& options) {
+    if (!options.program.empty()) {
+        return std::make_unique<RequestChild>(options.program, options.comm,
+                                              io_worker_args(options));
+    }
     return std::make_unique<RequestChild>(
-        [options](char request) -> int {
-            // The child's own state (it runs one worker).
-            static int tcp = -1, udp = -1;
-            static char block[kIoFileBytes];
-            sockaddr_in to{};
-            to.sin_family = AF_INET;
-            to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-            switch (request) {
-                case 'g':
-                    return open(options.gpu_node.c_str(), O_RDWR | O_CLOEXEC) >= 0 ? 0 : errno;
-                case 'c':
-                    tcp = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-                    udp = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-                    to.sin_port = htons(options.tcp_port);
-                    if (inet_pton(AF_INET, options.tcp_address.c_str(), &to.sin_addr) != 1) {
-                        return EINVAL;
-                    }
-                    return connect(tcp, reinterpret_cast<sockaddr*>(&to), sizeof(to)) == 0 ? 0
-                                                                                           : errno;
-                case 's':
-                    return write(tcp, block, kIoMessageBytes) == kIoMessageBytes ? 0 : errno;
-                case 'p':
-                    return socks5_connect(tcp, options.socks_target, options.socks_port);
-                case 'h': {
-                    // A handshake record (22), TLS 1.0 on the wire, a ClientHello's start.
-                    const char hello[] = {0x16, 0x03, 0x01, 0x00, 0x2f, 0x01, 0x00, 0x00, 0x2b,
-                                          0x03, 0x03, 0x5a, 0x3c, 0x11, 0x7e, 0x42, 0x09};
-                    return write(tcp, hello, sizeof(hello)) == sizeof(hello) ? 0 : errno;
-                }
-                case 'q': {
-                    // A line out, then the peer's one-line answer read in full.
-                    if (write(tcp, "ping\n", 5) != 5) return errno;
-                    return read_line(tcp);
-                }
-                case 'r': {
-                    // One line the peer sends on its own, waited for at most 10 s.
-                    const timeval wait{10, 0};
-                    setsockopt(tcp, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait));
-                    return read_line(tcp);
-                }
-                case 'x':
-                    close(tcp);
-                    tcp = -1;
-                    return 0;
-                case 't': {
-                    // Type 23 (application data), TLS 1.2 on the wire, then the ciphertext.
-                    char record[kIoMessageBytes] = {0x17, 0x03, 0x03, 0x00,
-                                                    static_cast<char>(kIoMessageBytes - 5)};
-                    for (size_t i = 5; i < sizeof(record); ++i)
-                        record[i] = static_cast<char>(i * 37);
-                    return write(tcp, record, sizeof(record)) == sizeof(record) ? 0 : errno;
-                }
-                case 'b':
-                    std::thread([] {
-                        volatile uint64_t spins = 0;
-                        for (;;) spins = spins + 1;  // ends with the process
-                    }).detach();
-                    return 0;
-                case 'u':
-                    to.sin_port = htons(options.udp_port);
-                    return sendto(udp, block, kIoDatagramBytes, 0, reinterpret_cast<sockaddr*>(&to),
-                                  sizeof(to)) == kIoDatagramBytes
-                               ? 0
-                               : errno;
-                case 'f': {
-                    const int fd =
-                        open(options.file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-                    if (fd < 0) return errno;
-                    const bool whole = write(fd, block, sizeof(block)) == sizeof(block);
-                    close(fd);
-                    return whole ? 0 : EIO;
-                }
-            }
-            return EINVAL;
-        },
+        [options](char request) { return io_worker_request(options, request); },
         [comm = options.comm] {
             prctl(PR_SET_NAME, comm.c_str(), 0, 0, 0);
             // A test that dies must not leave its workers holding its sockets.

@@ -61,6 +61,12 @@ class ChildReaper {
 class RequestChild {
   public:
     explicit RequestChild(std::function<int(char)> handler, std::function<void()> setup = {});
+    // The same, with `program` exec'd as the child under the name `comm`
+    // (its argv[0] and comm) with `args`: it reads requests on fd 3 and
+    // answers on fd 4 (gg_test_io_worker). The constructor returns once it
+    // has answered its first 0; ask() then gives -1 if the exec failed.
+    RequestChild(const std::string& program, const std::string& comm,
+                 const std::vector<std::string>& args);
     ~RequestChild();
     RequestChild(const RequestChild&) = delete;
     RequestChild& operator=(const RequestChild&) = delete;
@@ -98,6 +104,10 @@ struct IoWorkerOptions {
     // connection to this address or name and port.
     std::string socks_target = "";
     uint16_t socks_port = 0;
+    // When set, the worker is this program (gg_test_io_worker) exec'd, not a
+    // fork of the test binary: a benign worker whose executable YARA has
+    // nothing to say about.
+    std::string program = "";
 };
 inline constexpr size_t kIoMessageBytes = 100;
 inline constexpr size_t kIoDatagramBytes = 40;
