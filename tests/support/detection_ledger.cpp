@@ -17,6 +17,11 @@ ExpectedDetection key_of(const nlohmann::json& record) {
             record["log"]["level"].get<std::string>()};
 }
 
+ExpectedDetection required(ExpectedDetection detection) {
+    detection.optional = false;
+    return detection;
+}
+
 std::string named(const ExpectedDetection& detection) {
     return detection.rule + " pid " + std::to_string(detection.pid) + " at " + detection.severity;
 }
@@ -50,20 +55,24 @@ std::vector<nlohmann::json> DetectionLedger::of(pid_t pid) const {
 ::testing::AssertionResult DetectionLedger::expect_exactly(
     const std::vector<ExpectedDetection>& expected, const std::vector<pid_t>& started) const {
     std::set<pid_t> pids(started.begin(), started.end());
-    std::set<std::pair<std::string, pid_t>> expected_rules;  // (rule, pid) expected at some level
+    std::set<std::string> expected_rules;  // a rule named fires for the pids named only
     for (const auto& detection : expected) {
         pids.insert(detection.pid);
-        expected_rules.insert({detection.rule, detection.pid});
+        expected_rules.insert(detection.rule);
     }
-    std::set<ExpectedDetection> wanted(expected.begin(), expected.end()), found;
+    std::set<ExpectedDetection> wanted, allowed, found;
+    for (const auto& detection : expected) {
+        (detection.optional ? allowed : wanted).insert(required(detection));
+    }
     std::ostringstream problems;
     for (const auto& record : records_) {
         const ExpectedDetection key = key_of(record);
         if (!pids.contains(key.pid)) continue;
         if (wanted.contains(key)) {
             found.insert(key);
-        } else if (at_warning_or_above(key.severity) ||
-                   expected_rules.contains({key.rule, key.pid})) {
+        } else if (allowed.contains(key)) {
+            continue;
+        } else if (at_warning_or_above(key.severity) || expected_rules.contains(key.rule)) {
             problems << "\n  extra: " << named(key) << ": " << record.dump();
         }
     }
