@@ -238,25 +238,26 @@ void Agent::Impl::sync_kill_now_names(const rules::RuleSet& rule_set) {
 }
 
 // The correlator's YARA scan and config file requests, for processes
-// still alive.
+// still alive: the same processes, not ones that got their pids after an
+// exit the agent has not read yet (the start times the table knows).
 void Agent::Impl::submit_scans() {
     if (exe_scans) {
         for (const auto& request : correlator->take_scan_requests()) {
             const ProcessInfo* info = table->find(request.pid);
             if (!info || info->exited) continue;
             if (!request.library.empty()) {
-                exe_scans->submit_library(task_of(*info), request.library);
+                exe_scans->submit_library(task_of(*info), request.library, info->start_time_ns);
                 continue;
             }
             // A clean verdict matters for a GPU holder or a process with hits
             // (sha256 allowlist, the journal's record); for any other exec only a hit does.
-            exe_scans->submit(task_of(*info), request.reason != "exec");
+            exe_scans->submit(task_of(*info), request.reason != "exec", info->start_time_ns);
         }
     }
     if (config_scans) {
         for (const auto& request : correlator->take_config_requests()) {
             const ProcessInfo* info = table->find(request.pid);
-            if (info && !info->exited) config_scans->submit(task_of(*info));
+            if (info && !info->exited) config_scans->submit(task_of(*info), info->start_time_ns);
         }
     }
 }

@@ -174,7 +174,9 @@ ConfigScanWorker::ConfigScanWorker(rules::RuleScanner scanner, Deliver deliver,
 
 ConfigScanWorker::~ConfigScanWorker() = default;
 
-bool ConfigScanWorker::submit(const TaskInfo& task) { return worker_.submit(task); }
+bool ConfigScanWorker::submit(const TaskInfo& task, uint64_t start_time_ns) {
+    return worker_.submit(task, false, {}, start_time_ns);
+}
 
 void ConfigScanWorker::set_rule_set(std::shared_ptr<const rules::RuleSet> rule_set) {
     std::lock_guard lock(mutex_);

@@ -39,12 +39,13 @@ ExeScanWorker::ExeScanWorker(signatures::YaraScanner scanner, Deliver deliver,
 
 ExeScanWorker::~ExeScanWorker() = default;
 
-bool ExeScanWorker::submit(const TaskInfo& task, bool deliver_clean) {
-    return worker_.submit(task, !deliver_clean);
+bool ExeScanWorker::submit(const TaskInfo& task, bool deliver_clean, uint64_t start_time_ns) {
+    return worker_.submit(task, !deliver_clean, {}, start_time_ns);
 }
 
-bool ExeScanWorker::submit_library(const TaskInfo& task, std::string library) {
-    return worker_.submit(task, /*quiet_if_nothing=*/true, std::move(library));
+bool ExeScanWorker::submit_library(const TaskInfo& task, std::string library,
+                                   uint64_t start_time_ns) {
+    return worker_.submit(task, /*quiet_if_nothing=*/true, std::move(library), start_time_ns);
 }
 
 ExeScanStats ExeScanWorker::stats() const {

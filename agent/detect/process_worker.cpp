@@ -17,8 +17,9 @@ ProcessWorker::~ProcessWorker() {
     thread_.join();
 }
 
-bool ProcessWorker::submit(const TaskInfo& task, bool quiet_if_nothing, std::string path) {
-    auto process = ProcessHandle::open(task.pid, 0, proc_root_);
+bool ProcessWorker::submit(const TaskInfo& task, bool quiet_if_nothing, std::string path,
+                           uint64_t start_time_ns) {
+    auto process = ProcessHandle::open(task.pid, start_time_ns, proc_root_);
     std::lock_guard lock(mutex_);
     ++requested_;
     if (!process || queue_.size() >= max_queue_) {

@@ -82,8 +82,9 @@ class ConfigScanWorker {
     ConfigScanWorker& operator=(const ConfigScanWorker&) = delete;
 
     // Queues a read of `task.pid`'s configuration files. False (and counted)
-    // when the queue is full or the process is already gone.
-    bool submit(const TaskInfo& task);
+    // when the queue is full or the process is already gone (with
+    // `start_time_ns`, also when its pid now has another process).
+    bool submit(const TaskInfo& task, uint64_t start_time_ns = 0);
     // Later reads match with these rules (the cache is dropped).
     void set_rule_set(std::shared_ptr<const rules::RuleSet> rule_set);
 

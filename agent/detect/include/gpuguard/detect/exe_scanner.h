@@ -39,11 +39,12 @@ class ExeScanWorker {
 
     // Queues a scan of `task.pid`'s executable. False (and counted) when the
     // queue is full or the process is already gone. Without `deliver_clean`
-    // a verdict without a hit is counted, not delivered.
-    bool submit(const TaskInfo& task, bool deliver_clean = true);
+    // a verdict without a hit is counted, not delivered. A process whose
+    // pid now has another `start_time_ns` is gone (ProcessWorker::submit).
+    bool submit(const TaskInfo& task, bool deliver_clean = true, uint64_t start_time_ns = 0);
     // Queues a scan of `library` (a real path in the process's root) that
     // its environment preloads; only a hit is delivered (ExeScan::library).
-    bool submit_library(const TaskInfo& task, std::string library);
+    bool submit_library(const TaskInfo& task, std::string library, uint64_t start_time_ns = 0);
 
     ExeScanStats stats() const;
 

@@ -36,8 +36,12 @@ class ProcessWorker {
     ProcessWorker& operator=(const ProcessWorker&) = delete;
 
     // Queues a request about `task.pid`. False (and counted as dropped)
-    // when the queue is full or the process is already gone.
-    bool submit(const TaskInfo& task, bool quiet_if_nothing = false, std::string path = {});
+    // when the queue is full or the process is already gone: exited, or,
+    // with `start_time_ns` (ProcStat's units; 0 unknown), its pid now held
+    // by a process that started at another time (the request's process
+    // exited and its pid was reused before the agent read the exit).
+    bool submit(const TaskInfo& task, bool quiet_if_nothing = false, std::string path = {},
+                uint64_t start_time_ns = 0);
 
     uint64_t requested() const;
     uint64_t dropped() const;  // at submit time
