@@ -154,7 +154,7 @@ TEST_F(AgentDetectTest, sigterm_from_a_process_is_a_record_naming_it_before_the_
     EXPECT_TRUE(
         agent.wait_for_stderr("stopping on SIGTERM from pid " + std::to_string(stopper), 10s))
         << agent.stderr_text();
-    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+    expect_whole_output(agent, {{"GG-CORR-0019", stopper, "notice"}}, {stopper});
     // The file output has it too: sent before the agent detached.
     auto record = wait_for_output(
         alerts,
@@ -217,10 +217,13 @@ TEST_F(AgentDetectTest, signals_from_a_process_are_a_detection_naming_the_sender
     EXPECT_NE(evidence.find("SIGSTOP" + to_agent(freezer, "gg-freezer")), std::string::npos)
         << evidence;
 
-    // The stop is GG-CORR-0019's, not tampering: no GG-CORR-0021 for it.
-    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
-    while (auto line = agent.read_stdout_line(50ms))
-        EXPECT_EQ(line->find("GG-CORR-0021"), std::string::npos) << *line;
+    // The test's own stop is GG-CORR-0019's, not tampering: no GG-CORR-0021
+    // for it.
+    expect_whole_output(agent,
+                        {{"GG-CORR-0021", usr2, "warning"},
+                         {"GG-CORR-0021", freezer, "warning"},
+                         {"GG-CORR-0019", getpid(), "notice"}},
+                        {usr2, freezer, getpid()});
 
     // The journal has every signal but SIGCONT (it only resumes) and SIGTERM.
     auto exported =
@@ -283,7 +286,7 @@ TEST_F(AgentDetectTest, a_process_detaching_the_agents_link_is_a_detection_namin
         << detail;
     EXPECT_NE(detail.find("(link id " + std::to_string(link_id) + " (fd "), std::string::npos)
         << detail;
-    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+    expect_whole_output(agent, {{"GG-CORR-0021", detacher, "warning"}}, {detacher});
 }
 
 // A bpf filesystem the test mounts for the agent's pins (the host's
@@ -339,6 +342,7 @@ TEST_F(AgentDetectTest, a_removed_pin_is_reported_and_pinned_again) {
     while (!found && std::chrono::steady_clock::now() < deadline) {
         auto line = agent.read_stdout_line(50ms);
         if (!line) continue;
+        seen_.push_back(*line);
         auto record = nlohmann::json::parse(*line, nullptr, false);
         if (record.is_discarded() || record["rule"]["id"] != "GG-CORR-0021") continue;
         for (const auto& item : record["gpuguard"]["detection"]["evidence"]) {
@@ -349,7 +353,9 @@ TEST_F(AgentDetectTest, a_removed_pin_is_reported_and_pinned_again) {
     }
     ASSERT_TRUE(found) << agent.stderr_text();
     EXPECT_TRUE(fs::exists(names)) << "pinned again";
-    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+    expect_whole_output(
+        agent, {{"GG-CORR-0021", remover, "warning"}, {"GG-CORR-0021", pid_of(*found), "warning"}},
+        {remover, quiet});
 }
 
 TEST_F(AgentDetectTest, sigkill_then_restart_reports_the_gap_and_a_clean_stop_does_not) {
@@ -367,7 +373,16 @@ TEST_F(AgentDetectTest, sigkill_then_restart_reports_the_gap_and_a_clean_stop_do
     {
         Subprocess first(run);
         ASSERT_TRUE(first.wait_for_agent_ready(30s)) << first.stderr_text();
-        std::this_thread::sleep_for(1500ms);  // alive for a while: its marker is touched
+        // Alive for a while: its run marker touched once after it was made.
+        const fs::path marker = dir_ / "journal" / "agent.run";
+        std::error_code ec;
+        const auto made = fs::last_write_time(marker, ec);
+        ASSERT_FALSE(ec) << marker << ": " << ec.message();
+        for (const auto deadline = Clock::now() + 10s;
+             fs::last_write_time(marker, ec) == made && Clock::now() < deadline;) {
+            std::this_thread::sleep_for(20ms);
+        }
+        ASSERT_NE(fs::last_write_time(marker, ec), made) << "the run marker was never touched";
         killed_pid = first.pid();
         killed_at = realtime_ns();
         killer = signal_sender("gg-killer", killed_pid, {SIGKILL});
@@ -400,7 +415,7 @@ TEST_F(AgentDetectTest, sigkill_then_restart_reports_the_gap_and_a_clean_stop_do
                                 " (gg-killer), uid 0"),
                   std::string::npos)
             << evidence;
-        EXPECT_EQ(second.stop(SIGTERM, 10s), 0) << second.stderr_text();
+        expect_whole_output(second, {{"GG-CORR-0020", killer, "warning"}}, {killer});
     }
 
     // The journal keeps the gap: T1 within the last seconds before the kill,
@@ -425,16 +440,14 @@ TEST_F(AgentDetectTest, sigkill_then_restart_reports_the_gap_and_a_clean_stop_do
     EXPECT_LT(to, realtime_ns());
 
     // A clean stop (above) left no marker: the next start reports no gap.
+    // It decides before it says it is ready; its whole output is read.
+    seen_.clear();
     Subprocess third(run);
     ASSERT_TRUE(third.wait_for_agent_ready(30s)) << third.stderr_text();
-    bool reported = false;
-    const auto deadline = std::chrono::steady_clock::now() + 2s;
-    while (std::chrono::steady_clock::now() < deadline) {
-        auto line = third.read_stdout_line(50ms);
-        if (line && line->find("GG-CORR-0020") != std::string::npos) reported = true;
+    expect_whole_output(third, {}, {killer});
+    for (const auto& line : seen_) {
+        EXPECT_EQ(line.find("GG-CORR-0020"), std::string::npos) << line;
     }
-    EXPECT_FALSE(reported);
-    EXPECT_EQ(third.stop(SIGTERM, 10s), 0) << third.stderr_text();
 }
 
 // A start never fails open (issue 39): a drop-in that asked for kills is
