@@ -29,6 +29,7 @@
 
 #include "tests/bpf/stratum_test_pool.h"
 #include "tests/support/child_process.h"
+#include "tests/support/detection_ledger.h"
 #include "tests/support/privileged.h"
 #include "tests/support/run_command.h"
 #include "tests/support/temp_dir.h"
@@ -135,6 +136,28 @@ Seen seen_for(const std::vector<json>& lines, pid_t pid) {
     return seen;
 }
 
+// Stops the agent (SIGTERM, a clean exit) and adds the rest of its output to
+// `lines`: what a test checks its negatives on, once the agent has read the
+// events that would have broken them.
+void read_to_the_end(gpuguard::testing::Subprocess& agent, std::vector<json>& lines) {
+    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+    while (const auto line = agent.read_stdout_line(0ms)) {
+        auto parsed = json::parse(*line, nullptr, false);
+        if (parsed.is_object()) lines.push_back(std::move(parsed));
+    }
+}
+
+// Every detection in `lines` against `expected` for the pids `started`
+// (gpuguard::testing::DetectionLedger::expect_exactly).
+::testing::AssertionResult detections_are(
+    const std::vector<json>& lines,
+    const std::vector<gpuguard::testing::ExpectedDetection>& expected,
+    const std::vector<pid_t>& started) {
+    gpuguard::testing::DetectionLedger ledger;
+    for (const auto& line : lines) ledger.add(line.dump());
+    return ledger.expect_exactly(expected, started);
+}
+
 json agent_status(const std::filesystem::path& socket) {
     const auto status = gpuguard::testing::run_command(
         {GPUGUARD_BINARY, "status", "--socket", socket.string(), "--json"});
@@ -210,13 +233,6 @@ TEST(WatchAgentTest, a_cpu_miner_named_by_its_argv_is_captured_on_an_unlisted_po
               std::string::npos)
         << agent.stderr_text();
 
-    // The worker connected at the same time as the miner: nothing of it.
-    read_agent_output(agent, lines, 1s);
-    const Seen worker_seen = seen_for(lines, worker.pid());
-    EXPECT_FALSE(worker_seen.connect) << worker_seen.connect->dump();
-    EXPECT_FALSE(worker_seen.payload);
-    EXPECT_FALSE(worker_seen.detection);
-
     json status = agent_status(socket_path);
     ASSERT_TRUE(status.is_object()) << agent.stderr_text();
     EXPECT_EQ(status["watch_list"]["processes"]["entries"], base_entries + 1)
@@ -249,6 +265,20 @@ TEST(WatchAgentTest, a_cpu_miner_named_by_its_argv_is_captured_on_an_unlisted_po
     EXPECT_EQ(status["watch_list"]["processes"]["entries"], base_entries)
         << status["watch_list"].dump();
     EXPECT_EQ(status["watch_list"]["processes"]["removed"], base_removed + 1);
+
+    // The worker connected and sent its login at the same time as the
+    // miner, before either exited, and the agent has read the miner's exit:
+    // nothing of the worker in its whole output.
+    read_to_the_end(agent, lines);
+    const Seen worker_seen = seen_for(lines, worker.pid());
+    EXPECT_FALSE(worker_seen.connect) << worker_seen.connect->dump();
+    EXPECT_FALSE(worker_seen.payload);
+    EXPECT_FALSE(worker_seen.detection);
+    // The miner: a known one by its argv at its exec (GG-CORR-0012), then at
+    // its pool (GG-CORR-0003).
+    EXPECT_TRUE(detections_are(
+        lines, {{"GG-CORR-0012", miner.pid(), "error"}, {"GG-CORR-0003", miner.pid(), "critical"}},
+        {miner.pid(), worker.pid()}));
 }
 
 TEST(WatchAgentTest, an_address_resolved_from_a_pool_domain_is_watched_on_any_port) {
@@ -323,14 +353,25 @@ TEST(WatchAgentTest, an_address_resolved_from_a_pool_domain_is_watched_on_any_po
               std::string::npos);
 
     // Any process connecting there is reported; to the other address, not.
-    const pid_t to_pool = gpuguard::testing::run_in_child("gg-plain", [&] {
-        const int fd = gpuguard::testing::connect_v4("127.77.0.9", pool.port());
-        return fd < 0 ? 1 : 0;
-    });
-    const pid_t to_elsewhere = gpuguard::testing::run_in_child("gg-plain", [&] {
-        const int fd = gpuguard::testing::connect_v4("127.77.0.10", elsewhere.port());
-        return fd < 0 ? 1 : 0;
-    });
+    // The other connect comes first: once the agent printed the pool's, it
+    // has read the other's (one stream, in order).
+    int connected_elsewhere = -1, connected_to_pool = -1;
+    const pid_t to_elsewhere = gpuguard::testing::run_in_child(
+        "gg-plain",
+        [&] {
+            const int fd = gpuguard::testing::connect_v4("127.77.0.10", elsewhere.port());
+            return fd < 0 ? 1 : 0;
+        },
+        &connected_elsewhere);
+    const pid_t to_pool = gpuguard::testing::run_in_child(
+        "gg-plain",
+        [&] {
+            const int fd = gpuguard::testing::connect_v4("127.77.0.9", pool.port());
+            return fd < 0 ? 1 : 0;
+        },
+        &connected_to_pool);
+    ASSERT_EQ(connected_elsewhere, 0);
+    ASSERT_EQ(connected_to_pool, 0);
     std::vector<json> lines;
     std::optional<json> connect;
     const auto connect_deadline = std::chrono::steady_clock::now() + 5s;
@@ -344,8 +385,9 @@ TEST(WatchAgentTest, an_address_resolved_from_a_pool_domain_is_watched_on_any_po
     EXPECT_EQ((*connect)["domain"], "xmr-eu1.nanopool.org");
     const json reasons = (*connect)["reasons"];
     EXPECT_EQ(reasons, json::array({"watched_address"})) << connect->dump();
-    read_agent_output(agent, lines, 500ms);
+    read_to_the_end(agent, lines);
     EXPECT_FALSE(seen_for(lines, to_elsewhere).connect);
+    EXPECT_TRUE(detections_are(lines, {}, {to_pool, to_elsewhere}));
 }
 
 }  // namespace
