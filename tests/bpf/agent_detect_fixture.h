@@ -244,12 +244,13 @@ class AgentDetectTest : public ::testing::Test {
     }
 
     // The check every live detection test ends on: stops the agent
-    // (SIGTERM, a clean exit), reads the rest of its output, and checks every
+    // (`signo`, SIGTERM unless told; 0 waits for an exit the test caused; a
+    // clean exit expected), reads the rest of its output, and checks every
     // detection read (seen_, then that rest) against `expected` for the pids
     // the test started (DetectionLedger::expect_exactly).
     void expect_whole_output(Subprocess& agent, const std::vector<ExpectedDetection>& expected,
-                             const std::vector<pid_t>& started) {
-        EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+                             const std::vector<pid_t>& started, int signo = SIGTERM) {
+        EXPECT_EQ(agent.stop(signo, 10s), 0) << agent.stderr_text();
         while (auto line = agent.read_stdout_line(0ms)) seen_.push_back(*line);
         EXPECT_TRUE(ledger().expect_exactly(expected, started));
     }

@@ -406,6 +406,49 @@ TEST_F(AgentDetectTest, a_cpu_miner_running_before_the_agent_started_is_judged_a
     EXPECT_TRUE(replayed_fake_curl) << "the scan's package check is journaled";
 }
 
+// The agent's own ancestors are not judged at its start (who controls its
+// launcher controls the agent): a launcher whose command line names a pool
+// (bash starting the agent and passing its stop on) raises nothing, while a
+// process beside it with the same words is GG-CORR-0012.
+TEST_F(AgentDetectTest, the_agents_own_launcher_is_not_judged_at_its_start) {
+    const std::vector<std::string> miner_words = {"xmrig", "-o", "stratum+tcp://pool.example:3333",
+                                                  "-u", "wallet"};
+    std::vector<gpuguard::UniqueFd> stdin_writers;
+    std::vector<std::string> beside_argv = {"/bin/sh", "-c", "read line"};
+    beside_argv.insert(beside_argv.end(), miner_words.begin(), miner_words.end());
+    const pid_t beside = spawn_waiting(stdin_writers, beside_argv);
+    ASSERT_GT(beside, 0);
+    gpuguard::testing::ChildReaper reap_beside(beside);
+    for (const auto deadline = Clock::now() + 5s;
+         gpuguard::testing::file_bytes("/proc/" + std::to_string(beside) + "/cmdline")
+                 .find("read line") == std::string::npos &&
+         Clock::now() < deadline;) {
+        std::this_thread::sleep_for(5ms);
+    }
+    // bash -c SCRIPT xmrig -o URL -u wallet AGENT...: the words are $0..$4;
+    // it stays the agent's parent (no exec of its last command: `&`, wait).
+    std::vector<std::string> launcher_argv = {"/bin/bash", "-c",
+                                              "shift 4; \"$@\" & wait $!; exit $?"};
+    launcher_argv.insert(launcher_argv.end(), miner_words.begin(), miner_words.end());
+    launcher_argv.insert(launcher_argv.end(),
+                         {GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    Subprocess launcher(launcher_argv);
+    ASSERT_TRUE(launcher.wait_for_agent_ready(30s)) << launcher.stderr_text();
+    const auto detection = wait_for_detection(launcher, beside, "GG-CORR-0012", 5s);
+    ASSERT_TRUE(detection) << launcher.stderr_text();
+    // The agent is stopped by this test, not through the launcher (a signal
+    // from it would make it a sender the agent reads anew); the start-up
+    // pass judged both, and its whole output names only the one beside.
+    const std::string children =
+        gpuguard::testing::file_bytes("/proc/" + std::to_string(launcher.pid()) + "/task/" +
+                                      std::to_string(launcher.pid()) + "/children");
+    const pid_t agent_pid = static_cast<pid_t>(std::strtol(children.c_str(), nullptr, 10));
+    ASSERT_GT(agent_pid, 0) << children;
+    ASSERT_EQ(kill(agent_pid, SIGTERM), 0);
+    expect_whole_output(launcher, {{"GG-CORR-0012", beside, "error"}}, {beside, launcher.pid()},
+                        /*signo=*/0);
+}
+
 // A command line longer than the exec record holds (sensor.argv_max_bytes
 // cut to 64 here): a miner's pool and wallet after a padding argument are
 // read again from /proc right after the exec (a cmdline event) and judged,
