@@ -318,6 +318,31 @@ class AgentDetectTest : public ::testing::Test {
         return pid;
     }
 
+    // True once the agent's table shows `pid` holding a GPU (gpuguard ps
+    // over the control socket: use_control_socket() first), within
+    // `timeout`: it has read the process's exec and GPU open and judged them.
+    bool wait_until_known_on_gpu(pid_t pid, std::chrono::milliseconds timeout) {
+        const auto known = [&] {
+            const auto listed = run_command(
+                {GPUGUARD_BINARY, "ps", "--json", "--socket", (dir_ / "control.sock").string()},
+                60s);
+            const auto processes = nlohmann::json::parse(listed.stdout_text, nullptr, false);
+            if (!processes.is_array()) return false;
+            for (const auto& process : processes) {
+                if (process.value("pid", 0) == pid && process.contains("gpus") &&
+                    !process["gpus"].empty()) {
+                    return true;
+                }
+            }
+            return false;
+        };
+        for (const auto deadline = Clock::now() + timeout; Clock::now() < deadline;) {
+            if (known()) return true;
+            std::this_thread::sleep_for(50ms);
+        }
+        return known();
+    }
+
     // The idle program exec'd as `comm` holding the fake GPU node open (with
     // `env` besides); its pid once it holds it (-1 when it never did in 5 s).
     pid_t start_idle_holder(const std::string& comm, std::vector<std::string> env = {}) {

@@ -176,25 +176,9 @@ TEST_F(ModuleLoadAgentTest, a_load_beside_a_gpu_process_is_a_notice_and_beside_a
     ChildReaper reap_render(render);
     // The agent holds it for a GPU process (its table, as gpuguard ps shows
     // it) before the load: no fixed wait, however slow emulation is.
-    const auto known_on_gpu = [&] {
-        const auto listed = gpuguard::testing::run_command(
-            {GPUGUARD_BINARY, "ps", "--json", "--socket", (dir_ / "control.sock").string()}, 60s);
-        const auto processes = nlohmann::json::parse(listed.stdout_text, nullptr, false);
-        if (!processes.is_array()) return false;
-        for (const auto& process : processes) {
-            if (process.value("pid", 0) == render && process.contains("gpus") &&
-                !process["gpus"].empty()) {
-                return true;
-            }
-        }
-        return false;
-    };
-    bool on_gpu = false;
-    for (const auto deadline = gpuguard::testing::Clock::now() + 60s;
-         !(on_gpu = known_on_gpu()) && gpuguard::testing::Clock::now() < deadline;) {
-        std::this_thread::sleep_for(100ms);
-    }
-    ASSERT_TRUE(on_gpu) << "the agent never saw gg-render open the GPU\n" << agent.stderr_text();
+    ASSERT_TRUE(wait_until_known_on_gpu(render, 60s))
+        << "the agent never saw gg-render open the GPU\n"
+        << agent.stderr_text();
     auto notice = load_and_detect(agent, "gg-insmod");
     ASSERT_TRUE(notice);
     EXPECT_EQ((*notice)["log"]["level"], "notice") << notice->dump();
