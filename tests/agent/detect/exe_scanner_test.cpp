@@ -2,7 +2,8 @@
 // be made says what kind of failure it was (ExeScan::error_kind), which the
 // `unreadable` condition counts: an executable over the size limit, one
 // root may not read (a FUSE mount without allow_other: here a thread
-// without the DAC capabilities and an execute-only file).
+// without the DAC capabilities and an execute-only file). A request for a
+// process by its start time is never answered about another process.
 #include "gpuguard/detect/exe_scanner.h"
 
 #include <chrono>
@@ -14,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include "gpuguard/state/process_handle.h"
 #include "tests/support/child_process.h"
 #include "tests/support/temp_dir.h"
 
@@ -78,6 +80,41 @@ TEST(ExeScanWorker, AScanThatCouldNotBeMadeSaysWhy) {
     EXPECT_EQ(verdicts[1].sha256.size(), 64u);
     EXPECT_EQ(verdicts[2].error_kind, "permission") << verdicts[2].error;
     EXPECT_EQ(verdicts[2].path, locked.string());
+}
+
+// A request names the process the agent knows by its start time: a pid now
+// held by a process that started at another time (the one asked about
+// exited, and a newcomer took its pid before the agent read the exit) is
+// not scanned as that process's, and counts as dropped.
+TEST(ExeScanWorker, APidNowHeldByAnotherProcessIsNotScanned) {
+    auto pack = signatures::load_builtin_pack();
+    ASSERT_TRUE(pack) << pack.error().message;
+    auto yara = signatures::YaraScanner::compile(*pack, {});
+    ASSERT_TRUE(yara) << yara.error().message;
+    testing::TempDir dir("gg-exe-scan-reused");
+    const pid_t pid =
+        testing::spawn_process(GPUGUARD_IDLE_PROCESS, {"gg-idle"}, dir.path().string());
+    ASSERT_GT(pid, 0) << std::strerror(errno);
+    testing::ChildReaper reap(pid);
+    const auto handle = ProcessHandle::open(static_cast<uint32_t>(pid), 0);
+    ASSERT_TRUE(handle) << handle.error().message;
+    const uint64_t started = handle->stat().start_time_ns;
+    ASSERT_GT(started, 0u);
+    std::mutex mutex;
+    std::condition_variable arrived;
+    size_t verdicts = 0;
+    ExeScanWorker worker(std::move(*yara), [&](Event) {
+        std::lock_guard lock(mutex);
+        ++verdicts;
+        arrived.notify_all();
+    });
+    const TaskInfo task{static_cast<uint32_t>(pid), static_cast<uint32_t>(pid), 1, 0, 0, 0, "x"};
+    EXPECT_FALSE(worker.submit(task, true, started - 1'000'000'000)) << "another start time";
+    EXPECT_EQ(worker.stats().dropped, 1u);
+    EXPECT_TRUE(worker.submit(task, true, started)) << "its own start time";
+    std::unique_lock lock(mutex);
+    ASSERT_TRUE(arrived.wait_for(lock, std::chrono::seconds(10), [&] { return verdicts > 0; }));
+    EXPECT_EQ(verdicts, 1u);
 }
 
 }  // namespace
