@@ -122,7 +122,8 @@ TEST_F(AgentDetectTest, a_flow_with_a_pools_shape_is_reported_and_an_acknowledgi
                                                        .gpu_node = node_.string(),
                                                        .file = "",
                                                        .tcp_port = kPushPort,
-                                                       .tcp_address = "10.67.0.1"});
+                                                       .tcp_address = "10.67.0.1",
+                                                       .program = GPUGUARD_IO_WORKER});
         };
         miner = worker("gg-shaped");
         consumer = worker("gg-acking");
@@ -181,8 +182,11 @@ TEST_F(AgentDetectTest, a_flow_with_a_pools_shape_is_reported_and_an_acknowledgi
     for (const auto& line : detections_for({consumer->pid()}, "GG-TEST-FLOW")) {
         ADD_FAILURE() << "the acknowledging consumer was reported: " << line;
     }
+    // The whole output: the shaped flow's detection and nothing else at
+    // warning or above for either worker.
+    expect_whole_output(agent, {{"GG-TEST-FLOW", miner->pid(), "warning"}},
+                        {miner->pid(), consumer->pid()});
     // The flow events are journaled: the journal alone reproduces it.
-    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
     const auto replayed = gpuguard::testing::run_command(
         {GPUGUARD_BINARY, "replay", "--correlation", rules.string(), (dir_ / "journal").string()},
         60s);
@@ -215,7 +219,8 @@ TEST_F(AgentDetectTest, a_dns_named_peer_with_a_pools_shape_is_opaque_and_an_ans
                                                        .gpu_node = node_.string(),
                                                        .file = "",
                                                        .tcp_port = kPushPort,
-                                                       .tcp_address = "10.67.0.1"});
+                                                       .tcp_address = "10.67.0.1",
+                                                       .program = GPUGUARD_IO_WORKER});
         };
         miner = worker("gg-named-shape");
         consumer = worker("gg-named-acks");
@@ -320,7 +325,13 @@ TEST_F(AgentDetectTest, a_dns_named_peer_with_a_pools_shape_is_opaque_and_an_ans
     for (const auto& line : detections_for({consumer->pid()}, "GG-TEST-NAMED")) {
         ADD_FAILURE() << "the answered consumer was reported: " << line;
     }
-    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+    // The built-in GG-CORR-0013 judged the same flow on the same pass: a
+    // quiet GPU miner over TLS to a host of its own domain, at error (no
+    // file writes at all). Nothing about the consumer.
+    expect_whole_output(
+        agent,
+        {{"GG-TEST-NAMED", miner->pid(), "warning"}, {"GG-CORR-0013", miner->pid(), "error"}},
+        {miner->pid(), consumer->pid()});
 }
 
 }  // namespace
