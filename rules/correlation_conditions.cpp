@@ -280,6 +280,17 @@ int RuleReader::read_conditions(const YAML::Node& when, const std::string& path,
         }
         ++conditions;
     }
+    if (const YAML::Node node = when["gpu_outside_allocation"]) {
+        if (auto text = diag_.scalar(node, path + ".gpu_outside_allocation")) {
+            if (*text != "outside" && *text != "none_given") {
+                diag_.error(node, path + ".gpu_outside_allocation: unknown value '" + *text +
+                                      "' (outside, none_given)");
+            } else {
+                rule.gpu_outside_allocation = *text;
+            }
+        }
+        ++conditions;
+    }
     if (const YAML::Node node = when["scope"]) {
         rule.scope = read_scope(node, path + ".scope");
         // A scope narrows other conditions; it is not evidence by itself.

@@ -160,10 +160,16 @@ void cef_peer(Attributes& a, const std::optional<DetectionPeer>& peer) {
     add(a, "proto", "TCP");
 }
 
-// The container beyond its id (cs4 in CEF, containerId in LEEF): CEF's six
-// custom string pairs are taken, so these are plain extension keys there
-// too, named alike in both formats.
-void container_attributes(Attributes& a, const DetectionProcess& p) {
+// The Slurm job and the container beyond its id (cs4 in CEF, containerId
+// in LEEF): CEF's six custom string pairs are taken, so these are plain
+// extension keys there too, named alike in both formats.
+void workload_attributes(Attributes& a, const DetectionProcess& p) {
+    add(a, "slurmJobId", p.slurm.job_id);
+    add(a, "slurmStepId", p.slurm.step_id);
+    add(a, "slurmUser", p.slurm.user);
+    add(a, "slurmAccount", p.slurm.account);
+    add(a, "slurmPartition", p.slurm.partition);
+    add(a, "slurmGpus", p.slurm.gpus);
     if (p.container_id.empty()) return;
     add(a, "containerName", p.container.name);
     add(a, "containerImage", p.container.image);
@@ -182,7 +188,7 @@ void leef_process(Attributes& a, const DetectionProcess& p) {
     add(a, "sha256", p.sha256);
     add(a, "cmdLine", p.command_line);
     add(a, "containerId", p.container_id);
-    container_attributes(a, p);
+    workload_attributes(a, p);
 }
 
 void leef_peer(Attributes& a, const std::optional<DetectionPeer>& peer) {
@@ -215,7 +221,7 @@ std::string format_cef(const Detection& d, const HostInfo& host) {
                    : fmt::format("{} {}", d.mitre_technique_id, d.mitre_technique_name));
     add_custom(a, "cs3", "commandLine", d.process.command_line);
     add_custom(a, "cs4", "containerId", d.process.container_id);
-    container_attributes(a, d.process);
+    workload_attributes(a, d.process);
     add_custom(a, "cs5", "gpus", gpu_list(d.gpus));
     add_custom(a, "cs6", "signatureIds", join(d.signature_ids, ","));
     add_custom(a, "cfp1", "confidence", confidence_text(d.confidence));
@@ -240,7 +246,7 @@ std::string format_cef(const EnforcementOutcome& o, const HostInfo& host) {
     add_custom(a, "cs1", "ruleId", o.rule_id);
     add_custom(a, "cs3", "commandLine", o.process.command_line);
     add_custom(a, "cs4", "containerId", o.process.container_id);
-    container_attributes(a, o.process);
+    workload_attributes(a, o.process);
     if (o.latency_ns != 0) add_custom(a, "cn3", "latencyNs", std::to_string(o.latency_ns));
     add_custom(a, "flexString1", "detectionId", o.detection_id);
     return render_cef(fmt::format("enforcement:{}", o.action),

@@ -14,10 +14,52 @@ std::string image_digest(const std::string& image_id) {
     return image_id;
 }
 
+// A Slurm job as ECS's orchestrator (type slurm, resource type job); the
+// rest of it is gpuguard.slurm's (ecs_slurm).
+void ecs_slurm_orchestrator(JsonWriter& out, const SlurmJob& job) {
+    out.key("orchestrator");
+    out.begin_object();
+    out.member("type", "slurm");
+    out.key("resource");
+    out.begin_object();
+    out.member("type", "job");
+    out.member("id", job.job_id);
+    out.end_object();
+    out.end_object();
+}
+
 }  // namespace
 
+void ecs_slurm(JsonWriter& out, const SlurmJob& job) {
+    if (job.empty()) return;
+    out.key("slurm");
+    out.begin_object();
+    out.member("job_id", job.job_id);
+    out.member_if("step_id", job.step_id);
+    out.member_if("user", job.user);
+    out.member_if("account", job.account);
+    out.member_if("partition", job.partition);
+    out.member_if("gpus", job.gpus);
+    out.end_object();
+}
+
+Json ocsf_slurm(const SlurmJob& job) {
+    if (job.empty()) return nullptr;
+    Json json;
+    json["job_id"] = job.job_id;
+    put_if(json, "step_id", job.step_id);
+    put_if(json, "user", job.user);
+    put_if(json, "account", job.account);
+    put_if(json, "partition", job.partition);
+    put_if(json, "gpus", job.gpus);
+    return json;
+}
+
 void ecs_container(JsonWriter& out, const DetectionProcess& process) {
-    if (process.container_id.empty()) return;
+    if (process.container_id.empty()) {
+        if (!process.slurm.empty()) ecs_slurm_orchestrator(out, process.slurm);
+        return;
+    }
     const ContainerDetails& c = process.container;
     out.key("container");
     out.begin_object();

@@ -13,8 +13,15 @@ namespace gpuguard::siem {
 void put_if(nlohmann::ordered_json& json, const char* key, const std::string& value);
 
 // ECS container.{id,name,runtime,image.name,image.hash.all,labels} and, in a
-// pod, orchestrator.{type,namespace,resource.{type,name,id}}; nothing on the host.
+// pod, orchestrator.{type,namespace,resource.{type,name,id}}; on the host,
+// in a Slurm job, orchestrator.{type: slurm, resource.{type: job, id}}.
 void ecs_container(JsonWriter& out, const DetectionProcess& process);
+
+// gpuguard.slurm.{job_id,step_id,user,account,partition,gpus} in ECS (in the
+// gpuguard object); nothing outside a job.
+void ecs_slurm(JsonWriter& out, const SlurmJob& job);
+// The same for OCSF's unmapped.slurm; null outside a job.
+nlohmann::ordered_json ocsf_slurm(const SlurmJob& job);
 
 // OCSF's container object (uid, name, runtime, image {name, uid}, pod_uuid,
 // orchestrator); null on the host.

@@ -394,6 +394,7 @@ std::string format_ecs_json(const Detection& d, const HostInfo& host) {
     out.end_array();
     out.end_object();  // detection
     gpuguard_process(out, d.process);
+    ecs_slurm(out, d.process.slurm);
     out.key("gpus");
     out.begin_array();
     for (const auto& gpu : d.gpus) ecs_gpu(out, gpu);
@@ -435,6 +436,7 @@ std::string format_ecs_json(const EnforcementOutcome& o, const HostInfo& host) {
     out.member_if("linked_detection_id", o.linked_detection_id);
     out.end_object();  // enforcement
     gpuguard_process(out, o.process);
+    ecs_slurm(out, o.process.slurm);
     out.end_object();  // gpuguard
     out.end_object();
     return text;
@@ -498,6 +500,9 @@ std::string format_ocsf(const Detection& d, const HostInfo& host) {
     if (auto pod = ocsf_kubernetes(d.process); !pod.is_null()) {
         json["unmapped"]["kubernetes"] = std::move(pod);
     }
+    if (auto job = ocsf_slurm(d.process.slurm); !job.is_null()) {
+        json["unmapped"]["slurm"] = std::move(job);
+    }
     return dump(json);
 }
 
@@ -548,6 +553,9 @@ std::string format_ocsf(const EnforcementOutcome& o, const HostInfo& host) {
     json["unmapped"] = {{"gpuguard", unmapped}};
     if (auto pod = ocsf_kubernetes(o.process); !pod.is_null()) {
         json["unmapped"]["kubernetes"] = std::move(pod);
+    }
+    if (auto job = ocsf_slurm(o.process.slurm); !job.is_null()) {
+        json["unmapped"]["slurm"] = std::move(job);
     }
     return dump(json);
 }

@@ -278,6 +278,17 @@ std::string event_details(const Event& event) {
             if (d.in_pod()) out += " pod " + d.pod_namespace + "/" + d.pod_name;
             return out;
         }
+        std::string operator()(const Workload& workload) const {
+            std::string out = workload.scheduler;
+            if (!workload.slurm.empty()) {
+                out += " job " + workload.slurm.job_id +
+                       (workload.slurm.step_id.empty() ? "" : "." + workload.slurm.step_id);
+            }
+            if (workload.allocation_source.empty()) return out + " no GPU allocation";
+            return out + " " + workload.allocation_source + "=" + workload.allocation +
+                   (workload.unresolved.empty() ? " -> " + join(workload.allocated, ",")
+                                                : " (" + workload.unresolved + ")");
+        }
         std::string operator()(const ExeScan& scan) const {
             if (!scan.error.empty()) return "yara: " + scan.path + " not scanned: " + scan.error;
             return "yara: " + scan.path + " sha256 " + scan.sha256.substr(0, 16) + " " +

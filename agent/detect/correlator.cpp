@@ -123,7 +123,13 @@ void CorrelatorImpl::record(const Event& event, std::vector<const Detection*>& o
                 record_exe_scan(pid, ts_ns, data);
                 judge(pid);
             } else if constexpr (std::is_same_v<T, GpuOpen>) {
-                if (data.succeeded()) judge(pid);
+                if (!data.succeeded()) return;
+                // Each GPU a job's or pod's process takes is judged against
+                // its allocation, not only its first.
+                if (ProcessEvidence& evidence = book_.of(pid); evidence.workload) {
+                    evidence.dirty = true;
+                }
+                judge(pid);
             } else if constexpr (std::is_same_v<T, GpuIoctl>) {
                 judge(pid);
             } else if constexpr (std::is_same_v<T, Connect>) {
@@ -142,6 +148,9 @@ void CorrelatorImpl::record(const Event& event, std::vector<const Detection*>& o
                 record_file_change(event, data, out);
             } else if constexpr (std::is_same_v<T, ProcessEnv>) {
                 record_env(pid, ts_ns, data);  // judged with the GPU event or exec that follows
+            } else if constexpr (std::is_same_v<T, Workload>) {
+                book_.of(pid).workload = data;  // judged with the GPU event that follows
+                book_.of(pid).dirty = true;
             } else if constexpr (std::is_same_v<T, NetPayload>) {
                 // Raw samples: net_intel.h derives Stratum events from them;
                 // here only what protocol a connection's first message

@@ -220,6 +220,8 @@ struct ProcessEvidence {
     std::optional<ProcessEnv> env;          // at its first GPU use, or its last exec since
     uint64_t env_ns = 0;
     std::vector<InjectedLibrary> libraries;  // of env: what nothing vouches for
+    // Its job's or pod's GPUs, read at its first GPU use (a workload event).
+    std::optional<Workload> workload;
 
     // What it does, newest last, bounded.
     std::vector<UsageSample> usage;

@@ -4,6 +4,7 @@
 #include "gpuguard/state/file_context.h"
 #include "gpuguard/state/gpu_libraries.h"
 #include "gpuguard/state/proc_sockets.h"
+#include "gpuguard/state/workload.h"
 #include "gpuguard/state/writer_origin.h"
 
 namespace gpuguard::agent {
@@ -24,6 +25,15 @@ void HostReads::complete(Event& event) const {
 
 Event HostReads::environment_of(const Event& event) const {
     return Event{event.ts_ns, event.task, read_process_env(event.task.pid, options_.proc_root)};
+}
+
+std::optional<Event> HostReads::workload_of(const Event& event) const {
+    WorkloadReadOptions read;
+    read.proc_root = options_.proc_root;
+    read.host_root = options_.proc_root + "/1/root";
+    auto workload = read_workload(event.task.pid, read);
+    if (!workload) return std::nullopt;
+    return Event{event.ts_ns, event.task, std::move(*workload)};
 }
 
 Event HostReads::gpu_libraries_of(const Event& event) const {

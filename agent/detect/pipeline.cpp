@@ -123,6 +123,11 @@ void Pipeline::pass(const Event& event, bool judge_it) {
     if (host && (new_holder || gpu_holder_execs(table, event))) {
         pass(host->environment_of(event), judge_it);
     }
+    // Its Slurm job or pod and the GPUs it was given, read once at its
+    // first GPU use (a job's allocation holds for its life).
+    if (new_holder) {
+        if (auto workload = host->workload_of(event)) pass(*workload, judge_it);
+    }
     // The GPU software it runs on, read once at its first GPU use (its
     // framework and runtime are mapped by the time the driver opens the GPU).
     if (new_holder) pass(host->gpu_libraries_of(event), judge_it);

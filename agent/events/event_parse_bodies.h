@@ -435,6 +435,25 @@ Container read_container(const Reader<Node>& reader) {
 }
 
 template <typename Node>
+Workload read_workload(const Reader<Node>& reader) {
+    Workload workload;
+    workload.scheduler = reader.string("scheduler");
+    SlurmJob& job = workload.slurm;
+    job.job_id = reader.string("job_id", "");
+    job.step_id = reader.string("step_id", "");
+    job.user = reader.string("job_user", "");
+    job.account = reader.string("account", "");
+    job.partition = reader.string("partition", "");
+    job.gpus = reader.string("job_gpus", "");
+    workload.allocation_source = reader.string("allocation_source", "");
+    workload.allocation = reader.string("allocation", "");
+    workload.allocated = reader.strings("allocated");
+    workload.node_gpus = reader.strings("node_gpus");
+    workload.unresolved = reader.string("unresolved", "");
+    return workload;
+}
+
+template <typename Node>
 ProcessIo read_process_io(const Reader<Node>& reader) {
     ProcessIo io;
     io.file_write_bytes = reader.template optional_integer<uint64_t>("file_write_bytes");
@@ -512,6 +531,8 @@ void read_body(std::string_view type, const Reader<Node>& top, const std::option
         body = read_trust_change(object());
     } else if (type == "pool_probe") {
         body = read_pool_probe(object());
+    } else if (type == "workload") {
+        body = read_workload(object());
     } else {
         top.error("type", "unknown event type \"" + std::string(type) + "\" (" +
                               join(event_type_names(), ", ") + ")");

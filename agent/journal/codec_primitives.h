@@ -49,6 +49,7 @@ enum class EventTag : uint8_t {
     kProcessCmdline = schema::Declaration<ProcessCmdline>::tag,
     kFlow = schema::Declaration<Flow>::tag,
     kTrustChange = schema::Declaration<TrustChange>::tag,
+    kWorkload = schema::Declaration<Workload>::tag,
 };
 
 // --- writing --------------------------------------------------------------

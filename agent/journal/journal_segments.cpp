@@ -93,6 +93,7 @@ void JournalWriter::Writer::update_state(std::string_view payload) {
         void operator()(const Flow&) {}
         void operator()(const ProcessCmdline&) {}
         void operator()(const PoolProbe&) {}
+        void operator()(const Workload&) {}
         void operator()(const ConfigFile&) {}
         void operator()(const HiddenProcess&) {}
         void operator()(const ModuleLoad&) {}

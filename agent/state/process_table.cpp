@@ -165,6 +165,11 @@ void ProcessTable::apply(const Event& event) {
         }
         void operator()(const FileChange&) {}  // persistence and preload: the correlator judges
         void operator()(const ProcessEnv&) {}  // its library variables: the correlator judges
+        // Its Slurm job names it from here on; the allocation: the correlator.
+        void operator()(const Workload& workload) {
+            ProcessInfo* info = table.processes_.find(task.pid);
+            if (info && !info->exited) info->slurm = workload.slurm;
+        }
         // Whoever did something to the agent, or changed its trusted files:
         // known from here on, with the executable and command line read
         // when it happened (it may be gone, or the pid another's by now).
@@ -454,6 +459,7 @@ DetectionProcess describe_process(const ProcessInfo& info) {
         process.container_runtime = info.container->runtime;
         process.container = info.container_details;
     }
+    process.slurm = info.slurm;
     return process;
 }
 

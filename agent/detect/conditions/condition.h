@@ -177,6 +177,7 @@ std::unique_ptr<const Condition> quiet_io(const rules::CorrelationRule& rule);
 std::unique_ptr<const Condition> gpu_memory_above(const rules::CorrelationRule& rule);
 std::unique_ptr<const Condition> gpu_not_allowed(const rules::CorrelationRule& rule);
 std::unique_ptr<const Condition> max_gpu_processes(const rules::CorrelationRule& rule);
+std::unique_ptr<const Condition> gpu_outside_allocation(const rules::CorrelationRule& rule);
 std::unique_ptr<const Condition> opaque_peer(const rules::CorrelationRule& rule);
 std::unique_ptr<const Condition> mining_flow(const rules::CorrelationRule& rule);
 std::unique_ptr<const Condition> pool_answered(const rules::CorrelationRule& rule);

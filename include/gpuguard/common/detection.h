@@ -31,6 +31,24 @@ struct ContainerDetails {
     bool operator==(const ContainerDetails&) const = default;
 };
 
+// The Slurm job a process runs in: from slurmstepd's cgroup (job_<id>,
+// step_<step>) and the job's environment (SLURM_JOB_ID, SLURM_STEP_ID,
+// SLURM_JOB_USER, SLURM_JOB_ACCOUNT, SLURM_JOB_PARTITION), read at its
+// first GPU use; all "" outside a job.
+struct SlurmJob {
+    std::string job_id;     // "4242"
+    std::string step_id;    // "0", "batch", "extern", "interactive"
+    std::string user;       // the job's owner as Slurm names it
+    std::string account;    // the account it is charged to
+    std::string partition;  // the partition it runs in
+    // The GPUs Slurm gave it, as its environment says (SLURM_STEP_GPUS, else
+    // SLURM_JOB_GPUS: GRES indices on the node, "0,2"); "" when none.
+    std::string gpus;
+
+    bool empty() const { return job_id.empty(); }
+    bool operator==(const SlurmJob&) const = default;
+};
+
 // The process a detection is about, as the agent knew it at the time.
 struct DetectionProcess {
     uint32_t pid = 0;
@@ -47,6 +65,7 @@ struct DetectionProcess {
     std::string container_id;       // 64 hex digits, "" on the host
     std::string container_runtime;  // docker, containerd, cri-o, podman
     ContainerDetails container;     // from the runtime's state; empty on the host
+    SlurmJob slurm;                 // the Slurm job it runs in; empty outside one
     std::string sha256;             // of the executable, "" if not hashed
 };
 

@@ -321,6 +321,7 @@ inline constexpr const char* kConditionKeys[] = {"gpu_held",
                                                  "gpu_vendor_not_in",
                                                  "time_window",
                                                  "max_gpu_processes",
+                                                 "gpu_outside_allocation",
                                                  "hash_rate_above_threshold",
                                                  "quiet_io",
                                                  "opaque_peer",
@@ -392,6 +393,11 @@ struct CorrelationRule {
     // Its user runs more than this many GPU processes at once, and it is one
     // of those beyond the limit (counted in order of first GPU use).
     std::optional<uint32_t> max_gpu_processes;
+    // Its Slurm job or pod was allocated GPUs and it holds one it was not
+    // given ("outside"), or it is a pod's process given no GPU at all that
+    // holds one ("none_given"); "" unset (docs/detections.md, "A GPU used
+    // outside its allocation").
+    std::string gpu_outside_allocation;
     // It has an outbound connection nothing vouches for: to an address no
     // observed DNS answer named, whose first bytes sent were a TLS record or
     // no protocol gpuguard recognises (not HTTP, SSH or JSON-RPC); or to a

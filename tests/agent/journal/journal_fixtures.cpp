@@ -263,6 +263,23 @@ std::vector<Event> every_event_type(uint64_t ts_ns, uint32_t pid) {
                   "refused: link-local address",
                   {},
                   0});
+    // A Slurm job's step on its GRES GPU, and a pod given no GPU.
+    {
+        Workload job;
+        job.scheduler = "slurm";
+        job.slurm = SlurmJob{"4242", "0", "alice", "physics", "gpu", "1"};
+        job.allocation_source = "SLURM_JOB_GPUS";
+        job.allocation = "1";
+        job.allocated = {"195:1"};
+        job.node_gpus = {"195:0", "195:1"};
+        add(job);
+        Workload pod;
+        pod.scheduler = "kubernetes";
+        pod.allocation_source = "NVIDIA_VISIBLE_DEVICES";
+        pod.allocation = "GPU-8f3c0d2e";
+        pod.unresolved = "'GPU-8f3c0d2e' is not a GPU index (a UUID or MIG instance)";
+        add(pod);
+    }
     // A command line read again past the exec record's cut, one rewritten
     // since, one cut at 64 KiB.
     add(ProcessCmdline{{"/tmp/x", std::string(1100, 'p'), "-o", "pool:3333"}, false, true});

@@ -39,6 +39,7 @@ const std::map<std::string, std::string> kSampleValues = {
     {"gpu_vendor_not_in", "[nvidia]"},
     {"time_window", "{from: '09:00', to: '17:00'}"},
     {"max_gpu_processes", "2"},
+    {"gpu_outside_allocation", "outside"},
     {"hash_rate_above_threshold", "true"},
     {"quiet_io", "{for: 10m}"},
     {"sustained_cpu", "{above_cores: 1.5}"},

@@ -37,6 +37,10 @@ class HostReads {
     // The process_env event of `event`'s process (LD_PRELOAD, LD_LIBRARY_PATH
     // and what the disk says of each), at `event`'s time.
     Event environment_of(const Event& event) const;
+    // The workload event of `event`'s process (its Slurm job or pod and the
+    // GPUs allocated to it, gpuguard/state/workload.h), at its time;
+    // nullopt outside a job or pod.
+    std::optional<Event> workload_of(const Event& event) const;
     // The gpu_libraries event of `event`'s process (/proc/PID/maps), at its time.
     Event gpu_libraries_of(const Event& event) const;
     // Connect events (reason established, as a GPU holder's) for the TCP

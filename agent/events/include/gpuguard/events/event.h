@@ -450,11 +450,38 @@ struct ProcessCmdline {
     bool operator==(const ProcessCmdline&) const = default;
 };
 
+// What the agent read of the workload a process runs in, at its first GPU
+// use (docs/events.md, "workload"): the Slurm job (its cgroup path and
+// environment) and the GPUs the job, the pod or the process's own
+// environment allocated to it, turned into device numbers then, so that
+// replay names the job and judges the allocation as live did. Put into the
+// stream only when there is a job or an allocation to tell. The task is the
+// process.
+struct Workload {
+    // "slurm" (a Slurm job's process) or "kubernetes" (a pod's container).
+    std::string scheduler;
+    SlurmJob slurm;  // flattened: "job_id", "step_id", ...; empty outside a job
+    // Where the allocation was read: "SLURM_STEP_GPUS", "SLURM_JOB_GPUS",
+    // "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"; "" none found.
+    std::string allocation_source;
+    std::string allocation;  // its value as written ("0,2", "GPU-8f3c...", "all")
+    // The device numbers allocated ("195:0"): GRES indices through
+    // gres.conf's File= lines, other indices as /dev/nvidiaN.
+    std::vector<std::string> allocated;
+    // The node's GPU devices the allocation is taken from (gres.conf's
+    // File= lines); empty: every NVIDIA GPU node (195:0 to 195:253).
+    std::vector<std::string> node_gpus;
+    // Why the allocation could not be turned into device numbers (a GPU
+    // UUID, a MIG instance, "all"): it is then not judged; "" when it was.
+    std::string unresolved;
+    bool operator==(const Workload&) const = default;
+};
+
 using EventData =
     std::variant<GpuOpen, GpuIoctl, Connect, Exec, Fork, Exit, Telemetry, ProcessSnapshot, KillNow,
                  ExeScan, NetPayload, Stratum, ProcessIo, ConfigFile, HiddenProcess, ModuleLoad,
                  FileChange, ProcessEnv, AgentTamper, Container, CpuUsage, GpuLibraries,
-                 LoopbackPeer, ProcessCmdline, Flow, TrustChange, PoolProbe>;
+                 LoopbackPeer, ProcessCmdline, Flow, TrustChange, PoolProbe, Workload>;
 
 struct Event {
     uint64_t ts_ns = 0;  // CLOCK_MONOTONIC nanoseconds
@@ -467,7 +494,7 @@ struct Event {
 // "exe_scan", "net_payload", "stratum", "process_io", "config_file",
 // "hidden_process", "module_load", "file_change", "process_env", "agent_tamper",
 // "container", "cpu_usage", "gpu_libraries", "loopback_peer", "cmdline",
-// "flow", "trust_change", "pool_probe").
+// "flow", "trust_change", "pool_probe", "workload").
 const char* event_type_name(const Event& event);
 
 // Every type's name, in EventData's order: what --event-types, `journal

@@ -65,6 +65,20 @@ struct Declaration<ContainerDetails> {
     };
 };
 
+// Flattened into the workload event's body.
+template <>
+struct Declaration<SlurmJob> {
+    static constexpr Forms kKnown{.out = Out::kWhenSet};
+    static constexpr std::tuple fields{
+        field("job_id", &SlurmJob::job_id, kKnown),
+        field("step_id", &SlurmJob::step_id, kKnown),
+        field("job_user", &SlurmJob::user, kKnown),
+        field("account", &SlurmJob::account, kKnown),
+        field("partition", &SlurmJob::partition, kKnown),
+        field("job_gpus", &SlurmJob::gpus, kKnown),
+    };
+};
+
 // --- the event types, in EventData's order ----------------------------------
 
 template <>
@@ -427,6 +441,24 @@ struct Declaration<TrustChange> {
         field("actions_lowered", &TrustChange::actions_lowered, kKnown),
         field("rules_disabled", &TrustChange::rules_disabled, kKnown),
         field("other_changes", &TrustChange::other_changes, kKnown),
+    };
+};
+
+template <>
+struct Declaration<Workload> {
+    static constexpr std::string_view name = "workload";
+    static constexpr uint8_t tag = 30;
+    static constexpr Writer writer = Writer::kDeclared;
+    static constexpr Codec codec = Codec::kDeclared;
+    static constexpr Forms kKnown{.out = Out::kWhenSet};
+    static constexpr std::tuple fields{
+        field("scheduler", &Workload::scheduler, {.examples = "slurm kubernetes"}),
+        field("slurm", &Workload::slurm),  // flattened: its fields are the body's
+        field("allocation_source", &Workload::allocation_source, kKnown),
+        field("allocation", &Workload::allocation, kKnown),
+        field("allocated", &Workload::allocated, kKnown),
+        field("node_gpus", &Workload::node_gpus, kKnown),
+        field("unresolved", &Workload::unresolved, kKnown),
     };
 };
 

@@ -84,6 +84,9 @@ struct ProcessInfo {
     // (gpuguard/state/container_names.h; replay: from journaled container
     // events); empty on the host or when unknown.
     ContainerDetails container_details;
+    // The Slurm job it runs in (a workload event at its first GPU use);
+    // empty outside one.
+    SlurmJob slurm;
     uint64_t cgroup_id = 0;
     std::string cgroup_path;
     std::optional<ContainerInfo> container;

@@ -1,0 +1,299 @@
+// read_workload (gpuguard/state/workload.h): a Slurm job or pod and the
+// GPUs it was given, read from /proc and gres.conf at a process's first GPU
+// use. The job's own environment can say anything, so its word on the job
+// yields to slurmstepd's cgroup, which only root writes.
+#include "gpuguard/state/workload.h"
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "gpuguard/common/read_file.h"
+
+namespace gpuguard::agent {
+namespace {
+
+constexpr const char* kEnvNames[] = {
+    "SLURM_JOB_ID",         "SLURM_JOBID",         "SLURM_STEP_ID",   "SLURM_JOB_USER",
+    "SLURM_JOB_ACCOUNT",    "SLURM_JOB_PARTITION", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS",
+    "CUDA_VISIBLE_DEVICES", "SLURM_CONF",          "SLURMD_NODENAME", "NVIDIA_VISIBLE_DEVICES",
+};
+
+using Environment = std::map<std::string, std::string, std::less<>>;
+
+Environment relevant_environment(std::string_view environ) {
+    Environment out;
+    for (const auto& entry : split_nul_separated(environ)) {
+        const size_t equals = entry.find('=');
+        if (equals == std::string::npos) continue;
+        const std::string_view name(entry.data(), equals);
+        if (std::find(std::begin(kEnvNames), std::end(kEnvNames), name) == std::end(kEnvNames)) {
+            continue;
+        }
+        out.insert_or_assign(std::string(name), entry.substr(equals + 1));
+    }
+    return out;
+}
+
+const std::string* lookup(const Environment& env, std::string_view name) {
+    const auto found = env.find(name);
+    return found == env.end() ? nullptr : &found->second;
+}
+
+std::string value_of(const Environment& env, std::string_view name) {
+    const std::string* value = lookup(env, name);
+    return value ? *value : "";
+}
+
+// The path component after `marker` ("job_", "step_") up to the next '/'.
+std::string component_after(std::string_view path, std::string_view marker) {
+    const size_t at = path.find(marker);
+    if (at == std::string_view::npos) return "";
+    const size_t start = at + marker.size();
+    const size_t end = path.find('/', start);
+    return std::string(path.substr(start, end == std::string_view::npos ? end : end - start));
+}
+
+std::optional<uint32_t> index_of(std::string_view text) {
+    uint32_t value = 0;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (error != std::errc() || end != text.data() + text.size() || text.empty()) {
+        return std::nullopt;
+    }
+    return value;
+}
+
+std::vector<std::string> split(std::string_view text, char separator) {
+    std::vector<std::string> parts;
+    size_t start = 0;
+    while (start <= text.size()) {
+        const size_t end = text.find(separator, start);
+        const std::string_view part = text.substr(
+            start, end == std::string_view::npos ? std::string_view::npos : end - start);
+        if (!part.empty()) parts.emplace_back(part);
+        if (end == std::string_view::npos) break;
+        start = end + 1;
+    }
+    return parts;
+}
+
+// gres.conf beside the slurm.conf the job's environment names, when root
+// owns it and nobody else can write it (the job could name one of its own);
+// else Slurm's default.
+std::string gres_conf_path(const Environment& env, const std::string& host_root) {
+    const std::string conf = value_of(env, "SLURM_CONF");
+    if (conf.starts_with('/')) {
+        const std::string beside = conf.substr(0, conf.rfind('/')) + "/gres.conf";
+        struct stat st {};
+        if (::stat((host_root + beside).c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+            st.st_uid == 0 && (st.st_mode & (S_IWGRP | S_IWOTH)) == 0) {
+            return beside;
+        }
+    }
+    return "/etc/slurm/gres.conf";
+}
+
+std::string short_hostname() {
+    char name[256] = {};
+    if (::gethostname(name, sizeof(name) - 1) != 0) return "";
+    std::string out(name);
+    return out.substr(0, out.find('.'));
+}
+
+// Turns `value` (the indices or names the source wrote) into device numbers
+// in `workload`; `node_gpus` numbers GRES indices.
+void resolve(Workload& workload, const std::string& value,
+             const std::vector<std::string>& node_gpus, const std::string& host_root) {
+    workload.allocation = value;
+    if (value == "all") {
+        workload.unresolved = "all GPUs";
+        return;
+    }
+    if (value == "void" || value == "none" || value == "NoDevFiles") return;  // none given
+    for (const std::string& item : split(value, ',')) {
+        const auto index = index_of(item);
+        if (!index) {
+            workload.unresolved = "'" + item + "' is not a GPU index (a UUID or MIG instance)";
+            workload.allocated.clear();
+            return;
+        }
+        if (*index < node_gpus.size()) {
+            workload.allocated.push_back(node_gpus[*index]);
+            continue;
+        }
+        // NVIDIA's GPU nodes: /dev/nvidiaN is minor N.
+        std::string number = device_number_of(host_root + "/dev/nvidia" + item);
+        if (number.empty()) number = "195:" + item;
+        workload.allocated.push_back(std::move(number));
+    }
+}
+
+}  // namespace
+
+SlurmCgroup slurm_cgroup_of(std::string_view proc_cgroup) {
+    SlurmCgroup out;
+    for (const auto& line : split(proc_cgroup, '\n')) {
+        // "0::/system.slice/slurmstepd.scope/job_42/step_0/user/task_0",
+        // "4:devices:/slurm/uid_1000/job_42/step_batch/task_0".
+        const size_t path_at = line.find(":/");
+        if (path_at == std::string::npos) continue;
+        const std::string_view path = std::string_view(line).substr(path_at + 1);
+        const bool v2 = path.find("/slurmstepd.scope/job_") != std::string_view::npos;
+        const bool v1 =
+            path.starts_with("/slurm/uid_") || path.find("/slurm/uid_") != std::string_view::npos;
+        if (!v2 && !v1) continue;
+        std::string job = component_after(path, "/job_");
+        if (!index_of(job)) continue;
+        out.job_id = std::move(job);
+        out.step_id = component_after(path, "/step_");
+        return out;
+    }
+    return out;
+}
+
+bool in_kubepods(std::string_view proc_cgroup) {
+    return proc_cgroup.find("/kubepods") != std::string_view::npos;
+}
+
+std::vector<std::string> expand_gres_files(std::string_view value) {
+    std::vector<std::string> files;
+    size_t start = 0;
+    while (start < value.size()) {
+        // One file: up to a comma outside brackets.
+        size_t end = start;
+        int depth = 0;
+        for (; end < value.size(); ++end) {
+            if (value[end] == '[') ++depth;
+            if (value[end] == ']') --depth;
+            if (value[end] == ',' && depth == 0) break;
+        }
+        const std::string_view file = value.substr(start, end - start);
+        start = end + 1;
+        const size_t open = file.find('[');
+        const size_t close = file.find(']', open);
+        if (open == std::string_view::npos || close == std::string_view::npos) {
+            if (!file.empty()) files.emplace_back(file);
+            continue;
+        }
+        const std::string prefix(file.substr(0, open));
+        const std::string suffix(file.substr(close + 1));
+        for (const auto& range : split(file.substr(open + 1, close - open - 1), ',')) {
+            const size_t dash = range.find('-');
+            const std::string low_text = range.substr(0, dash);
+            const auto low = index_of(low_text);
+            const auto high = dash == std::string::npos ? low : index_of(range.substr(dash + 1));
+            if (!low || !high || *high < *low || *high - *low > 1024) continue;
+            for (uint32_t n = *low; n <= *high; ++n) {
+                std::string digits = std::to_string(n);
+                // "[00-03]" keeps its width.
+                if (digits.size() < low_text.size()) {
+                    digits.insert(0, low_text.size() - digits.size(), '0');
+                }
+                files.push_back(prefix + digits + suffix);
+            }
+        }
+    }
+    return files;
+}
+
+std::vector<std::string> gres_gpu_files(std::string_view gres_conf, std::string_view node) {
+    std::vector<std::string> files;
+    for (std::string line : split(gres_conf, '\n')) {
+        line = line.substr(0, line.find('#'));
+        bool gpu = false, this_node = true;
+        std::vector<std::string> line_files;
+        for (const auto& word : split(line, ' ')) {
+            for (const auto& item : split(word, '\t')) {
+                const size_t equals = item.find('=');
+                if (equals == std::string::npos) continue;
+                std::string key = item.substr(0, equals);
+                std::transform(key.begin(), key.end(), key.begin(), ::tolower);
+                const std::string value = item.substr(equals + 1);
+                if (key == "name") gpu = value == "gpu";
+                if (key == "nodename") {
+                    this_node = value == node || value.find('[') != std::string::npos;
+                }
+                if (key == "file") line_files = expand_gres_files(value);
+            }
+        }
+        if (gpu && this_node) files.insert(files.end(), line_files.begin(), line_files.end());
+    }
+    return files;
+}
+
+std::string device_number_of(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0 || !S_ISCHR(st.st_mode)) return "";
+    return std::to_string(major(st.st_rdev)) + ":" + std::to_string(minor(st.st_rdev));
+}
+
+std::optional<Workload> read_workload(uint32_t pid, const WorkloadReadOptions& options) {
+    const std::string dir = options.proc_root + "/" + std::to_string(pid);
+    auto cgroup = read_file(dir + "/cgroup");
+    if (!cgroup) return std::nullopt;
+    auto environ = read_file(dir + "/environ");
+    const Environment env = environ ? relevant_environment(*environ) : Environment{};
+
+    Workload workload;
+    const SlurmCgroup from_cgroup = slurm_cgroup_of(*cgroup);
+    std::string env_job = value_of(env, "SLURM_JOB_ID");
+    if (env_job.empty()) env_job = value_of(env, "SLURM_JOBID");
+    if (!from_cgroup.job_id.empty() || !env_job.empty()) {
+        workload.scheduler = "slurm";
+    } else if (in_kubepods(*cgroup)) {
+        workload.scheduler = "kubernetes";
+    } else {
+        return std::nullopt;
+    }
+    SlurmJob& job = workload.slurm;
+    if (workload.scheduler == "slurm") {
+        job.job_id = from_cgroup.job_id.empty() ? env_job : from_cgroup.job_id;
+        job.step_id =
+            from_cgroup.step_id.empty() ? value_of(env, "SLURM_STEP_ID") : from_cgroup.step_id;
+        job.user = value_of(env, "SLURM_JOB_USER");
+        job.account = value_of(env, "SLURM_JOB_ACCOUNT");
+        job.partition = value_of(env, "SLURM_JOB_PARTITION");
+        job.gpus = value_of(env, "SLURM_STEP_GPUS");
+        if (job.gpus.empty()) job.gpus = value_of(env, "SLURM_JOB_GPUS");
+    }
+    const bool env_is_the_jobs =
+        env_job.empty() || from_cgroup.job_id.empty() || env_job == from_cgroup.job_id;
+
+    // The source, most authoritative first (docs/detections.md).
+    for (const char* source :
+         {"SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"}) {
+        const std::string* value = lookup(env, source);
+        if (!value) continue;
+        workload.allocation_source = source;
+        std::vector<std::string> node_files;
+        if (workload.scheduler == "slurm") {
+            const std::string path = gres_conf_path(env, options.host_root);
+            std::string node = value_of(env, "SLURMD_NODENAME");
+            if (node.empty())
+                node = options.node_name.empty() ? short_hostname() : options.node_name;
+            if (auto conf = read_file(options.host_root + path)) {
+                node_files = gres_gpu_files(*conf, node);
+            }
+        }
+        for (const auto& file : node_files) {
+            std::string number = device_number_of(options.host_root + file);
+            if (!number.empty()) workload.node_gpus.push_back(std::move(number));
+        }
+        const bool gres_index = std::string_view(source).starts_with("SLURM_");
+        resolve(workload, *value, gres_index ? workload.node_gpus : std::vector<std::string>{},
+                options.host_root);
+        if (!env_is_the_jobs) {
+            workload.unresolved =
+                "its environment names job " + env_job + ", its cgroup job " + from_cgroup.job_id;
+            workload.allocated.clear();
+        }
+        break;
+    }
+    return workload;
+}
+
+}  // namespace gpuguard::agent
