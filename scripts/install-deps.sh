@@ -45,6 +45,9 @@ test_packages=(
     # tests/deploy chart test: the Helm chart rendered without helm (not in
     # Debian 12) by a Go program on Debian's sprig and yaml sources
     golang-go golang-github-masterminds-sprig-dev golang-gopkg-yaml.v2-dev
+    # tests/bpf Slurm test: a real single-node Slurm the test starts on
+    # loopback (controller, node daemon, munge authentication, clients)
+    slurmctld slurmd slurm-client munge
     # tests/bpf proxy test: a real SOCKS5 proxy and a plain TCP forwarder on
     # loopback, the way a miner reaches its pool through one
     microsocks socat

@@ -132,20 +132,30 @@ void resolve(Workload& workload, const std::string& value,
     }
 }
 
+// cgroup v1: "/slurm/uid_<uid>/job_...", or "/slurm_<node>/uid_<uid>/..."
+// where slurmd is built for several per host (Debian's is).
+bool slurm_v1_path(std::string_view path) {
+    const size_t uid = path.find("/uid_");
+    if (uid == std::string_view::npos || uid == 0) return false;
+    const size_t parent = path.rfind('/', uid - 1);
+    if (parent == std::string_view::npos) return false;
+    const std::string_view name = path.substr(parent + 1, uid - parent - 1);
+    return name == "slurm" || name.starts_with("slurm_");
+}
+
 }  // namespace
 
 SlurmCgroup slurm_cgroup_of(std::string_view proc_cgroup) {
     SlurmCgroup out;
     for (const auto& line : split(proc_cgroup, '\n')) {
         // "0::/system.slice/slurmstepd.scope/job_42/step_0/user/task_0",
-        // "4:devices:/slurm/uid_1000/job_42/step_batch/task_0".
+        // "4:devices:/slurm/uid_1000/job_42/step_batch/task_0",
+        // "6:freezer:/slurm_node1/uid_0/job_42/step_batch".
         const size_t path_at = line.find(":/");
         if (path_at == std::string::npos) continue;
         const std::string_view path = std::string_view(line).substr(path_at + 1);
         const bool v2 = path.find("/slurmstepd.scope/job_") != std::string_view::npos;
-        const bool v1 =
-            path.starts_with("/slurm/uid_") || path.find("/slurm/uid_") != std::string_view::npos;
-        if (!v2 && !v1) continue;
+        if (!v2 && !slurm_v1_path(path)) continue;
         std::string job = component_after(path, "/job_");
         if (!index_of(job)) continue;
         out.job_id = std::move(job);

@@ -143,7 +143,9 @@ TEST(SlurmCgroup, takes_only_slurmstepd_paths) {
     EXPECT_EQ(slurm_cgroup_of(kSlurmCgroupV2).step_id, "0");
     EXPECT_EQ(slurm_cgroup_of("0::/system.slice/slurmstepd.scope/job_12/step_extern/\n").step_id,
               "extern");
+    EXPECT_EQ(slurm_cgroup_of("6:freezer:/slurm_node1/uid_0/job_9/step_batch\n").job_id, "9");
     EXPECT_EQ(slurm_cgroup_of("0::/user.slice/job_12/step_0\n").job_id, "");
+    EXPECT_EQ(slurm_cgroup_of("6:freezer:/notslurm/uid_0/job_9/step_0\n").job_id, "");
     EXPECT_EQ(slurm_cgroup_of("0::/system.slice/slurmstepd.scope/system\n").job_id, "");
 }
 
