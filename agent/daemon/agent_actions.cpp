@@ -8,6 +8,7 @@
 
 #include "agent_impl.h"
 #include "gpuguard/state/proc_sockets.h"
+#include "gpuguard/state/workload.h"
 
 namespace gpuguard::agent {
 
@@ -366,10 +367,16 @@ void Agent::Impl::judge_running_processes() {
         pid = parent->ppid;
     }
     const uint64_t now = monotonic_ns();
+    const WorkloadReadOptions workload_options = host_workload_options(options.proc_root);
     size_t judged = 0;
     for (const ProcessInfo& process : table->live_processes()) {
         if (ancestors.contains(process.pid)) continue;
         if (process.holds_gpu()) {
+            // Its job or pod and allocation, judged now: its first GPU use
+            // came before the agent.
+            if (auto workload = read_workload(process.pid, workload_options)) {
+                pipeline->feed(Event{now, task_of(process), std::move(*workload)});
+            }
             // Its pool connection is older than the agent: found open now.
             for (Connect& connect :
                  established_connects(options.proc_root, process.pid, /*gpu_holder=*/true)) {

@@ -149,8 +149,13 @@ void CorrelatorImpl::record(const Event& event, std::vector<const Detection*>& o
             } else if constexpr (std::is_same_v<T, ProcessEnv>) {
                 record_env(pid, ts_ns, data);  // judged with the GPU event or exec that follows
             } else if constexpr (std::is_same_v<T, Workload>) {
-                book_.of(pid).workload = data;  // judged with the GPU event that follows
+                // Judged with the GPU event that follows, or now for a
+                // holder found running at the agent's start.
+                book_.of(pid).workload = data;
                 book_.of(pid).dirty = true;
+                if (const ProcessInfo* info = table_.find(pid); info && info->holds_gpu()) {
+                    judge(pid);
+                }
             } else if constexpr (std::is_same_v<T, NetPayload>) {
                 // Raw samples: net_intel.h derives Stratum events from them;
                 // here only what protocol a connection's first message

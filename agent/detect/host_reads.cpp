@@ -1,7 +1,5 @@
 #include "gpuguard/detect/host_reads.h"
 
-#include <unistd.h>
-
 #include "gpuguard/state/command_line.h"
 #include "gpuguard/state/file_context.h"
 #include "gpuguard/state/gpu_libraries.h"
@@ -30,14 +28,7 @@ Event HostReads::environment_of(const Event& event) const {
 }
 
 std::optional<Event> HostReads::workload_of(const Event& event) const {
-    WorkloadReadOptions read;
-    read.proc_root = options_.proc_root;
-    // The host's files through init's root (an agent in a container that
-    // shares the host's PID namespace), else the agent's own where that is
-    // refused (init in another user namespace).
-    read.host_root = options_.proc_root + "/1/root";
-    if (::access(read.host_root.c_str(), X_OK) != 0) read.host_root.clear();
-    auto workload = read_workload(event.task.pid, read);
+    auto workload = read_workload(event.task.pid, host_workload_options(options_.proc_root));
     if (!workload) return std::nullopt;
     return Event{event.ts_ns, event.task, std::move(*workload)};
 }

@@ -272,6 +272,7 @@ bool event_changes_process_state(std::string_view payload) {
         case EventTag::kExit:
         case EventTag::kProcessSnapshot:
         case EventTag::kContainer:
+        case EventTag::kWorkload:
             return true;
         default:
             return false;

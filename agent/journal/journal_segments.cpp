@@ -64,7 +64,10 @@ void JournalWriter::Writer::update_state(std::string_view payload) {
             child.task.ppid = task.pid;
             w.processes[fork.child_pid] = std::move(child);
         }
-        void operator()(const Exit&) { w.processes.erase(task.pid); }
+        void operator()(const Exit&) {
+            w.processes.erase(task.pid);
+            w.workloads.erase(task.pid);
+        }
         void operator()(const GpuOpen& open) {
             if (!open.succeeded() || (full && !w.processes.contains(task.pid))) return;
             bool created = false;
@@ -93,7 +96,10 @@ void JournalWriter::Writer::update_state(std::string_view payload) {
         void operator()(const Flow&) {}
         void operator()(const ProcessCmdline&) {}
         void operator()(const PoolProbe&) {}
-        void operator()(const Workload&) {}
+        void operator()(const Workload& workload) {
+            if (!w.processes.contains(task.pid)) return;  // bounded with the processes
+            w.workloads[task.pid] = Event{0, task, workload};
+        }
         void operator()(const ConfigFile&) {}
         void operator()(const HiddenProcess&) {}
         void operator()(const ModuleLoad&) {}
@@ -154,6 +160,13 @@ std::string JournalWriter::Writer::opening(uint64_t sequence, const std::string&
         encode_event(event, scratch);
         append_frame(RecordKind::kEvent, 0, scratch, bytes);
     }
+    for (auto& [pid, event] : workloads) {
+        if (leave_out.contains(pid) || !processes.contains(pid)) continue;
+        event.ts_ns = snapshot_ts;
+        scratch.clear();
+        encode_event(event, scratch);
+        append_frame(RecordKind::kEvent, 0, scratch, bytes);
+    }
     scratch.clear();
     encode_snapshot_end(written, scratch);
     append_frame(RecordKind::kSnapshotEnd, 0, scratch, bytes);
@@ -164,7 +177,7 @@ std::string JournalWriter::Writer::opening(uint64_t sequence, const std::string&
 // gap record after a failure). Returns 0 or the errno of the failure.
 int JournalWriter::Writer::open_segment() {
     const bool compressed = options.compress;
-    size_t snapshot_records = containers.size() + processes.size() + 3;
+    size_t snapshot_records = containers.size() + processes.size() + workloads.size() + 3;
     std::string gap_frame;
     if (failed && (gap.dropped_events || gap.dropped_records)) {
         ++snapshot_records;

@@ -193,6 +193,9 @@ struct JournalWriter::Writer {
     // oldest ids go first), written before them.
     std::map<std::string, Event> containers;
     std::deque<std::string> container_order;
+    // ... and the workload (job or pod, allocation) of those that have
+    // one, by pid, written after them.
+    std::map<uint32_t, Event> workloads;
     std::vector<GpuDeviceNumber> gpu_devices;
     int64_t realtime_offset_ns = 0;
     uint64_t last_ts_ns = 0;

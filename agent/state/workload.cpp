@@ -241,6 +241,14 @@ std::string device_number_of(const std::string& path) {
     return std::to_string(major(st.st_rdev)) + ":" + std::to_string(minor(st.st_rdev));
 }
 
+WorkloadReadOptions host_workload_options(const std::string& proc_root) {
+    WorkloadReadOptions options;
+    options.proc_root = proc_root;
+    options.host_root = proc_root + "/1/root";
+    if (::access(options.host_root.c_str(), X_OK) != 0) options.host_root.clear();
+    return options;
+}
+
 std::optional<Workload> read_workload(uint32_t pid, const WorkloadReadOptions& options) {
     const std::string dir = options.proc_root + "/" + std::to_string(pid);
     auto cgroup = read_file(dir + "/cgroup");

@@ -3,10 +3,12 @@
 // directory: its own munge key and socket, loopback ports, state and spool,
 // proctrack/cgroup on cgroup v1 (slurmstepd's /slurm_<node>/uid_/job_/step_
 // hierarchy), and a GRES of two fake GPU nodes (1:7 and 1:8, registered
-// as GPUs). Two batch jobs each get one GPU: one opens only its own
-// (silent), one opens both (GG-CORR-0033). The detection names the job,
-// its step, user, account and partition, the GPU it took and the one it
-// was given, and replay of the journal names them the same. The daemons
+// as GPUs). Batch jobs each get one GPU: one opens only its own (silent);
+// one that opens both, running before the agent starts, is GG-CORR-0033 at
+// the start; one started under the agent that does the same is named at
+// its own GPU opens. The detection names the job, its step, user, account
+// and partition, the GPU it took and the one it was given, and replay of
+// the journal names them the same. The daemons
 // are stopped and their cgroups removed at the end, whatever happened.
 #include <chrono>
 #include <filesystem>
@@ -130,6 +132,15 @@ class SlurmNode {
         return id;
     }
 
+    // Cancels job `id` and waits (bounded) until it has left the queue.
+    void cancel(const std::string& id) {
+        client({"/usr/bin/scancel", id});
+        for (int i = 0; i < 100; ++i) {
+            if (client({"/usr/bin/squeue", "-h", "-j", id}).stdout_text.empty()) return;
+            std::this_thread::sleep_for(100ms);
+        }
+    }
+
     std::string path(const std::string& name) const { return (dir_ / name).string(); }
     std::string logs() const {
         return "\nslurmctld.log:\n" + file_bytes(dir_ / "slurmctld.log") + "\nslurmd.log:\n" +
@@ -187,7 +198,7 @@ class AgentSlurmTest : public AgentDetectTest {
     }
 };
 
-TEST_F(AgentSlurmTest, a_job_on_a_gpu_outside_its_gres_is_named_and_one_on_its_own_is_silent) {
+TEST_F(AgentSlurmTest, jobs_on_a_gpu_outside_their_gres_are_named_and_one_on_its_own_is_silent) {
     GG_REQUIRE_PRIVILEGED();
     for (const char* tool : kSlurmTools) {
         if (access(tool, X_OK) == 0) continue;
@@ -205,20 +216,43 @@ TEST_F(AgentSlurmTest, a_job_on_a_gpu_outside_its_gres_is_named_and_one_on_its_o
                                      fs::perms::others_exec);
     const fs::path alerts = dir_ / "alerts.jsonl";
     add_file_output(alerts);
-    Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
-    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
-
     SlurmNode slurm(dir_.path(), "gg" + std::to_string(getpid()));
     std::string why;
     ASSERT_TRUE(slurm.start(why)) << why;
 
-    // The job that keeps to its GPU opens the node of its GRES index (and
-    // says so); the other, beside it, opens both.
+    // Before the agent: a job that keeps to its GPU (it opens the node of
+    // its GRES index) and one that opens both. Each says when it has.
     const std::string own = (dir_ / "gpu").string();
+    const auto opened = [&](const std::string& marker) {
+        for (int i = 0; i < 150 && !fs::exists(slurm.path(marker)); ++i) {
+            std::this_thread::sleep_for(100ms);
+        }
+        return fs::exists(slurm.path(marker));
+    };
     const std::string keeps = slurm.submit("exec 5<" + own + "$SLURM_JOB_GPUS; touch " +
-                                           slurm.path("keeps-open") + "; sleep 30");
-    const std::string strays = slurm.submit("exec 5<" + own + "0; exec 6<" + own + "1; sleep 30");
+                                           slurm.path("keeps-open") + "; sleep 60");
+    const std::string early = slurm.submit("exec 5<" + own + "0; exec 6<" + own + "1; touch " +
+                                           slurm.path("early-open") + "; sleep 60");
     ASSERT_FALSE(keeps.empty());
+    ASSERT_FALSE(early.empty());
+    ASSERT_TRUE(opened("keeps-open") && opened("early-open")) << slurm.logs();
+
+    // The agent finds them running: the one outside its GRES is named at start.
+    Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
+    const auto at_start = wait_for_output(
+        alerts,
+        [&](const nlohmann::json& record) {
+            return record.value("/rule/id"_json_pointer, "") == "GG-CORR-0033" &&
+                   record.value("/gpuguard/slurm/job_id"_json_pointer, "") == early;
+        },
+        10s);
+    ASSERT_TRUE(at_start) << file_bytes(alerts) << agent.stderr_text() << slurm.logs();
+
+    // Its GPU freed, a job started under the agent takes both: named at
+    // its own GPU opens.
+    slurm.cancel(early);
+    const std::string strays = slurm.submit("exec 5<" + own + "0; exec 6<" + own + "1; sleep 60");
     ASSERT_FALSE(strays.empty());
     const auto detection = wait_for_output(
         alerts,
@@ -250,11 +284,6 @@ TEST_F(AgentSlurmTest, a_job_on_a_gpu_outside_its_gres_is_named_and_one_on_its_o
         << evidence;
 
     // The job that kept to its GPU raised no allocation alert.
-    for (int i = 0; i < 150 && !fs::exists(slurm.path("keeps-open")); ++i) {
-        std::this_thread::sleep_for(100ms);
-    }
-    ASSERT_TRUE(fs::exists(slurm.path("keeps-open"))) << slurm.logs();
-    std::this_thread::sleep_for(1s);  // its open judged
     EXPECT_EQ(allocation_alerts_of(file_bytes(alerts), keeps), "");
     ASSERT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
 
@@ -262,17 +291,21 @@ TEST_F(AgentSlurmTest, a_job_on_a_gpu_outside_its_gres_is_named_and_one_on_its_o
     const auto replayed = replay_journal();
     ASSERT_EQ(replayed.exit_code, 0) << replayed.stderr_text;
     EXPECT_EQ(allocation_alerts_of(replayed.stdout_text, keeps), "");
-    bool replay_named = false;
+    bool replay_named = false, replay_named_at_start = false;
     std::istringstream replay_lines(replayed.stdout_text);
     for (std::string line; std::getline(replay_lines, line);) {
         const auto record = nlohmann::json::parse(line, nullptr, false);
         if (!record.is_object()) continue;
+        replay_named_at_start = replay_named_at_start ||
+                                (record.value("/rule/id"_json_pointer, "") == "GG-CORR-0033" &&
+                                 record.value("/gpuguard/slurm/job_id"_json_pointer, "") == early);
         replay_named =
             replay_named || (record.value("/rule/id"_json_pointer, "") == "GG-CORR-0033" &&
                              record.value("/gpuguard/slurm/job_id"_json_pointer, "") == strays &&
                              record.value("/gpuguard/slurm/account"_json_pointer, "") == "physics");
     }
     EXPECT_TRUE(replay_named) << replayed.stdout_text;
+    EXPECT_TRUE(replay_named_at_start) << replayed.stdout_text;
 }
 
 }  // namespace

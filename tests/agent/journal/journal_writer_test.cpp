@@ -300,6 +300,58 @@ TEST_F(JournalWriterTest, each_segment_opens_with_the_known_containers) {
     EXPECT_TRUE(std::holds_alternative<ProcessSnapshot>(records[1].event.data));
 }
 
+// A later segment alone still names each live process's Slurm job and
+// allocation: its opening snapshot has the workload event after the
+// process's snapshot; an exited process's is gone with it.
+TEST_F(JournalWriterTest, each_segment_opens_with_the_live_processes_workloads) {
+    auto options = testing::test_options(dir_.path());
+    options.segment_max_bytes = 4096;
+    auto writer = open_writer(options);
+    ASSERT_TRUE(writer);
+    Workload workload;
+    workload.scheduler = "slurm";
+    workload.slurm = SlurmJob{"4242", "batch", "alice", "physics", "gpu", "0"};
+    workload.allocation_source = "SLURM_JOB_GPUS";
+    workload.allocation = "0";
+    workload.allocated = {"195:0"};
+    for (uint32_t pid : {600u, 601u}) {
+        Event snapshot;
+        snapshot.ts_ns = 10;
+        snapshot.task = TaskInfo{pid, pid, 1, 1000, 1000, 9, "python3"};
+        snapshot.data = ProcessSnapshot{"/usr/bin/python3",      {"python3"}, "alice", "/", "", "",
+                                        {SnapshotGpu{195, 0, 5}}};
+        ASSERT_TRUE(writer->append(snapshot, 0));
+        Event job = snapshot;
+        job.data = workload;
+        ASSERT_TRUE(writer->append(job, 0));
+    }
+    Event exit;
+    exit.ts_ns = 20;
+    exit.task = TaskInfo{601, 601, 1, 1000, 1000, 9, "python3"};
+    exit.data = Exit{0, true};
+    ASSERT_TRUE(writer->append(exit, 0));
+    for (uint64_t i = 0; i < 200; ++i) {
+        ASSERT_TRUE(writer->append(testing::numbered_event(i, 100), 0));
+    }
+    writer->close();
+    const auto paths = segment_paths(dir_.path());
+    ASSERT_GE(paths.size(), 2u);
+    ReaderOptions wanted;
+    wanted.types = {"process_snapshot", "workload"};
+    const auto records = testing::read_all(paths.back(), wanted);
+    std::vector<std::pair<uint32_t, std::string>> seen;
+    for (const auto& record : records) {
+        if (record.event.task.pid != 600 && record.event.task.pid != 601) continue;
+        EXPECT_TRUE(record.in_snapshot);
+        seen.emplace_back(record.event.task.pid, event_type_name(record.event));
+        if (const auto* read = std::get_if<Workload>(&record.event.data)) {
+            EXPECT_EQ(*read, workload);
+        }
+    }
+    EXPECT_EQ(seen, (std::vector<std::pair<uint32_t, std::string>>{{600, "process_snapshot"},
+                                                                   {600, "workload"}}));
+}
+
 TEST_F(JournalWriterTest, retention_keeps_the_directory_within_its_size) {
     auto options = testing::test_options(dir_.path());
     options.segment_max_bytes = 8192;

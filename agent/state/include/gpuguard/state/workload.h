@@ -48,6 +48,12 @@ struct WorkloadReadOptions {
     std::string node_name;  // this host's short name, for gres.conf's NodeName=
 };
 
+// The options for the host under `proc_root`: its files through init's
+// root (an agent in a container that shares the host's PID namespace),
+// else the agent's own where that is refused (init in another user
+// namespace).
+WorkloadReadOptions host_workload_options(const std::string& proc_root);
+
 // The workload event of process `pid`: its Slurm job or pod and its
 // allocation; nullopt when it is in neither (a process outside any job) or
 // is gone. Never fails otherwise: what cannot be read is left "".
