@@ -490,5 +490,43 @@ TEST(AllFormats, container_image_and_pod_are_named) {
     EXPECT_EQ(format_cef(d, test_host()).find("containerName"), std::string::npos);
 }
 
+// A Slurm job, field by field in every format (and in enforcement outcomes).
+TEST(AllFormats, slurm_job_is_named) {
+    auto d = test_detection();
+    d.process.container_id.clear();
+    d.process.slurm = SlurmJob{"4242", "batch", "alice", "physics", "gpu", "0"};
+
+    const auto ecs = nlohmann::json::parse(format_ecs_json(d, test_host()));
+    EXPECT_EQ(ecs["orchestrator"],
+              nlohmann::json::parse(R"({"type":"slurm","resource":{"type":"job","id":"4242"}})"));
+    const auto job = nlohmann::json::parse(
+        R"({"job_id":"4242","step_id":"batch","user":"alice","account":"physics",)"
+        R"("partition":"gpu","gpus":"0"})");
+    EXPECT_EQ(ecs["gpuguard"]["slurm"], job);
+    EXPECT_EQ(nlohmann::json::parse(format_ocsf(d, test_host()))["unmapped"]["slurm"], job);
+    const auto cef = format_cef(d, test_host());
+    for (const char* pair : {" slurmJobId=4242 ", " slurmStepId=batch ", " slurmUser=alice ",
+                             " slurmAccount=physics ", " slurmPartition=gpu ", " slurmGpus=0"}) {
+        EXPECT_NE(cef.find(pair), std::string::npos) << pair << " in " << cef;
+    }
+    EXPECT_NE(format_leef(d, test_host()).find("\tslurmJobId=4242\t"), std::string::npos);
+
+    EnforcementOutcome outcome;
+    outcome.id = "o1";
+    outcome.action = "kill";
+    outcome.outcome = "success";
+    outcome.process = d.process;
+    const auto outcome_ecs = nlohmann::json::parse(format_ecs_json(outcome, test_host()));
+    EXPECT_EQ(outcome_ecs["gpuguard"]["slurm"], job);
+    EXPECT_EQ(nlohmann::json::parse(format_ocsf(outcome, test_host()))["unmapped"]["slurm"], job);
+
+    // Outside a job: none of it.
+    d.process.slurm = {};
+    const auto host = nlohmann::json::parse(format_ecs_json(d, test_host()));
+    EXPECT_FALSE(host.contains("orchestrator"));
+    EXPECT_FALSE(host["gpuguard"].contains("slurm"));
+    EXPECT_EQ(format_cef(d, test_host()).find("slurmJobId"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace gpuguard::siem
