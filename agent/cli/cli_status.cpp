@@ -118,9 +118,14 @@ std::string device_column(const json& gpus) {
 }
 
 // "runtime:name" (or the id's first 12 digits), after "namespace/pod/" in a
-// Kubernetes pod; "-" on the host.
-std::string container_column(const json& container) {
-    if (!container.is_object()) return "-";
+// Kubernetes pod; "slurm:JOB.STEP" in a Slurm job on the host; "-" on the host.
+std::string container_column(const json& container, const json& slurm) {
+    if (!container.is_object()) {
+        if (!slurm.is_object()) return "-";
+        const std::string step = slurm.value("step_id", std::string());
+        return printable("slurm:" + slurm.value("job_id", std::string()) +
+                         (step.empty() ? "" : "." + step));
+    }
     const auto text = [&](const char* key) { return container.value(key, std::string()); };
     std::string out =
         text("runtime") + ":" + (text("name").empty() ? text("id").substr(0, 12) : text("name"));
@@ -136,7 +141,8 @@ void print_ps_table(const json& processes) {
         // Everything a process chose (name, argv, exe path, cgroup) is printed escaped.
         const std::string user = p["user"].is_string() ? printable(p["user"].get<std::string>())
                                                        : std::to_string(p["uid"].get<uint32_t>());
-        const std::string container = container_column(p["container"]);
+        const std::string container =
+            container_column(p["container"], p.value("slurm", json(nullptr)));
         std::string what = p["exe"].get<std::string>();
         const std::string args = join_json_strings(p["cmdline"], 60);
         if (!args.empty()) what += "  " + args;

@@ -124,6 +124,11 @@ json Agent::Impl::process_json(const ProcessInfo& info, const backends::Snapshot
         out["container"] = container_to_json(
             Container{info.container->id, info.container->runtime, info.container_details});
     }
+    if (!info.slurm.empty()) {
+        out["slurm"] = json{{"job_id", info.slurm.job_id},       {"step_id", info.slurm.step_id},
+                            {"user", info.slurm.user},           {"account", info.slurm.account},
+                            {"partition", info.slurm.partition}, {"gpus", info.slurm.gpus}};
+    }
     if (info.exit_code) out["exit_code"] = *info.exit_code;
     if (info.exit_signal) out["exit_signal"] = *info.exit_signal;
     return out;

@@ -216,6 +216,7 @@ TEST_F(AgentSlurmTest, jobs_on_a_gpu_outside_their_gres_are_named_and_one_on_its
                                      fs::perms::others_exec);
     const fs::path alerts = dir_ / "alerts.jsonl";
     add_file_output(alerts);
+    use_control_socket();
     SlurmNode slurm(dir_.path(), "gg" + std::to_string(getpid()));
     std::string why;
     ASSERT_TRUE(slurm.start(why)) << why;
@@ -283,8 +284,23 @@ TEST_F(AgentSlurmTest, jobs_on_a_gpu_outside_their_gres_are_named_and_one_on_its
               std::string::npos)
         << evidence;
 
-    // The job that kept to its GPU raised no allocation alert.
+    // The job that kept to its GPU raised no allocation alert, and `gpuguard
+    // ps` names it all the same.
     EXPECT_EQ(allocation_alerts_of(file_bytes(alerts), keeps), "");
+    const auto socket = (dir_ / "control.sock").string();
+    const auto listed = run_command({GPUGUARD_BINARY, "ps", "--json", "--socket", socket});
+    ASSERT_EQ(listed.exit_code, 0) << listed.stderr_text;
+    bool keeps_listed = false;
+    for (const auto& process : nlohmann::json::parse(listed.stdout_text)) {
+        if (process.value("/slurm/job_id"_json_pointer, "") != keeps) continue;
+        keeps_listed = true;
+        EXPECT_EQ(process["slurm"]["account"], "physics") << process.dump();
+        EXPECT_EQ(process["slurm"]["step_id"], "batch");
+    }
+    EXPECT_TRUE(keeps_listed) << listed.stdout_text;
+    const auto table = run_command({GPUGUARD_BINARY, "ps", "--socket", socket});
+    EXPECT_NE(table.stdout_text.find("slurm:" + keeps + ".batch"), std::string::npos)
+        << table.stdout_text;
     ASSERT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
 
     // The journal's workload events carry the job: replay names it alike.
