@@ -50,6 +50,7 @@ class GpuOutsideAllocation final : public Condition {
   public:
     explicit GpuOutsideAllocation(bool none_given) : none_given_(none_given) {}
     std::string_view name() const override { return "gpu_outside_allocation"; }
+    uint32_t needs() const override { return kFactHoldsGpu; }
     bool holds(const ConditionContext& context, RuleInputs& in) const override {
         const std::optional<Workload>& workload = context.evidence.workload;
         if (!workload || workload->scheduler.empty() || !workload->unresolved.empty()) {

@@ -121,10 +121,15 @@ TEST(ConditionList, a_rule_depends_on_time_when_one_of_its_conditions_does) {
 // judging it: each is a fact without which the condition's holds() is false.
 TEST(ConditionList, conditions_name_the_facts_they_cannot_hold_without) {
     const std::map<std::string, uint32_t> kNeeds = {
-        {"gpu_held", kFactHoldsGpu},        {"signature", kFactHits},
-        {"agent_tamper", kFactTampers},     {"trust_change", kFactTrustChanges},
-        {"file_changed", kFactFileChanges}, {"module_load", kFactModuleLoads},
-        {"hidden_from_proc", kFactHidden},  {"pool_answered", kFactProbes},
+        {"gpu_held", kFactHoldsGpu},
+        {"signature", kFactHits},
+        {"agent_tamper", kFactTampers},
+        {"trust_change", kFactTrustChanges},
+        {"file_changed", kFactFileChanges},
+        {"module_load", kFactModuleLoads},
+        {"hidden_from_proc", kFactHidden},
+        {"pool_answered", kFactProbes},
+        {"gpu_outside_allocation", kFactHoldsGpu},
     };
     for (const auto& [key, value] : kSampleValues) {
         SCOPED_TRACE(key);
