@@ -1,5 +1,6 @@
 #include "tests/agent/journal/journal_fixtures.h"
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 #include <limits>
@@ -421,6 +422,23 @@ std::string read_bytes(const std::filesystem::path& path) {
 void write_bytes(const std::filesystem::path& path, const std::string& bytes) {
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+std::vector<std::filesystem::path> segment_paths(const std::filesystem::path& dir) {
+    std::vector<std::filesystem::path> paths;
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+        if (entry.path().extension() == ".ggj") paths.push_back(entry.path());
+    }
+    std::sort(paths.begin(), paths.end());
+    return paths;
+}
+
+std::unique_ptr<agent::journal::JournalWriter> open_writer(agent::journal::JournalOptions options,
+                                                           std::vector<agent::Event> snapshot) {
+    auto writer = agent::journal::JournalWriter::open(
+        std::move(options), test_identity(), std::move(snapshot), {{195, std::nullopt, "nvidia"}});
+    EXPECT_TRUE(writer.ok()) << (writer.ok() ? "" : writer.error().message);
+    return writer ? std::move(writer).value() : nullptr;
 }
 
 }  // namespace gpuguard::testing

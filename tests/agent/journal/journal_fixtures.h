@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,14 @@ std::vector<agent::journal::JournalRecord> read_all(const std::filesystem::path&
 
 // JSON of each event record (realtime offset 0), for comparisons.
 std::vector<std::string> event_jsons(const std::vector<agent::journal::JournalRecord>& records);
+
+// The journal's segment files in `dir`, oldest first.
+std::vector<std::filesystem::path> segment_paths(const std::filesystem::path& dir);
+
+// A writer over `options` (test identity, nvidia devices), null after a
+// failed expectation.
+std::unique_ptr<agent::journal::JournalWriter> open_writer(agent::journal::JournalOptions options,
+                                                           std::vector<agent::Event> snapshot = {});
 
 std::string read_bytes(const std::filesystem::path& path);
 void write_bytes(const std::filesystem::path& path, const std::string& bytes);
