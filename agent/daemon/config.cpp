@@ -35,11 +35,25 @@ void read_log(const ConfigReader& reader, const YAML::Node& node, LogConfig& log
 
 void read_sensor(const ConfigReader& reader, const YAML::Node& node, SensorConfig& sensor) {
     reader.check_keys(node, "sensor",
-                      {"btf", "ring_buffer_kb", "report_failed_opens", "mount_tracefs",
-                       "extra_gpu_devices", "connect_all", "connect_loopback", "watched_ports",
-                       "argv_max_bytes", "payload_capture", "payload_all", "payload_dns",
-                       "payload_messages", "payload_syscall_hooks", "watch_processes_max",
-                       "watch_addresses_max", "watch_address_min_ttl_s", "attach", "watch_files",
+                      {"btf",
+                       "ring_buffer_kb",
+                       "report_failed_opens",
+                       "mount_tracefs",
+                       "extra_gpu_devices",
+                       "connect_all",
+                       "connect_loopback",
+                       "watched_ports",
+                       "argv_max_bytes",
+                       "payload_capture",
+                       "payload_all",
+                       "payload_dns",
+                       "payload_messages",
+                       "payload_syscall_hooks",
+                       "watch_processes_max",
+                       "watch_addresses_max",
+                       "watch_address_min_ttl_s",
+                       "attach",
+                       "watch_files",
                        "require_host_pid_namespace"});
     if (const auto attach = node["attach"]) {
         const auto name = reader.scalar<std::string>(attach, "sensor.attach", "a string");
