@@ -4,6 +4,7 @@
 
 #include <time.h>
 
+#include "tests/support/child_process.h"
 #include "tests/support/dns_wire.h"
 
 namespace gpuguard::testing {
@@ -206,6 +207,32 @@ std::string http_get(uint16_t port, const std::string& path) {
 std::string dns_query(const std::string& name) {
     const std::string header = {0x42, 0x42, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0};
     return header + dns_question_a(name);
+}
+
+int look_up_through_test_resolver(const std::string& name, std::array<uint8_t, 4> address) {
+    DnsResponder resolver(name, address);
+    if (!resolver.ok()) return -2;
+    const std::string query = dns_query(name);
+    int lookup_status = -1;
+    run_in_child(
+        "gg-lookup",
+        [&] {
+            const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+            sockaddr_in server{};
+            server.sin_family = AF_INET;
+            server.sin_port = htons(53);
+            inet_pton(AF_INET, "127.53.53.53", &server.sin_addr);
+            if (connect(fd, reinterpret_cast<const sockaddr*>(&server), sizeof(server)) != 0) {
+                return 1;
+            }
+            if (send(fd, query.data(), query.size(), 0) < 0) return 2;
+            char reply[512];
+            pollfd ready{fd, POLLIN, 0};
+            if (poll(&ready, 1, 5000) <= 0) return 3;
+            return recv(fd, reply, sizeof(reply), 0) > 12 ? 0 : 4;
+        },
+        &lookup_status);
+    return lookup_status;
 }
 
 }  // namespace gpuguard::testing

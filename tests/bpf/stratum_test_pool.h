@@ -151,6 +151,12 @@ class DnsResponder {
 // A DNS query (id 0x4242, recursion desired) for the A record of `name`.
 std::string dns_query(const std::string& name);
 
+// A process of the host looks `name` up: a child named gg-lookup sends a real
+// UDP query to a DnsResponder on 127.53.53.53:53 that answers `address`, and
+// reads the answer. 0 when it came; otherwise which step failed (-2: no
+// resolver, 1 connect, 2 send, 3 no answer in 5 s, 4 a short answer).
+int look_up_through_test_resolver(const std::string& name, std::array<uint8_t, 4> address);
+
 // The JSON-RPC id of a request line, as text ("" when none).
 std::string id_of(const std::string& line);
 

@@ -303,31 +303,7 @@ TEST(WatchAgentTest, an_address_resolved_from_a_pool_domain_is_watched_on_any_po
     ASSERT_TRUE(pool.ok() && elsewhere.ok());
     // A process looks a name up: a real UDP query and answer on the wire,
     // from a resolver on 127.53.53.53:53 that knows that one name.
-    const auto look_up = [](const std::string& name, std::array<uint8_t, 4> address) {
-        gpuguard::testing::DnsResponder resolver(name, address);
-        if (!resolver.ok()) return -2;
-        const std::string query = gpuguard::testing::dns_query(name);
-        int lookup_status = -1;
-        gpuguard::testing::run_in_child(
-            "gg-lookup",
-            [&] {
-                const int fd = socket(AF_INET, SOCK_DGRAM, 0);
-                sockaddr_in server{};
-                server.sin_family = AF_INET;
-                server.sin_port = htons(53);
-                inet_pton(AF_INET, "127.53.53.53", &server.sin_addr);
-                if (connect(fd, reinterpret_cast<const sockaddr*>(&server), sizeof(server)) != 0) {
-                    return 1;
-                }
-                if (send(fd, query.data(), query.size(), 0) < 0) return 2;
-                char reply[512];
-                pollfd ready{fd, POLLIN, 0};
-                if (poll(&ready, 1, 5000) <= 0) return 3;
-                return recv(fd, reply, sizeof(reply), 0) > 12 ? 0 : 4;
-            },
-            &lookup_status);
-        return lookup_status;
-    };
+    const auto look_up = gpuguard::testing::look_up_through_test_resolver;
     // First a name no pool signature knows, for the other address: the
     // agent reads its answer before the pool's (one stream, in order), and
     // must not watch it.
