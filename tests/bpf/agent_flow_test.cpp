@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -103,32 +104,45 @@ class PushingPeer {
     std::thread thread_;
 };
 
-TEST_F(AgentDetectTest, a_flow_with_a_pools_shape_is_reported_and_an_acknowledging_one_is_not) {
-    std::unique_ptr<gpuguard::testing::RequestChild> miner, consumer;
+// The workers and the peer in a namespace of the test's own (its veth
+// address 10.67.0.1 is not a loopback one; the agent stays on the host):
+// two GPU workers (gg_test_io_worker, holding `gpu_node`) that will connect
+// to the pushing peer.
+struct WorkersAndPeer {
     std::optional<gpuguard::testing::VethPeer> veth;
     std::optional<PushingPeer> peer;
+    std::unique_ptr<gpuguard::testing::RequestChild> miner, consumer;
+};
+
+void start_workers_and_peer(const std::filesystem::path& gpu_node, const std::string& miner_comm,
+                            const std::string& consumer_comm, WorkersAndPeer& out) {
     {
-        // The workers and the peer live in a namespace of the test's own
-        // (its veth address 10.67.0.1 is not a loopback one); the agent
-        // stays on the host.
         gpuguard::testing::NetnsScope netns;
         ASSERT_EQ(netns.error(), "");
-        veth.emplace(9, /*hold_connections=*/true);
-        ASSERT_EQ(veth->error(), "");
-        peer.emplace();
-        ASSERT_TRUE(peer->ok());
+        out.veth.emplace(9, /*hold_connections=*/true);
+        ASSERT_EQ(out.veth->error(), "");
+        out.peer.emplace();
+        ASSERT_TRUE(out.peer->ok());
         const auto worker = [&](const std::string& comm) {
             return gpuguard::testing::start_io_worker({.comm = comm,
-                                                       .gpu_node = node_.string(),
+                                                       .gpu_node = gpu_node.string(),
                                                        .file = "",
                                                        .tcp_port = kPushPort,
                                                        .tcp_address = "10.67.0.1",
                                                        .program = GPUGUARD_IO_WORKER});
         };
-        miner = worker("gg-shaped");
-        consumer = worker("gg-acking");
+        out.miner = worker(miner_comm);
+        out.consumer = worker(consumer_comm);
     }
-    for (auto* child : {miner.get(), consumer.get()}) ASSERT_EQ(child->ask('g'), 0);
+    for (auto* child : {out.miner.get(), out.consumer.get()}) ASSERT_EQ(child->ask('g'), 0);
+}
+
+TEST_F(AgentDetectTest, a_flow_with_a_pools_shape_is_reported_and_an_acknowledging_one_is_not) {
+    WorkersAndPeer pair;
+    start_workers_and_peer(node_, "gg-shaped", "gg-acking", pair);
+    if (HasFatalFailure()) return;
+    auto& miner = pair.miner;
+    auto& consumer = pair.consumer;
     const auto script = dir_ / "nvml.json";
     std::ofstream(script) << gpuguard::testing::fake_nvml_script(
         {.gpu_utilization = 65,
@@ -204,28 +218,11 @@ TEST_F(AgentDetectTest, a_flow_with_a_pools_shape_is_reported_and_an_acknowledgi
 }
 
 TEST_F(AgentDetectTest, a_dns_named_peer_with_a_pools_shape_is_opaque_and_an_answered_one_is_not) {
-    std::unique_ptr<gpuguard::testing::RequestChild> miner, consumer;
-    std::optional<gpuguard::testing::VethPeer> veth;
-    std::optional<PushingPeer> peer;
-    {
-        gpuguard::testing::NetnsScope netns;
-        ASSERT_EQ(netns.error(), "");
-        veth.emplace(9, /*hold_connections=*/true);
-        ASSERT_EQ(veth->error(), "");
-        peer.emplace();
-        ASSERT_TRUE(peer->ok());
-        const auto worker = [&](const std::string& comm) {
-            return gpuguard::testing::start_io_worker({.comm = comm,
-                                                       .gpu_node = node_.string(),
-                                                       .file = "",
-                                                       .tcp_port = kPushPort,
-                                                       .tcp_address = "10.67.0.1",
-                                                       .program = GPUGUARD_IO_WORKER});
-        };
-        miner = worker("gg-named-shape");
-        consumer = worker("gg-named-acks");
-    }
-    for (auto* child : {miner.get(), consumer.get()}) ASSERT_EQ(child->ask('g'), 0);
+    WorkersAndPeer pair;
+    start_workers_and_peer(node_, "gg-named-shape", "gg-named-acks", pair);
+    if (HasFatalFailure()) return;
+    auto& miner = pair.miner;
+    auto& consumer = pair.consumer;
     const auto script = dir_ / "nvml.json";
     std::ofstream(script) << gpuguard::testing::fake_nvml_script(
         {.gpu_utilization = 60,
@@ -257,31 +254,9 @@ TEST_F(AgentDetectTest, a_dns_named_peer_with_a_pools_shape_is_opaque_and_an_ans
     // A process of the host looks the peer's name up: a real UDP query and
     // answer, from a resolver on 127.53.53.53:53 that knows that one name
     // (a domain of the operator's own, no pool signature knows it).
-    {
-        gpuguard::testing::DnsResponder resolver("sync.example-models.test", {10, 67, 0, 1});
-        ASSERT_TRUE(resolver.ok());
-        const std::string query = gpuguard::testing::dns_query("sync.example-models.test");
-        int lookup_status = -1;
-        gpuguard::testing::run_in_child(
-            "gg-lookup",
-            [&] {
-                const int fd = socket(AF_INET, SOCK_DGRAM, 0);
-                sockaddr_in server{};
-                server.sin_family = AF_INET;
-                server.sin_port = htons(53);
-                inet_pton(AF_INET, "127.53.53.53", &server.sin_addr);
-                if (connect(fd, reinterpret_cast<const sockaddr*>(&server), sizeof(server)) != 0 ||
-                    send(fd, query.data(), query.size(), 0) < 0) {
-                    return 1;
-                }
-                char reply[512];
-                pollfd ready{fd, POLLIN, 0};
-                if (poll(&ready, 1, 5000) <= 0) return 2;
-                return recv(fd, reply, sizeof(reply), 0) > 12 ? 0 : 3;
-            },
-            &lookup_status);
-        ASSERT_EQ(lookup_status, 0);
-    }
+    ASSERT_EQ(gpuguard::testing::look_up_through_test_resolver("sync.example-models.test",
+                                                               {10, 67, 0, 1}),
+              0);
     // The workers connect only once the agent has read the answer.
     const auto dns_answers = [&] {
         const std::string metrics = gpuguard::testing::http_get(metrics_port, "/metrics");
