@@ -10,6 +10,7 @@
 
 #include "backends/file_reader.h"
 #include "backends/nvml_api.h"
+#include "backends/nvml_events.h"
 #include "gpuguard/backends/backends.h"
 #include "gpuguard/common/logging.h"
 
@@ -52,10 +53,7 @@ struct NvmlApi {
     nvmlReturn_t (*graphics_procs)(nvmlDevice_t, unsigned*, nvmlProcessInfo_t*) = nullptr;
     nvmlReturn_t (*process_utilization)(nvmlDevice_t, nvmlProcessUtilizationSample_t*, unsigned*,
                                         unsigned long long) = nullptr;
-    nvmlReturn_t (*event_set_create)(nvmlEventSet_t*) = nullptr;
-    nvmlReturn_t (*register_events)(nvmlDevice_t, unsigned long long, nvmlEventSet_t) = nullptr;
-    nvmlReturn_t (*event_set_wait)(nvmlEventSet_t, nvmlEventData_t*, unsigned) = nullptr;  // _v2
-    nvmlReturn_t (*event_set_free)(nvmlEventSet_t) = nullptr;
+    NvmlEventApi events;  // the event API, for the event thread
 };
 
 template <typename F>
@@ -100,7 +98,7 @@ class NvmlBackend final : public GpuBackend {
         : library_(library), api_(api), options_(std::move(options)) {}
 
     ~NvmlBackend() override {
-        if (events_ && api_.event_set_free) api_.event_set_free(events_);
+        events_.reset();  // its thread calls NVML: stopped before the shutdown
         if (initialised_) api_.shutdown();
         dlclose(library_);
     }
@@ -148,7 +146,9 @@ class NvmlBackend final : public GpuBackend {
             if (handle) describe(handle, device);
             out.push_back(std::move(device));
         }
-        register_xid_events();
+        // A new list of handles: the event thread watches these from now on.
+        events_.reset();
+        events_ = NvmlEventWatcher::start(api_.events, handles_);
         return out;
     }
 
@@ -158,11 +158,18 @@ class NvmlBackend final : public GpuBackend {
             if (!listed) return Unexpected{listed.error()};
         }
         GpuSamples samples;
-        drain_xid_events();
+        NvmlEventWatcher::Taken events;
+        if (events_) events = events_->take();
+        samples.device_events_dropped = events.dropped;
         for (size_t i = 0; i < handles_.size(); ++i) {
             GpuSample sample;
             sample.gpu = static_cast<uint32_t>(i);
             if (handles_[i]) read_sample(handles_[i], sample);
+            for (auto& [index, event] : events.events) {
+                if (index != i) continue;
+                if (event.kind == "xid") last_xid_[i] = event.code;
+                sample.device_events.push_back(std::move(event));
+            }
             if (const auto xid = last_xid_.find(i); xid != last_xid_.end()) {
                 sample.last_xid = xid->second;
             }
@@ -443,32 +450,6 @@ class NvmlBackend final : public GpuBackend {
         return out;
     }
 
-    void register_xid_events() {
-        if (!api_.event_set_create || !api_.register_events || !api_.event_set_wait) return;
-        if (!events_ && api_.event_set_create(&events_) != NVML_SUCCESS) {
-            events_ = nullptr;
-            return;
-        }
-        for (auto handle : handles_) {
-            if (handle)
-                (void)api_.register_events(handle, NVML_EVENT_TYPE_XID_CRITICAL_ERROR, events_);
-        }
-    }
-
-    void drain_xid_events() {
-        if (!events_) return;
-        nvmlEventData_t data{};
-        // Timeout 0: only what is already queued; bounded so a flood cannot stall sampling.
-        for (int i = 0; i < 256 && api_.event_set_wait(events_, &data, 0) == NVML_SUCCESS; ++i) {
-            if (!(data.eventType & NVML_EVENT_TYPE_XID_CRITICAL_ERROR)) continue;
-            const auto found = std::find(handles_.begin(), handles_.end(), data.device);
-            if (found == handles_.end()) continue;
-            const auto index = static_cast<size_t>(found - handles_.begin());
-            last_xid_[index] = data.eventData;
-            logger("backends")->warn("GPU {}: NVIDIA Xid {}", index, data.eventData);
-        }
-    }
-
     void* library_;
     NvmlApi api_;
     NvmlOptions options_;
@@ -476,7 +457,7 @@ class NvmlBackend final : public GpuBackend {
     bool needs_reinit_ = false;
     bool gpu_lost_ = false;
     std::vector<nvmlDevice_t> handles_;
-    nvmlEventSet_t events_ = nullptr;
+    std::unique_ptr<NvmlEventWatcher> events_;
     std::map<size_t, uint64_t> last_xid_;
     std::map<size_t, unsigned long long> last_utilization_us_;
 };
@@ -538,10 +519,12 @@ Result<std::unique_ptr<GpuBackend>> open_nvml_backend(const NvmlOptions& options
         handle, api.graphics_procs,
         {"nvmlDeviceGetGraphicsRunningProcesses_v3", "nvmlDeviceGetGraphicsRunningProcesses_v2"});
     resolve(handle, api.process_utilization, {"nvmlDeviceGetProcessUtilization"});
-    resolve(handle, api.event_set_create, {"nvmlEventSetCreate"});
-    resolve(handle, api.register_events, {"nvmlDeviceRegisterEvents"});
-    resolve(handle, api.event_set_wait, {"nvmlEventSetWait_v2"});
-    resolve(handle, api.event_set_free, {"nvmlEventSetFree"});
+    resolve(handle, api.events.event_set_create, {"nvmlEventSetCreate"});
+    resolve(handle, api.events.register_events, {"nvmlDeviceRegisterEvents"});
+    resolve(handle, api.events.supported_types, {"nvmlDeviceGetSupportedEventTypes"});
+    resolve(handle, api.events.event_set_wait, {"nvmlEventSetWait_v2"});
+    resolve(handle, api.events.event_set_free, {"nvmlEventSetFree"});
+    api.events.clock_reasons = api.clock_reasons;
 
     auto backend = std::make_unique<NvmlBackend>(handle, api, options);  // owns handle now
     if (auto status = backend->initialise(); !status) return Unexpected{status.error()};

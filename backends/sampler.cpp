@@ -7,6 +7,13 @@
 #include "gpuguard/common/logging.h"
 
 namespace gpuguard::backends {
+namespace {
+
+// Device events waiting for the agent: a reader that stalls for a while
+// (a loaded host) loses none below this; past it they are counted.
+constexpr size_t kMaxPendingDeviceEvents = 4096;
+
+}  // namespace
 
 TelemetrySampler::TelemetrySampler(std::vector<std::unique_ptr<GpuBackend>> backends,
                                    SamplerOptions options)
@@ -51,6 +58,14 @@ void TelemetrySampler::run() {
 const Snapshot& TelemetrySampler::sample_once() {
     take_sample();
     return working_;
+}
+
+TelemetrySampler::DeviceEvents TelemetrySampler::take_device_events() {
+    std::lock_guard lock(mutex_);
+    DeviceEvents taken;
+    taken.events.swap(device_events_.events);
+    taken.dropped = device_events_.dropped;
+    return taken;
 }
 
 Snapshot TelemetrySampler::latest() const {
@@ -119,8 +134,18 @@ void TelemetrySampler::take_sample() {
             }
             auto gpus = state.backend->sample_gpus();
             if (gpus) {
+                std::lock_guard lock(mutex_);
+                device_events_.dropped += gpus->device_events_dropped;
                 for (auto& gpu : gpus->gpus) {
                     gpu.gpu += base;
+                    for (auto& event : gpu.device_events) {
+                        if (device_events_.events.size() >= kMaxPendingDeviceEvents) {
+                            ++device_events_.dropped;
+                            continue;
+                        }
+                        device_events_.events.emplace_back(gpu.gpu, std::move(event));
+                    }
+                    gpu.device_events.clear();
                     snapshot.gpus.push_back(std::move(gpu));
                 }
             } else {

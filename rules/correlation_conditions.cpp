@@ -271,15 +271,19 @@ int RuleReader::read_conditions(const YAML::Node& when, const std::string& path,
         rule.time_window = read_time_window(node, path + ".time_window");
         ++conditions;
     }
-    if (const YAML::Node node = when["max_gpu_processes"]) {
-        if (auto value = number(node, path + ".max_gpu_processes", 1, 1e6)) {
-            if (*value != std::floor(*value)) {
-                diag_.error(node, path + ".max_gpu_processes: must be a whole number");
-            }
-            rule.max_gpu_processes = static_cast<uint32_t>(*value);
+    // A count: a whole number from 1 to a million.
+    const auto count = [&](const char* key, std::optional<uint32_t>& into) {
+        const YAML::Node node = when[key];
+        if (!node) return;
+        const std::string where = path + "." + key;
+        if (auto value = number(node, where, 1, 1e6)) {
+            if (*value != std::floor(*value)) diag_.error(node, where + ": must be a whole number");
+            into = static_cast<uint32_t>(*value);
         }
         ++conditions;
-    }
+    };
+    count("max_gpu_processes", rule.max_gpu_processes);
+    count("gpu_xid", rule.gpu_xid);
     if (const YAML::Node node = when["gpu_outside_allocation"]) {
         if (auto text = diag_.scalar(node, path + ".gpu_outside_allocation")) {
             if (*text != "outside" && *text != "none_given") {

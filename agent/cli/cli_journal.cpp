@@ -21,6 +21,7 @@
 #include "gpuguard/events/agent_tamper.h"
 #include "gpuguard/events/event.h"
 #include "gpuguard/events/event_json.h"
+#include "gpuguard/events/gpu_fault.h"
 #include "gpuguard/journal/journal.h"
 
 namespace gpuguard::agent::cli {
@@ -226,6 +227,7 @@ std::string event_details(const Event& event) {
                    (found.frameworks.empty() ? "" : " (" + join(found.frameworks, ", ") + ")") +
                    ", " + std::to_string(found.libraries.size()) + " GPU libraries mapped";
         }
+        std::string operator()(const GpuFault& fault) const { return describe_gpu_fault(fault); }
         std::string operator()(const PoolProbe& probe) const {
             return "pool probe of " + endpoint_text(probe.address, probe.port) +
                    (probe.tls ? " over TLS" : "") + ": " + probe.verdict;

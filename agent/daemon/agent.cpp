@@ -137,6 +137,7 @@ Status Agent::run(const volatile std::sig_atomic_t* stop) {
                 impl.on_event(event);
                 impl.mark_unseen_gpu_processes(std::get<Telemetry>(event.data));
             }
+            impl.report_gpu_faults(snapshot, now);
             for (const auto& event : impl.process_io->sample(impl.table->gpu_processes(), now)) {
                 impl.on_event(event);
             }

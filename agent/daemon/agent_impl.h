@@ -106,6 +106,11 @@ struct Agent::Impl {
     std::unique_ptr<PoolProber> pool_prober;            // null when verify.active is off
     std::map<std::string, std::string> kill_now_names;  // in the kernel map: comm -> signature id
     uint64_t telemetry_sequence = 0;
+    // GPU device events (Xids, ECC errors, clock changes) turned into
+    // gpu_fault events, and those the backends' and sampler's queues had no
+    // room for (agent_report.cpp's /metrics).
+    uint64_t gpu_faults_total = 0;
+    uint64_t gpu_faults_dropped = 0;
     // Hidden processes (hidden_processes.cpp): null when
     // process_table.hidden_check_interval_s is 0.
     std::unique_ptr<HiddenProcessCheck> hidden_check;
@@ -237,6 +242,9 @@ struct Agent::Impl {
     // One CPU sample of every live process: cpu_usage events for the busy
     // ones, the watch list and write/send counters while they are busy.
     void sample_cpu(uint64_t now_ns);
+    // The sampler's device events as gpu_fault events, one per process NVML
+    // lists on the GPU in `snapshot` (telemetry.cpp).
+    void report_gpu_faults(const backends::Snapshot& snapshot, uint64_t now_ns);
     // Processes the GPU's telemetry lists that the sensor never saw open a
     // GPU: marked GPU processes in the kernel too (their ioctls, connects
     // and payloads reported from then on).

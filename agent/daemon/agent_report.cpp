@@ -248,6 +248,16 @@ std::vector<AgentMetric> Agent::Impl::agent_metrics() const {
                               {},
                               static_cast<double>(detections_total)});
     activity->append_metrics(out);
+    out.push_back(AgentMetric{"gpuguard_gpu_faults_total",
+                              "GPU device events (NVML Xid, ECC, clock changes) reported",
+                              "counter",
+                              {},
+                              static_cast<double>(gpu_faults_total)});
+    out.push_back(AgentMetric{"gpuguard_gpu_faults_dropped_total",
+                              "GPU device events lost to a full queue (a flood of Xids)",
+                              "counter",
+                              {},
+                              static_cast<double>(gpu_faults_dropped)});
     if (pool_prober) {  // verify.active
         out.push_back(AgentMetric{"gpuguard_pool_probes_total",
                                   "Active verifications of suspected pools, made or refused",

@@ -1,5 +1,8 @@
 #include "gpuguard/daemon/telemetry.h"
 
+#include "agent_impl.h"
+#include "gpuguard/common/logging.h"
+
 namespace gpuguard::agent {
 
 backends::BackendOptions backend_options(const BackendsConfig& config) {
@@ -43,6 +46,40 @@ std::vector<Event> telemetry_events(const backends::Snapshot& snapshot, uint64_t
         events.push_back(std::move(event));
     }
     return events;
+}
+
+void Agent::Impl::report_gpu_faults(const backends::Snapshot& snapshot, uint64_t now_ns) {
+    auto taken = sampler->take_device_events();
+    if (taken.dropped > gpu_faults_dropped) {
+        logger("agent")->warn("GPU device events: {} lost to a full queue since the start",
+                              taken.dropped);
+        gpu_faults_dropped = taken.dropped;
+    }
+    for (auto& [gpu, device_event] : taken.events) {
+        ++gpu_faults_total;
+        GpuFault fault;
+        fault.gpu_index = gpu;
+        fault.kind = std::move(device_event.kind);
+        fault.code = device_event.code;
+        for (const auto& device : snapshot.devices) {
+            if (device.index != gpu) continue;
+            for (const auto& number : device.device_numbers) {
+                if (number.known()) fault.devices.push_back(number.to_string());
+            }
+        }
+        // Who was on the GPU: NVML's process list of the sample that brought it.
+        std::vector<const ProcessInfo*> on_it;
+        for (const auto& process : snapshot.processes) {
+            if (process.gpu != gpu || process.pid <= 0) continue;
+            const ProcessInfo* info = table->find(static_cast<uint32_t>(process.pid));
+            if (info && !info->exited) on_it.push_back(info);
+        }
+        fault.holders = static_cast<uint32_t>(on_it.size());
+        std::vector<TaskInfo> tasks;
+        for (const ProcessInfo* info : on_it) tasks.push_back(task_of(*info));
+        for (const TaskInfo& task : tasks) on_event(Event{now_ns, task, fault});
+        if (tasks.empty()) on_event(Event{now_ns, TaskInfo{}, std::move(fault)});
+    }
 }
 
 }  // namespace gpuguard::agent

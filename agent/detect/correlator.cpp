@@ -148,6 +148,19 @@ void CorrelatorImpl::record(const Event& event, std::vector<const Detection*>& o
                 record_file_change(event, data, out);
             } else if constexpr (std::is_same_v<T, ProcessEnv>) {
                 record_env(pid, ts_ns, data);  // judged with the GPU event or exec that follows
+            } else if constexpr (std::is_same_v<T, GpuFault>) {
+                // An Xid is kept for the process that was on the GPU; ECC
+                // errors and clock changes are the GPU's health, nobody's doing.
+                if (pid == 0 || data.kind != "xid") return;
+                const ProcessInfo* info = table_.find(pid);
+                if (!info || info->exited) return;
+                ProcessEvidence& evidence = book_.of(pid);
+                evidence.gpu_faults.push_back(FaultSeen{ts_ns, data});
+                if (evidence.gpu_faults.size() > kMaxGpuFaultsPerProcess) {
+                    evidence.gpu_faults.erase(evidence.gpu_faults.begin());
+                }
+                evidence.dirty = true;
+                judge(pid);
             } else if constexpr (std::is_same_v<T, Workload>) {
                 // Judged with the GPU event that follows, or now for a
                 // holder found running at the agent's start.

@@ -38,7 +38,7 @@ inline int action_rank(std::string_view action) {
 inline bool evidence_by_value(std::string_view kind, std::string_view event_type,
                               std::string_view field) {
     return kind == "signature" || kind == "yara" || event_type == "file_change" ||
-           field == "module";
+           event_type == "gpu_fault" || field == "module";
 }
 
 inline std::string basename_of(std::string_view path) {

@@ -107,6 +107,13 @@ struct LoopbackFlow {
 };
 
 // A kernel module the process loaded, with the host as it was at the load.
+// A gpu_fault event's Xid, kept for the process that was on the GPU.
+struct FaultSeen {
+    uint64_t ts_ns = 0;
+    GpuFault fault;
+};
+inline constexpr size_t kMaxGpuFaultsPerProcess = 32;
+
 struct ModuleSeen {
     uint64_t ts_ns = 0;
     ModuleLoad module;
@@ -254,6 +261,9 @@ struct ProcessEvidence {
     std::vector<Tamper> tampers;                // what it did to the agent, oldest first
     std::vector<TrustRecord> trust_changes;  // what it changed of the agent's trust, oldest first
     std::vector<ProbeSeen> probes;           // the agent's probes of its peers, bounded
+    // The Xids raised on a GPU while it was on it (gpu_fault events), oldest
+    // first, bounded (kMaxGpuFaultsPerProcess).
+    std::vector<FaultSeen> gpu_faults;
 };
 
 }  // namespace gpuguard::agent

@@ -435,6 +435,17 @@ Container read_container(const Reader<Node>& reader) {
 }
 
 template <typename Node>
+GpuFault read_gpu_fault(const Reader<Node>& reader) {
+    GpuFault fault;
+    fault.gpu_index = reader.template integer<uint32_t>("gpu_index");
+    fault.devices = reader.strings("devices");
+    fault.kind = reader.string("kind");
+    fault.code = reader.template integer<uint64_t>("code");
+    fault.holders = reader.template integer<uint32_t>("holders", 0);
+    return fault;
+}
+
+template <typename Node>
 Workload read_workload(const Reader<Node>& reader) {
     Workload workload;
     workload.scheduler = reader.string("scheduler");
@@ -533,6 +544,8 @@ void read_body(std::string_view type, const Reader<Node>& top, const std::option
         body = read_pool_probe(object());
     } else if (type == "workload") {
         body = read_workload(object());
+    } else if (type == "gpu_fault") {
+        body = read_gpu_fault(object());
     } else {
         top.error("type", "unknown event type \"" + std::string(type) + "\" (" +
                               join(event_type_names(), ", ") + ")");

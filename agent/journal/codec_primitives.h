@@ -50,6 +50,7 @@ enum class EventTag : uint8_t {
     kFlow = schema::Declaration<Flow>::tag,
     kTrustChange = schema::Declaration<TrustChange>::tag,
     kWorkload = schema::Declaration<Workload>::tag,
+    kGpuFault = schema::Declaration<GpuFault>::tag,
 };
 
 // --- writing --------------------------------------------------------------

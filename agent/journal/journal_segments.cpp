@@ -96,6 +96,7 @@ void JournalWriter::Writer::update_state(std::string_view payload) {
         void operator()(const Flow&) {}
         void operator()(const ProcessCmdline&) {}
         void operator()(const PoolProbe&) {}
+        void operator()(const GpuFault&) {}
         void operator()(const Workload& workload) {
             if (!w.processes.contains(task.pid)) return;  // bounded with the processes
             w.workloads[task.pid] = Event{0, task, workload};

@@ -146,6 +146,7 @@ void ProcessTable::apply(const Event& event) {
         void operator()(const LoopbackPeer&) {}  // who serves its loopback flow: the correlator
         void operator()(const Flow&) {}          // a flow's shape: the correlator keeps it
         void operator()(const PoolProbe&) {}     // the agent's probe of its peer: the correlator
+        void operator()(const GpuFault&) {}      // a GPU's Xid or ECC error: the correlator
         // The whole command line of the image the exec record cut short.
         void operator()(const ProcessCmdline& read) {
             ProcessInfo* info = table.processes_.find(task.pid);

@@ -1,6 +1,8 @@
 // The NVML backend through the real dlopen path, against the fake
 // libnvidia-ml.so.1 the tests build (tests/backends/fake_nvml).
+#include <chrono>
 #include <fstream>
+#include <thread>
 
 #include <dlfcn.h>
 #include <gtest/gtest.h>
@@ -298,18 +300,106 @@ TEST_F(NvmlBackendTest, process_query_errors_are_problems) {
               "nvmlDeviceGetComputeRunningProcesses_v3: Insufficient Permissions (4)");
 }
 
-TEST_F(NvmlBackendTest, xid_events_become_last_xid) {
+// Samples until `wanted` device events arrived on GPU 0 (the event thread
+// hands them over asynchronously), at most 5 s; what arrived, in order,
+// and the drops the samples counted.
+struct Arrived {
+    std::vector<GpuDeviceEvent> events;
+    uint64_t dropped = 0;
+    std::optional<uint64_t> last_xid;
+};
+Arrived sample_until(GpuBackend& backend, size_t wanted) {
+    Arrived arrived;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (arrived.events.size() + arrived.dropped < wanted &&
+           std::chrono::steady_clock::now() < deadline) {
+        auto samples = backend.sample_gpus();
+        if (!samples.ok()) break;
+        arrived.dropped += samples->device_events_dropped;
+        for (auto& event : samples->gpus[0].device_events) arrived.events.push_back(event);
+        arrived.last_xid = samples->gpus[0].last_xid;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return arrived;
+}
+
+TEST_F(NvmlBackendTest, xid_ecc_and_clock_events_arrive_in_order_on_the_event_thread) {
     json later = full_step();
     later["xid"] = {48, 79};
+    later["events"] = json::array({{{"type", "double_bit_ecc"}},
+                                   {{"type", "single_bit_ecc"}},
+                                   {{"type", "clock"}},
+                                   {{"type", "xid"}, {"data", 31}}});
     auto backend = open(one_device(json::array({full_step(), later})));
     ASSERT_TRUE(backend.ok());
-    ASSERT_TRUE((*backend)->devices().ok());  // registers for Xid events
+    const int asked = call_count_("nvmlDeviceGetSupportedEventTypes");  // counts outlive a test
+    ASSERT_TRUE((*backend)->devices().ok());                            // starts the event thread
     auto before = (*backend)->sample_gpus();
+    ASSERT_TRUE(before.ok());
     EXPECT_FALSE(before->gpus[0].last_xid);
+    EXPECT_TRUE(before->gpus[0].device_events.empty());
+    EXPECT_EQ(call_count_("nvmlDeviceGetSupportedEventTypes") - asked, 1);
     set_step_(1);
-    auto after = (*backend)->sample_gpus();
-    ASSERT_TRUE(after.ok());
-    EXPECT_EQ(after->gpus[0].last_xid, 79u);
+    const Arrived arrived = sample_until(**backend, 6);
+    const std::vector<GpuDeviceEvent> expected = {
+        {"xid", 48},      {"xid", 79}, {"ecc_double_bit", 0}, {"ecc_single_bit", 0},
+        {"clocks", 0x44},  // the reasons then active, read at the event
+        {"xid", 31}};
+    EXPECT_EQ(arrived.events, expected);
+    EXPECT_EQ(arrived.dropped, 0u);
+    EXPECT_EQ(arrived.last_xid, 31u);
+}
+
+TEST_F(NvmlBackendTest, a_gpu_without_some_event_types_is_registered_for_those_it_has) {
+    json later = full_step();
+    later["events"] = json::array({{{"type", "double_bit_ecc"}}, {{"type", "xid"}, {"data", 13}}});
+    json script = one_device(json::array({full_step(), later}));
+    script["devices"][0]["supported_events"] = 0x8;  // Xid only (a GeForce without ECC)
+    auto backend = open(script);
+    ASSERT_TRUE(backend.ok());
+    const int registrations = call_count_("nvmlDeviceRegisterEvents");
+    ASSERT_TRUE((*backend)->devices().ok());
+    set_step_(1);
+    const Arrived arrived = sample_until(**backend, 1);
+    EXPECT_EQ(arrived.events, (std::vector<GpuDeviceEvent>{{"xid", 13}}));
+    // Nothing else comes: the ECC type was never registered (the fake queues
+    // only registered types; NVML refuses a registration naming one the GPU
+    // lacks, which the backend therefore never asks for).
+    EXPECT_EQ(call_count_("nvmlDeviceRegisterEvents") - registrations, 1);
+}
+
+TEST_F(NvmlBackendTest, a_flood_of_xids_is_bounded_and_every_lost_one_counted) {
+    json later = full_step();
+    later["events"] = json::array({{{"type", "xid"}, {"data", 31}, {"count", 3000}}});
+    auto backend = open(one_device(json::array({full_step(), later})));
+    ASSERT_TRUE(backend.ok());
+    ASSERT_TRUE((*backend)->devices().ok());
+    const int waits = call_count_("nvmlEventSetWait_v2");
+    set_step_(1);
+    // No sample while the thread drains the flood: its queue fills.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (call_count_("nvmlEventSetWait_v2") - waits < 3001 &&
+           std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    const Arrived arrived = sample_until(**backend, 3000);
+    EXPECT_EQ(arrived.events.size(), 1024u);  // the watcher's queue
+    EXPECT_EQ(arrived.dropped, 3000u - 1024u);
+}
+
+TEST_F(NvmlBackendTest, the_event_thread_stops_within_its_wait_when_the_backend_closes) {
+    auto backend = open(one_device(json::array({full_step()})));
+    ASSERT_TRUE(backend.ok());
+    ASSERT_TRUE((*backend)->devices().ok());
+    const int waits = call_count_("nvmlEventSetWait_v2");
+    const int frees = call_count_("nvmlEventSetFree");
+    std::this_thread::sleep_for(std::chrono::milliseconds(450));
+    // It waits in NVML with a timeout, not in a busy loop: about 2 waits here.
+    EXPECT_LE(call_count_("nvmlEventSetWait_v2") - waits, 4);
+    const auto started = std::chrono::steady_clock::now();
+    backend->reset();
+    EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::milliseconds(1000));
+    EXPECT_EQ(call_count_("nvmlEventSetFree") - frees, 1);
 }
 
 }  // namespace

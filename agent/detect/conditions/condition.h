@@ -72,6 +72,7 @@ enum Fact : uint32_t {
     kFactModuleLoads = 1u << 6,
     kFactHidden = 1u << 7,
     kFactProbes = 1u << 8,
+    kFactGpuFaults = 1u << 9,
 };
 
 inline uint32_t facts_of(const ProcessInfo& info, const ProcessEvidence& evidence) {
@@ -83,6 +84,7 @@ inline uint32_t facts_of(const ProcessInfo& info, const ProcessEvidence& evidenc
     if (!evidence.modules.empty()) facts |= kFactModuleLoads;
     if (evidence.hidden_ns != 0) facts |= kFactHidden;
     if (!evidence.probes.empty()) facts |= kFactProbes;
+    if (!evidence.gpu_faults.empty()) facts |= kFactGpuFaults;
     return facts;
 }
 
@@ -178,6 +180,7 @@ std::unique_ptr<const Condition> gpu_memory_above(const rules::CorrelationRule& 
 std::unique_ptr<const Condition> gpu_not_allowed(const rules::CorrelationRule& rule);
 std::unique_ptr<const Condition> max_gpu_processes(const rules::CorrelationRule& rule);
 std::unique_ptr<const Condition> gpu_outside_allocation(const rules::CorrelationRule& rule);
+std::unique_ptr<const Condition> gpu_xid(const rules::CorrelationRule& rule);
 std::unique_ptr<const Condition> opaque_peer(const rules::CorrelationRule& rule);
 std::unique_ptr<const Condition> mining_flow(const rules::CorrelationRule& rule);
 std::unique_ptr<const Condition> pool_answered(const rules::CorrelationRule& rule);

@@ -32,6 +32,7 @@ constexpr Factory kFactories[] = {
     conditions::gpu_not_allowed,
     conditions::max_gpu_processes,
     conditions::gpu_outside_allocation,
+    conditions::gpu_xid,
     conditions::opaque_peer,
     conditions::mining_flow,
     conditions::pool_answered,  // after opaque_peer: the suspicion, then what made it certain

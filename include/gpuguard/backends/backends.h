@@ -61,6 +61,17 @@ struct GpuDevice {
     std::vector<DeviceNumber> device_numbers;  // its nodes: /dev/nvidiaN, cardN, renderDN
 };
 
+// Something a GPU's driver reported on its own (NVML's event API), read on
+// the backend's event thread and handed over with the next sample.
+struct GpuDeviceEvent {
+    // "xid" (an Xid critical error), "ecc_single_bit", "ecc_double_bit",
+    // "clocks" (the clocks changed: `code` holds the clock-event reasons then
+    // active, NVML_CLOCKS_EVENT_REASON_* bits).
+    std::string kind;
+    uint64_t code = 0;  // the Xid number; the reasons for "clocks"; 0 for ECC
+    bool operator==(const GpuDeviceEvent&) const = default;
+};
+
 // One reading of one GPU. Counters (energy, ECC) are cumulative since the
 // driver loaded; rates (utilisation, PCIe) are over the driver's own window.
 struct GpuSample {
@@ -89,6 +100,8 @@ struct GpuSample {
     // an empty vector means "reported, none active".
     std::optional<std::vector<std::string>> throttle_reasons;
     std::optional<uint64_t> last_xid;  // last NVIDIA Xid error seen since start
+    // What the driver reported since the previous sample, oldest first.
+    std::vector<GpuDeviceEvent> device_events;
     // Files or calls that returned something unusable this time: one line
     // each, naming the file or call ("…/gpu_busy_percent: not an integer: 'x'").
     std::vector<std::string> problems;
@@ -117,6 +130,9 @@ struct ProcessSample {
 struct GpuSamples {
     std::vector<GpuSample> gpus;
     std::vector<std::string> problems;  // not tied to one GPU
+    // Device events the backend's bounded queue had no room for since the
+    // previous sample (a flood of Xids): counted, never silently lost.
+    uint64_t device_events_dropped = 0;
 };
 
 struct ProcessSamples {
@@ -258,6 +274,15 @@ class TelemetrySampler {
     // Device numbers of every GPU found so far (for sweep_gpu_fds / the sensor).
     std::vector<DeviceNumber> gpu_device_numbers() const;
 
+    // The device events of every sample since the last call, oldest first,
+    // each with its GPU's snapshot index: kept apart from the snapshot so
+    // that a snapshot the reader never copied loses none of them.
+    struct DeviceEvents {
+        std::vector<std::pair<uint32_t, GpuDeviceEvent>> events;
+        uint64_t dropped = 0;  // since the start: the backends' and this queue's
+    };
+    DeviceEvents take_device_events();
+
   private:
     struct BackendState {
         std::unique_ptr<GpuBackend> backend;
@@ -276,6 +301,7 @@ class TelemetrySampler {
     Snapshot latest_;
     Snapshot working_;
     std::vector<ProcessFd> fds_;
+    DeviceEvents device_events_;             // guarded by mutex_; bounded
     std::set<std::string> logged_problems_;  // sampler thread only
     uint64_t sequence_ = 0;
     std::mutex wake_mutex_;

@@ -322,6 +322,7 @@ inline constexpr const char* kConditionKeys[] = {"gpu_held",
                                                  "time_window",
                                                  "max_gpu_processes",
                                                  "gpu_outside_allocation",
+                                                 "gpu_xid",
                                                  "hash_rate_above_threshold",
                                                  "quiet_io",
                                                  "opaque_peer",
@@ -398,6 +399,11 @@ struct CorrelationRule {
     // holds one ("none_given"); "" unset (docs/detections.md, "A GPU used
     // outside its allocation").
     std::string gpu_outside_allocation;
+    // Its own GPU work raised at least this many NVIDIA Xids that NVIDIA's
+    // catalogue puts down to the application (13, 31, 43: an engine
+    // exception, a memory page fault, a stopped channel) within the rule's
+    // window (gpu_fault events; docs/detections.md, "GPU faults").
+    std::optional<uint32_t> gpu_xid;
     // It has an outbound connection nothing vouches for: to an address no
     // observed DNS answer named, whose first bytes sent were a TLS record or
     // no protocol gpuguard recognises (not HTTP, SSH or JSON-RPC); or to a

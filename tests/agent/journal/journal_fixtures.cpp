@@ -281,6 +281,10 @@ std::vector<Event> every_event_type(uint64_t ts_ns, uint32_t pid) {
         pod.unresolved = "'GPU-8f3c0d2e' is not a GPU index (a UUID or MIG instance)";
         add(pod);
     }
+    // An Xid a holder's kernels caused, a double-bit ECC error, a clock change.
+    add(GpuFault{0, {"195:0", "195:255"}, "xid", 31, 1});
+    add(GpuFault{1, {"195:1"}, "ecc_double_bit", 0, 2});
+    add(GpuFault{0, {}, "clocks", 0x24, 0});
     // A command line read again past the exec record's cut, one rewritten
     // since, one cut at 64 KiB.
     add(ProcessCmdline{{"/tmp/x", std::string(1100, 'p'), "-o", "pool:3333"}, false, true});

@@ -21,8 +21,15 @@
 //                                 "process_utilization": [ {"pid":1,"sm":50,"timestamp":10} ],
 //                                   ("timestamp_now": true stamps a sample at each call)
 //                                 "xid": [79],
+//                                 "events": [ {"type": "double_bit_ecc"}, {"type": "clock"},
+//                                             {"type": "xid", "data": 31, "count": 3} ],
 //                                 "errors": { "nvmlDeviceGetFanSpeed": "NO_PERMISSION",
 //                                             "*": "GPU_IS_LOST" } } ] } ] }
+// A device's "supported_events" (default: single/double-bit ECC, Xid,
+// clock) is what nvmlDeviceGetSupportedEventTypes answers and what
+// nvmlDeviceRegisterEvents accepts; "xid" and "events" are queued, for the
+// types a set registered, when the step is entered by fake_nvml_set_step,
+// and nvmlEventSetWait_v2 waits up to its timeout for one.
 // A key missing from a step answers NVML_ERROR_NOT_SUPPORTED. Steps change
 // through fake_nvml_set_step(), or, when the script names a "step_file", by
 // the number in that file (read at every call); the last step repeats.
@@ -33,7 +40,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <deque>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -42,29 +48,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tests/backends/fake_nvml/nvml_public.h"
+#include "tests/backends/fake_nvml/fake_nvml_state.h"
 
-struct nvmlDevice_st {
-    unsigned index;
-};
-struct nvmlEventSet_st {
-    std::deque<nvmlEventData_t> queue;
-    std::vector<nvmlDevice_t> registered;
-};
-
-namespace {
+namespace fake_nvml {
 
 using nlohmann::json;
-
-struct State {
-    std::mutex mutex;
-    json script;
-    bool initialised = false;
-    unsigned step = 0;
-    std::vector<nvmlDevice_st> devices;
-    std::map<std::string, int> calls;
-    std::vector<nvmlEventSet_st*> event_sets;
-};
 
 State& state() {
     static State instance;  // the fake's only global; lives as long as the library
@@ -181,34 +169,9 @@ nvmlReturn_t processes(const char* function, nvmlDevice_t device, const char* ke
     return NVML_SUCCESS;
 }
 
-void queue_xids_locked() {
-    auto& s = state();
-    if (!s.script.contains("devices")) return;
-    for (auto* set : s.event_sets) {
-        for (nvmlDevice_t device : set->registered) {
-            const json* step = step_json(device);
-            if (!step || !step->contains("xid")) continue;
-            for (const auto& xid : (*step)["xid"]) {
-                nvmlEventData_t event{};
-                event.device = device;
-                event.eventType = NVML_EVENT_TYPE_XID_CRITICAL_ERROR;
-                event.eventData = xid.get<unsigned long long>();
-                set->queue.push_back(event);
-            }
-        }
-    }
-}
+}  // namespace fake_nvml
 
-template <typename F>
-nvmlReturn_t guarded(F&& body) {
-    try {
-        return body();
-    } catch (...) {
-        return NVML_ERROR_UNKNOWN;  // malformed script value: never throw across the C ABI
-    }
-}
-
-}  // namespace
+using namespace fake_nvml;
 
 extern "C" {
 
@@ -521,53 +484,6 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetProcessUtilizat
         *count_inout = static_cast<unsigned>(newer.size());
         return NVML_SUCCESS;
     });
-}
-
-__attribute__((visibility("default"))) nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t* set) {
-    count("nvmlEventSetCreate");
-    if (!state().initialised) return NVML_ERROR_UNINITIALIZED;
-    std::lock_guard lock(state().mutex);
-    *set = new nvmlEventSet_st();
-    state().event_sets.push_back(*set);
-    return NVML_SUCCESS;
-}
-
-__attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceRegisterEvents(
-    nvmlDevice_t device, unsigned long long types, nvmlEventSet_t set) {
-    return guarded([&]() -> nvmlReturn_t {
-        const json* unused = nullptr;
-        const auto rc = lookup("nvmlDeviceRegisterEvents", device, nullptr, &unused);
-        if (rc != NVML_SUCCESS) return rc;
-        if (!(types & NVML_EVENT_TYPE_XID_CRITICAL_ERROR)) return NVML_ERROR_NOT_SUPPORTED;
-        std::lock_guard lock(state().mutex);
-        set->registered.push_back(device);
-        return NVML_SUCCESS;
-    });
-}
-
-__attribute__((visibility("default"))) nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set,
-                                                                        nvmlEventData_t* data,
-                                                                        unsigned) {
-    count("nvmlEventSetWait_v2");
-    std::lock_guard lock(state().mutex);
-    if (set->queue.empty()) return NVML_ERROR_TIMEOUT;
-    *data = set->queue.front();
-    set->queue.pop_front();
-    return NVML_SUCCESS;
-}
-
-__attribute__((visibility("default"))) nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
-    count("nvmlEventSetFree");
-    std::lock_guard lock(state().mutex);
-    auto& sets = state().event_sets;
-    for (auto it = sets.begin(); it != sets.end(); ++it) {
-        if (*it == set) {
-            sets.erase(it);
-            break;
-        }
-    }
-    delete set;
-    return NVML_SUCCESS;
 }
 
 // Test controls.

@@ -68,7 +68,10 @@ typedef enum nvmlValueType_enum {
 #define NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE 32
 #define NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE 16
 #define NVML_VALUE_NOT_AVAILABLE_ULL 0xFFFFFFFFFFFFFFFFULL
+#define nvmlEventTypeSingleBitEccError 0x0000000000000001LL
+#define nvmlEventTypeDoubleBitEccError 0x0000000000000002LL
 #define nvmlEventTypeXidCriticalError 0x0000000000000008LL
+#define nvmlEventTypeClock 0x0000000000000010LL
 #define NVML_EVENT_TYPE_XID_CRITICAL_ERROR nvmlEventTypeXidCriticalError
 
 typedef struct nvmlUtilization_st {

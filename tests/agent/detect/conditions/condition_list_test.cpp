@@ -40,6 +40,7 @@ const std::map<std::string, std::string> kSampleValues = {
     {"time_window", "{from: '09:00', to: '17:00'}"},
     {"max_gpu_processes", "2"},
     {"gpu_outside_allocation", "outside"},
+    {"gpu_xid", "2"},
     {"hash_rate_above_threshold", "true"},
     {"quiet_io", "{for: 10m}"},
     {"sustained_cpu", "{above_cores: 1.5}"},
@@ -130,6 +131,7 @@ TEST(ConditionList, conditions_name_the_facts_they_cannot_hold_without) {
         {"hidden_from_proc", kFactHidden},
         {"pool_answered", kFactProbes},
         {"gpu_outside_allocation", kFactHoldsGpu},
+        {"gpu_xid", kFactGpuFaults},
     };
     for (const auto& [key, value] : kSampleValues) {
         SCOPED_TRACE(key);

@@ -477,11 +477,27 @@ struct Workload {
     bool operator==(const Workload&) const = default;
 };
 
+// Something a GPU's driver reported on its own (NVML's event API: an Xid
+// critical error, an ECC error, a clock change), read by the backend's
+// event thread. The task is a process that held the GPU when the agent
+// took the event (one event each), or all zero when none did.
+struct GpuFault {
+    uint32_t gpu_index = 0;            // the sampler's GPU index
+    std::vector<std::string> devices;  // device numbers of its nodes, "195:0"
+    // "xid", "ecc_single_bit", "ecc_double_bit", "clocks".
+    std::string kind;
+    uint64_t code = 0;  // the Xid; the clock-event reason bits for "clocks"; 0 for ECC
+    // How many processes NVML listed on the GPU then: NVML's event does not
+    // say whose work raised it, so only a lone holder can be blamed.
+    uint32_t holders = 0;
+    bool operator==(const GpuFault&) const = default;
+};
+
 using EventData =
     std::variant<GpuOpen, GpuIoctl, Connect, Exec, Fork, Exit, Telemetry, ProcessSnapshot, KillNow,
                  ExeScan, NetPayload, Stratum, ProcessIo, ConfigFile, HiddenProcess, ModuleLoad,
                  FileChange, ProcessEnv, AgentTamper, Container, CpuUsage, GpuLibraries,
-                 LoopbackPeer, ProcessCmdline, Flow, TrustChange, PoolProbe, Workload>;
+                 LoopbackPeer, ProcessCmdline, Flow, TrustChange, PoolProbe, Workload, GpuFault>;
 
 struct Event {
     uint64_t ts_ns = 0;  // CLOCK_MONOTONIC nanoseconds
@@ -494,7 +510,7 @@ struct Event {
 // "exe_scan", "net_payload", "stratum", "process_io", "config_file",
 // "hidden_process", "module_load", "file_change", "process_env", "agent_tamper",
 // "container", "cpu_usage", "gpu_libraries", "loopback_peer", "cmdline",
-// "flow", "trust_change", "pool_probe", "workload").
+// "flow", "trust_change", "pool_probe", "workload", "gpu_fault").
 const char* event_type_name(const Event& event);
 
 // Every type's name, in EventData's order: what --event-types, `journal

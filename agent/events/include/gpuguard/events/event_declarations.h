@@ -462,6 +462,21 @@ struct Declaration<Workload> {
     };
 };
 
+template <>
+struct Declaration<GpuFault> {
+    static constexpr std::string_view name = "gpu_fault";
+    static constexpr uint8_t tag = 31;
+    static constexpr Writer writer = Writer::kDeclared;
+    static constexpr Codec codec = Codec::kDeclared;
+    static constexpr std::tuple fields{
+        field("gpu_index", &GpuFault::gpu_index),
+        field("devices", &GpuFault::devices),
+        field("kind", &GpuFault::kind, {.examples = "xid ecc_double_bit"}),
+        field("code", &GpuFault::code),
+        field("holders", &GpuFault::holders),
+    };
+};
+
 }  // namespace gpuguard::agent::schema
 
 #include "gpuguard/events/event_declarations_net.h"  // IWYU pragma: export
