@@ -113,6 +113,8 @@ void TelemetrySampler::take_sample() {
         fds = fds_;
     }
     Snapshot snapshot;
+    std::vector<DeviceEvent> events_now;  // this sample's device events
+    uint64_t dropped_now = 0;
     snapshot.taken_at = std::chrono::system_clock::now();
     for (auto& state : backends_) {
         BackendStatus status{std::string(state.backend->name()), true, {}};
@@ -134,16 +136,11 @@ void TelemetrySampler::take_sample() {
             }
             auto gpus = state.backend->sample_gpus();
             if (gpus) {
-                std::lock_guard lock(mutex_);
-                device_events_.dropped += gpus->device_events_dropped;
+                dropped_now += gpus->device_events_dropped;
                 for (auto& gpu : gpus->gpus) {
                     gpu.gpu += base;
                     for (auto& event : gpu.device_events) {
-                        if (device_events_.events.size() >= kMaxPendingDeviceEvents) {
-                            ++device_events_.dropped;
-                            continue;
-                        }
-                        device_events_.events.emplace_back(gpu.gpu, std::move(event));
+                        events_now.push_back(DeviceEvent{gpu.gpu, std::move(event), {}});
                     }
                     gpu.device_events.clear();
                     snapshot.gpus.push_back(std::move(gpu));
@@ -182,7 +179,21 @@ void TelemetrySampler::take_sample() {
     }
     snapshot.sequence = ++sequence_;
     working_ = snapshot;
+    // Who was on each GPU in this sample: the processes its events go with.
+    for (DeviceEvent& pending : events_now) {
+        for (const auto& process : snapshot.processes) {
+            if (process.gpu == pending.gpu) pending.on_gpu.push_back(process.pid);
+        }
+    }
     std::lock_guard lock(mutex_);
+    device_events_.dropped += dropped_now;
+    for (DeviceEvent& pending : events_now) {
+        if (device_events_.events.size() >= kMaxPendingDeviceEvents) {
+            ++device_events_.dropped;
+            continue;
+        }
+        device_events_.events.push_back(std::move(pending));
+    }
     latest_ = std::move(snapshot);
 }
 

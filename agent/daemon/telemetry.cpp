@@ -2,6 +2,7 @@
 
 #include "agent_impl.h"
 #include "gpuguard/common/logging.h"
+#include "gpuguard/events/gpu_fault.h"
 
 namespace gpuguard::agent {
 
@@ -55,28 +56,29 @@ void Agent::Impl::report_gpu_faults(const backends::Snapshot& snapshot, uint64_t
                               taken.dropped);
         gpu_faults_dropped = taken.dropped;
     }
-    for (auto& [gpu, device_event] : taken.events) {
+    for (auto& pending : taken.events) {
         ++gpu_faults_total;
         GpuFault fault;
-        fault.gpu_index = gpu;
-        fault.kind = std::move(device_event.kind);
-        fault.code = device_event.code;
+        fault.gpu_index = pending.gpu;
+        fault.kind = std::move(pending.event.kind);
+        fault.code = pending.event.code;
         for (const auto& device : snapshot.devices) {
-            if (device.index != gpu) continue;
+            if (device.index != pending.gpu) continue;
             for (const auto& number : device.device_numbers) {
                 if (number.known()) fault.devices.push_back(number.to_string());
             }
         }
         // Who was on the GPU: NVML's process list of the sample that brought it.
-        std::vector<const ProcessInfo*> on_it;
-        for (const auto& process : snapshot.processes) {
-            if (process.gpu != gpu || process.pid <= 0) continue;
-            const ProcessInfo* info = table->find(static_cast<uint32_t>(process.pid));
-            if (info && !info->exited) on_it.push_back(info);
-        }
-        fault.holders = static_cast<uint32_t>(on_it.size());
         std::vector<TaskInfo> tasks;
-        for (const ProcessInfo* info : on_it) tasks.push_back(task_of(*info));
+        for (const pid_t pid : pending.on_gpu) {
+            if (pid <= 0) continue;
+            const ProcessInfo* info = table->find(static_cast<uint32_t>(pid));
+            if (info && !info->exited) tasks.push_back(task_of(*info));
+        }
+        fault.holders = static_cast<uint32_t>(tasks.size());
+        // Clock changes come and go with load: only at debug.
+        logger("agent")->log(fault.kind == "clocks" ? spdlog::level::debug : spdlog::level::info,
+                             "{}, {} process(es) on it", describe_gpu_fault(fault), fault.holders);
         for (const TaskInfo& task : tasks) on_event(Event{now_ns, task, fault});
         if (tasks.empty()) on_event(Event{now_ns, TaskInfo{}, std::move(fault)});
     }

@@ -40,9 +40,14 @@ nlohmann::json script(const std::vector<FakeH100>& steps) {
 
 std::string fake_nvml_script(const FakeH100& gpu) { return script({gpu}).dump(); }
 
-std::string fake_nvml_script(const std::vector<FakeH100>& steps, const std::string& step_file) {
+std::string fake_nvml_script(const std::vector<FakeH100>& steps, const std::string& step_file,
+                             const std::vector<std::vector<unsigned>>& xids) {
     auto text = script(steps);
     text["step_file"] = step_file;
+    auto& played = text["devices"][0]["steps"];
+    for (size_t i = 0; i < xids.size() && i < played.size(); ++i) {
+        if (!xids[i].empty()) played[i]["xid"] = xids[i];
+    }
     return text.dump();
 }
 

@@ -32,6 +32,9 @@ std::string fake_nvml_script(const FakeH100& gpu);
 // The same GPU going through `steps`: the fake plays the step whose number
 // `step_file` holds (read at every NVML call; 0 when missing), so a test can
 // change what a running agent's fake GPU reports by rewriting that file.
-std::string fake_nvml_script(const std::vector<FakeH100>& steps, const std::string& step_file);
+// `xids[i]`: the Xid critical errors step i raises on the fake's event API
+// (queued when an agent's event thread sees the step file name it).
+std::string fake_nvml_script(const std::vector<FakeH100>& steps, const std::string& step_file,
+                             const std::vector<std::vector<unsigned>>& xids = {});
 
 }  // namespace gpuguard::testing

@@ -275,10 +275,17 @@ class TelemetrySampler {
     std::vector<DeviceNumber> gpu_device_numbers() const;
 
     // The device events of every sample since the last call, oldest first,
-    // each with its GPU's snapshot index: kept apart from the snapshot so
-    // that a snapshot the reader never copied loses none of them.
+    // each with its GPU's snapshot index and the processes the same sample
+    // listed on that GPU: kept apart from the snapshot so that one the
+    // reader never copied loses none of them, and tied to their own sample's
+    // process list, not to whichever snapshot the reader holds.
+    struct DeviceEvent {
+        uint32_t gpu = 0;
+        GpuDeviceEvent event;
+        std::vector<pid_t> on_gpu;
+    };
     struct DeviceEvents {
-        std::vector<std::pair<uint32_t, GpuDeviceEvent>> events;
+        std::vector<DeviceEvent> events;
         uint64_t dropped = 0;  // since the start: the backends' and this queue's
     };
     DeviceEvents take_device_events();

@@ -29,7 +29,8 @@
 // clock) is what nvmlDeviceGetSupportedEventTypes answers and what
 // nvmlDeviceRegisterEvents accepts; "xid" and "events" are queued, for the
 // types a set registered, when the step is entered by fake_nvml_set_step,
-// and nvmlEventSetWait_v2 waits up to its timeout for one.
+// or (with a "step_file") when a wait sees the file name a new step; step
+// 0's are never queued. nvmlEventSetWait_v2 waits up to its timeout.
 // A key missing from a step answers NVML_ERROR_NOT_SUPPORTED. Steps change
 // through fake_nvml_set_step(), or, when the script names a "step_file", by
 // the number in that file (read at every call); the last step repeats.

@@ -1,6 +1,7 @@
 // The fake NVML's event API: event sets, the types each GPU supports and
 // registered, and waits that honour their timeout (fake_nvml.cpp's script
 // comment says what a step queues).
+#include <algorithm>
 #include <chrono>
 
 #include "tests/backends/fake_nvml/fake_nvml_state.h"
@@ -108,9 +109,24 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlEventSetWait_v2(nvmlEven
                                                                         unsigned timeout_ms) {
     count("nvmlEventSetWait_v2");
     std::unique_lock lock(state().mutex);
-    if (!state().event_queued.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-                                       [&] { return !set->queue.empty(); })) {
-        return NVML_ERROR_TIMEOUT;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    // With a "step_file" the step moves under a live agent without a call
+    // here: entering a new one queues its events as fake_nvml_set_step does.
+    const bool stepped_by_file = state().script.contains("step_file");
+    while (set->queue.empty()) {
+        if (stepped_by_file) {
+            if (const unsigned now = current_step(); now != state().queued_step) {
+                state().queued_step = now;
+                queue_xids_locked();
+                continue;
+            }
+        }
+        const auto left = deadline - std::chrono::steady_clock::now();
+        if (left <= std::chrono::steady_clock::duration::zero()) return NVML_ERROR_TIMEOUT;
+        state().event_queued.wait_for(lock, stepped_by_file
+                                                ? std::min<std::chrono::steady_clock::duration>(
+                                                      left, std::chrono::milliseconds(50))
+                                                : left);
     }
     *data = set->queue.front();
     set->queue.pop_front();

@@ -36,6 +36,7 @@ struct State {
     std::map<std::string, int> calls;
     std::vector<nvmlEventSet_st*> event_sets;
     std::condition_variable event_queued;  // with `mutex`
+    unsigned queued_step = 0;              // the step_file's step whose events were queued last
 };
 
 State& state();
@@ -49,6 +50,8 @@ nvmlReturn_t lookup(const char* function, nvmlDevice_t device, const char* key, 
 // Queues the current step's "xid" and "events" on every set registered for
 // them, and wakes its waiters; state().mutex held.
 void queue_xids_locked();
+// fake_nvml_set_step()'s step, or the number the script's "step_file" holds.
+unsigned current_step();
 
 template <typename F>
 nvmlReturn_t guarded(F&& body) {
