@@ -140,13 +140,7 @@ TEST_F(AgentDetectTest, quiet_gpu_miner_talking_to_an_unnamed_peer_is_detected_b
 // reported (GG-CORR-0025, its wait cut to 1 s); the one beside it that
 // opened the test's GPU node as usual is not.
 TEST_F(AgentDetectTest, a_gpu_process_only_nvml_lists_is_reported_and_judged_as_a_gpu_holder) {
-    const auto worker = [&](const std::string& comm) {
-        return gpuguard::testing::start_io_worker({.comm = comm,
-                                                   .gpu_node = node_.string(),
-                                                   .file = "",
-                                                   .tcp_port = 0,
-                                                   .program = GPUGUARD_IO_WORKER});
-    };
+    const auto worker = [&](const std::string& comm) { return start_gpu_worker(comm); };
     auto seen = worker("gg-opened");
     auto unseen = worker("gg-handed");
     ASSERT_EQ(seen->ask('g'), 0);

@@ -214,6 +214,16 @@ class AgentDetectTest : public ::testing::Test {
         replace_in_config("socket: \"\"", "socket: " + (dir_ / "control.sock").string());
     }
 
+    // A quiet worker (gg_test_io_worker) named `comm` that opens the test's
+    // GPU node when asked ('g'), and writes and sends nothing.
+    std::unique_ptr<RequestChild> start_gpu_worker(const std::string& comm) {
+        return start_io_worker({.comm = comm,
+                                .gpu_node = node_.string(),
+                                .file = "",
+                                .tcp_port = 0,
+                                .program = GPUGUARD_IO_WORKER});
+    }
+
     // The pid of an output record's process; 0 for a record with none (a
     // GPU's own detection).
     static pid_t pid_of(const nlohmann::json& record) { return record_pid(record); }

@@ -14,7 +14,6 @@
 
 #include "tests/bpf/agent_detect_fixture.h"
 #include "tests/support/fake_nvml_script.h"
-#include "tests/support/io_worker.h"
 #include "tests/support/run_command.h"
 #include "tests/support/time_bound.h"
 
@@ -26,15 +25,8 @@ using gpuguard::testing::FakeH100;
 using gpuguard::testing::Subprocess;
 
 TEST_F(AgentDetectTest, xids_are_blamed_on_a_lone_holder_and_on_nobody_on_a_shared_gpu) {
-    const auto worker = [&](const std::string& comm) {
-        return gpuguard::testing::start_io_worker({.comm = comm,
-                                                   .gpu_node = node_.string(),
-                                                   .file = "",
-                                                   .tcp_port = 0,
-                                                   .program = GPUGUARD_IO_WORKER});
-    };
-    auto prober = worker("gg-prober");
-    auto trainer = worker("gg-trainer");
+    auto prober = start_gpu_worker("gg-prober");
+    auto trainer = start_gpu_worker("gg-trainer");
     ASSERT_EQ(prober->ask('g'), 0);
     ASSERT_EQ(trainer->ask('g'), 0);
     const auto step_file = dir_ / "nvml-step";
