@@ -46,6 +46,7 @@ std::vector<std::unique_ptr<GpuBackend>> make_backends(const BackendOptions& opt
         NvmlOptions nvml;
         nvml.library = options.nvml_library;
         nvml.sysfs_root = options.sysfs_root;
+        nvml.proc_root = options.proc_root;
         auto backend = open_nvml_backend(nvml);
         if (backend) {
             log->info("NVIDIA backend on ({})",

@@ -11,6 +11,7 @@
 #include "backends/file_reader.h"
 #include "backends/nvml_api.h"
 #include "backends/nvml_events.h"
+#include "backends/nvml_mig.h"
 #include "gpuguard/backends/backends.h"
 #include "gpuguard/common/logging.h"
 
@@ -54,6 +55,7 @@ struct NvmlApi {
     nvmlReturn_t (*process_utilization)(nvmlDevice_t, nvmlProcessUtilizationSample_t*, unsigned*,
                                         unsigned long long) = nullptr;
     NvmlEventApi events;  // the event API, for the event thread
+    NvmlMigApi mig;
 };
 
 template <typename F>
@@ -126,6 +128,8 @@ class NvmlBackend final : public GpuBackend {
             if (api_.driver_version(text, sizeof text) == NVML_SUCCESS) driver_version = text;
         }
         handles_.clear();
+        mig_enabled_.clear();
+        const auto mig_minors = read_mig_minors(options_.proc_root);
         std::vector<GpuDevice> out;
         for (unsigned i = 0; i < count; ++i) {
             nvmlDevice_t handle = nullptr;
@@ -144,6 +148,10 @@ class NvmlBackend final : public GpuBackend {
             device.driver = "nvidia";
             device.driver_version = driver_version;
             if (handle) describe(handle, device);
+            if (handle && !device.device_numbers.empty()) {
+                read_mig(api_.mig, handle, device.device_numbers.front().minor, mig_minors, device);
+            }
+            mig_enabled_.push_back(device.mig_enabled);
             out.push_back(std::move(device));
         }
         // A new list of handles: the event thread watches these from now on.
@@ -203,7 +211,18 @@ class NvmlBackend final : public GpuBackend {
                         sample.memory_bytes =
                             std::max<uint64_t>(sample.memory_bytes.value_or(0), info.usedGpuMemory);
                     }
+                    // nvml.h: 0xFFFFFFFF when MIG is not enabled.
+                    if (mig_enabled_[i] && info.gpuInstanceId != 0xFFFFFFFFu) {
+                        sample.gpu_instance = info.gpuInstanceId;
+                        sample.compute_instance = info.computeInstanceId;
+                    }
                 }
+            }
+            // Under MIG NVML reports no per-process utilisation: left empty,
+            // never read as idle.
+            if (mig_enabled_[i]) {
+                for (auto& [pid, sample] : by_pid) result.processes.push_back(std::move(sample));
+                continue;
             }
             for (const auto& [pid, sm] : process_utilization(i, result)) {
                 if (auto found = by_pid.find(pid); found != by_pid.end()) {
@@ -458,6 +477,7 @@ class NvmlBackend final : public GpuBackend {
     bool gpu_lost_ = false;
     std::vector<nvmlDevice_t> handles_;
     std::unique_ptr<NvmlEventWatcher> events_;
+    std::vector<bool> mig_enabled_;  // per handle
     std::map<size_t, uint64_t> last_xid_;
     std::map<size_t, unsigned long long> last_utilization_us_;
 };
@@ -525,6 +545,13 @@ Result<std::unique_ptr<GpuBackend>> open_nvml_backend(const NvmlOptions& options
     resolve(handle, api.events.event_set_wait, {"nvmlEventSetWait_v2"});
     resolve(handle, api.events.event_set_free, {"nvmlEventSetFree"});
     api.events.clock_reasons = api.clock_reasons;
+    resolve(handle, api.mig.mig_mode, {"nvmlDeviceGetMigMode"});
+    resolve(handle, api.mig.max_mig_devices, {"nvmlDeviceGetMaxMigDeviceCount"});
+    resolve(handle, api.mig.mig_handle, {"nvmlDeviceGetMigDeviceHandleByIndex"});
+    resolve(handle, api.mig.gpu_instance_id, {"nvmlDeviceGetGpuInstanceId"});
+    resolve(handle, api.mig.compute_instance_id, {"nvmlDeviceGetComputeInstanceId"});
+    api.mig.uuid = api.uuid;
+    api.mig.memory = api.memory;
 
     auto backend = std::make_unique<NvmlBackend>(handle, api, options);  // owns handle now
     if (auto status = backend->initialise(); !status) return Unexpected{status.error()};

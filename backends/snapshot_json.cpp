@@ -35,6 +35,20 @@ std::string to_json(const Snapshot& snapshot, int indent) {
         json numbers = json::array();
         for (const auto& number : device.device_numbers) numbers.push_back(number.to_string());
         d["device_numbers"] = numbers;
+        if (device.mig_enabled) {
+            json instances = json::array();
+            for (const auto& mig : device.mig_instances) {
+                json m;
+                m["gpu_instance"] = mig.gpu_instance;
+                m["compute_instance"] = mig.compute_instance;
+                m["uuid"] = mig.uuid;
+                put(m, "memory_total_bytes", mig.memory_total_bytes);
+                put(m, "access_minor", mig.access_minor);
+                put(m, "gpu_instance_access_minor", mig.gpu_instance_access_minor);
+                instances.push_back(m);
+            }
+            d["mig_instances"] = instances;
+        }
         for (const auto& gpu : snapshot.gpus) {
             if (gpu.gpu != device.index) continue;
             json m = json::object();
@@ -76,6 +90,8 @@ std::string to_json(const Snapshot& snapshot, int indent) {
         put(p, "engine_busy_ns", process.engine_busy_ns);
         p["kfd_compute"] = process.kfd_compute;
         p["source"] = process.source;
+        put(p, "gpu_instance", process.gpu_instance);
+        put(p, "compute_instance", process.compute_instance);
         processes.push_back(p);
     }
     root["processes"] = processes;

@@ -59,6 +59,25 @@ void print_table(const backends::Snapshot& snapshot) {
                     or_dash(g.gpu_utilization_percent, "%.0f%%").c_str(), memory_column(g).c_str(),
                     or_dash(g.temperature_gpu_celsius, "%.0fC").c_str(),
                     or_dash(g.power_draw_watts, "%.0fW").c_str(), processes);
+        // MIG devices under their GPU: utilisation is not reported per instance.
+        for (const auto& mig : device.mig_instances) {
+            size_t in_it = 0;
+            for (const auto& process : snapshot.processes) {
+                in_it += process.gpu == device.index && process.gpu_instance == mig.gpu_instance &&
+                         process.compute_instance == mig.compute_instance;
+            }
+            const std::string name = "gi" + std::to_string(mig.gpu_instance) + "/ci" +
+                                     std::to_string(mig.compute_instance);
+            const std::string memory =
+                mig.memory_total_bytes
+                    ? std::to_string(*mig.memory_total_bytes / (1024 * 1024)) + " MiB"
+                    : "-";
+            std::printf(
+                "  %-10s %-31.31s %-14s %6s %22s %6s %8s %5zu\n", name.c_str(),
+                printable(mig.uuid).c_str(),
+                mig.access_minor ? ("cap " + std::to_string(*mig.access_minor)).c_str() : "-", "-",
+                memory.c_str(), "", "", in_it);
+        }
     }
     for (const auto& backend : snapshot.backends) {
         if (!backend.ok)

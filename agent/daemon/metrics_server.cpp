@@ -130,6 +130,15 @@ std::string render_metrics(const backends::Snapshot& snapshot,
                          {"vendor", backends::to_string(device.vendor)},
                          {"model", device.model}};
         gpu_labels[device.index] = labels;
+        // dcgm-exporter's MIG labels: GPU_I_ID, and the instance's own UUID.
+        for (const auto& mig : device.mig_instances) {
+            out.add("gpuguard_gpu_mig_instance_info",
+                    "A MIG device of the GPU (GPU instance, compute instance); always 1.", "gauge",
+                    with(with(with(labels, "GPU_I_ID", std::to_string(mig.gpu_instance)), "CI_ID",
+                              std::to_string(mig.compute_instance)),
+                         "mig_uuid", mig.uuid),
+                    1.0);
+        }
         out.add("gpuguard_gpu_info", "GPU identity; always 1.", "gauge",
                 with(with(with(labels, "bus_id", device.bus_id), "driver", device.driver),
                      "driver_version", device.driver_version),

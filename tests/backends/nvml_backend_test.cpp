@@ -74,6 +74,7 @@ class NvmlBackendTest : public ::testing::Test {
         NvmlOptions options;
         options.library = GPUGUARD_FAKE_NVML_PATH;
         options.sysfs_root = dir_ / "sys";
+        options.proc_root = dir_ / "proc";
         return open_nvml_backend(options);
     }
 
@@ -400,6 +401,72 @@ TEST_F(NvmlBackendTest, the_event_thread_stops_within_its_wait_when_the_backend_
     backend->reset();
     EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::milliseconds(1000));
     EXPECT_EQ(call_count_("nvmlEventSetFree") - frees, 1);
+}
+
+// A partitioned H100 (minor 3): two MIG devices, the access nodes'
+// minors from the driver's mig-minors file, each process's instance from
+// NVML's process list, and no per-process utilisation (NVML has none under
+// MIG; the script offers one, which must not be read as the truth).
+TEST_F(NvmlBackendTest, a_mig_gpu_lists_its_instances_and_each_process_in_its_own) {
+    tree_write("proc/driver/nvidia-caps/mig-minors",
+               "config 1\nmonitor 2\ngpu3/gi1/access 66\ngpu3/gi1/ci0/access 67\n"
+               "gpu3/gi2/access 75\ngpu3/gi2/ci0/access 76\n");
+    json step = full_step();
+    step.erase("utilization");  // NOT_SUPPORTED on a MIG GPU
+    step["compute_processes"] = json::array(
+        {{{"pid", 4242}, {"used_memory", 1024}, {"gpu_instance", 1}, {"compute_instance", 0}},
+         {{"pid", 4343}, {"used_memory", 2048}, {"gpu_instance", 2}, {"compute_instance", 0}}});
+    step["graphics_processes"] = json::array();
+    json script = one_device(json::array({step}));
+    script["devices"][0]["mig_mode"] = {1, 1};
+    script["devices"][0]["mig_instances"] = json::array(
+        {{{"gpu_instance", 1},
+          {"compute_instance", 0},
+          {"uuid", "MIG-aaaa-1111"},
+          {"steps", json::array({{{"memory", {42949672960ull, 0, 42949672960ull}}}})}},
+         {{"gpu_instance", 2},
+          {"compute_instance", 0},
+          {"uuid", "MIG-bbbb-2222"},
+          {"steps", json::array({{{"memory", {21474836480ull, 0, 21474836480ull}}}})}}});
+    auto backend = open(script);
+    ASSERT_TRUE(backend.ok());
+    auto devices = (*backend)->devices();
+    ASSERT_TRUE(devices.ok());
+    ASSERT_EQ(devices->size(), 1u);
+    const GpuDevice& gpu = (*devices)[0];
+    EXPECT_TRUE(gpu.mig_enabled);
+    const std::vector<MigInstance> expected = {{1, 0, "MIG-aaaa-1111", 42949672960ull, 67, 66},
+                                               {2, 0, "MIG-bbbb-2222", 21474836480ull, 76, 75}};
+    EXPECT_EQ(gpu.mig_instances, expected);
+    auto processes = (*backend)->sample_processes({});
+    ASSERT_TRUE(processes.ok());
+    ASSERT_EQ(processes->processes.size(), 2u);
+    for (const auto& process : processes->processes) {
+        EXPECT_EQ(process.gpu_instance, process.pid == 4242 ? 1u : 2u) << process.pid;
+        EXPECT_EQ(process.compute_instance, 0u) << process.pid;
+        EXPECT_FALSE(process.compute_percent) << "no per-process utilisation under MIG";
+    }
+    const std::string text = to_json(Snapshot{1, {}, *devices, {}, processes->processes, {}});
+    EXPECT_NE(text.find("\"uuid\": \"MIG-bbbb-2222\""), std::string::npos) << text;
+    EXPECT_NE(text.find("\"access_minor\": 76"), std::string::npos) << text;
+}
+
+TEST_F(NvmlBackendTest, a_gpu_with_mig_off_or_without_it_has_no_instances) {
+    json off = one_device(json::array({full_step()}));
+    off["devices"][0]["mig_mode"] = {0, 1};  // enabled at the next reset: not now
+    for (const json& script : {off, one_device(json::array({full_step()}))}) {
+        auto backend = open(script);
+        ASSERT_TRUE(backend.ok());
+        auto devices = (*backend)->devices();
+        ASSERT_TRUE(devices.ok());
+        EXPECT_FALSE((*devices)[0].mig_enabled);
+        EXPECT_TRUE((*devices)[0].mig_instances.empty());
+        auto processes = (*backend)->sample_processes({});
+        ASSERT_TRUE(processes.ok());
+        for (const auto& process : processes->processes) {
+            EXPECT_FALSE(process.gpu_instance) << process.pid;
+        }
+    }
 }
 
 }  // namespace

@@ -48,6 +48,21 @@ struct DeviceNumber {
     auto operator<=>(const DeviceNumber&) const = default;
 };
 
+// One MIG device of an NVIDIA GPU: a GPU instance and a compute instance
+// in it (nvidia-smi's "MIG 3g.40gb Device 0").
+struct MigInstance {
+    uint32_t gpu_instance = 0;      // GI id
+    uint32_t compute_instance = 0;  // CI id within it
+    std::string uuid;               // "MIG-..."
+    std::optional<uint64_t> memory_total_bytes;
+    // The minor of /dev/nvidia-caps/nvidia-capN that grants access to this
+    // compute instance (/proc/driver/nvidia-caps/mig-minors), and of its GPU
+    // instance's; none when the file does not name them.
+    std::optional<uint32_t> access_minor;
+    std::optional<uint32_t> gpu_instance_access_minor;
+    bool operator==(const MigInstance&) const = default;
+};
+
 struct GpuDevice {
     uint32_t index = 0;  // position in Snapshot::devices (per backend before the sampler merges)
     Vendor vendor = Vendor::kOther;
@@ -59,6 +74,9 @@ struct GpuDevice {
     std::string bus_id;   // PCI "0000:03:00.0", or the platform device name ("206400000.gpu")
     std::string driver_version;
     std::vector<DeviceNumber> device_numbers;  // its nodes: /dev/nvidiaN, cardN, renderDN
+    // NVIDIA MIG: enabled on this GPU, and its instances as NVML lists them.
+    bool mig_enabled = false;
+    std::vector<MigInstance> mig_instances;
 };
 
 // Something a GPU's driver reported on its own (NVML's event API), read on
@@ -125,6 +143,10 @@ struct ProcessSample {
     std::optional<uint64_t> engine_busy_ns;  // cumulative, all engines
     bool kfd_compute = false;  // a ROCm (KFD) compute process: its queues never show in fdinfo
     std::string source;        // "nvml", "fdinfo", "kfd", "fdinfo+kfd"
+    // On a MIG GPU: the instance it runs in (NVML's process list). NVML
+    // reports no per-process utilisation there: compute_percent stays empty.
+    std::optional<uint32_t> gpu_instance;
+    std::optional<uint32_t> compute_instance;
 };
 
 struct GpuSamples {
@@ -174,6 +196,8 @@ struct NvmlOptions {
     std::string library;
     // Where the NVIDIA GPUs' DRM nodes are looked up (<root>/bus/pci/devices/<bus>/drm).
     std::filesystem::path sysfs_root = "/sys";
+    // Where /proc/driver/nvidia-caps/mig-minors is read (MIG access nodes).
+    std::filesystem::path proc_root = "/proc";
 };
 
 // Loads NVML and initialises it. Fails with kNotFound when the library cannot

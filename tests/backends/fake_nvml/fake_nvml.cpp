@@ -84,7 +84,11 @@ const json* device_json(nvmlDevice_t device) {
     if (!s.initialised || !device || !s.script.contains("devices")) return nullptr;
     const auto& devices = s.script["devices"];
     if (device->index >= devices.size()) return nullptr;
-    return &devices[device->index];
+    const json& gpu = devices[device->index];
+    if (device->mig < 0) return &gpu;
+    const json& instances = gpu.value("mig_instances", json::array());
+    if (static_cast<size_t>(device->mig) >= instances.size()) return nullptr;
+    return &gpu["mig_instances"][static_cast<size_t>(device->mig)];
 }
 
 // The current step: fake_nvml_set_step()'s, or the number in the script's
@@ -159,12 +163,14 @@ nvmlReturn_t processes(const char* function, nvmlDevice_t device, const char* ke
         const unsigned long long used = p.contains("used_memory")
                                             ? p["used_memory"].get<unsigned long long>()
                                             : NVML_VALUE_NOT_AVAILABLE_ULL;
-        const unsigned zero = 0;
+        // nvml.h: the instance IDs are 0xFFFFFFFF when MIG is not enabled.
+        const unsigned gpu_instance = p.value("gpu_instance", 0xFFFFFFFFu);
+        const unsigned compute_instance = p.value("compute_instance", 0xFFFFFFFFu);
         std::memset(bytes + 24 * i, 0, 24);
         std::memcpy(bytes + 24 * i, &pid, 4);
         std::memcpy(bytes + 24 * i + 8, &used, 8);
-        std::memcpy(bytes + 24 * i + 16, &zero, 4);
-        std::memcpy(bytes + 24 * i + 20, &zero, 4);
+        std::memcpy(bytes + 24 * i + 16, &gpu_instance, 4);
+        std::memcpy(bytes + 24 * i + 20, &compute_instance, 4);
     }
     *info_count = needed;
     return NVML_SUCCESS;
@@ -190,8 +196,9 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlInit_v2() {
             return code_of(s.script["init_error"].get<std::string>());
         }
         s.devices.clear();
+        s.mig_devices.clear();
         const size_t n = s.script.contains("devices") ? s.script["devices"].size() : 0;
-        for (unsigned i = 0; i < n; ++i) s.devices.push_back(nvmlDevice_st{i});
+        for (unsigned i = 0; i < n; ++i) s.devices.push_back(nvmlDevice_st{i, -1});
         s.initialised = true;
         return NVML_SUCCESS;
     });

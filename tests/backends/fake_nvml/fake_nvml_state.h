@@ -16,7 +16,8 @@
 #include "tests/backends/fake_nvml/nvml_public.h"
 
 struct nvmlDevice_st {
-    unsigned index;
+    unsigned index;  // the physical GPU's
+    int mig = -1;    // a MIG device's index in its GPU's "mig_instances"; -1: the GPU itself
 };
 struct nvmlEventSet_st {
     std::deque<nvmlEventData_t> queue;
@@ -33,6 +34,7 @@ struct State {
     bool initialised = false;
     unsigned step = 0;
     std::vector<nvmlDevice_st> devices;
+    std::deque<nvmlDevice_st> mig_devices;  // handed out by nvmlDeviceGetMigDeviceHandleByIndex
     std::map<std::string, int> calls;
     std::vector<nvmlEventSet_st*> event_sets;
     std::condition_variable event_queued;  // with `mutex`
@@ -40,6 +42,9 @@ struct State {
 };
 
 State& state();
+// The script's object for a handle: the GPU's, or a MIG device's entry of
+// its GPU's "mig_instances" (which the per-device calls then answer from).
+const json* device_json(nvmlDevice_t device);
 void count(const char* function);
 // The device's current step, or null (no device, no steps).
 const json* step_json(nvmlDevice_t device);
