@@ -2,7 +2,7 @@
 # Checks the include lines of agent/ and the libraries against the room table
 # of docs/architecture.md: a room includes only its own headers and the
 # public headers of the rooms and libraries below it, never a path that
-# climbs out of its folder; libbpf, Hyperscan/YARA and curl stay in the one
+# climbs out of its folder; libbpf, Hyperscan/YARA, curl and gRPC stay in the one
 # place each may be used. Prints every offending line as FILE:LINE: why, and
 # exits 1 when there is one.
 #   scripts/check-rooms.sh [SOURCE_ROOT]
@@ -19,16 +19,17 @@ declare -A may_use=(
     [sensor]="events bpf_abi bpf_skel libbpf"
     [detect]="state netintel journal events rules signatures"
     [enforce]="state events rules"
-    [daemon]="events state netintel journal sensor detect enforce rules signatures siem backends"
-    [cli]="events state netintel journal sensor detect enforce daemon rules signatures siem backends"
+    [daemon]="events state netintel journal sensor detect enforce rules signatures siem backends kubelet"
+    [cli]="events state netintel journal sensor detect enforce daemon rules signatures siem backends kubelet"
     [rules]="signatures"
     [signatures]="hyperscan_yara"
     [siem]="curl"
+    [kubelet]="grpc"
     [backends]=""
     [common]=""
 )
 rooms="events state netintel journal sensor detect enforce daemon cli"
-libraries="rules signatures siem backends common"
+libraries="rules signatures siem backends kubelet common"
 
 problems=0
 report() {
@@ -51,6 +52,7 @@ check_file() {
                 bpf/*) what=libbpf ;;
                 hs/* | hs.h | yara.h | yara/*) what=hyperscan_yara ;;
                 curl/*) what=curl ;;
+                grpc/* | grpcpp/* | google/protobuf/*) what=grpc ;;
                 *) continue ;;
             esac
             [[ $allowed == *" $what "* ]] ||
@@ -68,6 +70,10 @@ check_file() {
                 what=${what%%/*}
                 [[ $allowed == *" $what "* ]] ||
                     report "$file:$number" "\"$target\": $owner may not use $what (docs/architecture.md)"
+                ;;
+            *.pb.h)
+                [[ $allowed == *" grpc "* ]] ||
+                    report "$file:$number" "\"$target\": only kubelet/ uses the generated gRPC stubs"
                 ;;
             *.skel.h)
                 [[ $allowed == *" bpf_skel "* ]] ||
@@ -97,6 +103,7 @@ owner_of() {
         libbpf) echo "agent/sensor" ;;
         hyperscan_yara) echo "signatures/" ;;
         curl) echo "siem/" ;;
+        grpc) echo "kubelet/" ;;
     esac
 }
 

@@ -18,6 +18,8 @@ run_packages=(
     libssl-dev libzstd-dev libsimdjson-dev
     # sd_notify for the systemd unit (Type=notify, watchdog)
     libsystemd-dev
+    # the kubelet's PodResources API (kubelet/): gRPC, stubs generated at build time
+    libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev
 )
 
 # Tests, benchmarks and the VMs: the real peers and tools they drive.
