@@ -461,6 +461,10 @@ Workload read_workload(const Reader<Node>& reader) {
     workload.allocated = reader.strings("allocated");
     workload.node_gpus = reader.strings("node_gpus");
     workload.unresolved = reader.string("unresolved", "");
+    workload.pod_namespace = reader.string("pod_namespace", "");
+    workload.pod_name = reader.string("pod_name", "");
+    workload.pod_uid = reader.string("pod_uid", "");
+    workload.container = reader.string("container", "");
     return workload;
 }
 

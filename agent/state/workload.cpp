@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "gpuguard/common/read_file.h"
+#include "gpuguard/common/text.h"
 
 namespace gpuguard::agent {
 namespace {
@@ -126,9 +127,7 @@ void resolve(Workload& workload, const std::string& value,
             continue;
         }
         // NVIDIA's GPU nodes: /dev/nvidiaN is minor N.
-        std::string number = device_number_of(host_root + "/dev/nvidia" + item);
-        if (number.empty()) number = "195:" + item;
-        workload.allocated.push_back(std::move(number));
+        workload.allocated.push_back(nvidia_gpu_node(item, host_root));
     }
 }
 
@@ -141,6 +140,41 @@ bool slurm_v1_path(std::string_view path) {
     if (parent == std::string_view::npos) return false;
     const std::string_view name = path.substr(parent + 1, uid - parent - 1);
     return name == "slurm" || name.starts_with("slurm_");
+}
+
+// The pod's UID, namespace, name and container: the runtime's labels
+// first, the kubelet's pod directory for what they lack.
+void name_pod(Workload& workload, std::string_view cgroup, const ContainerDetails& labels,
+              const WorkloadReadOptions& options) {
+    workload.pod_uid = labels.pod_uid.empty() ? kubepods_pod_uid(cgroup) : labels.pod_uid;
+    workload.pod_namespace = labels.pod_namespace;
+    workload.pod_name = labels.pod_name;
+    workload.container = labels.kube_container;
+    if ((workload.pod_namespace.empty() || workload.pod_name.empty()) &&
+        !workload.pod_uid.empty()) {
+        const PodIdentity found = pod_identity_from_kubelet_dir(
+            options.host_root + options.kubelet.kubelet_root + "/pods/" + workload.pod_uid);
+        if (workload.pod_namespace.empty()) workload.pod_namespace = found.pod_namespace;
+        if (workload.pod_name.empty()) workload.pod_name = found.name;
+    }
+}
+
+// The kubelet's allocation for the pod, preferred to any environment's;
+// false when the kubelet was not asked or has not named the pod.
+bool kubelet_allocation(Workload& workload, const WorkloadReadOptions& options) {
+    if (!options.kubelet.gpu_ids || workload.pod_namespace.empty() || workload.pod_name.empty()) {
+        return false;
+    }
+    const auto ids = options.kubelet.gpu_ids(
+        PodQuery{workload.pod_namespace, workload.pod_name, workload.container});
+    if (!ids) return false;
+    workload.allocation_source = "kubelet";
+    workload.allocation = join(*ids, ",");
+    ResolvedGpus resolved =
+        resolve_kubelet_device_ids(*ids, options.kubelet.gpu_by_uuid, options.host_root);
+    workload.allocated = std::move(resolved.allocated);
+    workload.unresolved = std::move(resolved.unresolved);
+    return true;
 }
 
 }  // namespace
@@ -249,7 +283,8 @@ WorkloadReadOptions host_workload_options(const std::string& proc_root) {
     return options;
 }
 
-std::optional<Workload> read_workload(uint32_t pid, const WorkloadReadOptions& options) {
+std::optional<Workload> read_workload(uint32_t pid, const WorkloadReadOptions& options,
+                                      const ContainerDetails& labels) {
     const std::string dir = options.proc_root + "/" + std::to_string(pid);
     auto cgroup = read_file(dir + "/cgroup");
     if (!cgroup) return std::nullopt;
@@ -277,6 +312,10 @@ std::optional<Workload> read_workload(uint32_t pid, const WorkloadReadOptions& o
         job.partition = value_of(env, "SLURM_JOB_PARTITION");
         job.gpus = value_of(env, "SLURM_STEP_GPUS");
         if (job.gpus.empty()) job.gpus = value_of(env, "SLURM_JOB_GPUS");
+    }
+    if (workload.scheduler == "kubernetes") {
+        name_pod(workload, *cgroup, labels, options);
+        if (kubelet_allocation(workload, options)) return workload;
     }
     const bool env_is_the_jobs =
         env_job.empty() || from_cgroup.job_id.empty() || env_job == from_cgroup.job_id;

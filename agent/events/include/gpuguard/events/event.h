@@ -461,8 +461,9 @@ struct Workload {
     // "slurm" (a Slurm job's process) or "kubernetes" (a pod's container).
     std::string scheduler;
     SlurmJob slurm;  // flattened: "job_id", "step_id", ...; empty outside a job
-    // Where the allocation was read: "SLURM_STEP_GPUS", "SLURM_JOB_GPUS",
-    // "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"; "" none found.
+    // Where the allocation was read: "kubelet" (its PodResources API),
+    // "SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES",
+    // "NVIDIA_VISIBLE_DEVICES"; "" none found.
     std::string allocation_source;
     std::string allocation;  // its value as written ("0,2", "GPU-8f3c...", "all")
     // The device numbers allocated ("195:0"): GRES indices through
@@ -474,6 +475,13 @@ struct Workload {
     // Why the allocation could not be turned into device numbers (a GPU
     // UUID, a MIG instance, "all"): it is then not judged; "" when it was.
     std::string unresolved;
+    // A pod's identity (scheduler "kubernetes"): the UID from its cgroup,
+    // namespace and name from the container's labels or the kubelet's pod
+    // directory, the container's name as the kubelet knows it; "" unknown.
+    std::string pod_namespace;
+    std::string pod_name;
+    std::string pod_uid;
+    std::string container;
     bool operator==(const Workload&) const = default;
 };
 

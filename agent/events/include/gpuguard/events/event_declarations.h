@@ -451,6 +451,7 @@ struct Declaration<Workload> {
     static constexpr Writer writer = Writer::kDeclared;
     static constexpr Codec codec = Codec::kDeclared;
     static constexpr Forms kKnown{.out = Out::kWhenSet};
+    static constexpr Forms kPod{.out = Out::kWhenSet, .store = Store::kTrailing};
     static constexpr std::tuple fields{
         field("scheduler", &Workload::scheduler, {.examples = "slurm kubernetes"}),
         field("slurm", &Workload::slurm),  // flattened: its fields are the body's
@@ -459,6 +460,11 @@ struct Declaration<Workload> {
         field("allocated", &Workload::allocated, kKnown),
         field("node_gpus", &Workload::node_gpus, kKnown),
         field("unresolved", &Workload::unresolved, kKnown),
+        // Appended for pods: older records end before them.
+        field("pod_namespace", &Workload::pod_namespace, kPod),
+        field("pod_name", &Workload::pod_name, kPod),
+        field("pod_uid", &Workload::pod_uid, kPod),
+        field("container", &Workload::container, kPod),
     };
 };
 

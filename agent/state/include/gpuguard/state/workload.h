@@ -11,7 +11,9 @@
 #include <string_view>
 #include <vector>
 
+#include "gpuguard/common/detection.h"
 #include "gpuguard/events/event.h"
+#include "gpuguard/state/pod_allocation.h"
 
 namespace gpuguard::agent {
 
@@ -45,7 +47,8 @@ struct WorkloadReadOptions {
     // Where the host's files are read (gres.conf, device nodes): the init
     // process's root, so that an agent in a container reads the host's.
     std::string host_root = "/proc/1/root";
-    std::string node_name;  // this host's short name, for gres.conf's NodeName=
+    std::string node_name;   // this host's short name, for gres.conf's NodeName=
+    KubeletSources kubelet;  // a pod's identity and the GPUs the kubelet gave it
 };
 
 // The options for the host under `proc_root`: its files through init's
@@ -56,8 +59,12 @@ WorkloadReadOptions host_workload_options(const std::string& proc_root);
 
 // The workload event of process `pid`: its Slurm job or pod and its
 // allocation; nullopt when it is in neither (a process outside any job) or
-// is gone. Never fails otherwise: what cannot be read is left "".
-std::optional<Workload> read_workload(uint32_t pid, const WorkloadReadOptions& options);
+// is gone. A pod's allocation is the kubelet's where options.kubelet names
+// the pod, else its environment's. `labels`: what the container runtime
+// said of the process's container (its pod's namespace, name, container).
+// Never fails otherwise: what cannot be read is left "".
+std::optional<Workload> read_workload(uint32_t pid, const WorkloadReadOptions& options,
+                                      const ContainerDetails& labels = {});
 
 // "195:0" for a device node's path (stat'ed), "" when it is not one.
 std::string device_number_of(const std::string& path);

@@ -1,0 +1,74 @@
+// A pod's identity and the GPUs the kubelet gave it (docs/deployment.md,
+// "Pods and the GPUs the kubelet gave them"): the pod UID from the cgroup
+// path, its namespace and name from the kubelet's pod directory, and the
+// kubelet's device IDs turned into device numbers. The kubelet itself is
+// asked through KubeletSources::gpu_ids (the daemon wires it to
+// gpuguard/kubelet's cache); this room includes no gRPC.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpuguard::agent {
+
+// The pod UID ("5f1c...-...") in /proc/PID/cgroup's text: cgroup v2 with
+// the systemd driver (".../kubepods-burstable-pod5f1c_..._.slice/cri-containerd-<id>.scope",
+// the UID's dashes written as '_') and the cgroupfs driver
+// ("/kubepods/burstable/pod5f1c-...-.../<container id>"), any QoS class;
+// "" when no line is a pod's.
+std::string kubepods_pod_uid(std::string_view proc_cgroup);
+
+struct PodIdentity {
+    std::string pod_namespace;
+    std::string name;
+};
+
+// What the kubelet's directory of one pod (<kubelet root>/pods/<uid>/) says
+// of it: the name from its etc-hosts (the kubelet writes the pod's hostname
+// last, which is its name unless spec.hostname sets another; host-network
+// pods get the host's file and no name), the namespace from the service
+// account volume's `namespace` file (volumes/kubernetes.io~projected/*/);
+// "" for what it does not say.
+PodIdentity pod_identity_from_kubelet_dir(const std::string& pod_dir);
+
+// The kubelet's answer for one pod's container: the device IDs of its
+// nvidia.com/gpu resources (empty: given none); nullopt when the kubelet
+// has not named the pod. `container` "" asks for every container of the
+// pod (the process's container name is not known).
+struct PodQuery {
+    std::string pod_namespace;
+    std::string name;
+    std::string container;
+};
+using KubeletGpuIds = std::function<std::optional<std::vector<std::string>>(const PodQuery&)>;
+// "195:0" for a GPU UUID ("GPU-8f3c..."), from the agent's GPU inventory
+// (NVML); "" when it does not know the UUID.
+using GpuByUuid = std::function<std::string(const std::string& uuid)>;
+
+struct KubeletSources {
+    std::string kubelet_root = "/var/lib/kubelet";  // on the host (read through host_root)
+    KubeletGpuIds gpu_ids;                          // unset: no kubelet asked
+    GpuByUuid gpu_by_uuid;                          // unset: UUIDs stay unresolved
+};
+
+// The device number of NVIDIA's GPU node N ("/dev/nvidiaN" stat'ed on the
+// host, else 195:N, the driver's fixed major and minor N).
+std::string nvidia_gpu_node(const std::string& index, const std::string& host_root);
+
+struct ResolvedGpus {
+    std::vector<std::string> allocated;  // device numbers, "195:0"
+    std::string unresolved;              // why not all could be: then nothing is judged
+};
+
+// The kubelet's device IDs as device numbers: an index ("0", the NVIDIA
+// device plugin's DEVICE_ID_STRATEGY=index) is /dev/nvidiaN; a UUID
+// ("GPU-8f3c...", its default; "GPU-...::2", a time-sliced replica of it)
+// goes through `gpu_by_uuid`; a MIG instance, or a UUID the inventory lacks,
+// is unresolved.
+ResolvedGpus resolve_kubelet_device_ids(const std::vector<std::string>& ids,
+                                        const GpuByUuid& gpu_by_uuid, const std::string& host_root);
+
+}  // namespace gpuguard::agent
