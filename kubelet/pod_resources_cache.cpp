@@ -1,6 +1,7 @@
 // PodResourcesCache (gpuguard/kubelet/pod_resources.h): List on a thread
 // of its own, so that the event loop reads memory and never waits on the
 // kubelet.
+#include <algorithm>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -11,6 +12,22 @@
 #include "gpuguard/kubelet/pod_resources.h"
 
 namespace gpuguard::kubelet {
+
+std::vector<std::string> nvidia_device_ids(const PodResources& pod, const std::string& container) {
+    bool known = false;
+    for (const ContainerResources& each : pod.containers) known |= each.name == container;
+    std::vector<std::string> ids;
+    for (const ContainerResources& each : pod.containers) {
+        if (known && each.name != container) continue;
+        for (const ResourceDevices& devices : each.devices) {
+            if (!devices.resource_name.starts_with("nvidia.com/")) continue;
+            for (const std::string& id : devices.device_ids) {
+                if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+            }
+        }
+    }
+    return ids;
+}
 
 struct PodResourcesCache::State {
     PodResourcesCacheOptions options;

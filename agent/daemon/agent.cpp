@@ -83,6 +83,7 @@ Result<std::unique_ptr<Agent>> Agent::start(AgentOptions options) {
         if (auto done = (raw->*step)(); !done) return Unexpected{done.error()};
     }
     impl->find_gpus();
+    impl->open_kubelet();
     impl->bootstrap_processes();
     impl->open_journal();
     if (auto servers = impl->start_servers(); !servers) return Unexpected{servers.error()};

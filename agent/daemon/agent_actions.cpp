@@ -313,6 +313,7 @@ void Agent::Impl::build_pipeline() {
     HostReadOptions host_options;
     host_options.watch_files = sensor ? &sensor->watched_files() : nullptr;
     host_options.snapshot_new_gpu_holders = journal != nullptr;
+    host_options.kubelet = kubelet_sources();
     host_reads = std::make_unique<HostReads>(*table, std::move(host_options));
     stages.host = host_reads.get();
     PipelineHooks hooks;
@@ -367,14 +368,16 @@ void Agent::Impl::judge_running_processes() {
         pid = parent->ppid;
     }
     const uint64_t now = monotonic_ns();
-    const WorkloadReadOptions workload_options = host_workload_options(options.proc_root);
+    WorkloadReadOptions workload_options = host_workload_options(options.proc_root);
+    workload_options.kubelet = kubelet_sources();
     size_t judged = 0;
     for (const ProcessInfo& process : table->live_processes()) {
         if (ancestors.contains(process.pid)) continue;
         if (process.holds_gpu()) {
             // Its job or pod and allocation, judged now: its first GPU use
             // came before the agent.
-            if (auto workload = read_workload(process.pid, workload_options)) {
+            if (auto workload =
+                    read_workload(process.pid, workload_options, process.container_details)) {
                 pipeline->feed(Event{now, task_of(process), std::move(*workload)});
             }
             // Its pool connection is older than the agent: found open now.

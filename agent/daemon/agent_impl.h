@@ -39,6 +39,7 @@
 #include "gpuguard/events/event_json.h"
 #include "gpuguard/events/gpu_devices.h"
 #include "gpuguard/journal/journal.h"
+#include "gpuguard/kubelet/pod_resources.h"
 #include "gpuguard/netintel/net_intel.h"
 #include "gpuguard/rules/correlation.h"
 #include "gpuguard/rules/rules.h"
@@ -99,6 +100,9 @@ struct Agent::Impl {
     // Names connects from DNS answers, derives Stratum events; keeps the
     // addresses answers give for the watch list of pool addresses.
     NetIntel net_intel{NetIntelOptions{.max_pending_resolutions = 1024}};
+    // The kubelet's PodResources answers (docs/deployment.md); null when
+    // kubelet.pod_resources_socket is "". Before host_reads, which asks it.
+    std::unique_ptr<kubelet::PodResourcesCache> pod_resources;
     std::unique_ptr<HostReads> host_reads;     // the pipeline's live /proc reads
     std::unique_ptr<Pipeline> pipeline;        // built last in start(), before the first event
     std::unique_ptr<ExeScanWorker> exe_scans;  // null when rules.yara_scan is off
@@ -173,6 +177,7 @@ struct Agent::Impl {
     void find_gpus();
     void bootstrap_processes();
     void open_journal();
+    void open_kubelet();
     Status start_servers();
 
     // What events and detections set off (agent_actions.cpp).
@@ -249,6 +254,8 @@ struct Agent::Impl {
     // GPU: marked GPU processes in the kernel too (their ioctls, connects
     // and payloads reported from then on).
     void mark_unseen_gpu_processes(const Telemetry& telemetry);
+    // How read_workload asks the kubelet and the GPU inventory (agent_steps.cpp).
+    KubeletSources kubelet_sources();
     // flow events for the flows of GPU holders and watched processes, once
     // per process_table.flow_interval_ms.
     void sample_flows(uint64_t now_ns);

@@ -422,6 +422,46 @@ void Agent::Impl::find_gpus() {
     }
 }
 
+// The kubelet's PodResources answers, refreshed on the cache's own thread;
+// the first is awaited (one call's deadline at most) so that pods running
+// now are judged by the kubelet's allocation.
+void Agent::Impl::open_kubelet() {
+    const KubeletConfig& config = options.config.kubelet;
+    if (config.pod_resources_socket.empty()) return;
+    pod_resources = std::make_unique<kubelet::PodResourcesCache>(kubelet::PodResourcesCacheOptions{
+        config.pod_resources_socket, std::chrono::milliseconds(config.call_timeout_ms),
+        std::chrono::seconds(config.refresh_interval_s)});
+    pod_resources->refresh_and_wait();
+}
+
+KubeletSources Agent::Impl::kubelet_sources() {
+    KubeletSources sources;
+    sources.kubelet_root = options.config.kubelet.root;
+    if (pod_resources) {
+        sources.gpu_ids = [cache = pod_resources.get()](
+                              const PodQuery& query) -> std::optional<std::vector<std::string>> {
+            auto pod = cache->find(query.pod_namespace, query.name);
+            if (!pod) {
+                cache->refresh_soon();  // a pod newer than the last answer: for the next GPU user
+                return std::nullopt;
+            }
+            return kubelet::nvidia_device_ids(*pod, query.container);
+        };
+    }
+    // NVML's UUIDs name the GPUs the NVIDIA device plugin hands out by default.
+    sources.gpu_by_uuid = [this](const std::string& uuid) -> std::string {
+        if (!sampler) return "";
+        for (const backends::GpuDevice& device : sampler->latest().devices) {
+            if (device.uuid != uuid) continue;
+            for (const backends::DeviceNumber& number : device.device_numbers) {
+                if (number.major == 195) return number.to_string();  // /dev/nvidiaN
+            }
+        }
+        return "";
+    };
+    return sources;
+}
+
 void Agent::Impl::bootstrap_processes() {
     const auto log = logger("agent");
     // After attaching, so a process that opens a GPU meanwhile is seen by one or the other.

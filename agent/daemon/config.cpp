@@ -260,6 +260,36 @@ void read_metrics(const ConfigReader& reader, const YAML::Node& node, MetricsCon
     }
 }
 
+void read_kubelet(const ConfigReader& reader, const YAML::Node& node, KubeletConfig& kubelet) {
+    reader.check_keys(node, "kubelet",
+                      {"pod_resources_socket", "root", "refresh_interval_s", "call_timeout_ms"});
+    const auto absolute = [&](const char* key, std::string& value, bool may_be_empty) {
+        const auto item = node[key];
+        if (!item) return;
+        const std::string name = std::string("kubelet.") + key;
+        value = reader.scalar<std::string>(item, name, "a path string");
+        if ((!value.empty() || !may_be_empty) && !value.starts_with('/')) {
+            reader.fail_at(item, name, "'" + value + "' is not absolute");
+        }
+        if (value.size() >= 108) reader.fail_at(item, name, "longer than 107 bytes");
+    };
+    absolute("pod_resources_socket", kubelet.pod_resources_socket, true);
+    absolute("root", kubelet.root, false);
+    const auto bounded = [&](const char* key, uint32_t& value, uint32_t low, uint32_t high) {
+        const auto item = node[key];
+        if (!item) return;
+        const std::string name = std::string("kubelet.") + key;
+        value = reader.scalar<uint32_t>(item, name, "a positive integer");
+        if (value < low || value > high) {
+            reader.fail_at(item, name,
+                           std::to_string(value) + " is not " + std::to_string(low) + "-" +
+                               std::to_string(high));
+        }
+    };
+    bounded("refresh_interval_s", kubelet.refresh_interval_s, 1, 3600);
+    bounded("call_timeout_ms", kubelet.call_timeout_ms, 100, 60000);
+}
+
 void read_control(const ConfigReader& reader, const YAML::Node& node, ControlConfig& control) {
     reader.check_keys(node, "control", {"socket"});
     if (const auto socket = node["socket"]) {
@@ -510,7 +540,7 @@ Result<Config> load_config_text(std::string_view yaml, const std::string& source
         const ConfigReader reader(source);
         reader.check_keys(root, "",
                           {"log", "sensor", "backends", "metrics", "control", "process_table",
-                           "journal", "enforcement", "rules", "outputs", "verify"});
+                           "journal", "enforcement", "rules", "outputs", "verify", "kubelet"});
         if (const auto log = root["log"]) read_log(reader, log, config.log);
         if (const auto rules = root["rules"]) read_rules(reader, rules, config.rules);
         if (const auto outputs = root["outputs"]) read_outputs(reader, outputs, config.outputs);
@@ -528,6 +558,7 @@ Result<Config> load_config_text(std::string_view yaml, const std::string& source
             read_enforcement(reader, enforcement, config.enforcement);
         }
         if (const auto verify = root["verify"]) read_verify(reader, verify, config.verify);
+        if (const auto kubelet = root["kubelet"]) read_kubelet(reader, kubelet, config.kubelet);
     } catch (const ConfigError& error) {
         return fail(error.code, error.message);
     } catch (const YAML::ParserException& error) {

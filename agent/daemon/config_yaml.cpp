@@ -68,6 +68,13 @@ std::string config_to_yaml(const Config& config) {
     out << YAML::Key << "control" << YAML::Value << YAML::BeginMap;
     out << YAML::Key << "socket" << YAML::Value << YAML::DoubleQuoted << config.control.socket;
     out << YAML::EndMap;
+    out << YAML::Key << "kubelet" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "pod_resources_socket" << YAML::Value << YAML::DoubleQuoted
+        << config.kubelet.pod_resources_socket;
+    out << YAML::Key << "root" << YAML::Value << YAML::DoubleQuoted << config.kubelet.root;
+    out << YAML::Key << "refresh_interval_s" << YAML::Value << config.kubelet.refresh_interval_s;
+    out << YAML::Key << "call_timeout_ms" << YAML::Value << config.kubelet.call_timeout_ms;
+    out << YAML::EndMap;
     out << YAML::Key << "process_table" << YAML::Value << YAML::BeginMap;
     out << YAML::Key << "max_entries" << YAML::Value << config.process_table.max_entries;
     out << YAML::Key << "exit_grace_s" << YAML::Value << config.process_table.exit_grace_s;

@@ -28,7 +28,11 @@ Event HostReads::environment_of(const Event& event) const {
 }
 
 std::optional<Event> HostReads::workload_of(const Event& event) const {
-    auto workload = read_workload(event.task.pid, host_workload_options(options_.proc_root));
+    WorkloadReadOptions workload_options = host_workload_options(options_.proc_root);
+    workload_options.kubelet = options_.kubelet;
+    const ProcessInfo* info = table_.find(event.task.pid);
+    auto workload = read_workload(event.task.pid, workload_options,
+                                  info ? info->container_details : ContainerDetails{});
     if (!workload) return std::nullopt;
     return Event{event.ts_ns, event.task, std::move(*workload)};
 }

@@ -23,6 +23,18 @@ PodResources trainer_pod() {
          ContainerResources{"sidecar", {}}}};
 }
 
+TEST(NvidiaDeviceIds, one_containers_ids_or_every_containers_when_it_is_not_named) {
+    PodResources pod = trainer_pod();
+    pod.containers[1].devices = {ResourceDevices{"nvidia.com/gpu", {"2", "3"}},
+                                 ResourceDevices{"example.com/fpga", {"fpga0"}}};
+    EXPECT_EQ(nvidia_device_ids(pod, "worker"), (std::vector<std::string>{"0", "2"}));
+    EXPECT_EQ(nvidia_device_ids(pod, "sidecar"), (std::vector<std::string>{"2", "3"}));
+    EXPECT_EQ(nvidia_device_ids(pod, ""), (std::vector<std::string>{"0", "2", "3"}));
+    EXPECT_EQ(nvidia_device_ids(pod, "renamed"), (std::vector<std::string>{"0", "2", "3"}));
+    pod.containers[1].devices.clear();
+    EXPECT_TRUE(nvidia_device_ids(pod, "sidecar").empty());  // a container given none
+}
+
 class PodResourcesClientTest : public ::testing::Test {
   protected:
     gpuguard::testing::TempDir dir{"gg-kubelet"};

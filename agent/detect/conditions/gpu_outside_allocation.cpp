@@ -1,6 +1,7 @@
 // gpu_outside_allocation: outside | none_given — a Slurm job's or pod's
 // process holds a GPU it was not allocated (its workload event: the GPUs
-// Slurm's GRES, the pod's NVIDIA_VISIBLE_DEVICES or its own
+// Slurm's GRES, the kubelet's PodResources API, the pod's
+// NVIDIA_VISIBLE_DEVICES or its own
 // CUDA_VISIBLE_DEVICES gave it, as device numbers). Only GPUs count: the
 // node's GRES devices, or without a gres.conf NVIDIA's GPU nodes
 // (195:0-253); control nodes (nvidiactl 195:255, nvidia-modeset, -uvm)
@@ -43,6 +44,10 @@ std::string workload_name(const Workload& workload, const ProcessInfo& info) {
     }
     const ContainerDetails& pod = info.container_details;
     if (pod.in_pod()) return "pod " + pod.pod_namespace + "/" + pod.pod_name;
+    // Named by the kubelet's pod directory when the runtime's labels were not read.
+    if (!workload.pod_name.empty()) {
+        return "pod " + workload.pod_namespace + "/" + workload.pod_name;
+    }
     return "a Kubernetes pod's container";
 }
 
@@ -71,7 +76,10 @@ class GpuOutsideAllocation final : public Condition {
         }
         if (taken.empty()) return false;
         std::string given = given_none ? std::string("none") : join(workload->allocated, ", ");
-        if (workload->allocation_source.empty()) {
+        if (workload->allocation_source == "kubelet") {
+            given += " (the kubelet's nvidia.com/gpu devices: " +
+                     (workload->allocation.empty() ? "none" : workload->allocation) + ")";
+        } else if (workload->allocation_source.empty()) {
             given += " (no NVIDIA_VISIBLE_DEVICES or CUDA_VISIBLE_DEVICES)";
         } else {
             given += " (" + workload->allocation_source + "=" + workload->allocation + ")";

@@ -37,6 +37,12 @@ struct PodResources {
     bool operator==(const PodResources&) const = default;
 };
 
+// The device IDs of NVIDIA's resources ("nvidia.com/gpu", and MIG's
+// "nvidia.com/mig-*") given to `container` of `pod`, or to all its
+// containers when `container` is "" or not one of them (the caller did not
+// know which); in the kubelet's order, each once.
+std::vector<std::string> nvidia_device_ids(const PodResources& pod, const std::string& container);
+
 inline constexpr const char* kDefaultPodResourcesSocket =
     "/var/lib/kubelet/pod-resources/kubelet.sock";
 

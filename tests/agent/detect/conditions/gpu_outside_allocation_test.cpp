@@ -102,5 +102,35 @@ TEST_F(GpuOutsideAllocationTest, a_pod_given_no_gpu_is_none_given_not_outside) {
     EXPECT_TRUE(holds(outside, "gpu_outside_allocation", kPid, kNow));
 }
 
+TEST_F(GpuOutsideAllocationTest, the_kubelets_allocation_names_the_pod_and_its_devices) {
+    const auto outside = rule_when("{gpu_outside_allocation: outside}");
+    const auto none_given = rule_when("{gpu_outside_allocation: none_given}");
+    exec(kPid, "/usr/bin/python3");
+    Workload pod;
+    pod.scheduler = "kubernetes";
+    pod.pod_namespace = "ml";  // named by the kubelet's pod directory, not labels
+    pod.pod_name = "trainer-0";
+    pod.allocation_source = "kubelet";
+    pod.allocation = "0";
+    pod.allocated = {"195:0"};
+    evidence(kPid).workload = pod;
+    open_gpu(kPid, 3 * kSecond, 0);
+    EXPECT_FALSE(holds(outside, "gpu_outside_allocation", kPid, kNow));
+    open_gpu(kPid, 4 * kSecond, 1);
+    ASSERT_TRUE(holds(outside, "gpu_outside_allocation", kPid, kNow));
+    EXPECT_EQ(details(), std::vector<std::string>{
+                             "pod ml/trainer-0 took GPU 195:1; it was given 195:0 (the kubelet's "
+                             "nvidia.com/gpu devices: 0)"});
+
+    pod.allocation.clear();  // the kubelet gave the container no GPU
+    pod.allocated.clear();
+    evidence(kPid).workload = pod;
+    EXPECT_FALSE(holds(outside, "gpu_outside_allocation", kPid, kNow));
+    ASSERT_TRUE(holds(none_given, "gpu_outside_allocation", kPid, kNow));
+    EXPECT_EQ(details(), std::vector<std::string>{
+                             "pod ml/trainer-0 took GPU 195:0, 195:1; it was given none (the "
+                             "kubelet's nvidia.com/gpu devices: none)"});
+}
+
 }  // namespace
 }  // namespace gpuguard::agent::condition_testing

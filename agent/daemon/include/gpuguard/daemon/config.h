@@ -46,6 +46,16 @@ struct ControlConfig {
     std::string socket = "/run/gpuguard/control.sock";  // "" = no control socket
 };
 
+// The kubelet's PodResources API (docs/deployment.md, "Pods and the GPUs the
+// kubelet gave them"): which GPUs each pod's containers were given.
+struct KubeletConfig {
+    // Its unix socket; "" = never asked. Absent: logged once, not an error.
+    std::string pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
+    std::string root = "/var/lib/kubelet";  // its pod directories, pods/<uid>/
+    uint32_t refresh_interval_s = 30;       // List every this often, 1 .. 3600
+    uint32_t call_timeout_ms = 2000;        // each call's deadline, 100 .. 60000
+};
+
 struct ProcessTableConfig {
     uint32_t max_entries = 32768;
     uint32_t exit_grace_s = 30;
@@ -126,6 +136,7 @@ struct Config {
     ProcessTableConfig process_table;
     BackendsConfig backends;
     MetricsConfig metrics;
+    KubeletConfig kubelet;
     EnforcementConfig enforcement;
     JournalConfig journal;
     VerifyConfig verify;

@@ -12,6 +12,7 @@
 
 #include "gpuguard/events/event.h"
 #include "gpuguard/events/file_watch.h"
+#include "gpuguard/state/pod_allocation.h"
 #include "gpuguard/state/process_table.h"
 
 namespace gpuguard::agent {
@@ -24,6 +25,8 @@ struct HostReadOptions {
     // it) into the stream before the event, so the journal carries the
     // identity the live correlator sees: with a journal only.
     bool snapshot_new_gpu_holders = false;
+    // A pod's identity and the GPUs the kubelet gave it, for workload_of.
+    KubeletSources kubelet;
 };
 
 class HostReads {
