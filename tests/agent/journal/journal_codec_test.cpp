@@ -151,6 +151,18 @@ TEST(JournalCodec, truncated_payloads_fail_without_reading_past_the_end) {
             older_ends = {before_kind, before_location, before_check, before_package,
                           before_library};
         }
+        // A workload cut before any of its pod fields (each a length byte
+        // and its bytes): pod_namespace, pod_name, pod_uid, container, the
+        // newest last.
+        const auto* workload = std::get_if<Workload>(&event.data);
+        if (workload) {
+            size_t end = payload.size();
+            for (const std::string* field : {&workload->container, &workload->pod_uid,
+                                             &workload->pod_name, &workload->pod_namespace}) {
+                end -= 1 + field->size();
+                older_ends.push_back(end);
+            }
+        }
         for (size_t cut = 0; cut < payload.size(); ++cut) {
             // A heap copy of exactly `cut` bytes so ASan sees any overread.
             std::unique_ptr<char[]> copy(new char[cut + 1]);
@@ -171,6 +183,9 @@ TEST(JournalCodec, truncated_payloads_fail_without_reading_past_the_end) {
                 }
                 if (telemetry) {
                     EXPECT_FALSE(std::get<Telemetry>(decoded.data).power_limit_watts);
+                }
+                if (workload) {
+                    EXPECT_EQ(std::get<Workload>(decoded.data).container, "");
                 }
                 if (scan) {
                     const auto& older = std::get<ExeScan>(decoded.data);

@@ -280,6 +280,17 @@ std::vector<Event> every_event_type(uint64_t ts_ns, uint32_t pid) {
         pod.allocation = "GPU-8f3c0d2e";
         pod.unresolved = "'GPU-8f3c0d2e' is not a GPU index (a UUID or MIG instance)";
         add(pod);
+        // A pod the kubelet's PodResources API named, its container given GPU 0.
+        Workload kubelet_pod;
+        kubelet_pod.scheduler = "kubernetes";
+        kubelet_pod.allocation_source = "kubelet";
+        kubelet_pod.allocation = "0";
+        kubelet_pod.allocated = {"195:0"};
+        kubelet_pod.pod_namespace = "ml";
+        kubelet_pod.pod_name = "trainer-0";
+        kubelet_pod.pod_uid = "5f1c2a3b-0d4e-4f60-8a7b-9c0d1e2f3a4b";
+        kubelet_pod.container = "worker";
+        add(kubelet_pod);
     }
     // An Xid a holder's kernels caused, a double-bit ECC error, a clock change.
     add(GpuFault{0, {"195:0", "195:255"}, "xid", 31, 1});
