@@ -179,6 +179,20 @@ std::vector<AgentMetric> Agent::Impl::agent_metrics() const {
                               "gauge",
                               {},
                               static_cast<double>(live_gpu)});
+    if (pod_resources) {
+        // The kubelet's PodResources API (docs/deployment.md): a host
+        // without a kubelet counts no_socket, which is not an error.
+        const kubelet::PodResourcesCounters calls = pod_resources->counters();
+        for (const auto& [result, value] :
+             {std::pair{"answered", calls.refreshes}, std::pair{"failed", calls.failures},
+              std::pair{"no_socket", calls.socket_absent}}) {
+            out.push_back(AgentMetric{"gpuguard_kubelet_list_calls_total",
+                                      "Calls of the kubelet's PodResources List, by result",
+                                      "counter",
+                                      {{"result", result}},
+                                      static_cast<double>(value)});
+        }
+    }
     if (router) {
         // Per-sink delivery counters (docs/outputs.md).
         for (const auto& sink : router->counters()) {
