@@ -1,6 +1,7 @@
 // The PodResources client and cache against FakeKubelet: a real gRPC
 // server from the same proto on a unix socket in a temp dir.
 #include <chrono>
+#include <filesystem>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -138,6 +139,26 @@ TEST_F(PodResourcesClientTest, refresh_soon_returns_at_once_and_the_thread_lists
     }
     EXPECT_TRUE(cache.find("ml", "trainer-7f9c"));
     EXPECT_EQ(kubelet.list_calls(), calls_before + 1);
+}
+
+TEST_F(PodResourcesClientTest, a_kubelet_that_starts_late_or_restarts_is_answered_again) {
+    PodResourcesCache cache({socket, 2s, 1h});
+    cache.refresh_and_wait();  // no kubelet yet
+    {
+        FakeKubelet kubelet(socket);
+        kubelet.set_pods({trainer_pod()});
+        cache.refresh_and_wait();
+        EXPECT_TRUE(cache.find("ml", "trainer-7f9c"));
+    }
+    // The kubelet restarts with the pod gone: a new server on the same path.
+    std::filesystem::remove(socket);
+    FakeKubelet restarted(socket);
+    for (int i = 0; i < 50 && cache.find("ml", "trainer-7f9c"); ++i) {
+        cache.refresh_and_wait();
+        if (cache.find("ml", "trainer-7f9c")) std::this_thread::sleep_for(100ms);
+    }
+    EXPECT_FALSE(cache.find("ml", "trainer-7f9c"));
+    EXPECT_GE(restarted.list_calls(), 1);
 }
 
 TEST_F(PodResourcesClientTest, a_cache_without_a_kubelet_counts_the_absent_socket) {
