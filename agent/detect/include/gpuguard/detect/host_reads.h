@@ -26,7 +26,7 @@ struct HostReadOptions {
     // identity the live correlator sees: with a journal only.
     bool snapshot_new_gpu_holders = false;
     // A pod's identity and the GPUs the kubelet gave it, for workload_of.
-    KubeletSources kubelet;
+    KubeletSources kubelet{};
 };
 
 class HostReads {
