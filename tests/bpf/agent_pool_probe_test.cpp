@@ -393,7 +393,16 @@ TEST_F(AgentPoolProbeTest, by_default_nothing_is_probed) {
         for (auto* child : {miner_.get(), webbed_.get()}) ASSERT_EQ(child->ask('s'), 0);
         EXPECT_FALSE(wait_for_detection(agent, miner_->pid(), "GG-CORR-0027", 250ms)) << i;
     }
-    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+    // Both workers: the quiet-CPU rule (no file writes: error), and
+    // GG-CORR-0012 from the YARA scan of their executable, a fork of this
+    // test binary, which carries stratum replies and miner strings.
+    const pid_t miner = miner_->pid(), webbed = webbed_->pid();
+    expect_whole_output(agent,
+                        {{"GG-CORR-0023", miner, "error"},
+                         {"GG-CORR-0023", webbed, "error"},
+                         {"GG-CORR-0012", miner, "error"},
+                         {"GG-CORR-0012", webbed, "error"}},
+                        {miner, webbed});
     EXPECT_EQ(pool_->probes(), 0);
     EXPECT_EQ(pool_->accepted(), 1) << "the worker's own connection, no other";
     EXPECT_EQ(web_->accepted(), 1);
