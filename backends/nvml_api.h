@@ -139,6 +139,54 @@ typedef struct nvmlEventData_st {
     unsigned int computeInstanceId;
 } nvmlEventData_t;
 
+// GPM (nvml.h, CUDA 12.x): nvmlGpmSampleAlloc/Free/Get, nvmlGpmMetricsGet,
+// nvmlGpmQueryDeviceSupport. Metric values are percent.
+typedef struct nvmlGpmSample_st* nvmlGpmSample_t;
+enum {
+    NVML_GPM_METRIC_SM_UTIL = 2,
+    NVML_GPM_METRIC_SM_OCCUPANCY = 3,
+    NVML_GPM_METRIC_INTEGER_UTIL = 4,
+    NVML_GPM_METRIC_ANY_TENSOR_UTIL = 5,
+    NVML_GPM_METRIC_DRAM_BW_UTIL = 10,
+    NVML_GPM_METRIC_FP64_UTIL = 11,
+    NVML_GPM_METRIC_FP32_UTIL = 12,
+    NVML_GPM_METRIC_FP16_UTIL = 13,
+};
+#define NVML_GPM_METRIC_MAX 98
+#define NVML_GPM_METRICS_GET_VERSION 1
+#define NVML_GPM_SUPPORT_VERSION 1
+
+typedef struct nvmlGpmMetric_st {
+    unsigned int metricId;
+    nvmlReturn_t nvmlReturn;
+    double value;
+    struct {
+        char* shortName;
+        char* longName;
+        char* unit;
+    } metricInfo;
+} nvmlGpmMetric_t;
+
+typedef struct nvmlGpmMetricsGet_st {
+    unsigned int version;
+    unsigned int numMetrics;
+    nvmlGpmSample_t sample1;
+    nvmlGpmSample_t sample2;
+    nvmlGpmMetric_t metrics[NVML_GPM_METRIC_MAX];
+} nvmlGpmMetricsGet_t;
+
+typedef struct nvmlGpmSupport_st {
+    unsigned int version;
+    unsigned int isSupportedDevice;
+} nvmlGpmSupport_t;
+
+#ifdef __cplusplus
+static_assert(sizeof(nvmlGpmMetric_t) == 40);
+static_assert(offsetof(nvmlGpmMetricsGet_t, metrics) == 24);
+static_assert(sizeof(nvmlGpmMetricsGet_t) == 3944);
+static_assert(sizeof(nvmlGpmSupport_t) == 8);
+#endif
+
 #ifdef __cplusplus
 static_assert(sizeof(nvmlUtilization_t) == 8);
 static_assert(sizeof(nvmlMemory_t) == 24);

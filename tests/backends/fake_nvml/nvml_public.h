@@ -179,3 +179,59 @@ static_assert(offsetof(nvmlFieldValue_t, valueType) == 24 &&
               offsetof(nvmlFieldValue_t, value) == 32 && sizeof(nvmlFieldValue_t) == 40);
 static_assert(offsetof(nvmlEventData_t, eventData) == 16 &&
               offsetof(nvmlEventData_t, gpuInstanceId) == 24 && sizeof(nvmlEventData_t) == 32);
+
+// GPU Performance Monitoring (GPM, Hopper and later), as nvml.h declares it:
+// two samples taken an interval apart give per-pipe activity over it.
+extern "C" {
+typedef struct nvmlGpmSample_st* nvmlGpmSample_t;
+
+typedef enum {
+    NVML_GPM_METRIC_GRAPHICS_UTIL = 1,
+    NVML_GPM_METRIC_SM_UTIL = 2,
+    NVML_GPM_METRIC_SM_OCCUPANCY = 3,
+    NVML_GPM_METRIC_INTEGER_UTIL = 4,
+    NVML_GPM_METRIC_ANY_TENSOR_UTIL = 5,
+    NVML_GPM_METRIC_DFMA_TENSOR_UTIL = 6,
+    NVML_GPM_METRIC_HMMA_TENSOR_UTIL = 7,
+    NVML_GPM_METRIC_IMMA_TENSOR_UTIL = 9,
+    NVML_GPM_METRIC_DRAM_BW_UTIL = 10,
+    NVML_GPM_METRIC_FP64_UTIL = 11,
+    NVML_GPM_METRIC_FP32_UTIL = 12,
+    NVML_GPM_METRIC_FP16_UTIL = 13
+} nvmlGpmMetricId_t;
+
+#define NVML_GPM_METRIC_MAX 98
+#define NVML_GPM_METRICS_GET_VERSION 1
+#define NVML_GPM_SUPPORT_VERSION 1
+
+typedef struct {
+    unsigned int metricId;  // nvmlGpmMetricId_t
+    nvmlReturn_t nvmlReturn;
+    double value;  // percent for the *_UTIL and occupancy metrics
+    struct {
+        char* shortName;
+        char* longName;
+        char* unit;
+    } metricInfo;
+} nvmlGpmMetric_t;
+
+typedef struct {
+    unsigned int version;  // NVML_GPM_METRICS_GET_VERSION
+    unsigned int numMetrics;
+    nvmlGpmSample_t sample1;
+    nvmlGpmSample_t sample2;
+    nvmlGpmMetric_t metrics[NVML_GPM_METRIC_MAX];
+} nvmlGpmMetricsGet_t;
+
+typedef struct {
+    unsigned int version;  // NVML_GPM_SUPPORT_VERSION
+    unsigned int isSupportedDevice;
+} nvmlGpmSupport_t;
+}  // extern "C"
+
+static_assert(offsetof(nvmlGpmMetric_t, value) == 8 &&
+              offsetof(nvmlGpmMetric_t, metricInfo) == 16 && sizeof(nvmlGpmMetric_t) == 40);
+static_assert(offsetof(nvmlGpmMetricsGet_t, sample1) == 8 &&
+              offsetof(nvmlGpmMetricsGet_t, metrics) == 24 &&
+              sizeof(nvmlGpmMetricsGet_t) == 24 + 98 * 40);
+static_assert(sizeof(nvmlGpmSupport_t) == 8);
