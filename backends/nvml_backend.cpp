@@ -11,6 +11,7 @@
 #include "backends/file_reader.h"
 #include "backends/nvml_api.h"
 #include "backends/nvml_events.h"
+#include "backends/nvml_gpm.h"
 #include "backends/nvml_mig.h"
 #include "gpuguard/backends/backends.h"
 #include "gpuguard/common/logging.h"
@@ -97,10 +98,14 @@ std::vector<std::string> throttle_reason_names(unsigned long long bits) {
 class NvmlBackend final : public GpuBackend {
   public:
     NvmlBackend(void* library, NvmlApi api, NvmlOptions options)
-        : library_(library), api_(api), options_(std::move(options)) {}
+        : library_(library),
+          api_(api),
+          options_(std::move(options)),
+          gpm_(std::in_place, library) {}
 
     ~NvmlBackend() override {
         events_.reset();  // its thread calls NVML: stopped before the shutdown
+        gpm_.reset();     // frees its samples while the library is still loaded
         if (initialised_) api_.shutdown();
         dlclose(library_);
     }
@@ -172,7 +177,10 @@ class NvmlBackend final : public GpuBackend {
         for (size_t i = 0; i < handles_.size(); ++i) {
             GpuSample sample;
             sample.gpu = static_cast<uint32_t>(i);
-            if (handles_[i]) read_sample(handles_[i], sample);
+            if (handles_[i]) {
+                read_sample(handles_[i], sample);
+                sample.gpm = gpm_->sample(static_cast<unsigned>(i), handles_[i]);
+            }
             for (auto& [index, event] : events.events) {
                 if (index != i) continue;
                 if (event.kind == "xid") last_xid_[i] = event.code;
@@ -479,6 +487,7 @@ class NvmlBackend final : public GpuBackend {
     std::unique_ptr<NvmlEventWatcher> events_;
     std::vector<bool> mig_enabled_;  // per handle
     std::map<size_t, uint64_t> last_xid_;
+    std::optional<GpmReader> gpm_;  // reset before the library is closed
     std::map<size_t, unsigned long long> last_utilization_us_;
 };
 

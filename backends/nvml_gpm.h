@@ -8,21 +8,9 @@
 #include <string>
 
 #include "backends/nvml_api.h"
+#include "gpuguard/backends/backends.h"
 
 namespace gpuguard::backends {
-
-// Fractions 0..1 of the interval, as DCGM's profiling fields report them;
-// absent when NVML does not report that metric.
-struct GpmActivity {
-    std::optional<double> sm_active;       // DCGM_FI_PROF_SM_ACTIVE
-    std::optional<double> sm_occupancy;    // DCGM_FI_PROF_SM_OCCUPANCY
-    std::optional<double> tensor_active;   // DCGM_FI_PROF_PIPE_TENSOR_ACTIVE (any)
-    std::optional<double> fp64_active;     // DCGM_FI_PROF_PIPE_FP64_ACTIVE
-    std::optional<double> fp32_active;     // DCGM_FI_PROF_PIPE_FP32_ACTIVE
-    std::optional<double> fp16_active;     // DCGM_FI_PROF_PIPE_FP16_ACTIVE
-    std::optional<double> integer_active;  // DCGM_FI_PROF_PIPE_INT_ACTIVE
-    std::optional<double> dram_active;     // DCGM_FI_PROF_DRAM_ACTIVE
-};
 
 class GpmReader {
   public:

@@ -74,6 +74,16 @@ std::string to_json(const Snapshot& snapshot, int indent) {
             put(m, "ecc_errors_uncorrected", gpu.ecc_errors_uncorrected);
             put(m, "throttle_reasons", gpu.throttle_reasons);
             put(m, "last_xid", gpu.last_xid);
+            if (gpu.gpm) {
+                put(m, "sm_active", gpu.gpm->sm_active);
+                put(m, "sm_occupancy", gpu.gpm->sm_occupancy);
+                put(m, "pipe_tensor_active", gpu.gpm->tensor_active);
+                put(m, "pipe_fp64_active", gpu.gpm->fp64_active);
+                put(m, "pipe_fp32_active", gpu.gpm->fp32_active);
+                put(m, "pipe_fp16_active", gpu.gpm->fp16_active);
+                put(m, "pipe_int_active", gpu.gpm->integer_active);
+                put(m, "dram_active", gpu.gpm->dram_active);
+            }
             d["metrics"] = m;
             if (!gpu.problems.empty()) d["problems"] = gpu.problems;
         }

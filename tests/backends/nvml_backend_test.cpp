@@ -471,3 +471,40 @@ TEST_F(NvmlBackendTest, a_gpu_with_mig_off_or_without_it_has_no_instances) {
 
 }  // namespace
 }  // namespace gpuguard::backends
+
+namespace gpuguard::backends {
+namespace {
+
+TEST_F(NvmlBackendTest, gpm_pipe_activity_rides_in_the_gpu_sample_from_the_second_tick) {
+    json first = full_step();
+    first["gpm"] = json::object();
+    json second = full_step();
+    second["gpm"] = {{"sm", 96}, {"tensor", 0}, {"integer", 77}, {"dram", 61}, {"fp32", 3}};
+    auto backend = open(one_device(json::array({first, second})));
+    ASSERT_TRUE(backend.ok()) << backend.error().message;
+    auto tick1 = (*backend)->sample_gpus();
+    ASSERT_TRUE(tick1.ok());
+    EXPECT_FALSE(tick1->gpus.at(0).gpm.has_value()) << "one GPM sample is no interval";
+    set_step_(1);
+    auto tick2 = (*backend)->sample_gpus();
+    ASSERT_TRUE(tick2.ok());
+    const auto& gpm = tick2->gpus.at(0).gpm;
+    ASSERT_TRUE(gpm.has_value());
+    EXPECT_DOUBLE_EQ(gpm->integer_active.value(), 0.77);
+    EXPECT_DOUBLE_EQ(gpm->dram_active.value(), 0.61);
+    EXPECT_DOUBLE_EQ(gpm->tensor_active.value(), 0.0);
+    EXPECT_FALSE(gpm->fp64_active.has_value());
+
+    Snapshot snapshot;
+    auto devices = (*backend)->devices();
+    ASSERT_TRUE(devices.ok());
+    snapshot.devices = *devices;
+    snapshot.gpus = tick2->gpus;
+    const auto metrics = json::parse(to_json(snapshot))["devices"][0]["metrics"];
+    EXPECT_DOUBLE_EQ(metrics["pipe_int_active"].get<double>(), 0.77);
+    EXPECT_DOUBLE_EQ(metrics["sm_active"].get<double>(), 0.96);
+    EXPECT_FALSE(metrics.contains("pipe_fp64_active"));
+}
+
+}  // namespace
+}  // namespace gpuguard::backends

@@ -90,6 +90,20 @@ struct GpuDeviceEvent {
     bool operator==(const GpuDeviceEvent&) const = default;
 };
 
+// Per-pipe activity over the last sampling interval from NVML's GPU
+// Performance Monitoring (Hopper and later), as fractions 0..1 like DCGM's
+// profiling fields; a member is absent when the GPU does not report it.
+struct GpmActivity {
+    std::optional<double> sm_active;       // DCGM_FI_PROF_SM_ACTIVE
+    std::optional<double> sm_occupancy;    // DCGM_FI_PROF_SM_OCCUPANCY
+    std::optional<double> tensor_active;   // DCGM_FI_PROF_PIPE_TENSOR_ACTIVE (any tensor)
+    std::optional<double> fp64_active;     // DCGM_FI_PROF_PIPE_FP64_ACTIVE
+    std::optional<double> fp32_active;     // DCGM_FI_PROF_PIPE_FP32_ACTIVE
+    std::optional<double> fp16_active;     // DCGM_FI_PROF_PIPE_FP16_ACTIVE
+    std::optional<double> integer_active;  // DCGM_FI_PROF_PIPE_INT_ACTIVE
+    std::optional<double> dram_active;     // DCGM_FI_PROF_DRAM_ACTIVE
+};
+
 // One reading of one GPU. Counters (energy, ECC) are cumulative since the
 // driver loaded; rates (utilisation, PCIe) are over the driver's own window.
 struct GpuSample {
@@ -120,6 +134,7 @@ struct GpuSample {
     std::optional<uint64_t> last_xid;  // last NVIDIA Xid error seen since start
     // What the driver reported since the previous sample, oldest first.
     std::vector<GpuDeviceEvent> device_events;
+    std::optional<GpmActivity> gpm;  // NVML GPM, from the second sample on
     // Files or calls that returned something unusable this time: one line
     // each, naming the file or call ("…/gpu_busy_percent: not an integer: 'x'").
     std::vector<std::string> problems;
