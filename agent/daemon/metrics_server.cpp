@@ -195,6 +195,29 @@ std::string render_metrics(const backends::Snapshot& snapshot,
         }
         out.add("gpuguard_gpu_last_xid", "Last NVIDIA Xid error seen since the agent started.",
                 "gauge", l, gpu.last_xid);
+        if (gpu.gpm) {  // NVML GPM under dcgm-exporter's names, fractions 0..1 like DCGM
+            const auto& g = *gpu.gpm;
+            const auto pipe = [&](const char* name, const char* help,
+                                  const std::optional<double>& value) {
+                out.add(name, help, "gauge", l, value);
+            };
+            pipe("DCGM_FI_PROF_SM_ACTIVE", "Fraction of time an SM had a warp resident.",
+                 g.sm_active);
+            pipe("DCGM_FI_PROF_SM_OCCUPANCY", "Resident warps over the SMs' maximum.",
+                 g.sm_occupancy);
+            pipe("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "Fraction of time any tensor pipe was busy.",
+                 g.tensor_active);
+            pipe("DCGM_FI_PROF_PIPE_FP64_ACTIVE", "Fraction of time the FP64 pipe was busy.",
+                 g.fp64_active);
+            pipe("DCGM_FI_PROF_PIPE_FP32_ACTIVE", "Fraction of time the FP32 pipe was busy.",
+                 g.fp32_active);
+            pipe("DCGM_FI_PROF_PIPE_FP16_ACTIVE", "Fraction of time the FP16 pipe was busy.",
+                 g.fp16_active);
+            pipe("DCGM_FI_PROF_PIPE_INT_ACTIVE", "Fraction of time the integer pipe was busy.",
+                 g.integer_active);
+            pipe("DCGM_FI_PROF_DRAM_ACTIVE", "Fraction of peak DRAM bandwidth used.",
+                 g.dram_active);
+        }
     }
     for (const auto& process : snapshot.processes) {
         const Labels l = with(gpu_labels[process.gpu], "pid", std::to_string(process.pid));

@@ -61,6 +61,7 @@ backends::Snapshot sample_snapshot() {
     g0.ecc_errors_corrected = 3;
     g0.throttle_reasons = std::vector<std::string>{"sw_power_cap"};
     g0.last_xid = 79;
+    g0.gpm = backends::GpmActivity{.sm_active = 0.97, .tensor_active = 0.0, .integer_active = 0.81};
     backends::GpuSample g1;
     g1.gpu = 1;
     g1.fan_speed_percent = 40;
@@ -101,6 +102,14 @@ TEST(MetricsServer, renders_families_labels_and_units) {
     EXPECT_TRUE(has("gpuguard_gpu_throttle_reason{" + g0 + ",reason=\"sw_power_cap\"} 1"));
     EXPECT_TRUE(has("gpuguard_gpu_throttled{" + g0 + "} 1"));
     EXPECT_TRUE(has("gpuguard_gpu_last_xid{" + g0 + "} 79"));
+    EXPECT_TRUE(has("# TYPE DCGM_FI_PROF_PIPE_INT_ACTIVE gauge"));
+    EXPECT_TRUE(has("DCGM_FI_PROF_PIPE_INT_ACTIVE{" + g0 + "} 0.81"));
+    EXPECT_TRUE(has("DCGM_FI_PROF_SM_ACTIVE{" + g0 + "} 0.97"));
+    EXPECT_TRUE(has("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{" + g0 + "} 0"));
+    EXPECT_EQ(text.find("DCGM_FI_PROF_PIPE_FP64_ACTIVE"), std::string::npos)
+        << "a pipe NVML did not report is left out";
+    EXPECT_EQ(text.find("DCGM_FI_PROF_SM_ACTIVE{gpu=\"1\""), std::string::npos)
+        << "a GPU without GPM has no DCGM series";
     EXPECT_TRUE(has("gpuguard_gpu_info{" + g0 +
                     ",bus_id=\"0000:3b:00.0\",driver=\"nvidia\",driver_version=\"550.54.15\"} 1"));
     const std::string g1 =
