@@ -94,14 +94,14 @@ struct GpuDeviceEvent {
 // Performance Monitoring (Hopper and later), as fractions 0..1 like DCGM's
 // profiling fields; a member is absent when the GPU does not report it.
 struct GpmActivity {
-    std::optional<double> sm_active;       // DCGM_FI_PROF_SM_ACTIVE
-    std::optional<double> sm_occupancy;    // DCGM_FI_PROF_SM_OCCUPANCY
-    std::optional<double> tensor_active;   // DCGM_FI_PROF_PIPE_TENSOR_ACTIVE (any tensor)
-    std::optional<double> fp64_active;     // DCGM_FI_PROF_PIPE_FP64_ACTIVE
-    std::optional<double> fp32_active;     // DCGM_FI_PROF_PIPE_FP32_ACTIVE
-    std::optional<double> fp16_active;     // DCGM_FI_PROF_PIPE_FP16_ACTIVE
-    std::optional<double> integer_active;  // DCGM_FI_PROF_PIPE_INT_ACTIVE
-    std::optional<double> dram_active;     // DCGM_FI_PROF_DRAM_ACTIVE
+    std::optional<double> sm_active{};       // DCGM_FI_PROF_SM_ACTIVE
+    std::optional<double> sm_occupancy{};    // DCGM_FI_PROF_SM_OCCUPANCY
+    std::optional<double> tensor_active{};   // DCGM_FI_PROF_PIPE_TENSOR_ACTIVE (any tensor)
+    std::optional<double> fp64_active{};     // DCGM_FI_PROF_PIPE_FP64_ACTIVE
+    std::optional<double> fp32_active{};     // DCGM_FI_PROF_PIPE_FP32_ACTIVE
+    std::optional<double> fp16_active{};     // DCGM_FI_PROF_PIPE_FP16_ACTIVE
+    std::optional<double> integer_active{};  // DCGM_FI_PROF_PIPE_INT_ACTIVE
+    std::optional<double> dram_active{};     // DCGM_FI_PROF_DRAM_ACTIVE
 };
 
 // One reading of one GPU. Counters (energy, ECC) are cumulative since the
