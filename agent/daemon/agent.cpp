@@ -144,6 +144,10 @@ Status Agent::run(const volatile std::sig_atomic_t* stop) {
             }
         }
         impl.check_hidden_processes(now);
+        if (impl.pod_resources) {
+            std::lock_guard lock(impl.mutex);
+            impl.judge_waiting_pods(now);
+        }
         if (impl.flows) {
             std::lock_guard lock(impl.mutex);
             impl.sample_flows(now);

@@ -368,17 +368,14 @@ void Agent::Impl::judge_running_processes() {
         pid = parent->ppid;
     }
     const uint64_t now = monotonic_ns();
-    WorkloadReadOptions workload_options = host_workload_options(options.proc_root);
-    workload_options.kubelet = kubelet_sources();
     size_t judged = 0;
     for (const ProcessInfo& process : table->live_processes()) {
         if (ancestors.contains(process.pid)) continue;
         if (process.holds_gpu()) {
             // Its job or pod and allocation, judged now: its first GPU use
             // came before the agent.
-            if (auto workload =
-                    read_workload(process.pid, workload_options, process.container_details)) {
-                pipeline->feed(Event{now, task_of(process), std::move(*workload)});
+            if (auto workload = host_reads->workload_of(Event{now, task_of(process), {}})) {
+                pipeline->feed(std::move(*workload));
             }
             // Its pool connection is older than the agent: found open now.
             for (Connect& connect :
@@ -394,6 +391,12 @@ void Agent::Impl::judge_running_processes() {
         ++judged;
     }
     logger("agent")->info("judged {} processes found running at start", judged);
+}
+
+// A pod's GPU process that waited for the kubelet to name its pod, judged
+// by the answer (host_reads.h).
+void Agent::Impl::judge_waiting_pods(uint64_t now) {
+    for (const Event& workload : host_reads->workloads_after_refresh(now)) on_event(workload);
 }
 
 }  // namespace gpuguard::agent

@@ -256,6 +256,9 @@ struct Agent::Impl {
     void mark_unseen_gpu_processes(const Telemetry& telemetry);
     // How read_workload asks the kubelet and the GPU inventory (agent_steps.cpp).
     KubeletSources kubelet_sources();
+    // The workload events of GPU processes whose pods the kubelet has
+    // answered for since their first GPU use (under mutex).
+    void judge_waiting_pods(uint64_t now);
     // flow events for the flows of GPU holders and watched processes, once
     // per process_table.flow_interval_ms.
     void sample_flows(uint64_t now_ns);

@@ -448,17 +448,31 @@ KubeletSources Agent::Impl::kubelet_sources() {
             return kubelet::nvidia_device_ids(*pod, query.container);
         };
     }
-    // NVML's UUIDs name the GPUs the NVIDIA device plugin hands out by default.
-    sources.gpu_by_uuid = [this](const std::string& uuid) -> std::string {
-        if (!sampler) return "";
+    // NVML's UUIDs name the GPUs the NVIDIA device plugin hands out by
+    // default; each GPU is all its nodes (/dev/nvidiaN, its nvidia-drm card
+    // and render nodes).
+    sources.gpu_by_uuid = [this](const std::string& uuid) -> std::vector<std::string> {
+        std::vector<std::string> nodes;
+        if (!sampler) return nodes;
         for (const backends::GpuDevice& device : sampler->latest().devices) {
             if (device.uuid != uuid) continue;
-            for (const backends::DeviceNumber& number : device.device_numbers) {
-                if (number.major == 195) return number.to_string();  // /dev/nvidiaN
-            }
+            for (const auto& number : device.device_numbers) nodes.push_back(number.to_string());
         }
-        return "";
+        return nodes;
     };
+    sources.inventory_gpus = [this]() -> std::vector<std::string> {
+        std::vector<std::string> nodes;
+        if (!sampler) return nodes;
+        for (const backends::GpuDevice& device : sampler->latest().devices) {
+            // NVIDIA's: the kubelet's nvidia.com/gpu devices are what is judged.
+            if (device.vendor != backends::Vendor::kNvidia || device.uuid.empty()) continue;
+            for (const auto& number : device.device_numbers) nodes.push_back(number.to_string());
+        }
+        return nodes;
+    };
+    if (pod_resources) {
+        sources.answers = [cache = pod_resources.get()] { return cache->counters().refreshes; };
+    }
     return sources;
 }
 

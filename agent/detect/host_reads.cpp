@@ -27,14 +27,51 @@ Event HostReads::environment_of(const Event& event) const {
     return Event{event.ts_ns, event.task, read_process_env(event.task.pid, options_.proc_root)};
 }
 
-std::optional<Event> HostReads::workload_of(const Event& event) const {
+std::optional<Workload> HostReads::read_workload_of(uint32_t pid) const {
     WorkloadReadOptions workload_options = host_workload_options(options_.proc_root);
     workload_options.kubelet = options_.kubelet;
-    const ProcessInfo* info = table_.find(event.task.pid);
-    auto workload = read_workload(event.task.pid, workload_options,
-                                  info ? info->container_details : ContainerDetails{});
+    const ProcessInfo* info = table_.find(pid);
+    return read_workload(pid, workload_options,
+                         info ? info->container_details : ContainerDetails{});
+}
+
+std::optional<Event> HostReads::workload_of(const Event& event) {
+    auto workload = read_workload_of(event.task.pid);
     if (!workload) return std::nullopt;
+    // The kubelet answers, but not yet for this pod (started since its last
+    // answer; the lookup asked it again): judged once it has answered.
+    const KubeletAnswers& answers = options_.kubelet.answers;
+    constexpr size_t kMaxWaitingPods = 1024;
+    // (A pod not named, a host-network one without labels, the kubelet cannot place.)
+    if (answers && workload->scheduler == "kubernetes" && !workload->pod_name.empty() &&
+        workload->allocation_source != "kubelet" && waiting_pods_.size() < kMaxWaitingPods) {
+        if (const uint64_t answered = answers(); answered > 0) {
+            waiting_pods_.push_back(WaitingPod{event.task, answered});
+            workload->unresolved = "the kubelet has not named its pod yet (asked again)";
+        }
+    }
     return Event{event.ts_ns, event.task, std::move(*workload)};
+}
+
+std::vector<Event> HostReads::workloads_after_refresh(uint64_t now_ns) {
+    std::vector<Event> out;
+    if (waiting_pods_.empty() || !options_.kubelet.answers) return out;
+    const uint64_t answered = options_.kubelet.answers();
+    std::vector<WaitingPod> still;
+    for (WaitingPod& waiting : waiting_pods_) {
+        if (waiting.answers >= answered) {
+            still.push_back(std::move(waiting));
+            continue;
+        }
+        const ProcessInfo* info = table_.find(waiting.task.pid);
+        if (!info || info->exited) continue;
+        // Named by the kubelet now, or never: then its environment's word.
+        if (auto workload = read_workload_of(waiting.task.pid)) {
+            out.push_back(Event{now_ns, waiting.task, std::move(*workload)});
+        }
+    }
+    waiting_pods_ = std::move(still);
+    return out;
 }
 
 Event HostReads::gpu_libraries_of(const Event& event) const {

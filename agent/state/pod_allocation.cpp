@@ -121,13 +121,13 @@ ResolvedGpus resolve_kubelet_device_ids(const std::vector<std::string>& ids,
                                         const std::string& host_root) {
     ResolvedGpus out;
     for (const std::string& id : ids) {
-        std::string number;
+        std::vector<std::string> nodes;
         if (!id.empty() && std::all_of(id.begin(), id.end(), ::isdigit) && id.size() <= 3) {
-            number = nvidia_gpu_node(id, host_root);
+            nodes.push_back(nvidia_gpu_node(id, host_root));
         } else if (id.starts_with("GPU-")) {
             const std::string uuid = id.substr(0, id.find("::"));  // a time-sliced replica's
-            if (gpu_by_uuid) number = gpu_by_uuid(uuid);
-            if (number.empty()) {
+            if (gpu_by_uuid) nodes = gpu_by_uuid(uuid);
+            if (nodes.empty()) {
                 out.unresolved = "'" + uuid + "' is not in the agent's GPU inventory";
             }
         } else {
@@ -137,8 +137,11 @@ ResolvedGpus resolve_kubelet_device_ids(const std::vector<std::string>& ids,
             out.allocated.clear();
             return out;
         }
-        if (std::find(out.allocated.begin(), out.allocated.end(), number) == out.allocated.end()) {
-            out.allocated.push_back(std::move(number));
+        for (std::string& number : nodes) {
+            if (std::find(out.allocated.begin(), out.allocated.end(), number) ==
+                out.allocated.end()) {
+                out.allocated.push_back(std::move(number));
+            }
         }
     }
     return out;

@@ -167,9 +167,19 @@ void ProcessTable::apply(const Event& event) {
         void operator()(const FileChange&) {}  // persistence and preload: the correlator judges
         void operator()(const ProcessEnv&) {}  // its library variables: the correlator judges
         // Its Slurm job names it from here on; the allocation: the correlator.
+        // Its pod too, where the runtime's labels did not name it (the
+        // kubelet's pod directory did): every alert of it names the pod.
         void operator()(const Workload& workload) {
             ProcessInfo* info = table.processes_.find(task.pid);
-            if (info && !info->exited) info->slurm = workload.slurm;
+            if (!info || info->exited) return;
+            info->slurm = workload.slurm;
+            ContainerDetails& pod = info->container_details;
+            if (!pod.in_pod() && !workload.pod_name.empty()) {
+                pod.pod_name = workload.pod_name;
+                pod.pod_namespace = workload.pod_namespace;
+                pod.pod_uid = workload.pod_uid;
+                pod.kube_container = workload.container;
+            }
         }
         // Whoever did something to the agent, or changed its trusted files:
         // known from here on, with the executable and command line read

@@ -100,8 +100,16 @@ void ProcessTable::enrich_from_proc(ProcessInfo& info) {
         info.cgroup_path = cgroup_path_from_proc(*cgroup);
         info.container = container_from_cgroup(info.cgroup_path);
     }
-    info.container_details =
+    ContainerDetails details =
         info.container ? container_names_.details_of(*info.container) : ContainerDetails{};
+    // A pod the workload event named where the runtime has no labels stays named.
+    if (!details.in_pod() && info.container_details.in_pod()) {
+        details.pod_name = info.container_details.pod_name;
+        details.pod_namespace = info.container_details.pod_namespace;
+        details.pod_uid = info.container_details.pod_uid;
+        details.kube_container = info.container_details.kube_container;
+    }
+    info.container_details = std::move(details);
     info.user = user_name(info.uid);
     info.group = group_name(info.gid);
 }

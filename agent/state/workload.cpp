@@ -174,6 +174,9 @@ bool kubelet_allocation(Workload& workload, const WorkloadReadOptions& options) 
         resolve_kubelet_device_ids(*ids, options.kubelet.gpu_by_uuid, options.host_root);
     workload.allocated = std::move(resolved.allocated);
     workload.unresolved = std::move(resolved.unresolved);
+    // The inventory's GPUs, all their nodes: a GPU's nvidia-drm render node
+    // is that GPU as much as its /dev/nvidiaN.
+    if (options.kubelet.inventory_gpus) workload.node_gpus = options.kubelet.inventory_gpus();
     return true;
 }
 

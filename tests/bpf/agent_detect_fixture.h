@@ -214,6 +214,22 @@ class AgentDetectTest : public ::testing::Test {
         replace_in_config("socket: \"\"", "socket: " + (dir_ / "control.sock").string());
     }
 
+    // Whether the agent's `status` (use_control_socket) lists `count` GPUs
+    // within `timeout`: its telemetry has sampled them.
+    bool wait_for_gpus(size_t count, std::chrono::milliseconds timeout) const {
+        for (const auto deadline = Clock::now() + timeout; Clock::now() < deadline;) {
+            const auto status = gpuguard::testing::run_command(
+                {GPUGUARD_BINARY, "status", "--json", "--socket", (dir_ / "control.sock").string()},
+                std::chrono::seconds(10));
+            const auto json = nlohmann::json::parse(status.stdout_text, nullptr, false);
+            if (!json.is_discarded() && json.contains("gpus") && json["gpus"].size() == count) {
+                return true;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+        return false;
+    }
+
     // A quiet worker (gg_test_io_worker) named `comm` that opens the test's
     // GPU node when asked ('g'), and writes and sends nothing.
     std::unique_ptr<RequestChild> start_gpu_worker(const std::string& comm) {

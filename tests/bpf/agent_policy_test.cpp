@@ -290,16 +290,7 @@ TEST_F(AgentDetectTest,
     // The agent knows the three GPUs (so which GPU each node is) before the
     // children open them: the AMD card's readings name no process, so its
     // holder is judged at its open only.
-    bool three_gpus = false;
-    for (const auto deadline = Clock::now() + 10s; !three_gpus && Clock::now() < deadline;) {
-        const auto status = gpuguard::testing::run_command(
-            {GPUGUARD_BINARY, "status", "--json", "--socket", (dir_ / "control.sock").string()},
-            10s);
-        const auto json = nlohmann::json::parse(status.stdout_text, nullptr, false);
-        three_gpus = !json.is_discarded() && json.contains("gpus") && json["gpus"].size() == 3;
-        if (!three_gpus) std::this_thread::sleep_for(50ms);
-    }
-    ASSERT_TRUE(three_gpus) << agent.stderr_text();
+    ASSERT_TRUE(wait_for_gpus(3, 10s)) << agent.stderr_text();
     for (auto* child : all) ASSERT_TRUE(child->go()) << child->pid();
 
     const std::set<std::pair<std::string, pid_t>> expected = {

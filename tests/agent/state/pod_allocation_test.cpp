@@ -78,18 +78,20 @@ TEST(PodAllocation, indices_and_known_uuids_become_device_numbers_others_are_unr
     gpuguard::testing::TempDir dir("gg-podgpus");
     fs::create_directories(dir / "dev");
     fs::create_symlink("/dev/null", dir / "dev/nvidia0");  // 1:3 stands for 195:0
-    const std::map<std::string, std::string> inventory{{"GPU-8f3c", "195:1"}};
+    // GPU-8f3c: its /dev/nvidia1 and its nvidia-drm render node.
+    const std::map<std::string, std::vector<std::string>> inventory{
+        {"GPU-8f3c", {"195:1", "226:129"}}};
     const auto by_uuid = [&](const std::string& uuid) {
         const auto found = inventory.find(uuid);
-        return found == inventory.end() ? std::string() : found->second;
+        return found == inventory.end() ? std::vector<std::string>() : found->second;
     };
     const std::string host = dir.path().string();
     auto indices = resolve_kubelet_device_ids({"0", "3"}, by_uuid, host);
     EXPECT_EQ(indices.allocated, (std::vector<std::string>{"1:3", "195:3"}));
     EXPECT_EQ(indices.unresolved, "");
-    // Two time-sliced replicas of one GPU are that GPU once.
+    // Two time-sliced replicas of one GPU are that GPU (all its nodes) once.
     auto uuids = resolve_kubelet_device_ids({"GPU-8f3c::0", "GPU-8f3c::1"}, by_uuid, host);
-    EXPECT_EQ(uuids.allocated, (std::vector<std::string>{"195:1"}));
+    EXPECT_EQ(uuids.allocated, (std::vector<std::string>{"195:1", "226:129"}));
     auto unknown = resolve_kubelet_device_ids({"0", "GPU-dead"}, by_uuid, host);
     EXPECT_TRUE(unknown.allocated.empty());
     EXPECT_NE(unknown.unresolved.find("GPU-dead"), std::string::npos);

@@ -42,8 +42,15 @@ class HostReads {
     Event environment_of(const Event& event) const;
     // The workload event of `event`'s process (its Slurm job or pod and the
     // GPUs allocated to it, gpuguard/state/workload.h), at its time;
-    // nullopt outside a job or pod.
-    std::optional<Event> workload_of(const Event& event) const;
+    // nullopt outside a job or pod. A pod's process whose pod the kubelet's
+    // last answer lacked (a pod newer than it) is `unresolved`, not judged,
+    // until the kubelet's next answer (workloads_after_refresh): its
+    // environment alone would call a pod the kubelet gave a GPU "given none".
+    std::optional<Event> workload_of(const Event& event);
+    // The workload events, at `now_ns`, of the processes workload_of left
+    // waiting, once the kubelet has answered since: by its allocation where
+    // it names the pod now, else by their environment. Empty until then.
+    std::vector<Event> workloads_after_refresh(uint64_t now_ns);
     // The gpu_libraries event of `event`'s process (/proc/PID/maps), at its time.
     Event gpu_libraries_of(const Event& event) const;
     // Connect events (reason established, as a GPU holder's) for the TCP
@@ -70,6 +77,13 @@ class HostReads {
     ProcessTable& table_;
     HostReadOptions options_;
     std::unordered_set<uint64_t> cgroups_seen_;  // bounded: cleared past kMaxCgroupsSeen
+    std::optional<Workload> read_workload_of(uint32_t pid) const;
+    // Processes of pods the kubelet had not named, with its answer count then.
+    struct WaitingPod {
+        TaskInfo task;
+        uint64_t answers = 0;
+    };
+    std::vector<WaitingPod> waiting_pods_;  // bounded: kMaxWaitingPods
 };
 
 }  // namespace gpuguard::agent

@@ -6,6 +6,7 @@
 // gpuguard/kubelet's cache); this room includes no gRPC.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -44,14 +45,23 @@ struct PodQuery {
     std::string container;
 };
 using KubeletGpuIds = std::function<std::optional<std::vector<std::string>>(const PodQuery&)>;
-// "195:0" for a GPU UUID ("GPU-8f3c..."), from the agent's GPU inventory
-// (NVML); "" when it does not know the UUID.
-using GpuByUuid = std::function<std::string(const std::string& uuid)>;
+// Every node of the GPU with this UUID ("GPU-8f3c..."), from the agent's GPU
+// inventory (NVML): its /dev/nvidiaN ("195:0") and its nvidia-drm card and
+// render nodes, which reach the same GPU; empty when it does not know the UUID.
+using GpuByUuid = std::function<std::vector<std::string>(const std::string& uuid)>;
+// Every node of every GPU the inventory knows: what counts as a GPU for a
+// pod's allocation (empty: NVIDIA's GPU nodes 195:0-253, as without it).
+using InventoryGpus = std::function<std::vector<std::string>()>;
+// How many answers the kubelet has given (0: none yet, or no kubelet): a
+// process of a pod the last answer lacked is read again after the next.
+using KubeletAnswers = std::function<uint64_t()>;
 
 struct KubeletSources {
     std::string kubelet_root = "/var/lib/kubelet";  // on the host (read through host_root)
     KubeletGpuIds gpu_ids;                          // unset: no kubelet asked
     GpuByUuid gpu_by_uuid;                          // unset: UUIDs stay unresolved
+    InventoryGpus inventory_gpus;                   // unset: NVIDIA's GPU nodes count
+    KubeletAnswers answers;                         // unset: no kubelet asked
 };
 
 // The device number of NVIDIA's GPU node N ("/dev/nvidiaN" stat'ed on the
@@ -66,8 +76,8 @@ struct ResolvedGpus {
 // The kubelet's device IDs as device numbers: an index ("0", the NVIDIA
 // device plugin's DEVICE_ID_STRATEGY=index) is /dev/nvidiaN; a UUID
 // ("GPU-8f3c...", its default; "GPU-...::2", a time-sliced replica of it)
-// goes through `gpu_by_uuid`; a MIG instance, or a UUID the inventory lacks,
-// is unresolved.
+// goes through `gpu_by_uuid` (all the GPU's nodes); a MIG instance, or a
+// UUID the inventory lacks, is unresolved.
 ResolvedGpus resolve_kubelet_device_ids(const std::vector<std::string>& ids,
                                         const GpuByUuid& gpu_by_uuid, const std::string& host_root);
 
