@@ -15,6 +15,7 @@
 #include "backends/nvml_mig.h"
 #include "gpuguard/backends/backends.h"
 #include "gpuguard/common/logging.h"
+#include "gpuguard/common/nvidia_clock_reasons.h"
 
 namespace gpuguard::backends {
 namespace {
@@ -76,24 +77,17 @@ std::string normalize_bus_id(std::string_view bus_id) {
     return out;
 }
 
-std::vector<std::string> throttle_reason_names(unsigned long long bits) {
-    static const std::pair<unsigned long long, const char*> kReasons[] = {
-        {NVML_CLOCKS_EVENT_REASON_GPU_IDLE, "gpu_idle"},
-        {NVML_CLOCKS_EVENT_REASON_APPLICATIONS_CLOCKS_SETTING, "applications_clocks"},
-        {NVML_CLOCKS_EVENT_REASON_SW_POWER_CAP, "sw_power_cap"},
-        {NVML_CLOCKS_EVENT_REASON_HW_SLOWDOWN, "hw_slowdown"},
-        {NVML_CLOCKS_EVENT_REASON_SYNC_BOOST, "sync_boost"},
-        {NVML_CLOCKS_EVENT_REASON_SW_THERMAL_SLOWDOWN, "sw_thermal"},
-        {NVML_CLOCKS_EVENT_REASON_HW_THERMAL_SLOWDOWN, "hw_thermal"},
-        {NVML_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN, "hw_power_brake"},
-        {NVML_CLOCKS_EVENT_REASON_DISPLAY_CLOCK_SETTING, "display_clocks"},
-    };
-    std::vector<std::string> names;
-    for (const auto& [bit, name] : kReasons) {
-        if (bits & bit) names.emplace_back(name);
-    }
-    return names;
-}
+// The table's bits are nvml.h's, as nvml_api.h spells them.
+static_assert(kNvidiaClockReasons[0].first == NVML_CLOCKS_EVENT_REASON_GPU_IDLE &&
+              kNvidiaClockReasons[1].first ==
+                  NVML_CLOCKS_EVENT_REASON_APPLICATIONS_CLOCKS_SETTING &&
+              kNvidiaClockReasons[2].first == NVML_CLOCKS_EVENT_REASON_SW_POWER_CAP &&
+              kNvidiaClockReasons[3].first == NVML_CLOCKS_EVENT_REASON_HW_SLOWDOWN &&
+              kNvidiaClockReasons[4].first == NVML_CLOCKS_EVENT_REASON_SYNC_BOOST &&
+              kNvidiaClockReasons[5].first == NVML_CLOCKS_EVENT_REASON_SW_THERMAL_SLOWDOWN &&
+              kNvidiaClockReasons[6].first == NVML_CLOCKS_EVENT_REASON_HW_THERMAL_SLOWDOWN &&
+              kNvidiaClockReasons[7].first == NVML_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN &&
+              kNvidiaClockReasons[8].first == NVML_CLOCKS_EVENT_REASON_DISPLAY_CLOCK_SETTING);
 
 class NvmlBackend final : public GpuBackend {
   public:
@@ -412,7 +406,7 @@ class NvmlBackend final : public GpuBackend {
             sample.ecc_errors_uncorrected = counter;
         }
         if (call(api_.clock_reasons, "nvmlDeviceGetCurrentClocksEventReasons", &counter)) {
-            sample.throttle_reasons = throttle_reason_names(counter);
+            sample.throttle_reasons = nvidia_clock_reason_names(counter);
         }
     }
 

@@ -18,6 +18,19 @@ backends::BackendOptions backend_options(const BackendsConfig& config) {
     return options;
 }
 
+namespace {
+
+// A device's node numbers as events carry them ("195:0"), the unknown left out.
+std::vector<std::string> known_device_numbers(const backends::GpuDevice& device) {
+    std::vector<std::string> numbers;
+    for (const auto& number : device.device_numbers) {
+        if (number.known()) numbers.push_back(number.to_string());
+    }
+    return numbers;
+}
+
+}  // namespace
+
 std::vector<Event> telemetry_events(const backends::Snapshot& snapshot, uint64_t ts_ns) {
     std::vector<Event> events;
     for (const auto& device : snapshot.devices) {
@@ -25,9 +38,7 @@ std::vector<Event> telemetry_events(const backends::Snapshot& snapshot, uint64_t
         telemetry.gpu_index = device.index;
         telemetry.vendor = backends::to_string(device.vendor);
         telemetry.model = device.model;
-        for (const auto& number : device.device_numbers) {
-            if (number.known()) telemetry.devices.push_back(number.to_string());
-        }
+        telemetry.devices = known_device_numbers(device);
         for (const auto& sample : snapshot.gpus) {
             if (sample.gpu != device.index) continue;
             telemetry.utilization_percent = sample.gpu_utilization_percent;
@@ -63,10 +74,7 @@ void Agent::Impl::report_gpu_faults(const backends::Snapshot& snapshot, uint64_t
         fault.kind = std::move(pending.event.kind);
         fault.code = pending.event.code;
         for (const auto& device : snapshot.devices) {
-            if (device.index != pending.gpu) continue;
-            for (const auto& number : device.device_numbers) {
-                if (number.known()) fault.devices.push_back(number.to_string());
-            }
+            if (device.index == pending.gpu) fault.devices = known_device_numbers(device);
         }
         // Who was on the GPU: NVML's process list of the sample that brought it.
         std::vector<TaskInfo> tasks;

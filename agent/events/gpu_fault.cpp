@@ -1,7 +1,9 @@
 #include "gpuguard/events/gpu_fault.h"
 
 #include <array>
-#include <utility>
+
+#include "gpuguard/common/nvidia_clock_reasons.h"
+#include "gpuguard/common/text.h"
 
 namespace gpuguard::agent {
 namespace {
@@ -47,19 +49,6 @@ const XidEntry* find_xid(uint64_t xid) {
     return nullptr;
 }
 
-// nvmlClocksEventReasons bits, as the backend names them for throttle_reasons.
-constexpr std::array<std::pair<uint64_t, std::string_view>, 9> kClockReasons{{
-    {0x1, "gpu_idle"},
-    {0x2, "applications_clocks"},
-    {0x4, "sw_power_cap"},
-    {0x8, "hw_slowdown"},
-    {0x10, "sync_boost"},
-    {0x20, "sw_thermal"},
-    {0x40, "hw_thermal"},
-    {0x80, "hw_power_brake"},
-    {0x100, "display_clocks"},
-}};
-
 }  // namespace
 
 std::string_view xid_name(uint64_t xid) {
@@ -101,12 +90,7 @@ std::string describe_gpu_fault(const GpuFault& fault) {
     if (fault.kind == "ecc_single_bit") return "single-bit ECC error" + on;
     if (fault.kind == "ecc_double_bit") return "double-bit ECC error" + on;
     if (fault.kind == "clocks") {
-        std::string reasons;
-        for (const auto& [bit, name] : kClockReasons) {
-            if (!(fault.code & bit)) continue;
-            if (!reasons.empty()) reasons += ", ";
-            reasons += name;
-        }
+        const std::string reasons = join(nvidia_clock_reason_names(fault.code), ", ");
         return "clocks changed" + on + (reasons.empty() ? "" : ": " + reasons);
     }
     return fault.kind + on;
