@@ -90,10 +90,8 @@ void NvmlEventWatcher::push(const nvmlEventData_t& data) {
     if (data.eventType & NVML_EVENT_TYPE_XID_CRITICAL_ERROR) {
         event.kind = "xid";
         event.code = data.eventData;
-        logger("backends")->warn("GPU {}: NVIDIA Xid {}", index, data.eventData);
     } else if (data.eventType & NVML_EVENT_TYPE_DOUBLE_BIT_ECC_ERROR) {
         event.kind = "ecc_double_bit";
-        logger("backends")->warn("GPU {}: double-bit ECC error", index);
     } else if (data.eventType & NVML_EVENT_TYPE_SINGLE_BIT_ECC_ERROR) {
         event.kind = "ecc_single_bit";
     } else if (data.eventType & NVML_EVENT_TYPE_CLOCK) {

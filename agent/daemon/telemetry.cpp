@@ -84,9 +84,14 @@ void Agent::Impl::report_gpu_faults(const backends::Snapshot& snapshot, uint64_t
             if (info && !info->exited) tasks.push_back(task_of(*info));
         }
         fault.holders = static_cast<uint32_t>(tasks.size());
-        // Clock changes come and go with load: only at debug.
-        logger("agent")->log(fault.kind == "clocks" ? spdlog::level::debug : spdlog::level::info,
-                             "{}, {} process(es) on it", describe_gpu_fault(fault), fault.holders);
+        // The one log line of a device event (the backend's thread logs
+        // none, so a flood costs a count, not a line each): an Xid or a
+        // double-bit ECC error a warning, clock changes only at debug.
+        const auto level = fault.kind == "clocks"           ? spdlog::level::debug
+                           : fault.kind == "ecc_single_bit" ? spdlog::level::info
+                                                            : spdlog::level::warn;
+        logger("agent")->log(level, "{}, {} process(es) on it", describe_gpu_fault(fault),
+                             fault.holders);
         for (const TaskInfo& task : tasks) on_event(Event{now_ns, task, fault});
         if (tasks.empty()) on_event(Event{now_ns, TaskInfo{}, std::move(fault)});
     }
