@@ -2,13 +2,23 @@
 # The two set-up commands of the README, as root on Debian 12:
 #   bash scripts/setup.sh run  [-- gpuguard run args]   install, build, start the agent
 #   bash scripts/setup.sh test [-- ctest args]          install, build, run every test
-# GPUGUARD_BUILD_DIR overrides the build directory (default: build).
+# GPUGUARD_BUILD_DIR overrides the build directory (default: build, or one
+# under /var/cache/gpuguard-build for a tree in /tmp, /var/tmp or /dev/shm).
 # GPUGUARD_WERROR=1 turns compiler warnings into errors (CI sets it).
 # GPUGUARD_SANITIZE_SUITE=0 leaves the ASan + UBSan stage out of `test`.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${GPUGUARD_BUILD_DIR:-$repo/build}"
+# A tree under a temporary directory (a clone in /tmp) would build the test
+# programs there, and the live tests' own workers would then be what the
+# agent rightly reports: GPU programs run from a temporary location
+# (GG-CORR-0005). Its default build directory goes under /var/cache.
+if [[ -z ${GPUGUARD_BUILD_DIR:-} && $repo =~ ^(/tmp|/var/tmp|/dev/shm)(/|$) ]]; then
+    build="/var/cache/gpuguard-build/$(printf '%s' "$repo" | sha256sum | cut -c1-16)/build"
+    echo "setup: $repo is under a temporary directory; building in $build" >&2
+fi
+export GPUGUARD_BUILD_DIR="$build"
 release="${build}-release"   # setup.sh test: the agent with Unix Makefiles, Release
 sanitize="${build}-sanitize" # setup.sh test: the suites under ASan + UBSan
 mode="${1:-}"
