@@ -1,5 +1,7 @@
 #include "gpuguard/common/text.h"
 
+#include <algorithm>
+
 namespace gpuguard {
 
 std::string join(const std::vector<std::string>& parts, std::string_view separator) {
@@ -64,6 +66,17 @@ std::string normal_path(std::string_view path) {
     if (out.empty()) out = "/";
     if (deleted) out += kDeleted;
     return out;
+}
+
+std::vector<std::string_view> split_fields(std::string_view line) {
+    std::vector<std::string_view> fields;
+    size_t at = line.find_first_not_of(" \t");
+    while (at != std::string_view::npos) {
+        const size_t end = std::min(line.find_first_of(" \t", at), line.size());
+        fields.push_back(line.substr(at, end - at));
+        at = line.find_first_not_of(" \t", end);
+    }
+    return fields;
 }
 
 }  // namespace gpuguard

@@ -5,6 +5,7 @@
 
 #include "gpuguard/common/dir_entries.h"
 #include "gpuguard/common/read_file.h"
+#include "gpuguard/common/text.h"
 #include "gpuguard/state/workload.h"
 
 namespace gpuguard::agent {
@@ -32,20 +33,6 @@ std::string uid_of_component(std::string_view component) {
     return pod_uid_shaped(uid) ? uid : "";
 }
 
-std::vector<std::string_view> fields_of(std::string_view line) {
-    std::vector<std::string_view> fields;
-    size_t start = 0;
-    while (start < line.size()) {
-        const size_t begin = line.find_first_not_of(" \t", start);
-        if (begin == std::string_view::npos) break;
-        const size_t end = line.find_first_of(" \t", begin);
-        fields.push_back(line.substr(begin, end == std::string_view::npos ? end : end - begin));
-        if (end == std::string_view::npos) break;
-        start = end;
-    }
-    return fields;
-}
-
 bool loopback_address(std::string_view address) {
     return address.starts_with("127.") || address == "::1" || address.starts_with("fe00::") ||
            address.starts_with("fe80::") || address.starts_with("ff0");
@@ -63,7 +50,7 @@ std::string hostname_in_etc_hosts(std::string_view text) {
         start = end + 1;
         if (line.starts_with("# Entries added by HostAliases")) break;
         if (line.starts_with('#')) continue;
-        const auto fields = fields_of(line);
+        const auto fields = split_fields(line);
         if (fields.size() < 2 || loopback_address(fields[0])) continue;
         name = std::string(fields.back());
     }

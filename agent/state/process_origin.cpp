@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "gpuguard/common/read_file.h"
+#include "gpuguard/common/text.h"
 #include "gpuguard/state/proc_parse.h"
 #include "proc_links.h"
 
@@ -28,17 +29,6 @@ std::string unescaped(std::string_view field) {
     return out;
 }
 
-std::vector<std::string_view> fields_of(std::string_view line) {
-    std::vector<std::string_view> fields;
-    size_t at = 0;
-    while (at < line.size()) {
-        const size_t end = std::min(line.find(' ', at), line.size());
-        if (end > at) fields.push_back(line.substr(at, end - at));
-        at = end + 1;
-    }
-    return fields;
-}
-
 bool below(std::string_view path, std::string_view dir) {
     return path.size() > dir.size() && path.starts_with(dir) && path[dir.size()] == '/';
 }
@@ -50,7 +40,7 @@ std::optional<MountPoint> mount_at_in(std::string_view mountinfo, std::string_vi
     size_t at = 0;
     while (at < mountinfo.size()) {
         const size_t end = std::min(mountinfo.find('\n', at), mountinfo.size());
-        const auto fields = fields_of(mountinfo.substr(at, end - at));
+        const auto fields = split_fields(mountinfo.substr(at, end - at));
         at = end + 1;
         // ID PARENT MAJ:MIN ROOT MOUNT_POINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER
         if (fields.size() < 7 || unescaped(fields[4]) != dir) continue;

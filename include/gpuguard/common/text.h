@@ -12,6 +12,10 @@ namespace gpuguard {
 // separator comes before the first non-empty text.
 std::string join(const std::vector<std::string>& parts, std::string_view separator);
 
+// The fields of `line` between runs of spaces and tabs (a mountinfo line, an
+// /etc/hosts line), views into it; none for a blank line.
+std::vector<std::string_view> split_fields(std::string_view line);
+
 // An absolute path with its spelling undone, without touching the disk:
 // "//" and "/./" collapsed, ".." taken back (never above "/"), a trailing
 // '/' dropped, and a leading /proc/self/root, /proc/thread-self/root or
