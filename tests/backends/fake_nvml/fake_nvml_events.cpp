@@ -24,7 +24,10 @@ void queue_xids_locked() {
     auto& s = state();
     if (!s.script.contains("devices")) return;
     for (auto* set : s.event_sets) {
-        for (const auto& [device, types] : set->registered) {
+        for (const auto& registration : set->registered) {
+            // Named, not a structured binding: clang 14 cannot capture those.
+            const nvmlDevice_t device = registration.first;
+            const unsigned long long types = registration.second;
             const json* step = step_json(device);
             if (!step) continue;
             const auto queue = [&](unsigned long long type, unsigned long long data) {
