@@ -208,7 +208,7 @@ TEST(ReadmeTourLive, the_agent_status_and_detections_are_todays) {
     ASSERT_EQ(::listen(pool.get(), 4), 0);
 
     gpuguard::testing::Subprocess agent({GPUGUARD_BINARY, "run", "-c", config.string()});
-    ASSERT_TRUE(agent.wait_for_stderr("ready", std::chrono::seconds(60)));
+    ASSERT_TRUE(agent.wait_for_agent_ready(std::chrono::seconds(60)));
 
     // Step 2's start line: the rule counts, always; the hooks where the
     // kernel attaches the same way as the README's.
