@@ -253,6 +253,10 @@ int RuleReader::read_conditions(const YAML::Node& when, const std::string& path,
         rule.quiet_io = read_quiet_io(node, path + ".quiet_io");
         ++conditions;
     }
+    if (const YAML::Node node = when["gpu_pipe_mix"]) {
+        rule.gpu_pipe_mix = read_gpu_pipe_mix(node, path + ".gpu_pipe_mix");
+        ++conditions;
+    }
     if (const YAML::Node node = when["gpu_memory_above"]) {
         rule.gpu_memory_above = read_gpu_memory_above(node, path + ".gpu_memory_above");
         ++conditions;

@@ -100,6 +100,7 @@ class RuleReader {
     SustainedUtilizationCondition read_sustained_utilization(const YAML::Node& node,
                                                              const std::string& where);
     QuietIoCondition read_quiet_io(const YAML::Node& node, const std::string& where);
+    GpuPipeMixCondition read_gpu_pipe_mix(const YAML::Node& node, const std::string& where);
     ModuleLoadCondition read_module_load(const YAML::Node& node, const std::string& where);
     TrustChangeCondition read_trust_change(const YAML::Node& node, const std::string& where);
     std::optional<uint64_t> read_gpu_memory_above(const YAML::Node& node, const std::string& where);

@@ -1,10 +1,11 @@
 // The `when:` conditions of a correlation rule that judge readings over a
 // window (memory_growth, sustained_utilization, sustained_cpu,
-// unexplained_gpu_load, quiet_io) read from YAML: their thresholds,
+// unexplained_gpu_load, quiet_io, gpu_pipe_mix) read from YAML: their thresholds,
 // statistic and window (RuleReader, rules/correlation_reader.h); every
 // problem reported as "file:line:col: message".
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 
 #include "gpuguard/rules/correlation.h"
 #include "rules/correlation_reader.h"
@@ -165,6 +166,37 @@ QuietIoCondition RuleReader::read_quiet_io(const YAML::Node& node, const std::st
             size(node, "max_net_recv_bytes", where, bytes);
             condition.max_net_recv_bytes = bytes;
         }
+    }
+    return condition;
+}
+
+GpuPipeMixCondition RuleReader::read_gpu_pipe_mix(const YAML::Node& node,
+                                                  const std::string& where) {
+    GpuPipeMixCondition condition;
+    static constexpr const char* kBounds[] = {"integer_or_dram_above_percent",
+                                              "tensor_below_percent", "fp_below_percent",
+                                              "tensor_above_percent"};
+    if (!diag_.check_keys(node, where, {"for", kBounds[0], kBounds[1], kBounds[2], kBounds[3]})) {
+        return condition;
+    }
+    if (!node["for"])
+        diag_.error(node, where + ": needs for: (the window the pipes are judged over)");
+    if (node["for"]) {
+        if (auto value = duration(node["for"], where + ".for")) condition.duration = *value;
+    }
+    std::optional<double>* const into[] = {
+        &condition.integer_or_dram_above_percent, &condition.tensor_below_percent,
+        &condition.fp_below_percent, &condition.tensor_above_percent};
+    bool any = false;
+    for (size_t i = 0; i < std::size(kBounds); ++i) {
+        if (!node[kBounds[i]]) continue;
+        any = true;
+        *into[i] = number(node[kBounds[i]], where + "." + kBounds[i], 0, 100);
+    }
+    if (!any) {
+        diag_.error(node, where +
+                              ": set at least one bound (integer_or_dram_above_percent, "
+                              "tensor_below_percent, fp_below_percent, tensor_above_percent)");
     }
     return condition;
 }

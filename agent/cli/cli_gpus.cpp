@@ -59,6 +59,22 @@ void print_table(const backends::Snapshot& snapshot) {
                     or_dash(g.gpu_utilization_percent, "%.0f%%").c_str(), memory_column(g).c_str(),
                     or_dash(g.temperature_gpu_celsius, "%.0fC").c_str(),
                     or_dash(g.power_draw_watts, "%.0fW").c_str(), processes);
+        // GPM's pipes over the last interval (Hopper and later), under their GPU.
+        if (g.gpm) {
+            const auto& gpm = *g.gpm;
+            std::string pipes;
+            for (const auto& [name, fraction] :
+                 {std::pair{"sm", gpm.sm_active}, std::pair{"tensor", gpm.tensor_active},
+                  std::pair{"fp16", gpm.fp16_active}, std::pair{"fp32", gpm.fp32_active},
+                  std::pair{"fp64", gpm.fp64_active}, std::pair{"int", gpm.integer_active},
+                  std::pair{"dram", gpm.dram_active}}) {
+                if (!fraction) continue;
+                char part[32];
+                std::snprintf(part, sizeof part, " %s %.0f%%", name, *fraction * 100);
+                pipes += part;
+            }
+            if (!pipes.empty()) std::printf("    pipes:%s\n", pipes.c_str());
+        }
         // MIG devices under their GPU: utilisation is not reported per instance.
         for (const auto& mig : device.mig_instances) {
             size_t in_it = 0;

@@ -29,6 +29,18 @@ std::vector<std::string> known_device_numbers(const backends::GpuDevice& device)
     return numbers;
 }
 
+// GPM's fractions as the event's percentages.
+GpuPipes pipes_of(const backends::GpmActivity& gpm) {
+    const auto percent = [](const std::optional<double>& fraction) -> std::optional<double> {
+        if (!fraction) return std::nullopt;
+        return *fraction * 100.0;
+    };
+    return GpuPipes{percent(gpm.sm_active),      percent(gpm.sm_occupancy),
+                    percent(gpm.tensor_active),  percent(gpm.fp64_active),
+                    percent(gpm.fp32_active),    percent(gpm.fp16_active),
+                    percent(gpm.integer_active), percent(gpm.dram_active)};
+}
+
 }  // namespace
 
 std::vector<Event> telemetry_events(const backends::Snapshot& snapshot, uint64_t ts_ns) {
@@ -46,6 +58,7 @@ std::vector<Event> telemetry_events(const backends::Snapshot& snapshot, uint64_t
             telemetry.memory_total_bytes = sample.memory_total_bytes;
             telemetry.power_watts = sample.power_draw_watts;
             telemetry.power_limit_watts = sample.power_limit_watts;
+            if (sample.gpm) telemetry.pipes = pipes_of(*sample.gpm);
         }
         for (const auto& sample : snapshot.processes) {
             if (sample.gpu != device.index || sample.pid <= 0) continue;

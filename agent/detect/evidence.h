@@ -45,6 +45,17 @@ struct Hit {
     Verdict* verdict = nullptr;  // kept by the correlator per (field, id)
 };
 
+// The pipes gpu_pipe_mix judges, in percent; negative where not read. Kept
+// with every usage sample of every GPU process, so four floats rather than
+// the event's eight optionals.
+struct PipeReading {
+    float integer = -1;
+    float dram = -1;
+    float tensor = -1;
+    float fp = -1;  // the busiest of FP16, FP32 and FP64 read
+    bool any() const { return integer >= 0 || dram >= 0 || tensor >= 0 || fp >= 0; }
+};
+
 struct UsageSample {
     uint64_t ts_ns = 0;
     std::optional<uint64_t> memory_bytes;
@@ -52,6 +63,10 @@ struct UsageSample {
     // The whole GPU's power draw then, in percent of its limit, where its
     // telemetry reads both.
     std::optional<double> gpu_power_percent{};
+    // The whole GPU's pipes then (gpu_pipe_mix), where its telemetry reads
+    // them, and how many processes NVML listed on it.
+    PipeReading gpu_pipes{};
+    uint16_t gpu_processes = 0;
 };
 
 // A cpu_usage reading: the cores' worth used over the interval ending at ts_ns.

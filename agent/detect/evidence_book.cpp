@@ -36,6 +36,19 @@ std::string first_bytes_protocol(std::string_view data) {
     return "opaque";
 }
 
+PipeReading pipe_reading(const GpuPipes& pipes) {
+    const auto value = [](const std::optional<double>& percent) {
+        return percent ? static_cast<float>(*percent) : -1.0f;
+    };
+    PipeReading reading{value(pipes.integer_active_percent), value(pipes.dram_active_percent),
+                        value(pipes.tensor_active_percent), -1};
+    for (const auto* fp :
+         {&pipes.fp16_active_percent, &pipes.fp32_active_percent, &pipes.fp64_active_percent}) {
+        reading.fp = std::max(reading.fp, value(*fp));
+    }
+    return reading;
+}
+
 }  // namespace
 
 void read_first_bytes(Peer& peer, std::string_view data) {
@@ -182,10 +195,12 @@ void EvidenceBook::record_telemetry(uint64_t ts_ns, const Telemetry& telemetry) 
     if (telemetry.power_watts && telemetry.power_limit_watts && *telemetry.power_limit_watts > 0) {
         power_percent = 100.0 * *telemetry.power_watts / *telemetry.power_limit_watts;
     }
+    const PipeReading pipes = pipe_reading(telemetry.pipes);
+    const auto listed = static_cast<uint16_t>(std::min<size_t>(telemetry.processes.size(), 65535));
     for (const auto& usage : telemetry.processes) {
         ProcessEvidence& evidence = processes_[usage.pid];
-        evidence.usage.push_back(
-            UsageSample{ts_ns, usage.memory_bytes, usage.compute_percent, power_percent});
+        evidence.usage.push_back(UsageSample{ts_ns, usage.memory_bytes, usage.compute_percent,
+                                             power_percent, pipes, listed});
         if (evidence.usage.size() > options_.max_telemetry_samples) {
             evidence.usage.erase(evidence.usage.begin());
         }

@@ -197,6 +197,15 @@ Telemetry read_telemetry(const Reader<Node>& reader) {
     });
     telemetry.power_watts = reader.number("power_watts");
     telemetry.power_limit_watts = reader.number("power_limit_watts");
+    GpuPipes& pipes = telemetry.pipes;
+    pipes.sm_active_percent = reader.number("sm_active_percent");
+    pipes.sm_occupancy_percent = reader.number("sm_occupancy_percent");
+    pipes.tensor_active_percent = reader.number("tensor_active_percent");
+    pipes.fp64_active_percent = reader.number("fp64_active_percent");
+    pipes.fp32_active_percent = reader.number("fp32_active_percent");
+    pipes.fp16_active_percent = reader.number("fp16_active_percent");
+    pipes.integer_active_percent = reader.number("integer_active_percent");
+    pipes.dram_active_percent = reader.number("dram_active_percent");
     return telemetry;
 }
 

@@ -23,7 +23,7 @@ struct Known {
 // wheels (torch/lib/libtorch_cuda.so, libc10_cuda.so), TensorFlow
 // (libtensorflow_framework.so, _pywrap_tensorflow_internal.so), jaxlib
 // (xla_extension.so), ONNX Runtime (libonnxruntime_providers_cuda.so),
-// TensorRT (libnvinfer.so), llama.cpp/ollama (libggml-cuda.so,
+// TensorRT (libnvinfer.so), RAPIDS (libcudf.so, libcuml++.so), llama.cpp/ollama (libggml-cuda.so,
 // libggml-hip.so), ROCm (libhsa-runtime64, libamdhip64, librocblas,
 // libMIOpen, librccl, libhiprtc), Intel (libze_loader, libigdrcl), Khronos
 // (libOpenCL, libvulkan), GL vendor libraries (libGLX_nvidia, libEGL).
@@ -59,6 +59,10 @@ constexpr Known kKnown[] = {
     {"librocblas", Part::kMl, "rocBLAS"},
     {"libhipblas", Part::kMl, "hipBLAS"},
     {"libMIOpen", Part::kMl, "MIOpen"},
+    // RAPIDS (libcudf, libcuml wheels and conda packages): GPU dataframes
+    // and classical ML, whose hash joins and group-bys are integer bound.
+    {"libcudf", Part::kMl, "RAPIDS cuDF"},
+    {"libcuml", Part::kMl, "RAPIDS cuML"},
     {"librccl", Part::kMl, "RCCL"},
     {"libvulkan", Part::kGraphics, ""},
     {"libGLX_nvidia", Part::kGraphics, ""},

@@ -22,7 +22,9 @@ class GpusCliTest : public ::testing::Test {
         std::ofstream(dir_ / "nvml.json") << R"({"driver_version": "550.54.15", "devices": [
             {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-1", "bus_id": "00000000:3B:00.0",
              "minor": 0, "steps": [{"utilization": [87, 40], "temperature": 61,
-             "compute_processes": [{"pid": 4242, "used_memory": 1073741824}]}]}]})";
+             "compute_processes": [{"pid": 4242, "used_memory": 1073741824}],
+             "gpm": {"sm": 95, "tensor": 0, "fp16": 0, "fp32": 1, "fp64": 0, "integer": 70,
+                     "dram": 4}}]}]})";
         std::ofstream(dir_ / "gpuguard.yaml") << "backends:\n  sysfs_root: " << tree.sys().string()
                                               << "\n  proc_root: " << tree.proc().string() << "\n";
     }
@@ -51,6 +53,11 @@ TEST_F(GpusCliTest, table_lists_nvidia_and_amd) {
         << result.stdout_text;
     EXPECT_NE(result.stdout_text.find("amd      AMD Radeon RX 6900 XT"), std::string::npos);
     EXPECT_NE(result.stdout_text.find("4096 / 16368 MiB"), std::string::npos);
+    // GPM's pipes under the H100 (two samples 200 ms apart), none under the AMD GPU.
+    EXPECT_NE(result.stdout_text.find(
+                  "    pipes: sm 95% tensor 0% fp16 0% fp32 1% fp64 0% int 70% dram 4%\n1 "),
+              std::string::npos)
+        << result.stdout_text;
     EXPECT_NE(result.stderr_text.find("NVIDIA backend on"), std::string::npos);
 }
 

@@ -388,6 +388,14 @@ TEST_F(AgentPoolProbeTest, by_default_nothing_is_probed) {
     ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
     for (auto* child : {miner_.get(), webbed_.get()}) ASSERT_EQ(child->ask('b'), 0);
     ASSERT_TRUE(rounds_until(agent, miner_->pid(), "GG-CORR-0023", 30s)) << agent.stderr_text();
+    // The web server's worker is as suspect (its detection may be among the
+    // lines read while waiting for the miner's): both are judged before the
+    // whole output is read (the sanitizer build's slower agent had not yet
+    // named it when the rounds below ended).
+    if (detections_for({webbed_->pid()}, "GG-CORR-0023").empty()) {
+        ASSERT_TRUE(rounds_until(agent, webbed_->pid(), "GG-CORR-0023", 30s))
+            << agent.stderr_text();
+    }
     // Time enough for a probe (one answers within milliseconds here).
     for (int i = 0; i < 10; ++i) {
         for (auto* child : {miner_.get(), webbed_.get()}) ASSERT_EQ(child->ask('s'), 0);
@@ -395,13 +403,15 @@ TEST_F(AgentPoolProbeTest, by_default_nothing_is_probed) {
     }
     // Both workers: the quiet-CPU rule (no file writes: error), and
     // GG-CORR-0012 from the YARA scan of their executable, a fork of this
-    // test binary, which carries stratum replies and miner strings.
+    // test binary, which carries stratum replies and miner strings: allowed,
+    // not required, since the sanitizer build's binary (70 MB) is over the
+    // agent's YARA size limit (64 MB) and is never scanned.
     const pid_t miner = miner_->pid(), webbed = webbed_->pid();
     expect_whole_output(agent,
                         {{"GG-CORR-0023", miner, "error"},
                          {"GG-CORR-0023", webbed, "error"},
-                         {"GG-CORR-0012", miner, "error"},
-                         {"GG-CORR-0012", webbed, "error"}},
+                         {"GG-CORR-0012", miner, "error", /*optional=*/true},
+                         {"GG-CORR-0012", webbed, "error", /*optional=*/true}},
                         {miner, webbed});
     EXPECT_EQ(pool_->probes(), 0);
     EXPECT_EQ(pool_->accepted(), 1) << "the worker's own connection, no other";

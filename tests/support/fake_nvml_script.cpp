@@ -21,6 +21,10 @@ nlohmann::json step(const FakeH100& gpu) {
                           {"memory", {kTotal, gpu.memory_used, kTotal - gpu.memory_used}},
                           {"compute_processes", processes}};
     if (!utilization.empty()) played["process_utilization"] = utilization;
+    if (!gpu.gpm.empty()) {
+        auto& gpm = played["gpm"] = nlohmann::json::object();
+        for (const auto& [metric, percent] : gpu.gpm) gpm[metric] = percent;
+    }
     return played;
 }
 

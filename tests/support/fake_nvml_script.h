@@ -24,6 +24,9 @@ struct FakeH100 {
     unsigned memory_utilization = 40;  // percent
     uint64_t memory_used = 1ull << 30;
     std::vector<FakeNvmlProcess> processes;
+    // GPM readings in percent by the fake's keys ("sm", "tensor", "fp16",
+    // "fp32", "fp64", "integer", "dram"): none, a GPU without GPM.
+    std::vector<std::pair<std::string, unsigned>> gpm{};
 };
 
 // JSON text of a one-GPU script (80 GiB total, free = total - used).

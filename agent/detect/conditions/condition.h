@@ -181,6 +181,7 @@ std::unique_ptr<const Condition> gpu_not_allowed(const rules::CorrelationRule& r
 std::unique_ptr<const Condition> max_gpu_processes(const rules::CorrelationRule& rule);
 std::unique_ptr<const Condition> gpu_outside_allocation(const rules::CorrelationRule& rule);
 std::unique_ptr<const Condition> gpu_xid(const rules::CorrelationRule& rule);
+std::unique_ptr<const Condition> gpu_pipe_mix(const rules::CorrelationRule& rule);
 std::unique_ptr<const Condition> opaque_peer(const rules::CorrelationRule& rule);
 std::unique_ptr<const Condition> mining_flow(const rules::CorrelationRule& rule);
 std::unique_ptr<const Condition> pool_answered(const rules::CorrelationRule& rule);

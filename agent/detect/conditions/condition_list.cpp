@@ -28,6 +28,7 @@ constexpr Factory kFactories[] = {
     conditions::gpu_stack,
     conditions::unreadable,
     conditions::quiet_io,
+    conditions::gpu_pipe_mix,
     conditions::gpu_memory_above,
     conditions::gpu_not_allowed,
     conditions::max_gpu_processes,

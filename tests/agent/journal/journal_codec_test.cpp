@@ -118,10 +118,22 @@ TEST(JournalCodec, truncated_payloads_fail_without_reading_past_the_end) {
         // A telemetry record cut before its power draw and limit (1 byte
         // unset, 9 set): a record from before they were journaled.
         const auto* telemetry = std::get_if<Telemetry>(&event.data);
+        size_t before_gpm = 0;
         if (telemetry) {
+            // The GPM pipes last: eight optionals, each a presence byte
+            // and, when set, a double.
+            const GpuPipes& pipes = telemetry->pipes;
+            size_t gpm = 0;
+            for (const auto* pipe : {&pipes.sm_active_percent, &pipes.sm_occupancy_percent,
+                                     &pipes.tensor_active_percent, &pipes.fp64_active_percent,
+                                     &pipes.fp32_active_percent, &pipes.fp16_active_percent,
+                                     &pipes.integer_active_percent, &pipes.dram_active_percent}) {
+                gpm += pipe->has_value() ? 9 : 1;
+            }
             const size_t limit = telemetry->power_limit_watts ? 9 : 1;
             const size_t draw = telemetry->power_watts ? 9 : 1;
-            older_ends = {payload.size() - limit, payload.size() - limit - draw};
+            before_gpm = payload.size() - gpm;
+            older_ends = {before_gpm, before_gpm - limit, before_gpm - limit - draw};
         }
         // A process_io record cut before its receive counters (varints):
         // where each begins, from the same event encoded without it (an
@@ -182,7 +194,11 @@ TEST(JournalCodec, truncated_payloads_fail_without_reading_past_the_end) {
                     EXPECT_EQ(std::get<ConfigFile>(decoded.data).error, "");
                 }
                 if (telemetry) {
-                    EXPECT_FALSE(std::get<Telemetry>(decoded.data).power_limit_watts);
+                    const auto& older = std::get<Telemetry>(decoded.data);
+                    EXPECT_EQ(older.pipes, GpuPipes{});
+                    if (cut < before_gpm) {
+                        EXPECT_FALSE(older.power_limit_watts);
+                    }
                 }
                 if (workload) {
                     EXPECT_EQ(std::get<Workload>(decoded.data).container, "");

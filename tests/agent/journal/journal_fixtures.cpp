@@ -52,6 +52,11 @@ std::vector<Event> every_event_type(uint64_t ts_ns, uint32_t pid) {
                            ProcessGpuUsage{pid + 1, std::nullopt, std::nullopt}};
     telemetry.power_watts = 612.5;
     telemetry.power_limit_watts = 700;
+    telemetry.pipes = GpuPipes{.sm_active_percent = 97.0,
+                               .tensor_active_percent = 0.0,
+                               .fp32_active_percent = 0.5,
+                               .integer_active_percent = 71.25,
+                               .dram_active_percent = 4.0};
     add(telemetry);
     add(Telemetry{0, "amd", "", {}, std::nullopt, std::nullopt, std::nullopt, {}});
     ProcessSnapshot snapshot;

@@ -41,6 +41,7 @@ const std::map<std::string, std::string> kSampleValues = {
     {"max_gpu_processes", "2"},
     {"gpu_outside_allocation", "outside"},
     {"gpu_xid", "2"},
+    {"gpu_pipe_mix", "{for: 2m, tensor_above_percent: 10}"},
     {"hash_rate_above_threshold", "true"},
     {"quiet_io", "{for: 10m}"},
     {"sustained_cpu", "{above_cores: 1.5}"},
@@ -132,6 +133,7 @@ TEST(ConditionList, conditions_name_the_facts_they_cannot_hold_without) {
         {"pool_answered", kFactProbes},
         {"gpu_outside_allocation", kFactHoldsGpu},
         {"gpu_xid", kFactGpuFaults},
+        {"gpu_pipe_mix", kFactHoldsGpu},
     };
     for (const auto& [key, value] : kSampleValues) {
         SCOPED_TRACE(key);

@@ -99,6 +99,22 @@ struct ProcessGpuUsage {
     bool operator==(const ProcessGpuUsage&) const = default;
 };
 
+// What the GPU's pipes did over the last interval (NVML GPU Performance
+// Monitoring, Hopper and later), in percent of the interval: DCGM's
+// profiling fields (DCGM_FI_PROF_SM_ACTIVE, ..._PIPE_TENSOR_ACTIVE, ...)
+// times 100. Each absent where the GPU does not report it.
+struct GpuPipes {
+    std::optional<double> sm_active_percent{};
+    std::optional<double> sm_occupancy_percent{};
+    std::optional<double> tensor_active_percent{};  // any tensor pipe
+    std::optional<double> fp64_active_percent{};
+    std::optional<double> fp32_active_percent{};
+    std::optional<double> fp16_active_percent{};
+    std::optional<double> integer_active_percent{};
+    std::optional<double> dram_active_percent{};  // DRAM bandwidth used
+    bool operator==(const GpuPipes&) const = default;
+};
+
 // One telemetry reading of one GPU by the agent's backends (not from the
 // kernel: the event's task is all zero).
 struct Telemetry {
@@ -114,6 +130,7 @@ struct Telemetry {
     // them (NVML, amdgpu's hwmon); none otherwise.
     std::optional<double> power_watts{};
     std::optional<double> power_limit_watts{};
+    GpuPipes pipes{};  // flattened: "tensor_active_percent", ...
 };
 
 // A GPU fd a process holds, in a ProcessSnapshot.

@@ -22,6 +22,21 @@ struct Declaration<ProcessGpuUsage> {
 };
 
 template <>
+struct Declaration<GpuPipes> {
+    static constexpr Forms kRead{.out = Out::kWhenSet};
+    static constexpr std::tuple fields{
+        field("sm_active_percent", &GpuPipes::sm_active_percent, kRead),
+        field("sm_occupancy_percent", &GpuPipes::sm_occupancy_percent, kRead),
+        field("tensor_active_percent", &GpuPipes::tensor_active_percent, kRead),
+        field("fp64_active_percent", &GpuPipes::fp64_active_percent, kRead),
+        field("fp32_active_percent", &GpuPipes::fp32_active_percent, kRead),
+        field("fp16_active_percent", &GpuPipes::fp16_active_percent, kRead),
+        field("integer_active_percent", &GpuPipes::integer_active_percent, kRead),
+        field("dram_active_percent", &GpuPipes::dram_active_percent, kRead),
+    };
+};
+
+template <>
 struct Declaration<SnapshotGpu> {
     static constexpr std::tuple fields{
         field("major", &SnapshotGpu::major),  // and "device", "MAJOR:MINOR"
@@ -165,10 +180,8 @@ struct Declaration<Telemetry> {
     static constexpr Writer writer = Writer::kDeclared;
     static constexpr Codec codec = Codec::kDeclared;
     static constexpr std::tuple fields{
-        field("gpu_index", &Telemetry::gpu_index),
-        field("vendor", &Telemetry::vendor),
-        field("model", &Telemetry::model),
-        field("devices", &Telemetry::devices),
+        field("gpu_index", &Telemetry::gpu_index), field("vendor", &Telemetry::vendor),
+        field("model", &Telemetry::model), field("devices", &Telemetry::devices),
         field("utilization_percent", &Telemetry::utilization_percent),
         field("memory_used_bytes", &Telemetry::memory_used_bytes),
         field("memory_total_bytes", &Telemetry::memory_total_bytes),
@@ -177,6 +190,8 @@ struct Declaration<Telemetry> {
               {.out = Out::kWhenSet, .store = Store::kTrailing}),
         field("power_limit_watts", &Telemetry::power_limit_watts,
               {.out = Out::kWhenSet, .store = Store::kTrailing}),
+        // Appended for GPM: older records end before them.
+        field("pipes", &Telemetry::pipes, {.store = Store::kTrailing}),  // flattened
     };
 };
 

@@ -1,0 +1,166 @@
+// gpu_pipe_mix (agent/detect/conditions/gpu_pipe_mix.cpp): the GPU's pipes
+// (NVML GPM, as telemetry events carry them) by their means over `for`,
+// while the process was alone on the GPU at every sample. The samples go
+// through the evidence book as the correlator records telemetry.
+#include "condition_fixture.h"
+
+namespace gpuguard::agent::condition_testing {
+namespace {
+
+class GpuPipeMixTest : public ConditionTest {
+  protected:
+    static constexpr uint32_t kPid = 500;
+    static constexpr uint32_t kOther = 501;
+    const rules::CorrelationRule hash_ = rule_when(
+        "{gpu_pipe_mix: {for: 10m, integer_or_dram_above_percent: 25, tensor_below_percent: 1, "
+        "fp_below_percent: 5}}");
+    const rules::CorrelationRule tensor_busy_ =
+        rule_when("{gpu_pipe_mix: {for: 10m, tensor_above_percent: 10}}");
+
+    // One telemetry sample of GPU 0 listing `pids`, its pipes `pipes`.
+    void sample(uint64_t ts_s, GpuPipes pipes, std::vector<uint32_t> pids = {kPid}) {
+        Telemetry telemetry;
+        telemetry.vendor = "nvidia";
+        telemetry.devices = {"195:0"};
+        telemetry.utilization_percent = 90;
+        for (const uint32_t pid : pids) {
+            telemetry.processes.push_back(ProcessGpuUsage{pid, 4ull << 30, 90.0});
+        }
+        telemetry.pipes = pipes;
+        book_.record_telemetry(ts_s * kSecond, telemetry);
+    }
+    // A sample every 30 s from 1000 s to 1600 s: the window [1000 s, 1600 s].
+    void samples(GpuPipes pipes, std::vector<uint32_t> pids = {kPid}) {
+        for (uint64_t ts_s = 1000; ts_s <= 1600; ts_s += 30) sample(ts_s, pipes, pids);
+    }
+    static constexpr uint64_t kNow = 1600 * kSecond;
+};
+
+// An integer-bound hash kernel (kHeavyHash, SHA-256d) and a memory-bound
+// one (Ethash, KawPow): tensor and FP pipes idle.
+TEST_F(GpuPipeMixTest, a_hash_kernels_mix_holds_integer_or_dram_bound) {
+    exec(kPid, "/opt/w/worker");
+    open_gpu(kPid);
+    GpuPipes integer_bound{.sm_active_percent = 97.0,
+                           .tensor_active_percent = 0.0,
+                           .fp64_active_percent = 0.0,
+                           .fp32_active_percent = 0.4,
+                           .fp16_active_percent = 0.0,
+                           .integer_active_percent = 71.0,
+                           .dram_active_percent = 3.0};
+    samples(integer_bound);
+    ASSERT_TRUE(holds(hash_, "gpu_pipe_mix", kPid, kNow));
+    ASSERT_EQ(in_.extra.size(), 1u);
+    EXPECT_EQ(in_.extra[0].field, "pipes");
+    EXPECT_EQ(details(), std::vector<std::string>{
+                             "the GPU's pipes over 600s while it was alone on it, by their mean: "
+                             "integer 71% DRAM 3% tensor 0% FP (busiest) 0%"});
+
+    evidence(kPid).usage.clear();
+    samples(GpuPipes{.tensor_active_percent = 0.0,
+                     .fp32_active_percent = 1.0,
+                     .integer_active_percent = 18.0,
+                     .dram_active_percent = 88.0});
+    EXPECT_TRUE(holds(hash_, "gpu_pipe_mix", kPid, kNow)) << "memory bound";
+}
+
+// The benign look-alikes: LLM decoding is memory bound too, but its
+// matrix-vector products keep the tensor pipes a little busy; training the
+// tensor pipes a lot; a simulation FP64.
+TEST_F(GpuPipeMixTest, tensor_or_fp_work_is_not_a_hash_kernel_and_tensor_work_is_counter_evidence) {
+    exec(kPid, "/usr/bin/python3");
+    open_gpu(kPid);
+    samples(GpuPipes{.tensor_active_percent = 6.0,
+                     .fp32_active_percent = 4.0,
+                     .fp16_active_percent = 3.0,
+                     .integer_active_percent = 9.0,
+                     .dram_active_percent = 72.0});
+    EXPECT_FALSE(holds(hash_, "gpu_pipe_mix", kPid, kNow)) << "LLM decoding";
+    EXPECT_FALSE(holds(tensor_busy_, "gpu_pipe_mix", kPid, kNow)) << "6 % is not busy";
+
+    evidence(kPid).usage.clear();
+    samples(GpuPipes{.tensor_active_percent = 38.0,
+                     .fp32_active_percent = 12.0,
+                     .fp16_active_percent = 20.0,
+                     .integer_active_percent = 8.0,
+                     .dram_active_percent = 30.0});
+    EXPECT_FALSE(holds(hash_, "gpu_pipe_mix", kPid, kNow)) << "training";
+    ASSERT_TRUE(holds(tensor_busy_, "gpu_pipe_mix", kPid, kNow));
+    EXPECT_NE(details()[0].find("tensor 38%"), std::string::npos) << details()[0];
+
+    evidence(kPid).usage.clear();
+    samples(GpuPipes{.tensor_active_percent = 0.0,
+                     .fp64_active_percent = 55.0,
+                     .fp32_active_percent = 2.0,
+                     .integer_active_percent = 30.0,
+                     .dram_active_percent = 40.0});
+    EXPECT_FALSE(holds(hash_, "gpu_pipe_mix", kPid, kNow)) << "an FP64 simulation";
+}
+
+// GPM measures the whole GPU: with another process listed at any sample of
+// the window, the pipes are not this process's.
+TEST_F(GpuPipeMixTest, a_shared_gpu_says_nothing_about_one_process) {
+    exec(kPid, "/opt/w/worker");
+    open_gpu(kPid);
+    const GpuPipes hash{.tensor_active_percent = 0.0,
+                        .fp32_active_percent = 0.0,
+                        .integer_active_percent = 70.0,
+                        .dram_active_percent = 5.0};
+    for (uint64_t ts_s = 1000; ts_s <= 1600; ts_s += 30) {
+        sample(ts_s, hash,
+               ts_s == 1300 ? std::vector<uint32_t>{kPid, kOther} : std::vector<uint32_t>{kPid});
+    }
+    EXPECT_FALSE(holds(hash_, "gpu_pipe_mix", kPid, kNow));
+    // Once the window has passed the shared sample, it holds.
+    for (uint64_t ts_s = 1630; ts_s <= 1930; ts_s += 30) sample(ts_s, hash);
+    EXPECT_TRUE(holds(hash_, "gpu_pipe_mix", kPid, 1930 * kSecond));
+}
+
+// Without GPM (before Hopper, or a GPU that says unsupported) it never
+// holds; samples must reach the window's start, half must carry readings,
+// and a bound names a pipe the GPU must read.
+TEST_F(GpuPipeMixTest, no_readings_a_short_history_or_too_few_readings_never_hold) {
+    exec(kPid, "/opt/w/worker");
+    open_gpu(kPid);
+    samples(GpuPipes{});
+    EXPECT_FALSE(holds(hash_, "gpu_pipe_mix", kPid, kNow)) << "no GPM";
+
+    evidence(kPid).usage.clear();
+    const GpuPipes hash{
+        .tensor_active_percent = 0.0, .fp32_active_percent = 0.0, .integer_active_percent = 70.0};
+    for (uint64_t ts_s = 1100; ts_s <= 1600; ts_s += 30) sample(ts_s, hash);
+    EXPECT_FALSE(holds(hash_, "gpu_pipe_mix", kPid, kNow)) << "seen for 500 s of 600";
+
+    evidence(kPid).usage.clear();
+    for (uint64_t ts_s = 1000; ts_s <= 1600; ts_s += 30) {
+        sample(ts_s, ts_s % 90 == 10 ? hash : GpuPipes{});  // one in three read
+    }
+    EXPECT_FALSE(holds(hash_, "gpu_pipe_mix", kPid, kNow));
+    for (uint64_t ts_s = 1630; ts_s <= 2200; ts_s += 30) sample(ts_s, hash);
+    ASSERT_TRUE(holds(hash_, "gpu_pipe_mix", kPid, 2200 * kSecond)) << "then read long enough";
+
+    // No FP pipe read: fp_below_percent cannot be judged.
+    evidence(kPid).usage.clear();
+    samples(GpuPipes{.tensor_active_percent = 0.0, .integer_active_percent = 70.0});
+    EXPECT_FALSE(holds(hash_, "gpu_pipe_mix", kPid, kNow));
+}
+
+TEST(GpuPipeMixRule, a_rule_names_its_window_and_a_bound_with_file_and_line) {
+    for (const char* when :
+         {"{gpu_pipe_mix: {tensor_below_percent: 1}}", "{gpu_pipe_mix: {for: 2m}}",
+          "{gpu_pipe_mix: {for: 2m, tensor_below_percent: 101}}",
+          "{gpu_pipe_mix: {for: 2m, integer_above_percent: 30}}"}) {
+        const std::string yaml =
+            "rules:\n  - id: TEST-0001\n    name: test\n    severity: warning\n    when: " +
+            std::string(when) + "\n";
+        const auto parsed = rules::parse_correlation_rules(yaml, "test.yaml");
+        ASSERT_FALSE(parsed) << when;
+        EXPECT_NE(parsed.error().message.find("test.yaml:5:"), std::string::npos)
+            << parsed.error().message;
+        EXPECT_NE(parsed.error().message.find("gpu_pipe_mix"), std::string::npos)
+            << parsed.error().message;
+    }
+}
+
+}  // namespace
+}  // namespace gpuguard::agent::condition_testing

@@ -1,0 +1,113 @@
+// What the GPU's pipes say, seen by the real agent: the fake
+// libnvidia-ml.so.1 reports GPM readings as a running agent's fake GPU
+// moves through its steps; the agent journals them with each telemetry
+// sample and judges gpu_pipe_mix over them (rules with 3 s windows in
+// place of GG-CORR-0036's 10 minutes). A hash kernel's mix while two
+// processes share the GPU blames neither; the same mix with the hasher
+// alone names it; a tensor-bound job alone is not a hash kernel, and the
+// rule that looks for busy tensor pipes, naming it, shows it was judged.
+// A replay of the journal judges the same.
+#include <chrono>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/bpf/agent_detect_fixture.h"
+#include "tests/support/fake_nvml_script.h"
+#include "tests/support/run_command.h"
+#include "tests/support/time_bound.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+using gpuguard::testing::AgentDetectTest;
+using gpuguard::testing::FakeH100;
+using gpuguard::testing::Subprocess;
+
+constexpr const char* kPipeRules = R"(rules:
+  - id: TEST-PIPES-HASH
+    name: a hash kernel's pipe mix (3 s)
+    severity: warning
+    window: 1h
+    when:
+      gpu_held: true
+      gpu_pipe_mix: {for: 3s, integer_or_dram_above_percent: 25, tensor_below_percent: 1, fp_below_percent: 5}
+  - id: TEST-PIPES-TENSOR
+    name: the tensor pipes busy (3 s)
+    severity: notice
+    window: 1h
+    when:
+      gpu_held: true
+      gpu_pipe_mix: {for: 3s, tensor_above_percent: 10}
+)";
+
+TEST_F(AgentDetectTest, gpm_pipes_name_a_lone_hash_kernel_not_a_shared_gpu_or_a_tensor_job) {
+    auto hasher = start_gpu_worker("gg-hasher");
+    auto trainer = start_gpu_worker("gg-trainer");
+    ASSERT_EQ(hasher->ask('g'), 0);
+    ASSERT_EQ(trainer->ask('g'), 0);
+    const auto step_file = dir_ / "nvml-step";
+    std::ofstream(step_file) << "0\n";
+    const std::vector<std::pair<std::string, unsigned>> hash_mix = {
+        {"sm", 95},  {"tensor", 0},   {"fp16", 0}, {"fp32", 1},
+        {"fp64", 0}, {"integer", 70}, {"dram", 4}};
+    const std::vector<std::pair<std::string, unsigned>> tensor_mix = {
+        {"sm", 92},  {"tensor", 40}, {"fp16", 22}, {"fp32", 10},
+        {"fp64", 0}, {"integer", 8}, {"dram", 35}};
+    const auto on_gpu = [&](std::vector<pid_t> pids, const auto& gpm) {
+        FakeH100 gpu{.gpu_utilization = 90,
+                     .memory_utilization = 30,
+                     .memory_used = 4ull << 30,
+                     .processes = {},
+                     .gpm = gpm};
+        for (const pid_t pid : pids) gpu.processes.push_back({pid, 1ull << 30, 0});
+        return gpu;
+    };
+    const auto script = dir_ / "nvml.json";
+    std::ofstream(script) << gpuguard::testing::fake_nvml_script(
+        {on_gpu({hasher->pid(), trainer->pid()}, hash_mix),  // shared: nobody's
+         on_gpu({hasher->pid()}, hash_mix),                  // the hasher alone
+         on_gpu({trainer->pid()}, tensor_mix)},              // the trainer alone
+        step_file.string());
+    const auto rules = dir_ / "pipes.yaml";
+    std::ofstream(rules) << kPipeRules;
+    use_fake_gpu(rules);
+    auto started = start_agent_playing(script);
+    Subprocess& agent = *started;
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
+
+    // Shared for well over a window: what the agent journals carries the
+    // pipes (the journal is read back at the end); nothing is raised.
+    ASSERT_FALSE(wait_for_detection(agent, hasher->pid(), "TEST-PIPES-HASH", time_bound(4s)))
+        << "a shared GPU's pipes are not one process's";
+    std::ofstream(step_file) << "1\n";
+    const auto hash = wait_for_detection(agent, hasher->pid(), "TEST-PIPES-HASH", time_bound(15s));
+    ASSERT_TRUE(hash) << agent.stderr_text();
+    EXPECT_EQ((*hash)["log"]["level"], "warning");
+    const std::string text = hash->dump();
+    EXPECT_NE(text.find("while it was alone on it, by their mean: integer 70% DRAM 4% tensor 0% "
+                        "FP (busiest) 1%"),
+              std::string::npos)
+        << text;
+
+    std::ofstream(step_file) << "2\n";
+    const auto tensor =
+        wait_for_detection(agent, trainer->pid(), "TEST-PIPES-TENSOR", time_bound(15s));
+    ASSERT_TRUE(tensor) << agent.stderr_text();
+    EXPECT_NE(tensor->dump().find("tensor 40%"), std::string::npos) << tensor->dump();
+    // The hash rule never named the trainer, and the tensor rule never the hasher.
+    expect_whole_output(agent,
+                        {{"TEST-PIPES-HASH", hasher->pid(), "warning"},
+                         {"TEST-PIPES-TENSOR", trainer->pid(), "notice"}},
+                        {hasher->pid(), trainer->pid()});
+
+    // The journal's telemetry carries the pipes: its replay judges the same.
+    const auto replayed = replay_journal(rules);
+    ASSERT_EQ(replayed.exit_code, 0) << replayed.stderr_text;
+    EXPECT_EQ(replayed_pids(replayed, "TEST-PIPES-HASH"), std::vector<pid_t>{hasher->pid()})
+        << replayed.stdout_text.substr(0, 4000);
+    EXPECT_EQ(replayed_pids(replayed, "TEST-PIPES-TENSOR"), std::vector<pid_t>{trainer->pid()});
+}
+
+}  // namespace
