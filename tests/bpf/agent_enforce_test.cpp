@@ -139,7 +139,7 @@ TEST_F(AgentDetectTest, kill_action_stops_the_miner_and_outputs_get_both_records
     EXPECT_EQ(outputs[0]["name"], "file");
     EXPECT_GE(outputs[0]["sent"].get<int>(), 2);
     EXPECT_EQ(outputs[0]["dropped"], 0);
-    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+    expect_whole_output(agent, {{"GG-CORR-0002", child, "error"}}, {child});
 }
 
 // fnmatch globs (without FNM_PATHNAME) that match every cgroup path except
@@ -236,7 +236,10 @@ TEST_F(AgentDetectTest, gpu_kill_process_name_file_kills_miner_x_and_spares_trai
     }
     EXPECT_FALSE(trainer.wait_exit(0ms)) << "trainer ended: " << trainer.status << "\n"
                                          << file_bytes(alerts) << agent.stderr_text();
-    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+    // The name rule's signature is a process one: GG-CORR-0012 as well.
+    expect_whole_output(
+        agent, {{"GG-CORR-0001", miner.pid, "critical"}, {"GG-CORR-0012", miner.pid, "error"}},
+        {miner.pid, trainer.pid});
 }
 
 // kill_now from the rules: a literal process name with action kill_now is
@@ -269,13 +272,17 @@ TEST_F(AgentDetectTest, kill_now_names_and_known_bad_hashes_from_the_rules) {
         }
         return pid;
     };
+    std::vector<pid_t> started;  // for the whole-output check
+    pid_t first_hashed = 0, doomed_pid = 0, second_hashed = 0;
     {
         OwnChild child(exec_child(doomed));
+        started.push_back(doomed_pid = child.pid);
         ASSERT_TRUE(child.wait_exit(2s)) << "gg-doomed ran on";
         EXPECT_TRUE(child.killed_by_sigkill()) << child.status;
     }
     {
         OwnChild child(exec_child(hashed));
+        started.push_back(first_hashed = child.pid);
         auto detection = wait_for_detection(agent, child.pid, "GG-CORR-0010", 10s);
         ASSERT_TRUE(detection) << agent.stderr_text();
         EXPECT_EQ((*detection)["event"]["action"], "kill_now") << detection->dump();
@@ -284,12 +291,13 @@ TEST_F(AgentDetectTest, kill_now_names_and_known_bad_hashes_from_the_rules) {
     }
     {
         // Registered by inode now: the next exec dies in the kernel, at once.
-        const auto started = Clock::now();
+        const auto began = Clock::now();
         OwnChild child(exec_child(hashed));
+        started.push_back(second_hashed = child.pid);
         ASSERT_TRUE(child.wait_exit(2s)) << "second run of the known-bad copy ran on";
         EXPECT_TRUE(child.killed_by_sigkill()) << child.status;
         std::cerr << "second run dead after "
-                  << std::chrono::duration<double, std::milli>(Clock::now() - started).count()
+                  << std::chrono::duration<double, std::milli>(Clock::now() - began).count()
                   << " ms\n";
     }
     // Both in-kernel kills (the name, the registered inode) were the kernel's:
@@ -300,6 +308,14 @@ TEST_F(AgentDetectTest, kill_now_names_and_known_bad_hashes_from_the_rules) {
     const auto events = nlohmann::json::parse(report.stdout_text)["events"];
     ASSERT_TRUE(events.contains("kill_now")) << events.dump();
     EXPECT_EQ(events["kill_now"]["emitted"].get<int>(), 2) << events.dump();
+    // The name killed at exec (its rule's record and GG-CORR-0012), the
+    // hash judged once in user space, then in the kernel.
+    expect_whole_output(agent,
+                        {{"local-doomed", doomed_pid, "critical"},
+                         {"GG-CORR-0012", doomed_pid, "critical"},
+                         {"GG-CORR-0010", first_hashed, "critical"},
+                         {"GG-CORR-0010", second_hashed, "critical"}},
+                        started);
 }
 
 // deny_gpu from a rule: the live agent attaches cgroup/dev to the cgroup of
@@ -347,7 +363,12 @@ TEST_F(AgentDetectTest, deny_gpu_rule_denies_the_gpu_node_to_the_detections_cgro
     EXPECT_GE(fd, 0) << "outside the denied cgroup the node still opens";
     if (fd >= 0) close(fd);
 
-    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+    // The prober is a fork of this test binary: its YARA verdict allowed.
+    expect_whole_output(agent,
+                        with_test_binary_scans({{"GG-CORR-0001", child.pid(), "critical"},
+                                                {"GG-CORR-0012", child.pid(), "error"}},
+                                               {child.pid()}),
+                        {child.pid()});
     EXPECT_EQ(child.ask('o'), 0) << "the denial ends with the agent";
 }
 
@@ -388,7 +409,9 @@ TEST_F(AgentDetectTest, block_ip_through_the_connect_fallback_refuses_the_cgroup
         << "outside the cgroup: not filtered";
     EXPECT_EQ(gpuguard::testing::run_command({"/usr/sbin/nft", "list", "ruleset"}).stdout_text, "")
         << "the fallback must not create an nftables table";
-    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+    expect_whole_output(
+        agent, with_test_binary_scans({{"GG-CORR-0002", child.pid(), "error"}}, {child.pid()}),
+        {child.pid()});
 }
 
 // The kernel's kill_now is told to user space afterwards: the live agent
@@ -419,7 +442,9 @@ TEST_F(AgentDetectTest, kill_now_in_the_kernel_reaches_the_outputs_as_an_outcome
     EXPECT_EQ((*outcome)["rule"]["id"], "local-doomed") << outcome->dump();
     EXPECT_EQ((*outcome)["event"]["reason"], "SIGKILL in the kernel at exec (name 'gg-doomed')")
         << outcome->dump();
-    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+    expect_whole_output(
+        agent, {{"local-doomed", child.pid, "critical"}, {"GG-CORR-0012", child.pid, "critical"}},
+        {child.pid});
 }
 
 // A pinned link's kernel ids (the link, the program it runs); zeros when
@@ -576,8 +601,17 @@ TEST_F(AgentDetectTest, pinned_enforcement_outlives_a_killed_agent_and_is_taken_
     EXPECT_EQ(enforcement["denied_cgroups"], nlohmann::json::array({cgroup.path()}))
         << enforcement.dump();
 
-    // A clean stop lifts it all.
-    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+    // A clean stop lifts it all. What both agents printed about the prober
+    // (the first: named, on the GPU, at its pool; the second: found running
+    // at its start) is checked whole; its YARA verdict allowed (a fork of
+    // this test binary).
+    const pid_t prober_pid = prober->pid();
+    expect_whole_output(agent,
+                        with_test_binary_scans({{"GG-CORR-0012", prober_pid, "error"},
+                                                {"GG-CORR-0001", prober_pid, "critical"},
+                                                {"GG-CORR-0002", prober_pid, "error"}},
+                                               {prober_pid}),
+                        {prober_pid});
     EXPECT_FALSE(std::filesystem::exists(pins)) << "pins left after a clean stop";
     EXPECT_EQ(attached_programs(cgroup.dir(), BPF_CGROUP_DEVICE), 0u);
     EXPECT_EQ(prober->ask('o'), 0) << "the denial ends with a clean stop";

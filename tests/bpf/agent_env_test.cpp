@@ -180,7 +180,18 @@ TEST_F(AgentEnvTest, ml_environments_stay_below_warning_and_real_injection_is_an
         }
     }
     EXPECT_TRUE(own_noticed) << "a library nothing vouches for is a notice";
-    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+    // Exactly these; the YARA verdict on the marked library raises its
+    // notice to an error (the notice may come first).
+    expect_whole_output(agent,
+                        {{"GG-CORR-0016", shm, "error"},
+                         {"GG-CORR-0016", fresh, "error"},
+                         {"GG-CORR-0016", marked, "error"},
+                         {"GG-CORR-0016", marked, "notice", /*optional=*/true},
+                         // YARA's verdict on the library it preloads
+                         {"GG-CORR-0004", marked, "critical"},
+                         {"GG-CORR-0016", own, "notice"},
+                         {"GG-CORR-0005", linked, "notice"}},
+                        {cuda, ngc, conda, venv, own, shm, fresh, marked, linked});
 }
 
 // A look-alike location exempts only what its name claims (issue 38 point
@@ -239,7 +250,8 @@ TEST_F(AgentEnvTest, a_pyinstaller_look_alike_is_exempt_only_when_a_program_stan
         const auto record = nlohmann::json::parse(line);
         EXPECT_NE(record["process"]["pid"].get<pid_t>(), real) << line;
     }
-    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+    expect_whole_output(agent, {{"GG-CORR-0005", fake, "notice"}},
+                        {real, fake, real_launcher, fake_launcher});
 }
 
 }  // namespace

@@ -115,7 +115,13 @@ TEST_F(AgentFilesTest, miner_persistence_after_its_detection_is_listed_in_the_ev
     // The host's directories were never written.
     EXPECT_FALSE(std::filesystem::exists("/etc/cron.d/gg-update"));
     EXPECT_FALSE(std::filesystem::exists("/etc/systemd/system/gg-update.service"));
-    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+    // The miner named by its command line at exec and on the GPU, its
+    // persistence: exactly these.
+    expect_whole_output(agent,
+                        {{"GG-CORR-0012", child, "error"},
+                         {"GG-CORR-0001", child, "critical"},
+                         {"GG-CORR-0015", child, "critical"}},
+                        {child});
 
     // The incident bundle of the first detection lists the writes in its summary.
     std::set<std::string> summarised;
@@ -153,7 +159,7 @@ TEST_F(AgentFilesTest, a_process_writing_ld_so_preload_is_detected_with_the_libr
     }
     EXPECT_TRUE(named) << detection->dump();
     EXPECT_FALSE(std::filesystem::exists("/etc/ld.so.preload"));
-    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+    expect_whole_output(agent, {{"GG-CORR-0014", child, "critical"}}, {child});
 }
 
 TEST_F(AgentFilesTest, gpu_process_with_ld_preload_outside_system_dirs_is_detected) {
@@ -183,12 +189,9 @@ TEST_F(AgentFilesTest, gpu_process_with_ld_preload_outside_system_dirs_is_detect
     // The one on the system directories: judged before the injected one's
     // GPU open (it started first), so by now any detection of it was printed.
     EXPECT_FALSE(wait_for_detection(agent, system_dirs, "GG-CORR-0016", 500ms));
-    for (const auto& line : seen_) {
-        auto seen = nlohmann::json::parse(line);
-        EXPECT_FALSE(seen["rule"]["id"] == "GG-CORR-0016" && seen["process"]["pid"] == system_dirs)
-            << line;
-    }
-    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+    // The injected one at error (its library is in a temporary directory);
+    // GG-CORR-0016 never for the one whose path is the system's.
+    expect_whole_output(agent, {{"GG-CORR-0016", injected, "error"}}, {injected, system_dirs});
 }
 
 }  // namespace
