@@ -158,7 +158,9 @@ TEST_F(AgentContainerTest, miner_in_a_podman_container_is_named_with_its_contain
     EXPECT_NE(table.stdout_text.find("gg-ns/miner-pod-" + tag + "/podman:" + name),
               std::string::npos)
         << table.stdout_text;
-    ASSERT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+    expect_whole_output(
+        agent, {{"GG-CORR-0012", miner, "error"}, {"GG-CORR-0001", miner, "critical"}}, {miner});
+    if (HasFailure()) return;
 
     // The journal carries the identity: replay (which reads no runtime
     // state) names the same container and pod.

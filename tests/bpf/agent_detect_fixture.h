@@ -275,8 +275,9 @@ class AgentDetectTest : public ::testing::Test {
     // detection read (seen_, then that rest) against `expected` for the pids
     // the test started (DetectionLedger::expect_exactly).
     void expect_whole_output(Subprocess& agent, const std::vector<ExpectedDetection>& expected,
-                             const std::vector<pid_t>& started, int signo = SIGTERM) {
-        EXPECT_EQ(agent.stop(signo, 10s), 0) << agent.stderr_text();
+                             const std::vector<pid_t>& started, int signo = SIGTERM,
+                             std::chrono::seconds stop_within = 10s) {
+        EXPECT_EQ(agent.stop(signo, stop_within), 0) << agent.stderr_text();
         while (auto line = agent.read_stdout_line(0ms)) seen_.push_back(*line);
         EXPECT_TRUE(ledger().expect_exactly(expected, started));
     }

@@ -70,6 +70,7 @@ TEST_F(AgentDetectTest, guard_policy_kills_a_process_over_its_memory_limit) {
             EXPECT_NE(record["process"]["pid"], modest.pid) << line;
         }
     }
+    expect_whole_output(agent, {{"SITE-GUARD-MEM", hog.pid, "warning"}}, {hog.pid, modest.pid});
 }
 
 // A priority_guard section pausing above 80 % and resuming below 50 %, with
@@ -156,7 +157,7 @@ TEST_F(AgentDetectTest, guard_priorities_pause_a_low_priority_child_under_load_a
     EXPECT_TRUE(wait_for_state(low.pid, false, 2s)) << "the low-priority child is still stopped";
     EXPECT_TRUE(agent.wait_for_stderr("GPU priority: resume pid " + std::to_string(low.pid), 2s))
         << agent.stderr_text();
-    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+    expect_whole_output(agent, {{"GG-GUARD-0001", low.pid, "notice"}}, {low.pid, high.pid});
     EXPECT_FALSE(high.wait_exit(100ms)) << "never signalled";
 }
 
@@ -196,7 +197,7 @@ TEST_F(AgentDetectTest, guard_priorities_in_dry_run_report_the_pause_and_never_s
     EXPECT_EQ((*outcome)["gpuguard"]["enforcement"]["outcome"], "dry_run") << outcome->dump();
     EXPECT_EQ((*outcome)["event"]["reason"], "would send SIGSTOP") << outcome->dump();
     EXPECT_FALSE(wait_for_state(low.pid, true, 1s)) << "stopped in dry run";
-    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+    expect_whole_output(agent, {{"GG-GUARD-0001", low.pid, "notice"}}, {low.pid, high.pid});
 }
 
 }  // namespace
@@ -249,7 +250,7 @@ TEST_F(AgentDetectTest, guard_priorities_cap_a_pause_cool_down_and_resume_at_the
     EXPECT_NE(proc_state(high.pid), 'T');
 
     // The agent stops while the child is paused: it resumes it on its way out.
-    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+    expect_whole_output(agent, {{"GG-GUARD-0001", low.pid, "notice"}}, {low.pid, high.pid});
     EXPECT_TRUE(wait_for_state(low.pid, false, 1s)) << "left stopped by the agent's stop";
     EXPECT_NE(agent.stderr_text().find(low_line + ", priority 1): the agent is stopping"),
               std::string::npos)

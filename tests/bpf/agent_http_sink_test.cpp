@@ -109,7 +109,12 @@ TEST_F(AgentHttpSinkTest, detection_reaches_an_https_splunk_hec_across_an_agent_
     for (const auto& request : peer.requests()) {
         EXPECT_EQ(request.status, 200) << request.path << " " << request.body.substr(0, 200);
     }
-    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+    // What the first agent printed before its SIGKILL and the second after:
+    // the miner's, exactly (named by its argv at exec, then on the GPU).
+    expect_whole_output(
+        agent,
+        {{"GG-CORR-0012", child, "error", /*optional=*/true}, {"GG-CORR-0001", child, "critical"}},
+        {child});
 }
 
 }  // namespace

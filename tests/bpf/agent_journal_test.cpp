@@ -122,9 +122,14 @@ TEST_F(AgentDetectTest, replaying_the_journal_or_its_incident_bundle_reproduces_
     ASSERT_GT(after.pid, 0);
     const auto bundle = closed_incident_bundle(journal_dir, child, 10s);
     ASSERT_FALSE(bundle.empty()) << agent.stderr_text();
-    // Stopping drains the agent's output: every live detection is read.
-    ASSERT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
-    while (auto line = agent.read_stdout_line(0ms)) seen_.push_back(*line);
+    // Stopping drains the agent's output: every live detection is read, and
+    // they are exactly the miner's (named at exec, on the GPU, at its pool).
+    expect_whole_output(agent,
+                        {{"GG-CORR-0012", child, "error", /*optional=*/true},
+                         {"GG-CORR-0001", child, "critical"},
+                         {"GG-CORR-0002", child, "error"}},
+                        {before.pid, child, after.pid});
+    if (HasFailure()) return;
 
     // Wall-clock values differ by design (the live agent stamps them when it
     // reports, replay from the journaled time); every other byte of the
@@ -287,7 +292,13 @@ TEST_F(AgentDetectTest, full_journal_disk_loses_no_detection_and_writing_resumes
     EXPECT_TRUE(resumed["writing"].get<bool>()) << resumed.dump();
     EXPECT_GT(resumed["events_written"].get<uint64_t>(), full["events_written"].get<uint64_t>())
         << resumed.dump();
-    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+    // Not one detection lost to the full disk: both miners', exactly.
+    expect_whole_output(agent,
+                        {{"GG-CORR-0012", first, "error", /*optional=*/true},
+                         {"GG-CORR-0001", first, "critical"},
+                         {"GG-CORR-0012", second, "error", /*optional=*/true},
+                         {"GG-CORR-0001", second, "critical"}},
+                        {first, second});
 }
 
 }  // namespace

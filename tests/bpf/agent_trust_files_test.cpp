@@ -114,8 +114,8 @@ TEST_F(AgentTrustFilesTest, a_drop_in_allowlist_written_by_a_shell_is_a_warning_
     EXPECT_TRUE(agent.wait_for_stderr("rules reloaded: " + drop_in.string(), 2s))
         << agent.stderr_text();
 
+    expect_whole_output(agent, {{"GG-CORR-0030", shell, "warning"}}, {shell});
     // The journal carries it: replay raises the same detection for the shell.
-    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
     const auto replayed = replay_journal();
     ASSERT_EQ(replayed.exit_code, 0) << replayed.stderr_text;
     bool replayed_warning = false;
@@ -154,8 +154,11 @@ TEST_F(AgentTrustFilesTest, the_same_drop_in_written_under_dpkg_is_the_package_m
     EXPECT_NE(evidence.find("[package_manager: under /usr/bin/dpkg"), std::string::npos)
         << evidence;
     // Not the warning a shell's change is, not for the hook nor for anyone.
-    std::this_thread::sleep_for(500ms);
-    while (auto line = agent.read_stdout_line(50ms)) seen_.push_back(*line);
+    // The reload that judged the write came with the notice: the whole
+    // output has no GG-CORR-0030, for anyone, and nothing at warning or
+    // above for the hook's writer.
+    const pid_t writer = pid_of(*notice);
+    expect_whole_output(agent, {{"GG-CORR-0031", writer, "notice"}}, {writer});
     EXPECT_TRUE(lines_of("GG-CORR-0030").empty()) << lines_of("GG-CORR-0030").front();
 }
 
@@ -177,6 +180,7 @@ TEST_F(AgentTrustFilesTest, an_action_lowered_from_kill_to_alert_is_a_warning_wi
               std::string::npos)
         << evidence;
     EXPECT_EQ(evidence.find("allowlist added"), std::string::npos) << evidence;
+    expect_whole_output(agent, {{"GG-CORR-0030", shell, "warning"}}, {shell});
 }
 
 TEST_F(AgentTrustFilesTest, a_write_by_a_flagged_miner_is_critical) {
@@ -201,6 +205,11 @@ TEST_F(AgentTrustFilesTest, a_write_by_a_flagged_miner_is_critical) {
     const std::string evidence = evidence_of(*detection);
     EXPECT_NE(evidence.find(drop_in.string()), std::string::npos) << evidence;
     EXPECT_NE(evidence.find("flagged by GG-CORR-0001"), std::string::npos) << evidence;
+    expect_whole_output(agent,
+                        {{"GG-CORR-0012", miner, "error", /*optional=*/true},
+                         {"GG-CORR-0001", miner, "critical"},
+                         {"GG-CORR-0032", miner, "critical"}},
+                        {miner});
 }
 
 // A start never fails open on the correlation files either (issue 39 point

@@ -206,7 +206,14 @@ TEST_F(ModuleLoadAgentTest, a_load_beside_a_gpu_process_is_a_notice_and_beside_a
     EXPECT_NE(evidence.find(std::to_string(miner) + " (bash) flagged by GG-CORR-"),
               std::string::npos)
         << evidence;
-    EXPECT_EQ(agent.stop(SIGTERM, 60s), 0) << agent.stderr_text();
+    // Exactly these: the two loads (by their loaders) and the miner's own.
+    const pid_t first_loader = pid_of(*notice), second_loader = pid_of(*error);
+    expect_whole_output(agent,
+                        {{"GG-CORR-0018", first_loader, "notice"},
+                         {"GG-CORR-0018", second_loader, "error"},
+                         {"GG-CORR-0012", miner, "error", /*optional=*/true},
+                         {"GG-CORR-0001", miner, "critical"}},
+                        {render, miner, first_loader, second_loader}, SIGTERM, 60s);
 }
 
 }  // namespace
