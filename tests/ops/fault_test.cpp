@@ -25,6 +25,7 @@
 
 #include "tests/ops/service_support.h"
 #include "tests/support/child_process.h"
+#include "tests/support/detection_ledger.h"
 #include "tests/support/fake_nvml_script.h"
 #include "tests/support/json_at.h"
 #include "tests/support/privileged.h"
@@ -44,12 +45,14 @@ using gpuguard::testing::TempDir;
 // it came, or nullopt.
 std::optional<double> wait_for_miner_detection(Subprocess& agent, pid_t miner,
                                                std::chrono::steady_clock::time_point since,
-                                               const std::function<void()>& between_reads = {}) {
+                                               const std::function<void()>& between_reads = {},
+                                               std::vector<std::string>* printed = nullptr) {
     for (const auto deadline = std::chrono::steady_clock::now() + 10s;
          std::chrono::steady_clock::now() < deadline;) {
         if (between_reads) between_reads();
         auto line = agent.read_stdout_line(100ms);
         if (!line) continue;
+        if (printed) printed->push_back(*line);
         const auto record = nlohmann::json::parse(*line);
         if (json_at(record, "/process/pid") == miner &&
             json_at(record, "/rule/id") == "GG-CORR-0001") {
@@ -109,7 +112,9 @@ TEST(AgentFaults, lost_gpu_dead_collector_and_vanishing_processes_do_not_stop_de
     const pid_t miner = gpuguard::testing::start_gpu_holder("gg-fault-miner", node.string());
     ASSERT_GT(miner, 0);
     ChildReaper reaper(miner);
-    EXPECT_TRUE(wait_for_miner_detection(agent, miner, std::chrono::steady_clock::now()))
+    std::vector<std::string> printed;  // for the whole-output check
+    EXPECT_TRUE(
+        wait_for_miner_detection(agent, miner, std::chrono::steady_clock::now(), {}, &printed))
         << agent.stderr_text();
 
     // Status: the backend says the GPU is lost, the sink queues and drops nothing.
@@ -138,6 +143,13 @@ TEST(AgentFaults, lost_gpu_dead_collector_and_vanishing_processes_do_not_stop_de
 
     // And it stops cleanly, with the alert still queued on disk for later.
     EXPECT_EQ(agent.stop(SIGTERM, 15s), 0) << agent.stderr_text();
+    // The miner's detections (its name at exec, then on the GPU), exactly (the 300 short-lived
+    // namesakes are judged or not as they race their exit; the lost GPU changes nothing).
+    while (auto line = agent.read_stdout_line(0ms)) printed.push_back(*line);
+    gpuguard::testing::DetectionLedger ledger;
+    for (const auto& line : printed) ledger.add(line);
+    EXPECT_TRUE(ledger.expect_exactly(
+        {{"GG-CORR-0012", miner, "error"}, {"GG-CORR-0001", miner, "critical"}}, {miner}));
     bool queued_on_disk = false;
     for (const auto& entry : std::filesystem::recursive_directory_iterator(dir / "queue")) {
         queued_on_disk |= entry.is_regular_file() && entry.file_size() > 0;
