@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <set>
 #include <system_error>
 
 #include <dlfcn.h>
@@ -128,6 +129,7 @@ class NvmlBackend final : public GpuBackend {
         }
         handles_.clear();
         mig_enabled_.clear();
+        gpu_instances_.clear();
         const auto mig_minors = read_mig_minors(options_.proc_root);
         std::vector<GpuDevice> out;
         for (unsigned i = 0; i < count; ++i) {
@@ -151,6 +153,9 @@ class NvmlBackend final : public GpuBackend {
                 read_mig(api_.mig, handle, device.device_numbers.front().minor, mig_minors, device);
             }
             mig_enabled_.push_back(device.mig_enabled);
+            std::set<uint32_t> gpu_instances;
+            for (const auto& mig : device.mig_instances) gpu_instances.insert(mig.gpu_instance);
+            gpu_instances_.push_back(std::move(gpu_instances));
             out.push_back(std::move(device));
         }
         // A new list of handles: the event thread watches these from now on.
@@ -174,6 +179,14 @@ class NvmlBackend final : public GpuBackend {
             if (handles_[i]) {
                 read_sample(handles_[i], sample);
                 sample.gpm = gpm_->sample(static_cast<unsigned>(i), handles_[i]);
+                // Each MIG GPU instance's own pipes: on a partitioned GPU a
+                // process is judged by its slice's.
+                for (const uint32_t gpu_instance : gpu_instances_[i]) {
+                    if (auto slice =
+                            gpm_->sample_mig(static_cast<unsigned>(i), handles_[i], gpu_instance)) {
+                        sample.gpm_by_gpu_instance[gpu_instance] = *slice;
+                    }
+                }
             }
             for (auto& [index, event] : events.events) {
                 if (index != i) continue;
@@ -479,7 +492,8 @@ class NvmlBackend final : public GpuBackend {
     bool gpu_lost_ = false;
     std::vector<nvmlDevice_t> handles_;
     std::unique_ptr<NvmlEventWatcher> events_;
-    std::vector<bool> mig_enabled_;  // per handle
+    std::vector<bool> mig_enabled_;                  // per handle
+    std::vector<std::set<uint32_t>> gpu_instances_;  // per handle: its MIG GPU instances' ids
     std::map<size_t, uint64_t> last_xid_;
     std::optional<GpmReader> gpm_;  // reset before the library is closed
     std::map<size_t, unsigned long long> last_utilization_us_;

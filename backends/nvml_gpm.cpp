@@ -1,5 +1,6 @@
-// GPM sampling: two nvmlGpmSample_t per GPU, swapped each tick, so every
-// nvmlGpmMetricsGet covers exactly the last sampling interval.
+// GPM sampling: two nvmlGpmSample_t per GPU (and per MIG GPU instance),
+// swapped each tick, so every nvmlGpmMetricsGet covers exactly the last
+// sampling interval.
 #include "backends/nvml_gpm.h"
 
 #include <algorithm>
@@ -43,14 +44,29 @@ GpmReader::GpmReader(void* library) {
     resolve_gpm(library, get_, "nvmlGpmSampleGet");
     resolve_gpm(library, metrics_, "nvmlGpmMetricsGet");
     resolve_gpm(library, support_, "nvmlGpmQueryDeviceSupport");
+    resolve_gpm(library, mig_get_, "nvmlGpmMigSampleGet");  // R525 and later
 }
 
 GpmReader::~GpmReader() {
     if (!free_) return;
-    for (auto& [index, gpu] : gpus_) {
+    for (auto& [key, gpu] : gpus_) {
         if (gpu.previous) free_(gpu.previous);
         if (gpu.current) free_(gpu.current);
     }
+}
+
+bool GpmReader::usable() {
+    if (resolved()) return true;
+    if (!said_absent_) {
+        said_absent_ = true;
+        logger("backends")
+            ->info("NVML has no GPM entry points (driver older than R520?): no pipe activity");
+    }
+    return false;
+}
+
+bool GpmReader::allocate(Gpu& gpu) {
+    return alloc_(&gpu.previous) == NVML_SUCCESS && alloc_(&gpu.current) == NVML_SUCCESS;
 }
 
 bool GpmReader::prepare(unsigned index, nvmlDevice_t device, Gpu& gpu) {
@@ -65,7 +81,7 @@ bool GpmReader::prepare(unsigned index, nvmlDevice_t device, Gpu& gpu) {
                    rc != NVML_SUCCESS ? "error " + std::to_string(rc) : "not supported");
         return false;
     }
-    if (alloc_(&gpu.previous) != NVML_SUCCESS || alloc_(&gpu.current) != NVML_SUCCESS) {
+    if (!allocate(gpu)) {
         logger("backends")->warn("GPU {}: nvmlGpmSampleAlloc failed; no GPM pipe activity", index);
         return false;
     }
@@ -74,21 +90,39 @@ bool GpmReader::prepare(unsigned index, nvmlDevice_t device, Gpu& gpu) {
 }
 
 std::optional<GpmActivity> GpmReader::sample(unsigned index, nvmlDevice_t device) {
-    if (!resolved()) {
-        if (!said_absent_) {
-            said_absent_ = true;
-            logger("backends")
-                ->info("NVML has no GPM entry points (driver older than R520?): no pipe activity");
-        }
-        return std::nullopt;
-    }
-    Gpu& gpu = gpus_[index];
+    if (!usable()) return std::nullopt;
+    Gpu& gpu = gpus_[{index, 0}];
     if (!prepare(index, device, gpu)) return std::nullopt;
-    const nvmlReturn_t got = get_(device, gpu.current);
+    return take(
+        "GPU " + std::to_string(index), gpu,
+        [&](nvmlGpmSample_t sample) { return get_(device, sample); }, "nvmlGpmSampleGet");
+}
+
+std::optional<GpmActivity> GpmReader::sample_mig(unsigned index, nvmlDevice_t device,
+                                                 unsigned gpu_instance) {
+    if (!usable() || !mig_get_) return std::nullopt;
+    // The GPU's own support decides for its slices (asked once, said once).
+    if (!prepare(index, device, gpus_[{index, 0}])) return std::nullopt;
+    Gpu& slice = gpus_[{index, gpu_instance + 1}];
+    if (!slice.checked) {
+        slice.checked = true;
+        slice.supported = allocate(slice);
+    }
+    if (!slice.supported) return std::nullopt;
+    return take(
+        "GPU " + std::to_string(index) + " GPU instance " + std::to_string(gpu_instance), slice,
+        [&](nvmlGpmSample_t sample) { return mig_get_(device, gpu_instance, sample); },
+        "nvmlGpmMigSampleGet");
+}
+
+std::optional<GpmActivity> GpmReader::take(const std::string& what, Gpu& gpu,
+                                           const std::function<nvmlReturn_t(nvmlGpmSample_t)>& get,
+                                           const char* call) {
+    const nvmlReturn_t got = get(gpu.current);
     if (got != NVML_SUCCESS) {
         gpu.have_previous = false;  // the next interval starts from the next good sample
-        const std::string error = "nvmlGpmSampleGet: error " + std::to_string(got);
-        if (error != gpu.last_error) logger("backends")->warn("GPU {}: {}", index, error);
+        const std::string error = std::string(call) + ": error " + std::to_string(got);
+        if (error != gpu.last_error) logger("backends")->warn("{}: {}", what, error);
         gpu.last_error = error;
         return std::nullopt;
     }
@@ -113,7 +147,7 @@ std::optional<GpmActivity> GpmReader::sample(unsigned index, nvmlDevice_t device
             gpu.last_error.clear();
         } else {
             const std::string error = "nvmlGpmMetricsGet: error " + std::to_string(rc);
-            if (error != gpu.last_error) logger("backends")->warn("GPU {}: {}", index, error);
+            if (error != gpu.last_error) logger("backends")->warn("{}: {}", what, error);
             gpu.last_error = error;
         }
     }

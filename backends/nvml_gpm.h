@@ -3,9 +3,11 @@
 // library already open; absent on older drivers and unsupported GPUs.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "backends/nvml_api.h"
 #include "gpuguard/backends/backends.h"
@@ -27,6 +29,11 @@ class GpmReader {
     // previous call for that GPU; nothing on the first call, when the GPU or
     // library lacks GPM (said once per GPU), or when sampling fails.
     std::optional<GpmActivity> sample(unsigned index, nvmlDevice_t device);
+    // The same for MIG GPU instance `gpu_instance` of GPU `index`
+    // (nvmlGpmMigSampleGet): the pipes of that slice alone. Nothing when the
+    // GPU lacks GPM or the library lacks the call.
+    std::optional<GpmActivity> sample_mig(unsigned index, nvmlDevice_t device,
+                                          unsigned gpu_instance);
 
   private:
     struct Gpu {
@@ -37,15 +44,23 @@ class GpmReader {
         bool have_previous = false;
         std::string last_error;  // logged once until it changes
     };
+    bool usable();
     bool prepare(unsigned index, nvmlDevice_t device, Gpu& gpu);
+    bool allocate(Gpu& gpu);
+    // The next sample into `gpu` by `get`, and the activity since its last.
+    std::optional<GpmActivity> take(const std::string& what, Gpu& gpu,
+                                    const std::function<nvmlReturn_t(nvmlGpmSample_t)>& get,
+                                    const char* call);
 
     nvmlReturn_t (*alloc_)(nvmlGpmSample_t*) = nullptr;
     nvmlReturn_t (*free_)(nvmlGpmSample_t) = nullptr;
     nvmlReturn_t (*get_)(nvmlDevice_t, nvmlGpmSample_t) = nullptr;
     nvmlReturn_t (*metrics_)(nvmlGpmMetricsGet_t*) = nullptr;
     nvmlReturn_t (*support_)(nvmlDevice_t, nvmlGpmSupport_t*) = nullptr;
+    nvmlReturn_t (*mig_get_)(nvmlDevice_t, unsigned, nvmlGpmSample_t) = nullptr;
     bool said_absent_ = false;
-    std::map<unsigned, Gpu> gpus_;
+    // By (GPU index, 0 for the whole GPU or its GI id + 1).
+    std::map<std::pair<unsigned, unsigned>, Gpu> gpus_;
 };
 
 }  // namespace gpuguard::backends

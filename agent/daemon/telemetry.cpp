@@ -59,11 +59,18 @@ std::vector<Event> telemetry_events(const backends::Snapshot& snapshot, uint64_t
             telemetry.power_watts = sample.power_draw_watts;
             telemetry.power_limit_watts = sample.power_limit_watts;
             if (sample.gpm) telemetry.pipes = pipes_of(*sample.gpm);
+            for (const auto& [gpu_instance, gpm] : sample.gpm_by_gpu_instance) {
+                telemetry.mig_pipes.push_back(MigPipes{gpu_instance, pipes_of(gpm)});
+            }
         }
         for (const auto& sample : snapshot.processes) {
             if (sample.gpu != device.index || sample.pid <= 0) continue;
             telemetry.processes.push_back(ProcessGpuUsage{
                 static_cast<uint32_t>(sample.pid), sample.memory_bytes, sample.compute_percent});
+            if (sample.gpu_instance) {
+                telemetry.process_instances.push_back(
+                    ProcessInstance{static_cast<uint32_t>(sample.pid), *sample.gpu_instance});
+            }
         }
         Event event;
         event.ts_ns = ts_ns;

@@ -63,8 +63,9 @@ struct UsageSample {
     // The whole GPU's power draw then, in percent of its limit, where its
     // telemetry reads both.
     std::optional<double> gpu_power_percent{};
-    // The whole GPU's pipes then (gpu_pipe_mix), where its telemetry reads
-    // them, and how many processes NVML listed on it.
+    // The GPU's pipes then (gpu_pipe_mix), where its telemetry reads them,
+    // and how many processes NVML listed on it: on a GPU in MIG mode, the
+    // process's GPU instance's and the processes in that instance.
     PipeReading gpu_pipes{};
     uint16_t gpu_processes = 0;
 };

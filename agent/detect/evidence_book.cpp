@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <optional>
+#include <utility>
 
 #include "gpuguard/common/text.h"
 #include "gpuguard/events/agent_tamper.h"
@@ -34,6 +36,24 @@ std::string first_bytes_protocol(std::string_view data) {
         if (data.starts_with(method)) return "http";
     }
     return "opaque";
+}
+
+// The MIG GPU instance `pid` runs in, with pipes read for it, and how many
+// listed processes run in it; none when either is unknown.
+std::optional<std::pair<const MigPipes*, uint16_t>> slice_of(const Telemetry& telemetry,
+                                                             uint32_t pid) {
+    const auto own =
+        std::find_if(telemetry.process_instances.begin(), telemetry.process_instances.end(),
+                     [&](const ProcessInstance& each) { return each.pid == pid; });
+    if (own == telemetry.process_instances.end()) return std::nullopt;
+    const auto slice =
+        std::find_if(telemetry.mig_pipes.begin(), telemetry.mig_pipes.end(),
+                     [&](const MigPipes& each) { return each.gpu_instance == own->gpu_instance; });
+    if (slice == telemetry.mig_pipes.end()) return std::nullopt;
+    const auto in_slice = std::count_if(
+        telemetry.process_instances.begin(), telemetry.process_instances.end(),
+        [&](const ProcessInstance& each) { return each.gpu_instance == own->gpu_instance; });
+    return std::pair{&*slice, static_cast<uint16_t>(std::min<long>(in_slice, 65535))};
 }
 
 PipeReading pipe_reading(const GpuPipes& pipes) {
@@ -199,8 +219,16 @@ void EvidenceBook::record_telemetry(uint64_t ts_ns, const Telemetry& telemetry) 
     const auto listed = static_cast<uint16_t>(std::min<size_t>(telemetry.processes.size(), 65535));
     for (const auto& usage : telemetry.processes) {
         ProcessEvidence& evidence = processes_[usage.pid];
+        // On a GPU in MIG mode a process runs in one GPU instance: its
+        // slice's pipes and the processes in that slice, where read.
+        PipeReading own_pipes = pipes;
+        uint16_t sharing = listed;
+        if (const auto slice = slice_of(telemetry, usage.pid)) {
+            own_pipes = pipe_reading(slice->first->pipes);
+            sharing = slice->second;
+        }
         evidence.usage.push_back(UsageSample{ts_ns, usage.memory_bytes, usage.compute_percent,
-                                             power_percent, pipes, listed});
+                                             power_percent, own_pipes, sharing});
         if (evidence.usage.size() > options_.max_telemetry_samples) {
             evidence.usage.erase(evidence.usage.begin());
         }

@@ -177,6 +177,21 @@ Exit read_exit(const Reader<Node>& reader) {
     return exit;
 }
 
+// A GPU's pipes, flattened into the object that holds them.
+template <typename Node>
+GpuPipes read_gpu_pipes(const Reader<Node>& reader) {
+    GpuPipes pipes;
+    pipes.sm_active_percent = reader.number("sm_active_percent");
+    pipes.sm_occupancy_percent = reader.number("sm_occupancy_percent");
+    pipes.tensor_active_percent = reader.number("tensor_active_percent");
+    pipes.fp64_active_percent = reader.number("fp64_active_percent");
+    pipes.fp32_active_percent = reader.number("fp32_active_percent");
+    pipes.fp16_active_percent = reader.number("fp16_active_percent");
+    pipes.integer_active_percent = reader.number("integer_active_percent");
+    pipes.dram_active_percent = reader.number("dram_active_percent");
+    return pipes;
+}
+
 template <typename Node>
 Telemetry read_telemetry(const Reader<Node>& reader) {
     Telemetry telemetry;
@@ -197,15 +212,16 @@ Telemetry read_telemetry(const Reader<Node>& reader) {
     });
     telemetry.power_watts = reader.number("power_watts");
     telemetry.power_limit_watts = reader.number("power_limit_watts");
-    GpuPipes& pipes = telemetry.pipes;
-    pipes.sm_active_percent = reader.number("sm_active_percent");
-    pipes.sm_occupancy_percent = reader.number("sm_occupancy_percent");
-    pipes.tensor_active_percent = reader.number("tensor_active_percent");
-    pipes.fp64_active_percent = reader.number("fp64_active_percent");
-    pipes.fp32_active_percent = reader.number("fp32_active_percent");
-    pipes.fp16_active_percent = reader.number("fp16_active_percent");
-    pipes.integer_active_percent = reader.number("integer_active_percent");
-    pipes.dram_active_percent = reader.number("dram_active_percent");
+    telemetry.pipes = read_gpu_pipes(reader);
+    reader.objects("mig_pipes", [&](const Reader<Node>& item) {
+        telemetry.mig_pipes.push_back(
+            MigPipes{item.template integer<uint32_t>("gpu_instance"), read_gpu_pipes(item)});
+    });
+    reader.objects("process_instances", [&](const Reader<Node>& item) {
+        telemetry.process_instances.push_back(
+            ProcessInstance{item.template integer<uint32_t>("pid"),
+                            item.template integer<uint32_t>("gpu_instance")});
+    });
     return telemetry;
 }
 

@@ -136,5 +136,30 @@ TEST_F(NvmlGpmTest, a_failed_sample_restarts_the_interval_instead_of_spanning_th
     EXPECT_DOUBLE_EQ(activity->sm_active.value(), 0.40);
 }
 
+// A GPU in MIG mode: each GPU instance sampled on its own
+// (nvmlGpmMigSampleGet), its two samples kept apart from the whole GPU's
+// and the other slice's; a GI the GPU lacks gives nothing.
+TEST_F(NvmlGpmTest, each_mig_gpu_instance_reports_its_own_pipes) {
+    const json slices = {{"1", {{"sm", 95}, {"tensor", 0}, {"integer", 70}, {"dram", 4}}},
+                         {"2", {{"sm", 92}, {"tensor", 40}, {"fp16", 22}, {"integer", 8}}}};
+    nvmlDevice_t device = start(json::array({{{"gpm", {{"sm", 60}}}, {"gpm_mig", slices}},
+                                             {{"gpm", {{"sm", 61}}}, {"gpm_mig", slices}}}));
+    GpmReader reader(library_);
+    EXPECT_FALSE(reader.sample(0, device).has_value());
+    for (const unsigned gi : {1u, 2u, 7u}) EXPECT_FALSE(reader.sample_mig(0, device, gi));
+    set_step_(1);
+    const auto whole = reader.sample(0, device);
+    const auto first = reader.sample_mig(0, device, 1);
+    const auto second = reader.sample_mig(0, device, 2);
+    ASSERT_TRUE(whole && first && second);
+    EXPECT_DOUBLE_EQ(whole->sm_active.value(), 0.61);
+    EXPECT_DOUBLE_EQ(first->integer_active.value(), 0.70);
+    EXPECT_DOUBLE_EQ(first->tensor_active.value(), 0.0);
+    EXPECT_DOUBLE_EQ(second->tensor_active.value(), 0.40);
+    EXPECT_DOUBLE_EQ(second->fp16_active.value(), 0.22);
+    EXPECT_FALSE(reader.sample_mig(0, device, 7)) << "no such GPU instance";
+    EXPECT_EQ(calls("nvmlGpmQueryDeviceSupport"), 1) << "the GPU's support decides for its slices";
+}
+
 }  // namespace
 }  // namespace gpuguard::backends

@@ -13,9 +13,11 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -302,6 +304,26 @@ TEST_F(AgentSlurmTest, jobs_on_a_gpu_outside_their_gres_are_named_and_one_on_its
     EXPECT_NE(table.stdout_text.find("slurm:" + keeps + ".batch"), std::string::npos)
         << table.stdout_text;
     ASSERT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+    // The whole output, by job (Slurm, not the test, started the jobs'
+    // processes): the allocation rule for the two that strayed, at its
+    // warning, and nothing else at warning or above for any of the three.
+    std::set<std::tuple<std::string, std::string, std::string>> by_job;
+    std::istringstream alert_lines(file_bytes(alerts));
+    for (std::string line; std::getline(alert_lines, line);) {
+        const auto record = nlohmann::json::parse(line, nullptr, false);
+        if (!record.is_object() || !record.contains("rule")) continue;
+        const std::string job = record.value("/gpuguard/slurm/job_id"_json_pointer, "");
+        if (job != keeps && job != early && job != strays) continue;
+        const std::string rule = record.value("/rule/id"_json_pointer, "");
+        const std::string level = record.value("/log/level"_json_pointer, "");
+        const bool alarm = level == "warning" || level == "error" || level == "critical";
+        if (alarm || rule == "GG-CORR-0033" || rule == "GG-CORR-0034") {
+            by_job.emplace(rule, job, level);
+        }
+    }
+    EXPECT_EQ(by_job, (std::set<std::tuple<std::string, std::string, std::string>>{
+                          {"GG-CORR-0033", early, "warning"}, {"GG-CORR-0033", strays, "warning"}}))
+        << file_bytes(alerts);
 
     // The journal's workload events carry the job: replay names it alike.
     const auto replayed = replay_journal();

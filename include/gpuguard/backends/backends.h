@@ -135,6 +135,9 @@ struct GpuSample {
     // What the driver reported since the previous sample, oldest first.
     std::vector<GpuDeviceEvent> device_events;
     std::optional<GpmActivity> gpm;  // NVML GPM, from the second sample on
+    // On a GPU in MIG mode, each GPU instance's own (nvmlGpmMigSampleGet),
+    // by its GI id, from the second sample on.
+    std::map<uint32_t, GpmActivity> gpm_by_gpu_instance{};
     // Files or calls that returned something unusable this time: one line
     // each, naming the file or call ("…/gpu_busy_percent: not an integer: 'x'").
     std::vector<std::string> problems;

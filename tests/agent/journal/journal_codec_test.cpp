@@ -132,8 +132,20 @@ TEST(JournalCodec, truncated_payloads_fail_without_reading_past_the_end) {
             }
             const size_t limit = telemetry->power_limit_watts ? 9 : 1;
             const size_t draw = telemetry->power_watts ? 9 : 1;
-            before_gpm = payload.size() - gpm;
-            older_ends = {before_gpm, before_gpm - limit, before_gpm - limit - draw};
+            // Then the MIG lists (each a count and its elements): cut before
+            // both, or between them.
+            Event without = event;
+            std::get<Telemetry>(without.data).process_instances.clear();
+            std::string shorter;
+            encode_event(without, shorter);
+            const size_t before_instances = shorter.size() - 1;
+            std::get<Telemetry>(without.data).mig_pipes.clear();
+            shorter.clear();
+            encode_event(without, shorter);
+            const size_t before_mig = shorter.size() - 2;
+            before_gpm = before_mig - gpm;
+            older_ends = {before_instances, before_mig, before_gpm, before_gpm - limit,
+                          before_gpm - limit - draw};
         }
         // A process_io record cut before its receive counters (varints):
         // where each begins, from the same event encoded without it (an
@@ -195,7 +207,10 @@ TEST(JournalCodec, truncated_payloads_fail_without_reading_past_the_end) {
                 }
                 if (telemetry) {
                     const auto& older = std::get<Telemetry>(decoded.data);
-                    EXPECT_EQ(older.pipes, GpuPipes{});
+                    EXPECT_TRUE(older.process_instances.empty());
+                    if (cut <= before_gpm) {
+                        EXPECT_EQ(older.pipes, GpuPipes{});
+                    }
                     if (cut < before_gpm) {
                         EXPECT_FALSE(older.power_limit_watts);
                     }

@@ -57,6 +57,10 @@ std::vector<Event> every_event_type(uint64_t ts_ns, uint32_t pid) {
                                .fp32_active_percent = 0.5,
                                .integer_active_percent = 71.25,
                                .dram_active_percent = 4.0};
+    telemetry.mig_pipes = {
+        {1, GpuPipes{.tensor_active_percent = 0.0, .integer_active_percent = 70.0}},
+        {2, GpuPipes{.tensor_active_percent = 41.5}}};
+    telemetry.process_instances = {{pid, 1}, {pid + 1, 2}};
     add(telemetry);
     add(Telemetry{0, "amd", "", {}, std::nullopt, std::nullopt, std::nullopt, {}});
     ProcessSnapshot snapshot;

@@ -102,6 +102,28 @@ __attribute__((visibility("default"))) nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_
     return NVML_SUCCESS;
 }
 
+// A MIG GPU instance's sample: the step's "gpm_mig" object holds one
+// "gpm"-like object per GI id ("1": {...}); a GI it lacks is NOT_FOUND.
+__attribute__((visibility("default"))) nvmlReturn_t nvmlGpmMigSampleGet(nvmlDevice_t device,
+                                                                        unsigned gpuInstanceId,
+                                                                        nvmlGpmSample_t sample) {
+    if (!sample) return NVML_ERROR_INVALID_ARGUMENT;
+    const nlohmann::json* slices = nullptr;
+    const nvmlReturn_t rc = fake_nvml::guarded(
+        [&] { return fake_nvml::lookup("nvmlGpmMigSampleGet", device, "gpm_mig", &slices); });
+    if (rc != NVML_SUCCESS) return rc;
+    return fake_nvml::guarded([&] {
+        const std::string key = std::to_string(gpuInstanceId);
+        if (!slices->contains(key)) return NVML_ERROR_NOT_FOUND;
+        sample->values = (*slices)[key];
+        sample->taken = true;
+        sample->device = device->index;
+        sample->mig = 1000 + static_cast<int>(gpuInstanceId);  // never a MIG device's index
+        sample->sequence = next_sequence();
+        return NVML_SUCCESS;
+    });
+}
+
 __attribute__((visibility("default"))) nvmlReturn_t nvmlGpmMetricsGet(
     nvmlGpmMetricsGet_t* request) {
     if (!request || request->version != NVML_GPM_METRICS_GET_VERSION ||

@@ -145,6 +145,44 @@ TEST_F(GpuPipeMixTest, no_readings_a_short_history_or_too_few_readings_never_hol
     EXPECT_FALSE(holds(hash_, "gpu_pipe_mix", kPid, kNow));
 }
 
+// A GPU in MIG mode: each process is judged by its own GPU instance's
+// pipes and the processes in that instance, not by the whole GPU's (which
+// lists both and mixes their work).
+TEST_F(GpuPipeMixTest, on_a_mig_gpu_each_process_is_judged_by_its_own_slice) {
+    exec(kPid, "/opt/w/worker");
+    open_gpu(kPid);
+    exec(kOther, "/usr/bin/python3");
+    open_gpu(kOther);
+    for (uint64_t ts_s = 1000; ts_s <= 1600; ts_s += 30) {
+        Telemetry telemetry;
+        telemetry.vendor = "nvidia";
+        telemetry.devices = {"195:0"};
+        for (const uint32_t pid : {kPid, kOther}) {
+            telemetry.processes.push_back(ProcessGpuUsage{pid, 4ull << 30, std::nullopt});
+        }
+        telemetry.pipes = GpuPipes{.tensor_active_percent = 20.0,
+                                   .fp32_active_percent = 5.0,
+                                   .fp16_active_percent = 11.0,
+                                   .integer_active_percent = 39.0};
+        telemetry.mig_pipes = {{1, GpuPipes{.tensor_active_percent = 0.0,
+                                            .fp32_active_percent = 0.5,
+                                            .integer_active_percent = 72.0,
+                                            .dram_active_percent = 3.0}},
+                               {2, GpuPipes{.tensor_active_percent = 41.0,
+                                            .fp32_active_percent = 10.0,
+                                            .fp16_active_percent = 22.0,
+                                            .integer_active_percent = 6.0}}};
+        telemetry.process_instances = {{kPid, 1}, {kOther, 2}};
+        book_.record_telemetry(ts_s * kSecond, telemetry);
+    }
+    ASSERT_TRUE(holds(hash_, "gpu_pipe_mix", kPid, kNow)) << "alone in GPU instance 1";
+    EXPECT_NE(details()[0].find("integer 72%"), std::string::npos) << details()[0];
+    EXPECT_FALSE(holds(hash_, "gpu_pipe_mix", kOther, kNow));
+    ASSERT_TRUE(holds(tensor_busy_, "gpu_pipe_mix", kOther, kNow))
+        << "GPU instance 2's tensor work";
+    EXPECT_NE(details()[0].find("tensor 41%"), std::string::npos) << details()[0];
+}
+
 TEST(GpuPipeMixRule, a_rule_names_its_window_and_a_bound_with_file_and_line) {
     for (const char* when :
          {"{gpu_pipe_mix: {tensor_below_percent: 1}}", "{gpu_pipe_mix: {for: 2m}}",

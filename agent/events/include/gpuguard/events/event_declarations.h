@@ -37,6 +37,22 @@ struct Declaration<GpuPipes> {
 };
 
 template <>
+struct Declaration<MigPipes> {
+    static constexpr std::tuple fields{
+        field("gpu_instance", &MigPipes::gpu_instance),
+        field("pipes", &MigPipes::pipes),  // flattened
+    };
+};
+
+template <>
+struct Declaration<ProcessInstance> {
+    static constexpr std::tuple fields{
+        field("pid", &ProcessInstance::pid),
+        field("gpu_instance", &ProcessInstance::gpu_instance),
+    };
+};
+
+template <>
 struct Declaration<SnapshotGpu> {
     static constexpr std::tuple fields{
         field("major", &SnapshotGpu::major),  // and "device", "MAJOR:MINOR"
@@ -180,8 +196,10 @@ struct Declaration<Telemetry> {
     static constexpr Writer writer = Writer::kDeclared;
     static constexpr Codec codec = Codec::kDeclared;
     static constexpr std::tuple fields{
-        field("gpu_index", &Telemetry::gpu_index), field("vendor", &Telemetry::vendor),
-        field("model", &Telemetry::model), field("devices", &Telemetry::devices),
+        field("gpu_index", &Telemetry::gpu_index),
+        field("vendor", &Telemetry::vendor),
+        field("model", &Telemetry::model),
+        field("devices", &Telemetry::devices),
         field("utilization_percent", &Telemetry::utilization_percent),
         field("memory_used_bytes", &Telemetry::memory_used_bytes),
         field("memory_total_bytes", &Telemetry::memory_total_bytes),
@@ -192,6 +210,11 @@ struct Declaration<Telemetry> {
               {.out = Out::kWhenSet, .store = Store::kTrailing}),
         // Appended for GPM: older records end before them.
         field("pipes", &Telemetry::pipes, {.store = Store::kTrailing}),  // flattened
+        // Appended for GPM per MIG GPU instance.
+        field("mig_pipes", &Telemetry::mig_pipes,
+              {.out = Out::kWhenSet, .store = Store::kTrailing}),
+        field("process_instances", &Telemetry::process_instances,
+              {.out = Out::kWhenSet, .store = Store::kTrailing}),
     };
 };
 
