@@ -6,7 +6,8 @@
 // processes share the GPU blames neither; the same mix with the hasher
 // alone names it; a tensor-bound job alone is not a hash kernel, and the
 // rule that looks for busy tensor pipes, naming it, shows it was judged.
-// A replay of the journal judges the same.
+// A replay of the journal judges the same. On a GPU in MIG mode each
+// process is judged by its own GPU instance's pipes.
 #include <chrono>
 #include <fstream>
 
@@ -108,6 +109,83 @@ TEST_F(AgentDetectTest, gpm_pipes_name_a_lone_hash_kernel_not_a_shared_gpu_or_a_
     EXPECT_EQ(replayed_pids(replayed, "TEST-PIPES-HASH"), std::vector<pid_t>{hasher->pid()})
         << replayed.stdout_text.substr(0, 4000);
     EXPECT_EQ(replayed_pids(replayed, "TEST-PIPES-TENSOR"), std::vector<pid_t>{trainer->pid()});
+}
+
+// A GPU in MIG mode, live: the hasher runs in GPU instance 1, the trainer
+// in GPU instance 2; the whole GPU's pipes mix both, each instance's own
+// (nvmlGpmMigSampleGet) are apart. Each process is named by its slice's.
+TEST_F(AgentDetectTest, gpm_pipes_of_a_mig_slice_name_the_process_alone_in_it) {
+    auto hasher = start_gpu_worker("gg-mig-hasher");
+    auto trainer = start_gpu_worker("gg-mig-trainer");
+    ASSERT_EQ(hasher->ask('g'), 0);
+    ASSERT_EQ(trainer->ask('g'), 0);
+    auto script = nlohmann::json::parse(gpuguard::testing::fake_nvml_script(FakeH100{}));
+    auto& device = script["devices"][0];
+    device["mig_mode"] = {1, 1};
+    device["mig_instances"] = nlohmann::json::array(
+        {{{"gpu_instance", 1},
+          {"compute_instance", 0},
+          {"uuid", "MIG-aaaa-1111"},
+          {"steps", nlohmann::json::array({{{"memory", {42949672960ull, 0, 42949672960ull}}}})}},
+         {{"gpu_instance", 2},
+          {"compute_instance", 0},
+          {"uuid", "MIG-bbbb-2222"},
+          {"steps", nlohmann::json::array({{{"memory", {42949672960ull, 0, 42949672960ull}}}})}}});
+    auto& step = device["steps"][0];
+    step.erase("utilization");  // NOT_SUPPORTED on a MIG GPU
+    step["compute_processes"] = nlohmann::json::array({{{"pid", hasher->pid()},
+                                                        {"used_memory", 1ull << 30},
+                                                        {"gpu_instance", 1},
+                                                        {"compute_instance", 0}},
+                                                       {{"pid", trainer->pid()},
+                                                        {"used_memory", 8ull << 30},
+                                                        {"gpu_instance", 2},
+                                                        {"compute_instance", 0}}});
+    step["graphics_processes"] = nlohmann::json::array();
+    step["gpm"] = {{"sm", 93}, {"tensor", 20}, {"fp16", 11}, {"fp32", 5}, {"integer", 39}};
+    step["gpm_mig"] = {{"1",
+                        {{"sm", 95},
+                         {"tensor", 0},
+                         {"fp16", 0},
+                         {"fp32", 1},
+                         {"fp64", 0},
+                         {"integer", 70},
+                         {"dram", 4}}},
+                       {"2",
+                        {{"sm", 92},
+                         {"tensor", 40},
+                         {"fp16", 22},
+                         {"fp32", 10},
+                         {"fp64", 0},
+                         {"integer", 8},
+                         {"dram", 35}}}};
+    const auto script_path = dir_ / "nvml.json";
+    std::ofstream(script_path) << script.dump();
+    const auto rules = dir_ / "pipes.yaml";
+    std::ofstream(rules) << kPipeRules;
+    use_fake_gpu(rules);
+    auto started = start_agent_playing(script_path);
+    Subprocess& agent = *started;
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
+
+    const auto hash = wait_for_detection(agent, hasher->pid(), "TEST-PIPES-HASH", time_bound(15s));
+    ASSERT_TRUE(hash) << agent.stderr_text();
+    EXPECT_NE(hash->dump().find("integer 70% DRAM 4% tensor 0% FP (busiest) 1%"), std::string::npos)
+        << hash->dump();
+    const auto tensor =
+        wait_for_detection(agent, trainer->pid(), "TEST-PIPES-TENSOR", time_bound(15s));
+    ASSERT_TRUE(tensor) << agent.stderr_text();
+    EXPECT_NE(tensor->dump().find("tensor 40%"), std::string::npos) << tensor->dump();
+    expect_whole_output(agent,
+                        {{"TEST-PIPES-HASH", hasher->pid(), "warning"},
+                         {"TEST-PIPES-TENSOR", trainer->pid(), "notice"}},
+                        {hasher->pid(), trainer->pid()});
+
+    // The journal carries each slice's pipes and each process's slice.
+    const auto replayed = replay_journal(rules);
+    ASSERT_EQ(replayed.exit_code, 0) << replayed.stderr_text;
+    EXPECT_EQ(replayed_pids(replayed, "TEST-PIPES-HASH"), std::vector<pid_t>{hasher->pid()})
+        << replayed.stdout_text.substr(0, 4000);
 }
 
 }  // namespace
