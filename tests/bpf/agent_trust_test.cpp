@@ -481,7 +481,7 @@ TEST_F(AgentDetectTest, a_broken_rule_file_at_start_runs_on_the_last_good_set_an
     ASSERT_GT(child, 0);
     ChildReaper reaper(child);
     EXPECT_FALSE(enforced_reason(agent, child, "GG-CORR-0002", "kill", alerts).empty());
-    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+    expect_whole_output(agent, {{"GG-CORR-0002", child, "error"}}, {child});
 }
 
 // A failed start reaches the alert feed (issue 39): a start that fails (its
@@ -513,7 +513,8 @@ TEST_F(AgentDetectTest, a_failed_start_is_reported_by_the_next_start_with_the_ga
               std::string::npos)
         << text;
     EXPECT_FALSE(std::filesystem::exists(record)) << "reported once";
-    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+    const pid_t agent_pid = agent.pid();
+    expect_whole_output(agent, {{"GG-CORR-0020", agent_pid, "warning"}}, {agent_pid});
 }
 
 // The configuration half (issue 39): with a state directory (systemd's
@@ -555,7 +556,7 @@ TEST_F(AgentDetectTest, a_broken_configuration_at_start_runs_on_the_last_good_on
     ASSERT_GT(child, 0);
     ChildReaper reaper(child);
     EXPECT_FALSE(enforced_reason(agent, child, "GG-CORR-0002", "kill", alerts).empty());
-    EXPECT_EQ(agent.stop(SIGTERM, 10s), 0) << agent.stderr_text();
+    expect_whole_output(agent, {{"GG-CORR-0002", child, "error"}}, {child});
 }
 
 }  // namespace
