@@ -26,6 +26,7 @@
 #include "gpuguard/version.h"
 #include "tests/ops/service_support.h"
 #include "tests/support/child_process.h"
+#include "tests/support/detection_ledger.h"
 #include "tests/support/fake_nvml_script.h"
 #include "tests/support/json_at.h"
 #include "tests/support/privileged.h"
@@ -179,6 +180,7 @@ class ObservedAgentTest : public ::testing::Test {
         while (!(detected && acted) && std::chrono::steady_clock::now() < deadline) {
             auto line = agent_->read_stdout_line(200ms);
             if (!line) continue;
+            printed_.push_back(*line);
             const auto record = nlohmann::json::parse(*line);
             if (json_at(record, "/process/pid") != miner_) continue;
             detected |= json_at(record, "/gpuguard/record") == "detection";
@@ -187,10 +189,19 @@ class ObservedAgentTest : public ::testing::Test {
         ASSERT_TRUE(detected && acted) << agent_->stderr_text();
     }
 
+    // Ends on the whole output: the miner's detection (by its name at its
+    // exec, GG-CORR-0012, or with its GPU open, GG-CORR-0001: the two race)
+    // and nothing at warning or above for the holder beside it.
     void TearDown() override {
-        if (agent_) {
-            EXPECT_EQ(agent_->stop(SIGTERM, 15s), 0) << agent_->stderr_text();
-        }
+        if (!agent_) return;
+        EXPECT_EQ(agent_->stop(SIGTERM, 15s), 0) << agent_->stderr_text();
+        while (auto line = agent_->read_stdout_line(0ms)) printed_.push_back(*line);
+        gpuguard::testing::DetectionLedger ledger;
+        for (const auto& line : printed_) ledger.add(line);
+        EXPECT_TRUE(ledger.expect_exactly({{"GG-CORR-0001", miner_, "critical", true},
+                                           {"GG-CORR-0012", miner_, "critical", true},
+                                           {"GG-CORR-0012", miner_, "error", true}},
+                                          {miner_, holder_}));
     }
 
     httplib::Result get(const std::string& path) {
@@ -205,6 +216,7 @@ class ObservedAgentTest : public ::testing::Test {
     uint16_t port_ = 0;
     gpuguard::testing::RefusedPort refused_;
     std::optional<Subprocess> agent_;
+    std::vector<std::string> printed_;  // every line the agent printed, for TearDown
 };
 
 TEST_F(ObservedAgentTest, every_metric_the_dashboard_and_alerts_query_is_exported) {
