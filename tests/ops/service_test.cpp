@@ -4,6 +4,7 @@
 // from the agent's loop; SIGHUP and file changes reload the configuration.
 #include <fstream>
 #include <iostream>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -224,9 +225,11 @@ TEST_F(ServiceTest, exec_start_under_the_unit_capabilities_loads_notifies_ready_
     // Without --json, `run` prints one readable line per detection (journald's view).
     const std::string wanted = "pid " + std::to_string(miner) + " ";
     std::optional<std::string> detection;
+    std::vector<std::string> printed;  // for the whole-output check
     const auto deadline = std::chrono::steady_clock::now() + 10s;
     while (!detection && std::chrono::steady_clock::now() < deadline) {
         auto line = agent.read_stdout_line(200ms);
+        if (line) printed.push_back(*line);
         if (line && line->find("GG-CORR-0001") != std::string::npos &&
             line->find(wanted) != std::string::npos) {
             detection = line;
@@ -241,6 +244,19 @@ TEST_F(ServiceTest, exec_start_under_the_unit_capabilities_loads_notifies_ready_
 
     EXPECT_EQ(agent.stop(SIGTERM, 15s), 0) << agent.stderr_text();
     EXPECT_TRUE(notify.wait_for("STOPPING=1", 2s));
+    // The whole output, as journald keeps it: the miner's lines only (its
+    // name at exec and on the GPU), nothing at warning or above for others.
+    while (auto line = agent.read_stdout_line(0ms)) printed.push_back(*line);
+    const std::regex alarm(R"(^\S+ (WARNING|ERROR|CRITICAL) (\S+) .*: pid (\d+) )");
+    std::set<std::string> alarms;
+    for (const auto& line : printed) {
+        std::smatch found;
+        if (!std::regex_search(line, found, alarm)) continue;
+        alarms.insert(found[2].str() + " pid " + found[3].str());
+    }
+    const std::string pid = std::to_string(miner);
+    alarms.erase("GG-CORR-0012 pid " + pid);  // named at its exec, or only with its open: both race
+    EXPECT_EQ(alarms, std::set<std::string>{"GG-CORR-0001 pid " + pid});
 }
 
 TEST_F(ServiceTest, watchdog_is_pinged_from_the_loop_only_when_asked_for_this_pid) {
