@@ -11,6 +11,18 @@ void put(nlohmann::json& object, const char* key, const std::optional<T>& value)
     if (value) object[key] = *value;
 }
 
+// GPM's pipes under the names `gpuguard gpus --json` gives them (docs/backends.md).
+void put_pipes(nlohmann::json& object, const GpmActivity& gpm) {
+    put(object, "sm_active", gpm.sm_active);
+    put(object, "sm_occupancy", gpm.sm_occupancy);
+    put(object, "pipe_tensor_active", gpm.tensor_active);
+    put(object, "pipe_fp64_active", gpm.fp64_active);
+    put(object, "pipe_fp32_active", gpm.fp32_active);
+    put(object, "pipe_fp16_active", gpm.fp16_active);
+    put(object, "pipe_int_active", gpm.integer_active);
+    put(object, "dram_active", gpm.dram_active);
+}
+
 }  // namespace
 
 std::string to_json(const Snapshot& snapshot, int indent) {
@@ -74,17 +86,17 @@ std::string to_json(const Snapshot& snapshot, int indent) {
             put(m, "ecc_errors_uncorrected", gpu.ecc_errors_uncorrected);
             put(m, "throttle_reasons", gpu.throttle_reasons);
             put(m, "last_xid", gpu.last_xid);
-            if (gpu.gpm) {
-                put(m, "sm_active", gpu.gpm->sm_active);
-                put(m, "sm_occupancy", gpu.gpm->sm_occupancy);
-                put(m, "pipe_tensor_active", gpu.gpm->tensor_active);
-                put(m, "pipe_fp64_active", gpu.gpm->fp64_active);
-                put(m, "pipe_fp32_active", gpu.gpm->fp32_active);
-                put(m, "pipe_fp16_active", gpu.gpm->fp16_active);
-                put(m, "pipe_int_active", gpu.gpm->integer_active);
-                put(m, "dram_active", gpu.gpm->dram_active);
-            }
+            if (gpu.gpm) put_pipes(m, *gpu.gpm);
             d["metrics"] = m;
+            if (!gpu.gpm_by_gpu_instance.empty()) {
+                json slices = json::array();
+                for (const auto& [gpu_instance, activity] : gpu.gpm_by_gpu_instance) {
+                    json slice{{"gpu_instance", gpu_instance}};
+                    put_pipes(slice, activity);
+                    slices.push_back(slice);
+                }
+                d["mig_metrics"] = slices;  // each GPU instance's own pipes
+            }
             if (!gpu.problems.empty()) d["problems"] = gpu.problems;
         }
         devices.push_back(d);

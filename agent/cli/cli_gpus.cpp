@@ -40,6 +40,22 @@ std::string memory_column(const backends::GpuSample& gpu) {
     return mib(gpu.memory_used_bytes) + " / " + mib(gpu.memory_total_bytes) + " MiB";
 }
 
+// "    pipes: sm 95% tensor 0% ...": the pipes a GPU (or a MIG GPU instance) reports.
+void print_pipes(const std::string& what, const backends::GpmActivity& gpm) {
+    std::string pipes;
+    for (const auto& [name, fraction] :
+         {std::pair{"sm", gpm.sm_active}, std::pair{"tensor", gpm.tensor_active},
+          std::pair{"fp16", gpm.fp16_active}, std::pair{"fp32", gpm.fp32_active},
+          std::pair{"fp64", gpm.fp64_active}, std::pair{"int", gpm.integer_active},
+          std::pair{"dram", gpm.dram_active}}) {
+        if (!fraction) continue;
+        char part[32];
+        std::snprintf(part, sizeof part, " %s %.0f%%", name, *fraction * 100);
+        pipes += part;
+    }
+    if (!pipes.empty()) std::printf("    %s:%s\n", what.c_str(), pipes.c_str());
+}
+
 void print_table(const backends::Snapshot& snapshot) {
     std::printf("%-3s %-8s %-28s %-14s %6s %22s %6s %8s %5s\n", "GPU", "VENDOR", "MODEL", "BUS-ID",
                 "UTIL", "MEMORY", "TEMP", "POWER", "PROCS");
@@ -59,21 +75,11 @@ void print_table(const backends::Snapshot& snapshot) {
                     or_dash(g.gpu_utilization_percent, "%.0f%%").c_str(), memory_column(g).c_str(),
                     or_dash(g.temperature_gpu_celsius, "%.0fC").c_str(),
                     or_dash(g.power_draw_watts, "%.0fW").c_str(), processes);
-        // GPM's pipes over the last interval (Hopper and later), under their GPU.
-        if (g.gpm) {
-            const auto& gpm = *g.gpm;
-            std::string pipes;
-            for (const auto& [name, fraction] :
-                 {std::pair{"sm", gpm.sm_active}, std::pair{"tensor", gpm.tensor_active},
-                  std::pair{"fp16", gpm.fp16_active}, std::pair{"fp32", gpm.fp32_active},
-                  std::pair{"fp64", gpm.fp64_active}, std::pair{"int", gpm.integer_active},
-                  std::pair{"dram", gpm.dram_active}}) {
-                if (!fraction) continue;
-                char part[32];
-                std::snprintf(part, sizeof part, " %s %.0f%%", name, *fraction * 100);
-                pipes += part;
-            }
-            if (!pipes.empty()) std::printf("    pipes:%s\n", pipes.c_str());
+        // GPM's pipes over the last interval (Hopper and later), under their
+        // GPU: the whole GPU's, then each MIG GPU instance's.
+        if (g.gpm) print_pipes("pipes", *g.gpm);
+        for (const auto& [gpu_instance, activity] : g.gpm_by_gpu_instance) {
+            print_pipes("pipes gi" + std::to_string(gpu_instance), activity);
         }
         // MIG devices under their GPU: utilisation is not reported per instance.
         for (const auto& mig : device.mig_instances) {

@@ -195,11 +195,12 @@ std::string render_metrics(const backends::Snapshot& snapshot,
         }
         out.add("gpuguard_gpu_last_xid", "Last NVIDIA Xid error seen since the agent started.",
                 "gauge", l, gpu.last_xid);
-        if (gpu.gpm) {  // NVML GPM under dcgm-exporter's names, fractions 0..1 like DCGM
-            const auto& g = *gpu.gpm;
+        // NVML GPM under dcgm-exporter's names, fractions 0..1 like DCGM: the
+        // GPU's, and on a GPU in MIG mode each GPU instance's (GPU_I_ID).
+        const auto pipes = [&](const Labels& labels, const backends::GpmActivity& g) {
             const auto pipe = [&](const char* name, const char* help,
                                   const std::optional<double>& value) {
-                out.add(name, help, "gauge", l, value);
+                out.add(name, help, "gauge", labels, value);
             };
             pipe("DCGM_FI_PROF_SM_ACTIVE", "Fraction of time an SM had a warp resident.",
                  g.sm_active);
@@ -217,6 +218,10 @@ std::string render_metrics(const backends::Snapshot& snapshot,
                  g.integer_active);
             pipe("DCGM_FI_PROF_DRAM_ACTIVE", "Fraction of peak DRAM bandwidth used.",
                  g.dram_active);
+        };
+        if (gpu.gpm) pipes(l, *gpu.gpm);
+        for (const auto& [gpu_instance, activity] : gpu.gpm_by_gpu_instance) {
+            pipes(with(l, "GPU_I_ID", std::to_string(gpu_instance)), activity);
         }
     }
     for (const auto& process : snapshot.processes) {

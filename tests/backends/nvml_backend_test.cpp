@@ -417,6 +417,8 @@ TEST_F(NvmlBackendTest, a_mig_gpu_lists_its_instances_and_each_process_in_its_ow
         {{{"pid", 4242}, {"used_memory", 1024}, {"gpu_instance", 1}, {"compute_instance", 0}},
          {{"pid", 4343}, {"used_memory", 2048}, {"gpu_instance", 2}, {"compute_instance", 0}}});
     step["graphics_processes"] = json::array();
+    step["gpm"] = {{"sm", 60}};
+    step["gpm_mig"] = {{"1", {{"sm", 95}, {"integer", 70}}}, {"2", {{"sm", 92}, {"tensor", 40}}}};
     json script = one_device(json::array({step}));
     script["devices"][0]["mig_mode"] = {1, 1};
     script["devices"][0]["mig_instances"] = json::array(
@@ -446,9 +448,21 @@ TEST_F(NvmlBackendTest, a_mig_gpu_lists_its_instances_and_each_process_in_its_ow
         EXPECT_EQ(process.compute_instance, 0u) << process.pid;
         EXPECT_FALSE(process.compute_percent) << "no per-process utilisation under MIG";
     }
-    const std::string text = to_json(Snapshot{1, {}, *devices, {}, processes->processes, {}});
+    // Each GPU instance's own pipes from the second tick (nvmlGpmMigSampleGet).
+    auto tick1 = (*backend)->sample_gpus();
+    auto tick2 = (*backend)->sample_gpus();
+    ASSERT_TRUE(tick1.ok() && tick2.ok());
+    EXPECT_TRUE(tick1->gpus.at(0).gpm_by_gpu_instance.empty()) << "one sample is no interval";
+    const auto& slices = tick2->gpus.at(0).gpm_by_gpu_instance;
+    ASSERT_EQ(slices.size(), 2u);
+    EXPECT_DOUBLE_EQ(slices.at(1).integer_active.value(), 0.70);
+    EXPECT_DOUBLE_EQ(slices.at(2).tensor_active.value(), 0.40);
+    const std::string text =
+        to_json(Snapshot{1, {}, *devices, tick2->gpus, processes->processes, {}});
     EXPECT_NE(text.find("\"uuid\": \"MIG-bbbb-2222\""), std::string::npos) << text;
     EXPECT_NE(text.find("\"access_minor\": 76"), std::string::npos) << text;
+    EXPECT_NE(text.find("\"mig_metrics\""), std::string::npos) << text;
+    EXPECT_NE(text.find("\"pipe_int_active\": 0.7"), std::string::npos) << text;
 }
 
 TEST_F(NvmlBackendTest, a_gpu_with_mig_off_or_without_it_has_no_instances) {

@@ -62,6 +62,8 @@ backends::Snapshot sample_snapshot() {
     g0.throttle_reasons = std::vector<std::string>{"sw_power_cap"};
     g0.last_xid = 79;
     g0.gpm = backends::GpmActivity{.sm_active = 0.97, .tensor_active = 0.0, .integer_active = 0.81};
+    g0.gpm_by_gpu_instance[1] = backends::GpmActivity{.tensor_active = 0.0, .integer_active = 0.7};
+    g0.gpm_by_gpu_instance[2] = backends::GpmActivity{.tensor_active = 0.41};
     backends::GpuSample g1;
     g1.gpu = 1;
     g1.fan_speed_percent = 40;
@@ -106,6 +108,9 @@ TEST(MetricsServer, renders_families_labels_and_units) {
     EXPECT_TRUE(has("DCGM_FI_PROF_PIPE_INT_ACTIVE{" + g0 + "} 0.81"));
     EXPECT_TRUE(has("DCGM_FI_PROF_SM_ACTIVE{" + g0 + "} 0.97"));
     EXPECT_TRUE(has("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{" + g0 + "} 0"));
+    // Each MIG GPU instance's own, labelled as dcgm-exporter labels them.
+    EXPECT_TRUE(has("DCGM_FI_PROF_PIPE_INT_ACTIVE{" + g0 + ",GPU_I_ID=\"1\"} 0.7")) << text;
+    EXPECT_TRUE(has("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{" + g0 + ",GPU_I_ID=\"2\"} 0.41"));
     EXPECT_EQ(text.find("DCGM_FI_PROF_PIPE_FP64_ACTIVE"), std::string::npos)
         << "a pipe NVML did not report is left out";
     EXPECT_EQ(text.find("DCGM_FI_PROF_SM_ACTIVE{gpu=\"1\""), std::string::npos)
