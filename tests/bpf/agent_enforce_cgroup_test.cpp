@@ -8,7 +8,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <thread>
 
 #include <bpf/bpf.h>
 #include <fcntl.h>
@@ -18,13 +17,10 @@
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "gpuguard/sensor/bpf_pins.h"
 #include "gpuguard/sensor/sensor_probe.h"
-#include "gpuguard/signatures/signatures.h"
 #include "tests/bpf/agent_detect_fixture.h"
 #include "tests/support/child_process.h"
 #include "tests/support/netns.h"
@@ -34,10 +30,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using gpuguard::testing::AgentDetectTest;
-using gpuguard::testing::ChildReaper;
-using gpuguard::testing::Clock;
 using gpuguard::testing::copy_sleep;
-using gpuguard::testing::file_bytes;
 using gpuguard::testing::LoopbackPool;
 using gpuguard::testing::NetnsScope;
 using gpuguard::testing::OwnChild;

@@ -3,32 +3,21 @@
 // cgroup-level enforcement (deny_gpu, block_ip, pinned) is in
 // agent_enforce_cgroup_test.cpp.
 #include <chrono>
-#include <cstring>
 #include <fstream>
-#include <functional>
-#include <map>
-#include <memory>
-#include <optional>
 #include <thread>
 
-#include <bpf/bpf.h>
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <nlohmann/json.hpp>
 #include <signal.h>
-#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "gpuguard/sensor/bpf_pins.h"
-#include "gpuguard/sensor/sensor_probe.h"
 #include "gpuguard/signatures/signatures.h"
 #include "tests/bpf/agent_detect_fixture.h"
 #include "tests/support/child_process.h"
-#include "tests/support/netns.h"
+#include "tests/support/netns.h"  // TestCgroup
 #include "tests/support/run_command.h"
 
 namespace {
@@ -40,9 +29,7 @@ using gpuguard::testing::Clock;
 using gpuguard::testing::copy_sleep;
 using gpuguard::testing::file_bytes;
 using gpuguard::testing::LoopbackPool;
-using gpuguard::testing::NetnsScope;
 using gpuguard::testing::OwnChild;
-using gpuguard::testing::RequestChild;
 using gpuguard::testing::Subprocess;
 using gpuguard::testing::TestCgroup;
 

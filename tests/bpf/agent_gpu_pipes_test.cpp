@@ -43,20 +43,39 @@ constexpr const char* kPipeRules = R"(rules:
       gpu_pipe_mix: {for: 3s, tensor_above_percent: 10}
 )";
 
-TEST_F(AgentDetectTest, gpm_pipes_name_a_lone_hash_kernel_not_a_shared_gpu_or_a_tensor_job) {
+// GPM readings in percent by the fake's keys: a hash kernel's (integer
+// bound) and a training step's (tensor bound).
+using PipeMix = std::vector<std::pair<std::string, unsigned>>;
+const PipeMix kHashMix = {{"sm", 95},  {"tensor", 0},   {"fp16", 0}, {"fp32", 1},
+                          {"fp64", 0}, {"integer", 70}, {"dram", 4}};
+const PipeMix kTensorMix = {{"sm", 92},  {"tensor", 40}, {"fp16", 22}, {"fp32", 10},
+                            {"fp64", 0}, {"integer", 8}, {"dram", 35}};
+
+nlohmann::json gpm_json(const PipeMix& mix) {
+    nlohmann::json out = nlohmann::json::object();
+    for (const auto& [metric, percent] : mix) out[metric] = percent;
+    return out;
+}
+
+class AgentPipesTest : public AgentDetectTest {
+  protected:
+    // The agent on the fake NVML playing `script`, judging with kPipeRules.
+    std::unique_ptr<Subprocess> start_judging_pipes(const std::filesystem::path& script) {
+        std::ofstream(rules_) << kPipeRules;
+        use_fake_gpu(rules_);
+        return start_agent_playing(script);
+    }
+    const std::filesystem::path rules_ = dir_ / "pipes.yaml";
+};
+
+TEST_F(AgentPipesTest, gpm_pipes_name_a_lone_hash_kernel_not_a_shared_gpu_or_a_tensor_job) {
     auto hasher = start_gpu_worker("gg-hasher");
     auto trainer = start_gpu_worker("gg-trainer");
     ASSERT_EQ(hasher->ask('g'), 0);
     ASSERT_EQ(trainer->ask('g'), 0);
     const auto step_file = dir_ / "nvml-step";
     std::ofstream(step_file) << "0\n";
-    const std::vector<std::pair<std::string, unsigned>> hash_mix = {
-        {"sm", 95},  {"tensor", 0},   {"fp16", 0}, {"fp32", 1},
-        {"fp64", 0}, {"integer", 70}, {"dram", 4}};
-    const std::vector<std::pair<std::string, unsigned>> tensor_mix = {
-        {"sm", 92},  {"tensor", 40}, {"fp16", 22}, {"fp32", 10},
-        {"fp64", 0}, {"integer", 8}, {"dram", 35}};
-    const auto on_gpu = [&](std::vector<pid_t> pids, const auto& gpm) {
+    const auto on_gpu = [&](std::vector<pid_t> pids, const PipeMix& gpm) {
         FakeH100 gpu{.gpu_utilization = 90,
                      .memory_utilization = 30,
                      .memory_used = 4ull << 30,
@@ -67,14 +86,11 @@ TEST_F(AgentDetectTest, gpm_pipes_name_a_lone_hash_kernel_not_a_shared_gpu_or_a_
     };
     const auto script = dir_ / "nvml.json";
     std::ofstream(script) << gpuguard::testing::fake_nvml_script(
-        {on_gpu({hasher->pid(), trainer->pid()}, hash_mix),  // shared: nobody's
-         on_gpu({hasher->pid()}, hash_mix),                  // the hasher alone
-         on_gpu({trainer->pid()}, tensor_mix)},              // the trainer alone
+        {on_gpu({hasher->pid(), trainer->pid()}, kHashMix),  // shared: nobody's
+         on_gpu({hasher->pid()}, kHashMix),                  // the hasher alone
+         on_gpu({trainer->pid()}, kTensorMix)},              // the trainer alone
         step_file.string());
-    const auto rules = dir_ / "pipes.yaml";
-    std::ofstream(rules) << kPipeRules;
-    use_fake_gpu(rules);
-    auto started = start_agent_playing(script);
+    auto started = start_judging_pipes(script);
     Subprocess& agent = *started;
     ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
 
@@ -104,7 +120,7 @@ TEST_F(AgentDetectTest, gpm_pipes_name_a_lone_hash_kernel_not_a_shared_gpu_or_a_
                         {hasher->pid(), trainer->pid()});
 
     // The journal's telemetry carries the pipes: its replay judges the same.
-    const auto replayed = replay_journal(rules);
+    const auto replayed = replay_journal(rules_);
     ASSERT_EQ(replayed.exit_code, 0) << replayed.stderr_text;
     EXPECT_EQ(replayed_pids(replayed, "TEST-PIPES-HASH"), std::vector<pid_t>{hasher->pid()})
         << replayed.stdout_text.substr(0, 4000);
@@ -114,7 +130,7 @@ TEST_F(AgentDetectTest, gpm_pipes_name_a_lone_hash_kernel_not_a_shared_gpu_or_a_
 // A GPU in MIG mode, live: the hasher runs in GPU instance 1, the trainer
 // in GPU instance 2; the whole GPU's pipes mix both, each instance's own
 // (nvmlGpmMigSampleGet) are apart. Each process is named by its slice's.
-TEST_F(AgentDetectTest, gpm_pipes_of_a_mig_slice_name_the_process_alone_in_it) {
+TEST_F(AgentPipesTest, gpm_pipes_of_a_mig_slice_name_the_process_alone_in_it) {
     auto hasher = start_gpu_worker("gg-mig-hasher");
     auto trainer = start_gpu_worker("gg-mig-trainer");
     ASSERT_EQ(hasher->ask('g'), 0);
@@ -143,28 +159,10 @@ TEST_F(AgentDetectTest, gpm_pipes_of_a_mig_slice_name_the_process_alone_in_it) {
                                                         {"compute_instance", 0}}});
     step["graphics_processes"] = nlohmann::json::array();
     step["gpm"] = {{"sm", 93}, {"tensor", 20}, {"fp16", 11}, {"fp32", 5}, {"integer", 39}};
-    step["gpm_mig"] = {{"1",
-                        {{"sm", 95},
-                         {"tensor", 0},
-                         {"fp16", 0},
-                         {"fp32", 1},
-                         {"fp64", 0},
-                         {"integer", 70},
-                         {"dram", 4}}},
-                       {"2",
-                        {{"sm", 92},
-                         {"tensor", 40},
-                         {"fp16", 22},
-                         {"fp32", 10},
-                         {"fp64", 0},
-                         {"integer", 8},
-                         {"dram", 35}}}};
+    step["gpm_mig"] = {{"1", gpm_json(kHashMix)}, {"2", gpm_json(kTensorMix)}};
     const auto script_path = dir_ / "nvml.json";
     std::ofstream(script_path) << script.dump();
-    const auto rules = dir_ / "pipes.yaml";
-    std::ofstream(rules) << kPipeRules;
-    use_fake_gpu(rules);
-    auto started = start_agent_playing(script_path);
+    auto started = start_judging_pipes(script_path);
     Subprocess& agent = *started;
     ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
 
@@ -182,7 +180,7 @@ TEST_F(AgentDetectTest, gpm_pipes_of_a_mig_slice_name_the_process_alone_in_it) {
                         {hasher->pid(), trainer->pid()});
 
     // The journal carries each slice's pipes and each process's slice.
-    const auto replayed = replay_journal(rules);
+    const auto replayed = replay_journal(rules_);
     ASSERT_EQ(replayed.exit_code, 0) << replayed.stderr_text;
     EXPECT_EQ(replayed_pids(replayed, "TEST-PIPES-HASH"), std::vector<pid_t>{hasher->pid()})
         << replayed.stdout_text.substr(0, 4000);
