@@ -297,11 +297,7 @@ class AgentDetectTest : public ::testing::Test {
     }
 
     // Every detection read so far (seen_).
-    DetectionLedger ledger() const {
-        DetectionLedger ledger;
-        for (const auto& line : seen_) ledger.add(line);
-        return ledger;
-    }
+    DetectionLedger ledger() const { return DetectionLedger(seen_); }
 
     // The detections read so far (seen_, the lines other waits read
     // included) of any of `pids` at warning or above: what a negative must

@@ -79,9 +79,7 @@ void expect_whole_output(gpuguard::testing::Subprocess& agent, std::vector<std::
     while (auto line = agent.read_stdout_line(std::chrono::milliseconds(0))) {
         printed.push_back(*line);
     }
-    gpuguard::testing::DetectionLedger ledger;
-    for (const auto& line : printed) ledger.add(line);
-    EXPECT_TRUE(ledger.expect_exactly(expected, started));
+    EXPECT_TRUE(gpuguard::testing::DetectionLedger(printed).expect_exactly(expected, started));
 }
 
 TEST(StratumAgentTest, live_agent_detects_the_session_and_ps_and_metrics_show_its_hash_rate) {

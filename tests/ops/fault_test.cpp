@@ -146,9 +146,7 @@ TEST(AgentFaults, lost_gpu_dead_collector_and_vanishing_processes_do_not_stop_de
     // The miner's detections (its name at exec, then on the GPU), exactly (the 300 short-lived
     // namesakes are judged or not as they race their exit; the lost GPU changes nothing).
     while (auto line = agent.read_stdout_line(0ms)) printed.push_back(*line);
-    gpuguard::testing::DetectionLedger ledger;
-    for (const auto& line : printed) ledger.add(line);
-    EXPECT_TRUE(ledger.expect_exactly(
+    EXPECT_TRUE(gpuguard::testing::DetectionLedger(printed).expect_exactly(
         {{"GG-CORR-0012", miner, "error"}, {"GG-CORR-0001", miner, "critical"}}, {miner}));
     bool queued_on_disk = false;
     for (const auto& entry : std::filesystem::recursive_directory_iterator(dir / "queue")) {

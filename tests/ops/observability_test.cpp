@@ -196,12 +196,11 @@ class ObservedAgentTest : public ::testing::Test {
         if (!agent_) return;
         EXPECT_EQ(agent_->stop(SIGTERM, 15s), 0) << agent_->stderr_text();
         while (auto line = agent_->read_stdout_line(0ms)) printed_.push_back(*line);
-        gpuguard::testing::DetectionLedger ledger;
-        for (const auto& line : printed_) ledger.add(line);
-        EXPECT_TRUE(ledger.expect_exactly({{"GG-CORR-0001", miner_, "critical", true},
-                                           {"GG-CORR-0012", miner_, "critical", true},
-                                           {"GG-CORR-0012", miner_, "error", true}},
-                                          {miner_, holder_}));
+        EXPECT_TRUE(gpuguard::testing::DetectionLedger(printed_).expect_exactly(
+            {{"GG-CORR-0001", miner_, "critical", true},
+             {"GG-CORR-0012", miner_, "critical", true},
+             {"GG-CORR-0012", miner_, "error", true}},
+            {miner_, holder_}));
     }
 
     httplib::Result get(const std::string& path) {

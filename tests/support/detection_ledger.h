@@ -28,6 +28,12 @@ struct ExpectedDetection {
 
 class DetectionLedger {
   public:
+    DetectionLedger() = default;
+    // Every detection among an agent's output `lines`.
+    explicit DetectionLedger(const std::vector<std::string>& lines) {
+        for (const auto& line : lines) add(line);
+    }
+
     // Keeps `line` when it is a detection (a JSON record with rule and log
     // level); other output lines (enforcement outcomes, status) are ignored.
     void add(const std::string& line);
