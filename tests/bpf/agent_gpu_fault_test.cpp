@@ -23,6 +23,7 @@ using namespace std::chrono_literals;
 using gpuguard::testing::AgentDetectTest;
 using gpuguard::testing::FakeH100;
 using gpuguard::testing::Subprocess;
+using gpuguard::testing::time_bound;
 
 TEST_F(AgentDetectTest, xids_are_blamed_on_a_lone_holder_and_on_nobody_on_a_shared_gpu) {
     auto prober = start_gpu_worker("gg-prober");

@@ -25,6 +25,7 @@ using namespace std::chrono_literals;
 using gpuguard::testing::AgentDetectTest;
 using gpuguard::testing::FakeH100;
 using gpuguard::testing::Subprocess;
+using gpuguard::testing::time_bound;
 
 constexpr const char* kPipeRules = R"(rules:
   - id: TEST-PIPES-HASH
