@@ -130,7 +130,7 @@ class NvmlBackend final : public GpuBackend {
         handles_.clear();
         mig_enabled_.clear();
         gpu_instances_.clear();
-        const auto mig_minors = read_mig_minors(options_.proc_root);
+        const MigNodes mig_nodes = read_mig_nodes(options_.proc_root);
         std::vector<GpuDevice> out;
         for (unsigned i = 0; i < count; ++i) {
             nvmlDevice_t handle = nullptr;
@@ -150,7 +150,7 @@ class NvmlBackend final : public GpuBackend {
             device.driver_version = driver_version;
             if (handle) describe(handle, device);
             if (handle && !device.device_numbers.empty()) {
-                read_mig(api_.mig, handle, device.device_numbers.front().minor, mig_minors, device);
+                read_mig(api_.mig, handle, device.device_numbers.front().minor, mig_nodes, device);
             }
             mig_enabled_.push_back(device.mig_enabled);
             std::set<uint32_t> gpu_instances;

@@ -4,27 +4,47 @@
 
 namespace gpuguard::backends {
 
-std::map<std::string, uint32_t> read_mig_minors(const std::filesystem::path& proc_root) {
-    std::map<std::string, uint32_t> minors;
-    auto text = detail::read_small_file(proc_root / "driver" / "nvidia-caps" / "mig-minors");
-    if (!text) return minors;
-    std::string_view rest = *text;
-    while (!rest.empty()) {
-        const auto end = rest.find('\n');
-        std::string_view line = detail::trim(rest.substr(0, end));
-        rest = end == std::string_view::npos ? std::string_view{} : rest.substr(end + 1);
-        const auto space = line.rfind(' ');
-        if (space == std::string_view::npos) continue;
-        if (const auto minor = detail::parse_u64(detail::trim(line.substr(space + 1)))) {
-            minors[std::string(detail::trim(line.substr(0, space)))] =
-                static_cast<uint32_t>(*minor);
+MigNodes read_mig_nodes(const std::filesystem::path& proc_root) {
+    MigNodes nodes;
+    const auto each_line = [](std::string_view text, auto&& use) {
+        while (!text.empty()) {
+            const auto end = text.find('\n');
+            use(detail::trim(text.substr(0, end)));
+            text = end == std::string_view::npos ? std::string_view{} : text.substr(end + 1);
         }
+    };
+    if (auto text = detail::read_small_file(proc_root / "driver" / "nvidia-caps" / "mig-minors")) {
+        each_line(*text, [&](std::string_view line) {
+            const auto space = line.rfind(' ');
+            if (space == std::string_view::npos) return;
+            if (const auto minor = detail::parse_u64(detail::trim(line.substr(space + 1)))) {
+                nodes.minors[std::string(detail::trim(line.substr(0, space)))] =
+                    static_cast<uint32_t>(*minor);
+            }
+        });
     }
-    return minors;
+    // "Character devices:" lines are "MAJOR NAME"; "Block devices:" follow.
+    if (auto text = detail::read_small_file(proc_root / "devices")) {
+        bool character = false;
+        each_line(*text, [&](std::string_view line) {
+            if (line.ends_with("devices:")) {
+                character = line == "Character devices:";
+                return;
+            }
+            const auto space = line.find(' ');
+            if (!character || space == std::string_view::npos) return;
+            if (detail::trim(line.substr(space + 1)) != "nvidia-caps") return;
+            if (const auto major = detail::parse_u64(line.substr(0, space));
+                major && *major < 4096) {
+                nodes.major = static_cast<uint32_t>(*major);
+            }
+        });
+    }
+    return nodes;
 }
 
-void read_mig(const NvmlMigApi& api, nvmlDevice_t handle, uint32_t gpu_minor,
-              const std::map<std::string, uint32_t>& minors, GpuDevice& device) {
+void read_mig(const NvmlMigApi& api, nvmlDevice_t handle, uint32_t gpu_minor, const MigNodes& nodes,
+              GpuDevice& device) {
     if (!api.mig_mode || !api.max_mig_devices || !api.mig_handle || !api.gpu_instance_id ||
         !api.compute_instance_id) {
         return;
@@ -36,8 +56,8 @@ void read_mig(const NvmlMigApi& api, nvmlDevice_t handle, uint32_t gpu_minor,
     if (api.max_mig_devices(handle, &most) != NVML_SUCCESS) return;
     const std::string gpu = "gpu" + std::to_string(gpu_minor);
     const auto minor_of = [&](const std::string& name) -> std::optional<uint32_t> {
-        const auto found = minors.find(name);
-        if (found == minors.end()) return std::nullopt;
+        const auto found = nodes.minors.find(name);
+        if (found == nodes.minors.end()) return std::nullopt;
         return found->second;
     };
     for (unsigned i = 0; i < most; ++i) {
@@ -60,6 +80,13 @@ void read_mig(const NvmlMigApi& api, nvmlDevice_t handle, uint32_t gpu_minor,
         instance.gpu_instance_access_minor = minor_of(gi + "/access");
         instance.access_minor =
             minor_of(gi + "/ci" + std::to_string(instance.compute_instance) + "/access");
+        if (nodes.major && instance.access_minor) {
+            instance.access_node = DeviceNumber{*nodes.major, *instance.access_minor};
+        }
+        if (nodes.major && instance.gpu_instance_access_minor) {
+            instance.gpu_instance_access_node =
+                DeviceNumber{*nodes.major, *instance.gpu_instance_access_minor};
+        }
         device.mig_instances.push_back(std::move(instance));
     }
 }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,14 +26,21 @@ struct NvmlMigApi {
     nvmlReturn_t (*memory)(nvmlDevice_t, nvmlMemory_t*) = nullptr;
 };
 
-// mig-minors' lines as name -> minor ("gpu0/gi1/ci0/access" -> 13); empty
-// when the file is absent (no MIG-capable driver) or unreadable.
-std::map<std::string, uint32_t> read_mig_minors(const std::filesystem::path& proc_root);
+// The MIG access nodes: mig-minors' lines as name -> minor
+// ("gpu0/gi1/ci0/access" -> 13), empty when the file is absent (no
+// MIG-capable driver) or unreadable; and the major they are minors of, the
+// "nvidia-caps" line of /proc/devices' character devices (dynamic), none
+// when the driver did not register it.
+struct MigNodes {
+    std::map<std::string, uint32_t> minors;
+    std::optional<uint32_t> major;
+};
+MigNodes read_mig_nodes(const std::filesystem::path& proc_root);
 
 // Fills `device.mig_enabled` and `device.mig_instances` for the GPU
 // `handle` whose /dev/nvidiaN minor is `gpu_minor`; nothing when the
 // library lacks the MIG calls or the GPU has MIG off or unsupported.
-void read_mig(const NvmlMigApi& api, nvmlDevice_t handle, uint32_t gpu_minor,
-              const std::map<std::string, uint32_t>& minors, GpuDevice& device);
+void read_mig(const NvmlMigApi& api, nvmlDevice_t handle, uint32_t gpu_minor, const MigNodes& nodes,
+              GpuDevice& device);
 
 }  // namespace gpuguard::backends

@@ -57,6 +57,10 @@ std::string to_json(const Snapshot& snapshot, int indent) {
                 put(m, "memory_total_bytes", mig.memory_total_bytes);
                 put(m, "access_minor", mig.access_minor);
                 put(m, "gpu_instance_access_minor", mig.gpu_instance_access_minor);
+                if (mig.access_node.known()) m["access_node"] = mig.access_node.to_string();
+                if (mig.gpu_instance_access_node.known()) {
+                    m["gpu_instance_access_node"] = mig.gpu_instance_access_node.to_string();
+                }
                 instances.push_back(m);
             }
             d["mig_instances"] = instances;

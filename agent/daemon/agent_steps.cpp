@@ -448,27 +448,15 @@ KubeletSources Agent::Impl::kubelet_sources() {
             return kubelet::nvidia_device_ids(*pod, query.container);
         };
     }
-    // NVML's UUIDs name the GPUs the NVIDIA device plugin hands out by
-    // default; each GPU is all its nodes (/dev/nvidiaN, its nvidia-drm card
-    // and render nodes).
+    // NVML's UUIDs name the GPUs and MIG instances the NVIDIA device plugin
+    // hands out by default.
     sources.gpu_by_uuid = [this](const std::string& uuid) -> std::vector<std::string> {
-        std::vector<std::string> nodes;
-        if (!sampler) return nodes;
-        for (const backends::GpuDevice& device : sampler->latest().devices) {
-            if (device.uuid != uuid) continue;
-            for (const auto& number : device.device_numbers) nodes.push_back(number.to_string());
-        }
-        return nodes;
+        if (!sampler) return {};
+        return gpu_nodes_by_uuid(sampler->latest().devices, uuid);
     };
     sources.inventory_gpus = [this]() -> std::vector<std::string> {
-        std::vector<std::string> nodes;
-        if (!sampler) return nodes;
-        for (const backends::GpuDevice& device : sampler->latest().devices) {
-            // NVIDIA's: the kubelet's nvidia.com/gpu devices are what is judged.
-            if (device.vendor != backends::Vendor::kNvidia || device.uuid.empty()) continue;
-            for (const auto& number : device.device_numbers) nodes.push_back(number.to_string());
-        }
-        return nodes;
+        if (!sampler) return {};
+        return nvidia_gpu_nodes(sampler->latest().devices);
     };
     if (pod_resources) {
         sources.answers = [cache = pod_resources.get()] { return cache->counters().refreshes; };

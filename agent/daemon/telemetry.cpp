@@ -1,5 +1,8 @@
 #include "gpuguard/daemon/telemetry.h"
 
+#include <algorithm>
+#include <charconv>
+
 #include "agent_impl.h"
 #include "gpuguard/common/logging.h"
 #include "gpuguard/events/gpu_fault.h"
@@ -63,6 +66,17 @@ std::vector<Event> telemetry_events(const backends::Snapshot& snapshot, uint64_t
                 telemetry.mig_pipes.push_back(MigPipes{gpu_instance, pipes_of(gpm)});
             }
         }
+        for (const auto& mig : device.mig_instances) {
+            for (const auto* node : {&mig.gpu_instance_access_node, &mig.access_node}) {
+                MigNode known{mig.gpu_instance, node->to_string()};
+                if (!node->known() ||
+                    std::find(telemetry.mig_nodes.begin(), telemetry.mig_nodes.end(), known) !=
+                        telemetry.mig_nodes.end()) {
+                    continue;  // the GI's node, once for all its compute instances
+                }
+                telemetry.mig_nodes.push_back(std::move(known));
+            }
+        }
         for (const auto& sample : snapshot.processes) {
             if (sample.gpu != device.index || sample.pid <= 0) continue;
             telemetry.processes.push_back(ProcessGpuUsage{
@@ -115,6 +129,90 @@ void Agent::Impl::report_gpu_faults(const backends::Snapshot& snapshot, uint64_t
         for (const TaskInfo& task : tasks) on_event(Event{now_ns, task, fault});
         if (tasks.empty()) on_event(Event{now_ns, TaskInfo{}, std::move(fault)});
     }
+}
+
+namespace {
+
+constexpr uint32_t kNvidiaMajor = 195;
+
+void add_once(std::vector<std::string>& nodes, const backends::DeviceNumber& number) {
+    if (!number.known()) return;
+    std::string text = number.to_string();
+    if (std::find(nodes.begin(), nodes.end(), text) == nodes.end()) nodes.push_back(text);
+}
+
+// A GPU's nodes: all of them (/dev/nvidiaN, its nvidia-drm card and render
+// nodes reach the same GPU) and, in MIG mode, every instance's access nodes.
+void add_gpu(std::vector<std::string>& nodes, const backends::GpuDevice& device) {
+    for (const auto& number : device.device_numbers) add_once(nodes, number);
+    for (const auto& mig : device.mig_instances) {
+        add_once(nodes, mig.gpu_instance_access_node);
+        add_once(nodes, mig.access_node);
+    }
+}
+
+// One MIG instance's: its GPU's /dev/nvidiaN and the access nodes of its
+// GPU instance and compute instance (what NVIDIA's container toolkit gives a
+// container of one MIG device).
+void add_mig(std::vector<std::string>& nodes, const backends::GpuDevice& device,
+             const backends::MigInstance& mig) {
+    for (const auto& number : device.device_numbers) {
+        if (number.major == kNvidiaMajor) add_once(nodes, number);
+    }
+    add_once(nodes, mig.gpu_instance_access_node);
+    add_once(nodes, mig.access_node);
+}
+
+std::optional<uint32_t> id_of(std::string_view text) {
+    uint32_t value = 0;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (error != std::errc() || end != text.data() + text.size() || text.empty()) {
+        return std::nullopt;
+    }
+    return value;
+}
+
+}  // namespace
+
+std::vector<std::string> gpu_nodes_by_uuid(const std::vector<backends::GpuDevice>& devices,
+                                           const std::string& uuid) {
+    std::vector<std::string> nodes;
+    // NVIDIA's older MIG device names: "MIG-GPU-<GPU uuid>/<GI>/<CI>".
+    if (uuid.starts_with("MIG-GPU-")) {
+        const std::string_view name = std::string_view(uuid).substr(4);
+        const auto first = name.find('/');
+        const auto second = name.find('/', first == std::string_view::npos ? first : first + 1);
+        if (second == std::string_view::npos) return nodes;
+        const auto gi = id_of(name.substr(first + 1, second - first - 1));
+        const auto ci = id_of(name.substr(second + 1));
+        if (!gi || !ci) return nodes;
+        for (const auto& device : devices) {
+            if (device.uuid != name.substr(0, first)) continue;
+            for (const auto& mig : device.mig_instances) {
+                if (mig.gpu_instance == *gi && mig.compute_instance == *ci) {
+                    add_mig(nodes, device, mig);
+                }
+            }
+        }
+        return nodes;
+    }
+    for (const auto& device : devices) {
+        if (device.uuid == uuid) add_gpu(nodes, device);
+        for (const auto& mig : device.mig_instances) {
+            if (mig.uuid == uuid) add_mig(nodes, device, mig);
+        }
+    }
+    return nodes;
+}
+
+std::vector<std::string> nvidia_gpu_nodes(const std::vector<backends::GpuDevice>& devices) {
+    std::vector<std::string> nodes;
+    for (const auto& device : devices) {
+        if (device.vendor == backends::Vendor::kNvidia && !device.uuid.empty()) {
+            add_gpu(nodes, device);
+        }
+    }
+    return nodes;
 }
 
 }  // namespace gpuguard::agent

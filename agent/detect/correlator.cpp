@@ -231,7 +231,8 @@ void CorrelatorImpl::record(const Event& event, std::vector<const Detection*>& o
             } else if constexpr (std::is_same_v<T, Exit>) {
                 forget(pid);
             } else if constexpr (std::is_same_v<T, Telemetry>) {
-                book_.record_telemetry(ts_ns, data);
+                book_.record_telemetry(ts_ns, data,
+                                       [this](uint32_t pid) { return table_.find(pid); });
                 for (const auto& usage : data.processes) judge(usage.pid);
                 // The GPU itself, after its processes (their GPU holds known).
                 if (has_gpu_rules_) evaluate_gpu(book_.record_gpu_load(ts_ns, data), ts_ns, out);

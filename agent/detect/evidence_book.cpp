@@ -38,21 +38,48 @@ std::string first_bytes_protocol(std::string_view data) {
     return "opaque";
 }
 
+// The MIG GPU instance each listed process runs in: NVML's word, else the
+// one instance whose access node (/dev/nvidia-caps) the process holds open
+// (none when it holds several instances' nodes).
+std::map<uint32_t, uint32_t> instances_of(const Telemetry& telemetry,
+                                          const EvidenceBook::FindProcess& find) {
+    std::map<uint32_t, uint32_t> instances;
+    for (const ProcessInstance& each : telemetry.process_instances) {
+        instances[each.pid] = each.gpu_instance;
+    }
+    if (telemetry.mig_nodes.empty() || !find) return instances;
+    for (const ProcessGpuUsage& usage : telemetry.processes) {
+        if (instances.contains(usage.pid)) continue;
+        const ProcessInfo* info = find(usage.pid);
+        if (!info) continue;
+        std::optional<uint32_t> held;
+        bool several = false;
+        for (const GpuHandle& gpu : info->gpus) {
+            const std::string number = std::to_string(gpu.major) + ":" + std::to_string(gpu.minor);
+            for (const MigNode& node : telemetry.mig_nodes) {
+                if (node.device != number) continue;
+                several |= held && *held != node.gpu_instance;
+                held = node.gpu_instance;
+            }
+        }
+        if (held && !several) instances[usage.pid] = *held;
+    }
+    return instances;
+}
+
 // The MIG GPU instance `pid` runs in, with pipes read for it, and how many
 // listed processes run in it; none when either is unknown.
-std::optional<std::pair<const MigPipes*, uint16_t>> slice_of(const Telemetry& telemetry,
-                                                             uint32_t pid) {
-    const auto own =
-        std::find_if(telemetry.process_instances.begin(), telemetry.process_instances.end(),
-                     [&](const ProcessInstance& each) { return each.pid == pid; });
-    if (own == telemetry.process_instances.end()) return std::nullopt;
+std::optional<std::pair<const MigPipes*, uint16_t>> slice_of(
+    const Telemetry& telemetry, const std::map<uint32_t, uint32_t>& instances, uint32_t pid) {
+    const auto own = instances.find(pid);
+    if (own == instances.end()) return std::nullopt;
     const auto slice =
         std::find_if(telemetry.mig_pipes.begin(), telemetry.mig_pipes.end(),
-                     [&](const MigPipes& each) { return each.gpu_instance == own->gpu_instance; });
+                     [&](const MigPipes& each) { return each.gpu_instance == own->second; });
     if (slice == telemetry.mig_pipes.end()) return std::nullopt;
-    const auto in_slice = std::count_if(
-        telemetry.process_instances.begin(), telemetry.process_instances.end(),
-        [&](const ProcessInstance& each) { return each.gpu_instance == own->gpu_instance; });
+    const auto in_slice = std::count_if(instances.begin(), instances.end(), [&](const auto& each) {
+        return each.second == own->second;
+    });
     return std::pair{&*slice, static_cast<uint16_t>(std::min<long>(in_slice, 65535))};
 }
 
@@ -193,7 +220,8 @@ void EvidenceBook::record_flow(uint32_t pid, const Flow& flow) {
     evidence.dirty = true;
 }
 
-void EvidenceBook::record_telemetry(uint64_t ts_ns, const Telemetry& telemetry) {
+void EvidenceBook::record_telemetry(uint64_t ts_ns, const Telemetry& telemetry,
+                                    const FindProcess& find) {
     for (const auto& device : telemetry.devices) {
         GpuTelemetry& reading = gpu_by_device_[device];  // updated in place
         reading.index = telemetry.gpu_index;
@@ -217,13 +245,14 @@ void EvidenceBook::record_telemetry(uint64_t ts_ns, const Telemetry& telemetry) 
     }
     const PipeReading pipes = pipe_reading(telemetry.pipes);
     const auto listed = static_cast<uint16_t>(std::min<size_t>(telemetry.processes.size(), 65535));
+    const auto instances = instances_of(telemetry, find);
     for (const auto& usage : telemetry.processes) {
         ProcessEvidence& evidence = processes_[usage.pid];
         // On a GPU in MIG mode a process runs in one GPU instance: its
         // slice's pipes and the processes in that slice, where read.
         PipeReading own_pipes = pipes;
         uint16_t sharing = listed;
-        if (const auto slice = slice_of(telemetry, usage.pid)) {
+        if (const auto slice = slice_of(telemetry, instances, usage.pid)) {
             own_pipes = pipe_reading(slice->first->pipes);
             sharing = slice->second;
         }

@@ -109,8 +109,11 @@ class EvidenceBook {
     void record_io(uint32_t pid, uint64_t ts_ns, const ProcessIo& io);
     void record_cpu(uint32_t pid, uint64_t ts_ns, const CpuUsage& usage);
     void record_flow(uint32_t pid, const Flow& flow);
-    // Each GPU's reading and each process's usage sample.
-    void record_telemetry(uint64_t ts_ns, const Telemetry& telemetry);
+    // Each GPU's reading and each process's usage sample. `find` (the
+    // process table) places a process NVML does not place in a MIG GPU
+    // instance by the instance's access node it holds open.
+    using FindProcess = std::function<const ProcessInfo*(uint32_t pid)>;
+    void record_telemetry(uint64_t ts_ns, const Telemetry& telemetry, const FindProcess& find = {});
     // The GPU's load and what its known holders explain of it
     // (evidence_gpus.cpp); the GPU's record, judged next.
     GpuLoad& record_gpu_load(uint64_t ts_ns, const Telemetry& telemetry);

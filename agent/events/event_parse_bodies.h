@@ -222,6 +222,10 @@ Telemetry read_telemetry(const Reader<Node>& reader) {
             ProcessInstance{item.template integer<uint32_t>("pid"),
                             item.template integer<uint32_t>("gpu_instance")});
     });
+    reader.objects("mig_nodes", [&](const Reader<Node>& item) {
+        telemetry.mig_nodes.push_back(
+            MigNode{item.template integer<uint32_t>("gpu_instance"), item.string("device")});
+    });
     return telemetry;
 }
 

@@ -111,14 +111,14 @@ ResolvedGpus resolve_kubelet_device_ids(const std::vector<std::string>& ids,
         std::vector<std::string> nodes;
         if (!id.empty() && std::all_of(id.begin(), id.end(), ::isdigit) && id.size() <= 3) {
             nodes.push_back(nvidia_gpu_node(id, host_root));
-        } else if (id.starts_with("GPU-")) {
+        } else if (id.starts_with("GPU-") || id.starts_with("MIG-")) {
             const std::string uuid = id.substr(0, id.find("::"));  // a time-sliced replica's
             if (gpu_by_uuid) nodes = gpu_by_uuid(uuid);
             if (nodes.empty()) {
                 out.unresolved = "'" + uuid + "' is not in the agent's GPU inventory";
             }
         } else {
-            out.unresolved = "'" + id + "' is not a GPU index or UUID (a MIG instance?)";
+            out.unresolved = "'" + id + "' is not a GPU index, GPU UUID or MIG UUID";
         }
         if (!out.unresolved.empty()) {
             out.allocated.clear();

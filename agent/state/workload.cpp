@@ -106,9 +106,11 @@ std::string short_hostname() {
 }
 
 // Turns `value` (the indices or names the source wrote) into device numbers
-// in `workload`; `node_gpus` numbers GRES indices.
+// in `workload`; `node_gpus` numbers GRES indices; GPU and MIG UUIDs (what
+// NVIDIA's container toolkit writes) go through the agent's GPU inventory.
 void resolve(Workload& workload, const std::string& value,
-             const std::vector<std::string>& node_gpus, const std::string& host_root) {
+             const std::vector<std::string>& node_gpus, const WorkloadReadOptions& options) {
+    const std::string& host_root = options.host_root;
     workload.allocation = value;
     if (value == "all") {
         workload.unresolved = "all GPUs";
@@ -117,8 +119,29 @@ void resolve(Workload& workload, const std::string& value,
     if (value == "void" || value == "none" || value == "NoDevFiles") return;  // none given
     for (const std::string& item : split(value, ',')) {
         const auto index = index_of(item);
+        if (!index && (item.starts_with("GPU-") || item.starts_with("MIG-"))) {
+            std::vector<std::string> nodes;
+            if (options.kubelet.gpu_by_uuid) nodes = options.kubelet.gpu_by_uuid(item);
+            if (nodes.empty()) {
+                workload.unresolved = "'" + item + "' is not in the agent's GPU inventory";
+                workload.allocated.clear();
+                return;
+            }
+            for (std::string& node : nodes) {
+                if (std::find(workload.allocated.begin(), workload.allocated.end(), node) ==
+                    workload.allocated.end()) {
+                    workload.allocated.push_back(std::move(node));
+                }
+            }
+            // A UUID is all the nodes of its GPU or MIG instance: the
+            // inventory's nodes are what counts as a GPU then.
+            if (workload.node_gpus.empty() && options.kubelet.inventory_gpus) {
+                workload.node_gpus = options.kubelet.inventory_gpus();
+            }
+            continue;
+        }
         if (!index) {
-            workload.unresolved = "'" + item + "' is not a GPU index (a UUID or MIG instance)";
+            workload.unresolved = "'" + item + "' is not a GPU index or UUID (a MIG index?)";
             workload.allocated.clear();
             return;
         }
@@ -345,7 +368,7 @@ std::optional<Workload> read_workload(uint32_t pid, const WorkloadReadOptions& o
         }
         const bool gres_index = std::string_view(source).starts_with("SLURM_");
         resolve(workload, *value, gres_index ? workload.node_gpus : std::vector<std::string>{},
-                options.host_root);
+                options);
         if (!env_is_the_jobs) {
             workload.unresolved =
                 "its environment names job " + env_job + ", its cgroup job " + from_cgroup.job_id;

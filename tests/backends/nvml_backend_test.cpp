@@ -411,6 +411,11 @@ TEST_F(NvmlBackendTest, a_mig_gpu_lists_its_instances_and_each_process_in_its_ow
     tree_write("proc/driver/nvidia-caps/mig-minors",
                "config 1\nmonitor 2\ngpu3/gi1/access 66\ngpu3/gi1/ci0/access 67\n"
                "gpu3/gi2/access 75\ngpu3/gi2/ci0/access 76\n");
+    // The nodes' major: nvidia-caps among the character devices, not the
+    // block device of the same name after them.
+    tree_write("proc/devices",
+               "Character devices:\n  1 mem\n195 nvidia-frontend\n236 nvidia-caps\n"
+               "237 nvidia-caps-imex-channels\n\nBlock devices:\n  7 loop\n240 nvidia-caps\n");
     json step = full_step();
     step.erase("utilization");  // NOT_SUPPORTED on a MIG GPU
     step["compute_processes"] = json::array(
@@ -437,8 +442,9 @@ TEST_F(NvmlBackendTest, a_mig_gpu_lists_its_instances_and_each_process_in_its_ow
     ASSERT_EQ(devices->size(), 1u);
     const GpuDevice& gpu = (*devices)[0];
     EXPECT_TRUE(gpu.mig_enabled);
-    const std::vector<MigInstance> expected = {{1, 0, "MIG-aaaa-1111", 42949672960ull, 67, 66},
-                                               {2, 0, "MIG-bbbb-2222", 21474836480ull, 76, 75}};
+    const std::vector<MigInstance> expected = {
+        {1, 0, "MIG-aaaa-1111", 42949672960ull, 67, 66, {236, 67}, {236, 66}},
+        {2, 0, "MIG-bbbb-2222", 21474836480ull, 76, 75, {236, 76}, {236, 75}}};
     EXPECT_EQ(gpu.mig_instances, expected);
     auto processes = (*backend)->sample_processes({});
     ASSERT_TRUE(processes.ok());
@@ -461,6 +467,7 @@ TEST_F(NvmlBackendTest, a_mig_gpu_lists_its_instances_and_each_process_in_its_ow
         to_json(Snapshot{1, {}, *devices, tick2->gpus, processes->processes, {}});
     EXPECT_NE(text.find("\"uuid\": \"MIG-bbbb-2222\""), std::string::npos) << text;
     EXPECT_NE(text.find("\"access_minor\": 76"), std::string::npos) << text;
+    EXPECT_NE(text.find("\"access_node\": \"236:76\""), std::string::npos) << text;
     EXPECT_NE(text.find("\"mig_metrics\""), std::string::npos) << text;
     EXPECT_NE(text.find("\"pipe_int_active\": 0.7"), std::string::npos) << text;
 }

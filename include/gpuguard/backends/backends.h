@@ -60,6 +60,11 @@ struct MigInstance {
     // instance's; none when the file does not name them.
     std::optional<uint32_t> access_minor;
     std::optional<uint32_t> gpu_instance_access_minor;
+    // Those nodes' device numbers (the minors under the nvidia-caps major of
+    // /proc/devices): what a process opens to use the instance; unknown
+    // (0:0) when the major or the minor is.
+    DeviceNumber access_node{};
+    DeviceNumber gpu_instance_access_node{};
     bool operator==(const MigInstance&) const = default;
 };
 

@@ -118,7 +118,7 @@ TEST(JournalCodec, truncated_payloads_fail_without_reading_past_the_end) {
         // A telemetry record cut before its power draw and limit (1 byte
         // unset, 9 set): a record from before they were journaled.
         const auto* telemetry = std::get_if<Telemetry>(&event.data);
-        size_t before_gpm = 0;
+        size_t before_gpm = 0, before_nodes = 0;
         if (telemetry) {
             // The GPM pipes last: eight optionals, each a presence byte
             // and, when set, a double.
@@ -133,19 +133,23 @@ TEST(JournalCodec, truncated_payloads_fail_without_reading_past_the_end) {
             const size_t limit = telemetry->power_limit_watts ? 9 : 1;
             const size_t draw = telemetry->power_watts ? 9 : 1;
             // Then the MIG lists (each a count and its elements): cut before
-            // both, or between them.
+            // all three, or between them.
             Event without = event;
-            std::get<Telemetry>(without.data).process_instances.clear();
+            std::get<Telemetry>(without.data).mig_nodes.clear();
             std::string shorter;
             encode_event(without, shorter);
-            const size_t before_instances = shorter.size() - 1;
+            before_nodes = shorter.size() - 1;
+            std::get<Telemetry>(without.data).process_instances.clear();
+            shorter.clear();
+            encode_event(without, shorter);
+            const size_t before_instances = shorter.size() - 2;
             std::get<Telemetry>(without.data).mig_pipes.clear();
             shorter.clear();
             encode_event(without, shorter);
-            const size_t before_mig = shorter.size() - 2;
+            const size_t before_mig = shorter.size() - 3;
             before_gpm = before_mig - gpm;
-            older_ends = {before_instances, before_mig, before_gpm, before_gpm - limit,
-                          before_gpm - limit - draw};
+            older_ends = {before_nodes, before_instances,   before_mig,
+                          before_gpm,   before_gpm - limit, before_gpm - limit - draw};
         }
         // A process_io record cut before its receive counters (varints):
         // where each begins, from the same event encoded without it (an
@@ -207,7 +211,10 @@ TEST(JournalCodec, truncated_payloads_fail_without_reading_past_the_end) {
                 }
                 if (telemetry) {
                     const auto& older = std::get<Telemetry>(decoded.data);
-                    EXPECT_TRUE(older.process_instances.empty());
+                    EXPECT_TRUE(older.mig_nodes.empty());
+                    if (cut < before_nodes) {
+                        EXPECT_TRUE(older.process_instances.empty());
+                    }
                     if (cut <= before_gpm) {
                         EXPECT_EQ(older.pipes, GpuPipes{});
                     }

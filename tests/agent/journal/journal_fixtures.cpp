@@ -61,6 +61,7 @@ std::vector<Event> every_event_type(uint64_t ts_ns, uint32_t pid) {
         {1, GpuPipes{.tensor_active_percent = 0.0, .integer_active_percent = 70.0}},
         {2, GpuPipes{.tensor_active_percent = 41.5}}};
     telemetry.process_instances = {{pid, 1}, {pid + 1, 2}};
+    telemetry.mig_nodes = {{1, "236:66"}, {1, "236:67"}, {2, "236:75"}};
     add(telemetry);
     add(Telemetry{0, "amd", "", {}, std::nullopt, std::nullopt, std::nullopt, {}});
     ProcessSnapshot snapshot;

@@ -74,13 +74,14 @@ TEST(PodAllocation, the_kubelet_pod_directory_names_the_pod_and_its_namespace) {
     EXPECT_EQ(pod_identity_from_kubelet_dir((dir / "pods/none").string()).pod_namespace, "");
 }
 
-TEST(PodAllocation, indices_and_known_uuids_become_device_numbers_others_are_unresolved) {
+TEST(PodAllocation, indices_and_known_gpu_and_mig_uuids_become_device_numbers_others_are_not) {
     gpuguard::testing::TempDir dir("gg-podgpus");
     fs::create_directories(dir / "dev");
     fs::create_symlink("/dev/null", dir / "dev/nvidia0");  // 1:3 stands for 195:0
     // GPU-8f3c: its /dev/nvidia1 and its nvidia-drm render node.
+    // MIG-77aa: a MIG instance of GPU 2, its GPU and its access nodes.
     const std::map<std::string, std::vector<std::string>> inventory{
-        {"GPU-8f3c", {"195:1", "226:129"}}};
+        {"GPU-8f3c", {"195:1", "226:129"}}, {"MIG-77aa", {"195:2", "236:66", "236:67"}}};
     const auto by_uuid = [&](const std::string& uuid) {
         const auto found = inventory.find(uuid);
         return found == inventory.end() ? std::vector<std::string>() : found->second;
@@ -97,8 +98,16 @@ TEST(PodAllocation, indices_and_known_uuids_become_device_numbers_others_are_unr
     EXPECT_NE(unknown.unresolved.find("GPU-dead"), std::string::npos);
     auto no_inventory = resolve_kubelet_device_ids({"GPU-8f3c"}, nullptr, host);
     EXPECT_NE(no_inventory.unresolved, "");
-    auto mig = resolve_kubelet_device_ids({"MIG-1a2b"}, by_uuid, host);
-    EXPECT_NE(mig.unresolved.find("MIG-1a2b"), std::string::npos);
+    // A MIG instance (the device plugin's mixed or single strategy) is
+    // the nodes that reach it; one the inventory lacks is unresolved.
+    auto mig = resolve_kubelet_device_ids({"MIG-77aa"}, by_uuid, host);
+    EXPECT_EQ(mig.allocated, (std::vector<std::string>{"195:2", "236:66", "236:67"}));
+    EXPECT_EQ(mig.unresolved, "");
+    auto unknown_mig = resolve_kubelet_device_ids({"MIG-1a2b"}, by_uuid, host);
+    EXPECT_TRUE(unknown_mig.allocated.empty());
+    EXPECT_NE(unknown_mig.unresolved.find("MIG-1a2b"), std::string::npos);
+    auto other = resolve_kubelet_device_ids({"nvidia0"}, by_uuid, host);
+    EXPECT_NE(other.unresolved.find("not a GPU index, GPU UUID or MIG UUID"), std::string::npos);
     EXPECT_EQ(resolve_kubelet_device_ids({}, by_uuid, host).unresolved, "");
 }
 

@@ -108,7 +108,8 @@ TEST_F(ReadWorkload, a_gres_conf_others_can_write_is_passed_over_for_the_default
     EXPECT_EQ(workload->allocated, std::vector<std::string>{"1:7"});
 }
 
-TEST_F(ReadWorkload, a_pods_visible_devices_are_its_allocation_and_uuids_are_not_resolved) {
+TEST_F(ReadWorkload,
+       a_pods_visible_devices_are_its_allocation_and_uuids_resolve_through_the_inventory) {
     const std::string pod = "0::/kubepods.slice/kubepods-pod0f1e.slice/cri-containerd-0a1b.scope\n";
     process(pod, "NVIDIA_VISIBLE_DEVICES=1\0CUDA_VISIBLE_DEVICES=0\0"s);
     auto workload = read_workload(42, options_);
@@ -118,11 +119,35 @@ TEST_F(ReadWorkload, a_pods_visible_devices_are_its_allocation_and_uuids_are_not
     EXPECT_EQ(workload->allocation_source, "NVIDIA_VISIBLE_DEVICES");
     EXPECT_EQ(workload->allocated, std::vector<std::string>{"1:5"});
 
+    // NVIDIA's device plugin names GPUs and MIG instances by UUID there by
+    // default: without the agent's inventory they are not resolved ...
     process(pod, "NVIDIA_VISIBLE_DEVICES=GPU-8f3c0d2e-aa\0"s);
     workload = read_workload(42, options_);
     ASSERT_TRUE(workload);
     EXPECT_TRUE(workload->allocated.empty());
     EXPECT_NE(workload->unresolved.find("GPU-8f3c0d2e-aa"), std::string::npos);
+    // ... with it, each is all the nodes that reach it, and the
+    // inventory's nodes are what counts as a GPU.
+    options_.kubelet.gpu_by_uuid = [](const std::string& uuid) -> std::vector<std::string> {
+        if (uuid == "GPU-8f3c0d2e-aa") return {"195:1", "226:129"};
+        if (uuid == "MIG-77aa") return {"195:2", "236:66", "236:67"};
+        return {};
+    };
+    options_.kubelet.inventory_gpus = [] {
+        return std::vector<std::string>{"195:1", "226:129", "195:2", "236:66", "236:67", "236:75"};
+    };
+    process(pod, "NVIDIA_VISIBLE_DEVICES=GPU-8f3c0d2e-aa,MIG-77aa\0"s);
+    workload = read_workload(42, options_);
+    ASSERT_TRUE(workload);
+    EXPECT_EQ(workload->unresolved, "");
+    EXPECT_EQ(workload->allocated,
+              (std::vector<std::string>{"195:1", "226:129", "195:2", "236:66", "236:67"}));
+    EXPECT_EQ(workload->node_gpus.size(), 6u);
+    process(pod, "NVIDIA_VISIBLE_DEVICES=MIG-dead\0"s);
+    workload = read_workload(42, options_);
+    ASSERT_TRUE(workload);
+    EXPECT_TRUE(workload->allocated.empty());
+    EXPECT_NE(workload->unresolved.find("MIG-dead"), std::string::npos);
 
     process(pod, "PATH=/bin\0"s);  // given none
     workload = read_workload(42, options_);

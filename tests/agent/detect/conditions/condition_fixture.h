@@ -39,7 +39,9 @@ std::shared_ptr<const rules::RuleSet> rule_set_of(const std::string& user_yaml =
 class ConditionTest : public ::testing::Test {
   protected:
     ConditionTest()
-        : table_(table_options(), [](uint32_t major, uint32_t) { return major == 195; }),
+        // nvidia and nvidia-caps (MIG access nodes; its major is dynamic)
+        : table_(table_options(),
+                 [](uint32_t major, uint32_t) { return major == 195 || major == 236; }),
           book_(table_, EvidenceBookOptions{}) {}
 
     // A process in the table, by its exec.

@@ -132,5 +132,39 @@ TEST_F(GpuOutsideAllocationTest, the_kubelets_allocation_names_the_pod_and_its_d
                              "kubelet's nvidia.com/gpu devices: none)"});
 }
 
+// A pod given one MIG device of a partitioned GPU: its GPU's /dev/nvidia0
+// and its instance's access nodes (/dev/nvidia-caps, major 236 here) are
+// its own; another instance's access node on the same GPU is not.
+TEST_F(GpuOutsideAllocationTest, a_pod_given_a_mig_slice_that_opens_another_slice_is_outside) {
+    const auto outside = rule_when("{gpu_outside_allocation: outside}");
+    exec(kPid, "/usr/bin/python3");
+    Workload pod;
+    pod.scheduler = "kubernetes";
+    pod.pod_namespace = "ml";
+    pod.pod_name = "tenant-a";
+    pod.allocation_source = "kubelet";
+    pod.allocation = "MIG-1111";
+    pod.allocated = {"195:0", "236:66", "236:67"};
+    // The inventory's GPU nodes: both instances' access nodes among them.
+    pod.node_gpus = {"195:0", "226:128", "236:66", "236:67", "236:75", "236:76"};
+    evidence(kPid).workload = pod;
+    const auto open_node = [&](uint32_t major, uint32_t minor, uint64_t ts_s) {
+        apply(ts_s * kSecond, kPid, "python3",
+              GpuOpen{major, minor, static_cast<int32_t>(ts_s), -100, 2, OpenSyscall::kOpenat,
+                      false, "/dev/x"});
+    };
+    open_gpu(kPid, 3 * kSecond, 0);
+    open_node(236, 66, 4);
+    open_node(236, 67, 5);
+    open_node(195, 255, 6);  // nvidiactl: every GPU user's
+    EXPECT_FALSE(holds(outside, "gpu_outside_allocation", kPid, kNow)) << "its own slice";
+    open_node(236, 75, 7);
+    ASSERT_TRUE(holds(outside, "gpu_outside_allocation", kPid, kNow));
+    EXPECT_EQ(details(),
+              std::vector<std::string>{"pod ml/tenant-a took GPU 236:75; it was given 195:0, "
+                                       "236:66, 236:67 (the kubelet's nvidia.com/gpu devices: "
+                                       "MIG-1111)"});
+}
+
 }  // namespace
 }  // namespace gpuguard::agent::condition_testing

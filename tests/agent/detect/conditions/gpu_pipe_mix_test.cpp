@@ -148,39 +148,86 @@ TEST_F(GpuPipeMixTest, no_readings_a_short_history_or_too_few_readings_never_hol
 // A GPU in MIG mode: each process is judged by its own GPU instance's
 // pipes and the processes in that instance, not by the whole GPU's (which
 // lists both and mixes their work).
-TEST_F(GpuPipeMixTest, on_a_mig_gpu_each_process_is_judged_by_its_own_slice) {
-    exec(kPid, "/opt/w/worker");
-    open_gpu(kPid);
-    exec(kOther, "/usr/bin/python3");
-    open_gpu(kOther);
-    for (uint64_t ts_s = 1000; ts_s <= 1600; ts_s += 30) {
-        Telemetry telemetry;
-        telemetry.vendor = "nvidia";
-        telemetry.devices = {"195:0"};
-        for (const uint32_t pid : {kPid, kOther}) {
-            telemetry.processes.push_back(ProcessGpuUsage{pid, 4ull << 30, std::nullopt});
+class GpuPipeMixMigTest : public GpuPipeMixTest {
+  protected:
+    // GPU 0's samples with kPid and kOther listed: the whole GPU mixes a
+    // hash kernel in GPU instance 1 with tensor work in instance 2. NVML
+    // places them (`instances`), or not; the instances' access nodes
+    // (GI 1: 236:66, its CI 236:67; GI 2: 236:75, 236:76) go with each.
+    void mig_samples(std::vector<ProcessInstance> instances) {
+        for (uint64_t ts_s = 1000; ts_s <= 1600; ts_s += 30) {
+            Telemetry telemetry;
+            telemetry.vendor = "nvidia";
+            telemetry.devices = {"195:0"};
+            for (const uint32_t pid : {kPid, kOther}) {
+                telemetry.processes.push_back(ProcessGpuUsage{pid, 4ull << 30, std::nullopt});
+            }
+            telemetry.pipes = GpuPipes{.tensor_active_percent = 20.0,
+                                       .fp32_active_percent = 5.0,
+                                       .fp16_active_percent = 11.0,
+                                       .integer_active_percent = 39.0};
+            telemetry.mig_pipes = {{1, GpuPipes{.tensor_active_percent = 0.0,
+                                                .fp32_active_percent = 0.5,
+                                                .integer_active_percent = 72.0,
+                                                .dram_active_percent = 3.0}},
+                                   {2, GpuPipes{.tensor_active_percent = 41.0,
+                                                .fp32_active_percent = 10.0,
+                                                .fp16_active_percent = 22.0,
+                                                .integer_active_percent = 6.0}}};
+            telemetry.process_instances = instances;
+            telemetry.mig_nodes = {{1, "236:66"}, {1, "236:67"}, {2, "236:75"}, {2, "236:76"}};
+            book_.record_telemetry(ts_s * kSecond, telemetry,
+                                   [this](uint32_t pid) { return table_.find(pid); });
         }
-        telemetry.pipes = GpuPipes{.tensor_active_percent = 20.0,
-                                   .fp32_active_percent = 5.0,
-                                   .fp16_active_percent = 11.0,
-                                   .integer_active_percent = 39.0};
-        telemetry.mig_pipes = {{1, GpuPipes{.tensor_active_percent = 0.0,
-                                            .fp32_active_percent = 0.5,
-                                            .integer_active_percent = 72.0,
-                                            .dram_active_percent = 3.0}},
-                               {2, GpuPipes{.tensor_active_percent = 41.0,
-                                            .fp32_active_percent = 10.0,
-                                            .fp16_active_percent = 22.0,
-                                            .integer_active_percent = 6.0}}};
-        telemetry.process_instances = {{kPid, 1}, {kOther, 2}};
-        book_.record_telemetry(ts_s * kSecond, telemetry);
     }
-    ASSERT_TRUE(holds(hash_, "gpu_pipe_mix", kPid, kNow)) << "alone in GPU instance 1";
-    EXPECT_NE(details()[0].find("integer 72%"), std::string::npos) << details()[0];
-    EXPECT_FALSE(holds(hash_, "gpu_pipe_mix", kOther, kNow));
-    ASSERT_TRUE(holds(tensor_busy_, "gpu_pipe_mix", kOther, kNow))
-        << "GPU instance 2's tensor work";
-    EXPECT_NE(details()[0].find("tensor 41%"), std::string::npos) << details()[0];
+    // The process opens the MIG access node 236:MINOR.
+    void open_access_node(uint32_t pid, uint32_t minor) {
+        apply(3 * kSecond, pid, table_.find(pid)->comm,
+              GpuOpen{236, minor, 4, -100, 2, OpenSyscall::kOpenat, false,
+                      "/dev/nvidia-caps/nvidia-cap" + std::to_string(minor)});
+    }
+    void start_both() {
+        exec(kPid, "/opt/w/worker");
+        open_gpu(kPid);
+        exec(kOther, "/usr/bin/python3");
+        open_gpu(kOther);
+    }
+    void expect_each_judged_by_its_slice() {
+        ASSERT_TRUE(holds(hash_, "gpu_pipe_mix", kPid, kNow)) << "alone in GPU instance 1";
+        EXPECT_NE(details()[0].find("integer 72%"), std::string::npos) << details()[0];
+        EXPECT_FALSE(holds(hash_, "gpu_pipe_mix", kOther, kNow));
+        ASSERT_TRUE(holds(tensor_busy_, "gpu_pipe_mix", kOther, kNow))
+            << "GPU instance 2's tensor work";
+        EXPECT_NE(details()[0].find("tensor 41%"), std::string::npos) << details()[0];
+    }
+};
+
+TEST_F(GpuPipeMixMigTest, on_a_mig_gpu_each_process_is_judged_by_its_own_slice) {
+    start_both();
+    mig_samples({{kPid, 1}, {kOther, 2}});
+    expect_each_judged_by_its_slice();
+}
+
+// NVML does not place them: the access node each holds open does (the
+// worker its GPU instance's, the trainer its compute instance's).
+TEST_F(GpuPipeMixMigTest, a_process_nvml_does_not_place_is_in_the_instance_whose_node_it_holds) {
+    start_both();
+    open_access_node(kPid, 66);
+    open_access_node(kOther, 76);
+    mig_samples({});
+    expect_each_judged_by_its_slice();
+}
+
+// Holding the nodes of two instances (a privileged process that opened
+// them all) places a process in neither: the whole GPU, which two share,
+// says nothing of it; nor does a process that holds no node.
+TEST_F(GpuPipeMixMigTest, nodes_of_two_instances_or_none_place_a_process_nowhere) {
+    start_both();
+    open_access_node(kPid, 66);
+    open_access_node(kPid, 75);
+    mig_samples({});
+    EXPECT_FALSE(holds(hash_, "gpu_pipe_mix", kPid, kNow));
+    EXPECT_FALSE(holds(tensor_busy_, "gpu_pipe_mix", kOther, kNow));
 }
 
 TEST(GpuPipeMixRule, a_rule_names_its_window_and_a_bound_with_file_and_line) {

@@ -53,6 +53,14 @@ struct Declaration<ProcessInstance> {
 };
 
 template <>
+struct Declaration<MigNode> {
+    static constexpr std::tuple fields{
+        field("gpu_instance", &MigNode::gpu_instance),
+        field("device", &MigNode::device),
+    };
+};
+
+template <>
 struct Declaration<SnapshotGpu> {
     static constexpr std::tuple fields{
         field("major", &SnapshotGpu::major),  // and "device", "MAJOR:MINOR"
@@ -214,6 +222,9 @@ struct Declaration<Telemetry> {
         field("mig_pipes", &Telemetry::mig_pipes,
               {.out = Out::kWhenSet, .store = Store::kTrailing}),
         field("process_instances", &Telemetry::process_instances,
+              {.out = Out::kWhenSet, .store = Store::kTrailing}),
+        // Appended for the MIG access nodes.
+        field("mig_nodes", &Telemetry::mig_nodes,
               {.out = Out::kWhenSet, .store = Store::kTrailing}),
     };
 };

@@ -48,6 +48,15 @@ struct ProcessInstance {
     bool operator==(const ProcessInstance&) const = default;
 };
 
+// A node a process opens to use one MIG GPU instance: the access node
+// (/dev/nvidia-caps/nvidia-capN) of the GPU instance or of a compute
+// instance in it.
+struct MigNode {
+    uint32_t gpu_instance = 0;  // GI id
+    std::string device;         // "236:67"
+    bool operator==(const MigNode&) const = default;
+};
+
 // One telemetry reading of one GPU by the agent's backends (not from the
 // kernel: the event's task is all zero).
 struct Telemetry {
@@ -69,6 +78,9 @@ struct Telemetry {
     // process is judged by its slice's pipes.
     std::vector<MigPipes> mig_pipes{};
     std::vector<ProcessInstance> process_instances{};
+    // Its MIG instances' access nodes: a process NVML does not place in an
+    // instance is in the one whose node it holds open.
+    std::vector<MigNode> mig_nodes{};
 };
 
 // Something a GPU's driver reported on its own (NVML's event API: an Xid

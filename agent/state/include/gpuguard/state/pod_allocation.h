@@ -47,7 +47,9 @@ struct PodQuery {
 using KubeletGpuIds = std::function<std::optional<std::vector<std::string>>(const PodQuery&)>;
 // Every node of the GPU with this UUID ("GPU-8f3c..."), from the agent's GPU
 // inventory (NVML): its /dev/nvidiaN ("195:0") and its nvidia-drm card and
-// render nodes, which reach the same GPU; empty when it does not know the UUID.
+// render nodes, which reach the same GPU; for a MIG instance ("MIG-..."),
+// its GPU's /dev/nvidiaN and the instance's access nodes (/dev/nvidia-caps);
+// empty when it does not know the UUID.
 using GpuByUuid = std::function<std::vector<std::string>(const std::string& uuid)>;
 // Every node of every GPU the inventory knows: what counts as a GPU for a
 // pod's allocation (empty: NVIDIA's GPU nodes 195:0-253, as without it).
@@ -75,9 +77,10 @@ struct ResolvedGpus {
 
 // The kubelet's device IDs as device numbers: an index ("0", the NVIDIA
 // device plugin's DEVICE_ID_STRATEGY=index) is /dev/nvidiaN; a UUID
-// ("GPU-8f3c...", its default; "GPU-...::2", a time-sliced replica of it)
-// goes through `gpu_by_uuid` (all the GPU's nodes); a MIG instance, or a
-// UUID the inventory lacks, is unresolved.
+// ("GPU-8f3c...", its default; "GPU-...::2", a time-sliced replica of it;
+// "MIG-...", a MIG instance under its MIG strategies) goes through
+// `gpu_by_uuid` (all the nodes that reach that GPU or instance); a UUID
+// the inventory lacks is unresolved.
 ResolvedGpus resolve_kubelet_device_ids(const std::vector<std::string>& ids,
                                         const GpuByUuid& gpu_by_uuid, const std::string& host_root);
 
