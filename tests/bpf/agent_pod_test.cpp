@@ -271,4 +271,95 @@ TEST_F(AgentPodTest, a_pod_on_a_gpu_the_kubelet_gave_another_is_named_and_one_gi
         << replayed.stdout_text;
 }
 
+// A partitioned GPU, live: NVML's H100 in MIG mode with two GPU
+// instances, their access nodes named by a driver tree of the test's
+// (mig-minors under an nvidia-caps major that makes them the test's 1:7
+// and 1:5). Two pods, each given one MIG device by its MIG UUID as the
+// NVIDIA device plugin's MIG strategies name them: the one that opens the
+// other's access node is GG-CORR-0033 naming the pod and the node; the one
+// on its own node is silent.
+TEST_F(AgentPodTest, a_pod_given_a_mig_slice_that_opens_another_is_named) {
+    GG_REQUIRE_PRIVILEGED();
+    const std::string gi1_node = node_.string(), gi2_node = (dir_ / "gpu1").string();
+    ASSERT_EQ(mknod(gi2_node.c_str(), S_IFCHR | 0666, makedev(1, 5)), 0);
+    replace_in_config("extra_gpu_devices: [\"1:7\"]", "extra_gpu_devices: [\"1:7\", \"1:5\"]");
+    fs::create_directories(dir_ / "proc/driver/nvidia-caps");
+    fs::create_directories(dir_ / "sys");
+    std::ofstream(dir_ / "proc/devices") << "Character devices:\n  1 nvidia-caps\n";
+    std::ofstream(dir_ / "proc/driver/nvidia-caps/mig-minors")
+        << "config 1\nmonitor 2\ngpu0/gi1/access 7\ngpu0/gi2/access 5\n";
+    auto script = nlohmann::json::parse(two_idle_gpus());
+    script["devices"].erase(1);
+    auto& gpu = script["devices"][0];
+    gpu["mig_mode"] = {1, 1};
+    const auto slice = [](int gi, const std::string& uuid) {
+        return nlohmann::json{
+            {"gpu_instance", gi},
+            {"compute_instance", 0},
+            {"uuid", uuid},
+            {"steps", nlohmann::json::array({{{"memory", {42949672960ull, 0, 42949672960ull}}}})}};
+    };
+    gpu["mig_instances"] = {slice(1, "MIG-aaaa-1111"), slice(2, "MIG-bbbb-2222")};
+    gpu["steps"][0].erase("utilization");  // NOT_SUPPORTED on a MIG GPU
+    const auto script_path = dir_ / "nvml.json";
+    std::ofstream(script_path) << script.dump();
+    use_control_socket();
+
+    const PodResources tenant_a{
+        "tenant-a",
+        "ml",
+        {ContainerResources{"main",
+                            {ResourceDevices{"nvidia.com/mig-3g.40gb", {"MIG-aaaa-1111"}}}}}};
+    const PodResources tenant_b{
+        "tenant-b",
+        "ml",
+        {ContainerResources{"main",
+                            {ResourceDevices{"nvidia.com/mig-3g.40gb", {"MIG-bbbb-2222"}}}}}};
+    fs::create_directories(dir_ / "pod-resources");
+    gpuguard::testing::FakeKubelet kubelet((dir_ / "pod-resources/kubelet.sock").string());
+    kubelet.set_pods({tenant_a, tenant_b});
+    const std::string a_uid = "4c5d6e7f-8091-42a3-8e4f-5a6b7c8d9e0f";
+    const std::string b_uid = "5d6e7f80-91a2-43b4-9f50-6b7c8d9e0f1a";
+    pod_directory(a_uid, tenant_a);
+    pod_directory(b_uid, tenant_b);
+    std::ofstream(config_, std::ios::app)
+        << "kubelet:\n  pod_resources_socket: " << (dir_ / "pod-resources/kubelet.sock").string()
+        << "\n  root: " << (dir_ / "kubelet").string() << "\n  refresh_interval_s: 60\n"
+        << "backends:\n  interval_ms: 200\n  nvml_library: \"" << GPUGUARD_FAKE_NVML_PATH
+        << "\"\n  sysfs_root: " << (dir_ / "sys").string()
+        << "\n  proc_root: " << (dir_ / "proc").string() << "\n";
+
+    gpuguard::testing::TestCgroup cgroup("gg-pod-mig");
+    ASSERT_EQ(cgroup.error(), "");
+    const PodContainerCgroup a_cgroup(
+        cgroup.dir(), "kubepods/burstable/pod" + a_uid + "/" + std::string(64, 'e'));
+    const PodContainerCgroup b_cgroup(
+        cgroup.dir(), "kubepods/burstable/pod" + b_uid + "/" + std::string(64, 'f'));
+
+    const auto started = start_agent_playing(script_path);
+    Subprocess& agent = *started;
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
+    ASSERT_TRUE(wait_for_gpus(1, 10s)) << agent.stderr_text();
+    std::this_thread::sleep_for(500ms);  // the sample reaches the event loop's inventory
+    // `gpuguard gpus` on the same configuration names each instance's
+    // access node by its device number.
+    const auto gpus = gpuguard::testing::run_command(
+        {"/usr/bin/env", "GPUGUARD_FAKE_NVML_SCRIPT=" + script_path.string(), GPUGUARD_BINARY,
+         "gpus", "--json", "--config", config_.string()},
+        10s);
+    EXPECT_NE(gpus.stdout_text.find("\"gpu_instance_access_node\": \"1:5\""), std::string::npos)
+        << gpus.stdout_text << gpus.stderr_text;
+
+    const auto stray = start_in_cgroup(a_cgroup.dir(), {gi1_node, gi2_node});
+    const auto keeps = start_in_cgroup(b_cgroup.dir(), {gi2_node});
+    const auto outside = wait_for_detection(agent, stray->pid, "GG-CORR-0033", 15s);
+    ASSERT_TRUE(outside) << agent.stderr_text();
+    EXPECT_NE(outside->dump().find("pod ml/tenant-a took GPU 1:5; it was given 195:0, 1:7 (the "
+                                   "kubelet's nvidia.com/gpu devices: MIG-aaaa-1111)"),
+              std::string::npos)
+        << outside->dump();
+    std::this_thread::sleep_for(1s);  // the other pod's open, judged with it
+    expect_whole_output(agent, {{"GG-CORR-0033", stray->pid, "warning"}}, {stray->pid, keeps->pid});
+}
+
 }  // namespace
