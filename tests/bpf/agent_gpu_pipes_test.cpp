@@ -7,12 +7,19 @@
 // alone names it; a tensor-bound job alone is not a hash kernel, and the
 // rule that looks for busy tensor pipes, naming it, shows it was judged.
 // A replay of the journal judges the same. On a GPU in MIG mode each
-// process is judged by its own GPU instance's pipes.
+// process is judged by its own GPU instance's pipes: the instance NVML
+// places it in, or the one whose access node it holds open.
 #include <chrono>
+#include <filesystem>
 #include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include "tests/bpf/agent_detect_fixture.h"
 #include "tests/support/fake_nvml_script.h"
@@ -58,12 +65,40 @@ nlohmann::json gpm_json(const PipeMix& mix) {
     return out;
 }
 
+// The fake NVML's H100 in MIG mode, GPU instances 1 and 2 (one compute
+// instance each), listing `processes`: the whole GPU's pipes mix a hash
+// kernel and a training step, instance 1's are the hash kernel's alone,
+// instance 2's the training step's.
+nlohmann::json mig_script(const nlohmann::json& processes) {
+    auto script = nlohmann::json::parse(gpuguard::testing::fake_nvml_script(FakeH100{}));
+    auto& device = script["devices"][0];
+    device["mig_mode"] = {1, 1};
+    device["mig_instances"] = nlohmann::json::array(
+        {{{"gpu_instance", 1},
+          {"compute_instance", 0},
+          {"uuid", "MIG-aaaa-1111"},
+          {"steps", nlohmann::json::array({{{"memory", {42949672960ull, 0, 42949672960ull}}}})}},
+         {{"gpu_instance", 2},
+          {"compute_instance", 0},
+          {"uuid", "MIG-bbbb-2222"},
+          {"steps", nlohmann::json::array({{{"memory", {42949672960ull, 0, 42949672960ull}}}})}}});
+    auto& step = device["steps"][0];
+    step.erase("utilization");  // NOT_SUPPORTED on a MIG GPU
+    step["compute_processes"] = processes;
+    step["graphics_processes"] = nlohmann::json::array();
+    step["gpm"] = {{"sm", 93}, {"tensor", 20}, {"fp16", 11}, {"fp32", 5}, {"integer", 39}};
+    step["gpm_mig"] = {{"1", gpm_json(kHashMix)}, {"2", gpm_json(kTensorMix)}};
+    return script;
+}
+
 class AgentPipesTest : public AgentDetectTest {
   protected:
-    // The agent on the fake NVML playing `script`, judging with kPipeRules.
-    std::unique_ptr<Subprocess> start_judging_pipes(const std::filesystem::path& script) {
+    // The agent on the fake NVML playing `script`, judging with kPipeRules
+    // (`more_backends`: further lines under backends:).
+    std::unique_ptr<Subprocess> start_judging_pipes(const std::filesystem::path& script,
+                                                    const std::string& more_backends = "") {
         std::ofstream(rules_) << kPipeRules;
-        use_fake_gpu(rules_);
+        use_fake_gpu(rules_, more_backends);
         return start_agent_playing(script);
     }
     const std::filesystem::path rules_ = dir_ / "pipes.yaml";
@@ -136,31 +171,14 @@ TEST_F(AgentPipesTest, gpm_pipes_of_a_mig_slice_name_the_process_alone_in_it) {
     auto trainer = start_gpu_worker("gg-mig-trainer");
     ASSERT_EQ(hasher->ask('g'), 0);
     ASSERT_EQ(trainer->ask('g'), 0);
-    auto script = nlohmann::json::parse(gpuguard::testing::fake_nvml_script(FakeH100{}));
-    auto& device = script["devices"][0];
-    device["mig_mode"] = {1, 1};
-    device["mig_instances"] = nlohmann::json::array(
-        {{{"gpu_instance", 1},
-          {"compute_instance", 0},
-          {"uuid", "MIG-aaaa-1111"},
-          {"steps", nlohmann::json::array({{{"memory", {42949672960ull, 0, 42949672960ull}}}})}},
-         {{"gpu_instance", 2},
-          {"compute_instance", 0},
-          {"uuid", "MIG-bbbb-2222"},
-          {"steps", nlohmann::json::array({{{"memory", {42949672960ull, 0, 42949672960ull}}}})}}});
-    auto& step = device["steps"][0];
-    step.erase("utilization");  // NOT_SUPPORTED on a MIG GPU
-    step["compute_processes"] = nlohmann::json::array({{{"pid", hasher->pid()},
-                                                        {"used_memory", 1ull << 30},
-                                                        {"gpu_instance", 1},
-                                                        {"compute_instance", 0}},
-                                                       {{"pid", trainer->pid()},
-                                                        {"used_memory", 8ull << 30},
-                                                        {"gpu_instance", 2},
-                                                        {"compute_instance", 0}}});
-    step["graphics_processes"] = nlohmann::json::array();
-    step["gpm"] = {{"sm", 93}, {"tensor", 20}, {"fp16", 11}, {"fp32", 5}, {"integer", 39}};
-    step["gpm_mig"] = {{"1", gpm_json(kHashMix)}, {"2", gpm_json(kTensorMix)}};
+    auto script = mig_script({{{"pid", hasher->pid()},
+                               {"used_memory", 1ull << 30},
+                               {"gpu_instance", 1},
+                               {"compute_instance", 0}},
+                              {{"pid", trainer->pid()},
+                               {"used_memory", 8ull << 30},
+                               {"gpu_instance", 2},
+                               {"compute_instance", 0}}});
     const auto script_path = dir_ / "nvml.json";
     std::ofstream(script_path) << script.dump();
     auto started = start_judging_pipes(script_path);
@@ -185,6 +203,57 @@ TEST_F(AgentPipesTest, gpm_pipes_of_a_mig_slice_name_the_process_alone_in_it) {
     ASSERT_EQ(replayed.exit_code, 0) << replayed.stderr_text;
     EXPECT_EQ(replayed_pids(replayed, "TEST-PIPES-HASH"), std::vector<pid_t>{hasher->pid()})
         << replayed.stdout_text.substr(0, 4000);
+}
+
+// The same GPU where NVML's process list does not say which instance each
+// process runs in: the access node each holds open does. A driver tree of
+// the test's names GPU instance 1's node 1:7 (the fixture's GPU node) and
+// instance 2's 1:5 (mig-minors under an nvidia-caps major of 1); the
+// hasher holds the first, the trainer the second.
+TEST_F(AgentPipesTest, gpm_pipes_of_a_mig_slice_place_a_process_by_its_access_node) {
+    const std::string gi2_node = (dir_ / "gpu1").string();
+    ASSERT_EQ(mknod(gi2_node.c_str(), S_IFCHR | 0666, makedev(1, 5)), 0);
+    replace_in_config("extra_gpu_devices: [\"1:7\"]", "extra_gpu_devices: [\"1:7\", \"1:5\"]");
+    std::filesystem::create_directories(dir_ / "proc/driver/nvidia-caps");
+    std::filesystem::create_directories(dir_ / "sys");
+    std::ofstream(dir_ / "proc/devices") << "Character devices:\n  1 nvidia-caps\n";
+    std::ofstream(dir_ / "proc/driver/nvidia-caps/mig-minors")
+        << "gpu0/gi1/access 7\ngpu0/gi2/access 5\n";
+    const auto holding = [](const std::string& node) {
+        return std::make_unique<Subprocess>(
+            std::vector<std::string>{"/bin/sh", "-c", "exec 5<" + node + "; exec sleep 60"});
+    };
+    const auto hasher = holding(node_.string());
+    const auto trainer = holding(gi2_node);
+    auto script = mig_script({{{"pid", hasher->pid()}, {"used_memory", 1ull << 30}},
+                              {{"pid", trainer->pid()}, {"used_memory", 8ull << 30}}});
+    const auto script_path = dir_ / "nvml.json";
+    std::ofstream(script_path) << script.dump();
+    auto started =
+        start_judging_pipes(script_path, "  sysfs_root: " + (dir_ / "sys").string() +
+                                             "\n  proc_root: " + (dir_ / "proc").string() + "\n");
+    Subprocess& agent = *started;
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
+
+    const auto hash = wait_for_detection(agent, hasher->pid(), "TEST-PIPES-HASH", time_bound(15s));
+    ASSERT_TRUE(hash) << agent.stderr_text();
+    EXPECT_NE(hash->dump().find("integer 70% DRAM 4% tensor 0% FP (busiest) 1%"), std::string::npos)
+        << hash->dump();
+    const auto tensor =
+        wait_for_detection(agent, trainer->pid(), "TEST-PIPES-TENSOR", time_bound(15s));
+    ASSERT_TRUE(tensor) << agent.stderr_text();
+    expect_whole_output(agent,
+                        {{"TEST-PIPES-HASH", hasher->pid(), "warning"},
+                         {"TEST-PIPES-TENSOR", trainer->pid(), "notice"}},
+                        {hasher->pid(), trainer->pid()});
+
+    // The journal carries the nodes (telemetry) and the opens: replay
+    // places each process the same.
+    const auto replayed = replay_journal(rules_);
+    ASSERT_EQ(replayed.exit_code, 0) << replayed.stderr_text;
+    EXPECT_EQ(replayed_pids(replayed, "TEST-PIPES-HASH"), std::vector<pid_t>{hasher->pid()})
+        << replayed.stdout_text.substr(0, 4000);
+    EXPECT_EQ(replayed_pids(replayed, "TEST-PIPES-TENSOR"), std::vector<pid_t>{trainer->pid()});
 }
 
 }  // namespace
