@@ -458,6 +458,12 @@ KubeletSources Agent::Impl::kubelet_sources() {
         if (!sampler) return {};
         return nvidia_gpu_nodes(sampler->latest().devices);
     };
+    sources.inventory_has_mig = [this] {
+        if (!sampler) return false;
+        const auto devices = sampler->latest().devices;
+        return std::any_of(devices.begin(), devices.end(),
+                           [](const backends::GpuDevice& device) { return device.mig_enabled; });
+    };
     if (pod_resources) {
         sources.answers = [cache = pod_resources.get()] { return cache->counters().refreshes; };
     }

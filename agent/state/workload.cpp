@@ -106,10 +106,12 @@ std::string short_hostname() {
 }
 
 // Turns `value` (the indices or names the source wrote) into device numbers
-// in `workload`; `node_gpus` numbers GRES indices; GPU and MIG UUIDs (what
-// NVIDIA's container toolkit writes) go through the agent's GPU inventory.
+// in `workload`; `gres` numbers GRES indices (each its device numbers); GPU
+// and MIG UUIDs (what NVIDIA's container toolkit writes) go through the
+// agent's GPU inventory.
 void resolve(Workload& workload, const std::string& value,
-             const std::vector<std::string>& node_gpus, const WorkloadReadOptions& options) {
+             const std::vector<std::vector<std::string>>& gres,
+             const WorkloadReadOptions& options) {
     const std::string& host_root = options.host_root;
     workload.allocation = value;
     if (value == "all") {
@@ -145,8 +147,13 @@ void resolve(Workload& workload, const std::string& value,
             workload.allocated.clear();
             return;
         }
-        if (*index < node_gpus.size()) {
-            workload.allocated.push_back(node_gpus[*index]);
+        if (*index < gres.size()) {
+            for (const std::string& number : gres[*index]) {
+                if (std::find(workload.allocated.begin(), workload.allocated.end(), number) ==
+                    workload.allocated.end()) {
+                    workload.allocated.push_back(number);
+                }
+            }
             continue;
         }
         // NVIDIA's GPU nodes: /dev/nvidiaN is minor N.
@@ -270,11 +277,12 @@ std::vector<std::string> expand_gres_files(std::string_view value) {
     return files;
 }
 
-std::vector<std::string> gres_gpu_files(std::string_view gres_conf, std::string_view node) {
-    std::vector<std::string> files;
+std::vector<std::vector<std::string>> gres_gpu_files(std::string_view gres_conf,
+                                                     std::string_view node) {
+    std::vector<std::vector<std::string>> gres;
     for (std::string line : split(gres_conf, '\n')) {
         line = line.substr(0, line.find('#'));
-        bool gpu = false, this_node = true;
+        bool gpu = false, this_node = true, one_gres = false;
         std::vector<std::string> line_files;
         for (const auto& word : split(line, ' ')) {
             for (const auto& item : split(word, '\t')) {
@@ -288,11 +296,20 @@ std::vector<std::string> gres_gpu_files(std::string_view gres_conf, std::string_
                     this_node = value == node || value.find('[') != std::string::npos;
                 }
                 if (key == "file") line_files = expand_gres_files(value);
+                if (key == "multiplefiles") {
+                    line_files = expand_gres_files(value);
+                    one_gres = true;
+                }
             }
         }
-        if (gpu && this_node) files.insert(files.end(), line_files.begin(), line_files.end());
+        if (!gpu || !this_node || line_files.empty()) continue;
+        if (one_gres) {
+            gres.push_back(std::move(line_files));
+        } else {
+            for (std::string& file : line_files) gres.push_back({std::move(file)});
+        }
     }
-    return files;
+    return gres;
 }
 
 std::string device_number_of(const std::string& path) {
@@ -352,22 +369,41 @@ std::optional<Workload> read_workload(uint32_t pid, const WorkloadReadOptions& o
         const std::string* value = lookup(env, source);
         if (!value) continue;
         workload.allocation_source = source;
-        std::vector<std::string> node_files;
+        std::vector<std::vector<std::string>> gres_files;
         if (workload.scheduler == "slurm") {
             const std::string path = gres_conf_path(env, options.host_root);
             std::string node = value_of(env, "SLURMD_NODENAME");
             if (node.empty())
                 node = options.node_name.empty() ? short_hostname() : options.node_name;
             if (auto conf = read_file(options.host_root + path)) {
-                node_files = gres_gpu_files(*conf, node);
+                gres_files = gres_gpu_files(*conf, node);
             }
         }
-        for (const auto& file : node_files) {
-            std::string number = device_number_of(options.host_root + file);
-            if (!number.empty()) workload.node_gpus.push_back(std::move(number));
+        // Each GRES's device numbers; every one of them is a GPU the node gives out.
+        std::vector<std::vector<std::string>> gres;
+        for (const auto& files : gres_files) {
+            std::vector<std::string>& numbers = gres.emplace_back();
+            for (const auto& file : files) {
+                std::string number = device_number_of(options.host_root + file);
+                if (number.empty()) continue;
+                numbers.push_back(number);
+                if (std::find(workload.node_gpus.begin(), workload.node_gpus.end(), number) ==
+                    workload.node_gpus.end()) {
+                    workload.node_gpus.push_back(std::move(number));
+                }
+            }
         }
         const bool gres_index = std::string_view(source).starts_with("SLURM_");
-        resolve(workload, *value, gres_index ? workload.node_gpus : std::vector<std::string>{},
+        // Without gres.conf's files (AutoDetect) Slurm's indices count MIG
+        // devices on a partitioned GPU, not /dev/nvidiaN: not judged there.
+        if (gres_index && gres.empty() && options.kubelet.inventory_has_mig &&
+            options.kubelet.inventory_has_mig()) {
+            workload.allocation = *value;
+            workload.unresolved =
+                "GRES indices on a node with MIG enabled whose gres.conf names no device files";
+            break;
+        }
+        resolve(workload, *value, gres_index ? gres : std::vector<std::vector<std::string>>{},
                 options);
         if (!env_is_the_jobs) {
             workload.unresolved =

@@ -97,6 +97,43 @@ TEST_F(ReadWorkload, an_environment_naming_another_job_than_its_cgroup_is_not_be
     EXPECT_EQ(workload->unresolved, "its environment names job 1, its cgroup job 4242");
 }
 
+// A node whose GPU 0 is split into two MIG devices (each its GPU's node and
+// its access nodes; /dev/nvidia0 stands for both instances' parent, nvidia1
+// and nvidia2 for the first's and the second's access nodes) and whose
+// GPU 1 is whole: GRES index 1 is the second MIG device, all its files.
+TEST_F(ReadWorkload, a_mig_gres_of_several_files_is_all_of_them) {
+    fs::create_symlink("/dev/random", dir_ / "host/dev/nvidia3");  // 1:8
+    gres_conf("/etc/slurm/gres.conf",
+              "Name=gpu Type=3g.40gb MultipleFiles=/dev/nvidia0,/dev/nvidia1\n"
+              "Name=gpu Type=3g.40gb MultipleFiles=/dev/nvidia0,/dev/nvidia2\n"
+              "Name=gpu Type=h100 File=/dev/nvidia3\n");
+    process(kSlurmCgroupV2, "SLURM_JOB_ID=4242\0SLURM_STEP_GPUS=1\0"s);
+    auto workload = read_workload(42, options_);
+    ASSERT_TRUE(workload);
+    EXPECT_EQ(workload->allocated, (std::vector<std::string>{"1:3", "1:7"}));
+    EXPECT_EQ(workload->node_gpus, (std::vector<std::string>{"1:3", "1:5", "1:7", "1:8"}));
+    EXPECT_EQ(workload->unresolved, "");
+}
+
+// Without gres.conf's files (AutoDetect=nvml), Slurm's indices on a node
+// with MIG enabled count MIG devices: index 1 is not /dev/nvidia1 there,
+// so they are not judged; without MIG they are /dev/nvidiaN.
+TEST_F(ReadWorkload, gres_indices_without_files_on_a_mig_node_are_not_judged) {
+    process(kSlurmCgroupV2, "SLURM_JOB_ID=4242\0SLURM_STEP_GPUS=1\0"s);
+    bool mig = true;
+    options_.kubelet.inventory_has_mig = [&mig] { return mig; };
+    auto workload = read_workload(42, options_);
+    ASSERT_TRUE(workload);
+    EXPECT_TRUE(workload->allocated.empty());
+    EXPECT_NE(workload->unresolved.find("MIG"), std::string::npos) << workload->unresolved;
+    EXPECT_EQ(workload->allocation, "1");
+    mig = false;
+    workload = read_workload(42, options_);
+    ASSERT_TRUE(workload);
+    EXPECT_EQ(workload->allocated, std::vector<std::string>{"1:5"});
+    EXPECT_EQ(workload->unresolved, "");
+}
+
 TEST_F(ReadWorkload, a_gres_conf_others_can_write_is_passed_over_for_the_default) {
     gres_conf("/etc/slurm/gres.conf", "Name=gpu File=/dev/nvidia2\n");
     gres_conf("/opt/slurm/gres.conf", "Name=gpu File=/dev/nvidia0\n");
@@ -182,10 +219,24 @@ TEST(GresConf, files_expand_slurm_brackets_in_order) {
         (std::vector<std::string>{"/dev/nvidia2", "/dev/dri/renderD128", "/dev/dri/renderD129"}));
     EXPECT_EQ(expand_gres_files("/dev/gpu[08-10]"),
               (std::vector<std::string>{"/dev/gpu08", "/dev/gpu09", "/dev/gpu10"}));
+    using Gres = std::vector<std::vector<std::string>>;
     EXPECT_EQ(gres_gpu_files("NodeName=n[1-4] Name=gpu Type=a100 File=/dev/nvidia[0-1]\n"
                              "NodeName=other Name=gpu File=/dev/nvidia5\n",
                              "n2"),
-              (std::vector<std::string>{"/dev/nvidia0", "/dev/nvidia1"}));
+              (Gres{{"/dev/nvidia0"}, {"/dev/nvidia1"}}));
+    // A MIG device is one GRES of several files (Slurm's gres.conf
+    // MultipleFiles=, as a node with MIG writes it by hand).
+    EXPECT_EQ(
+        gres_gpu_files("Name=gpu Type=3g.40gb "
+                       "MultipleFiles=/dev/nvidia0,/dev/nvidia-caps/nvidia-cap[21-22]\n"
+                       "Name=gpu Type=3g.40gb "
+                       "MultipleFiles=/dev/nvidia0,/dev/nvidia-caps/nvidia-cap30,"
+                       "/dev/nvidia-caps/nvidia-cap31\n"
+                       "Name=gpu Type=h100 File=/dev/nvidia1\n",
+                       "n1"),
+        (Gres{{"/dev/nvidia0", "/dev/nvidia-caps/nvidia-cap21", "/dev/nvidia-caps/nvidia-cap22"},
+              {"/dev/nvidia0", "/dev/nvidia-caps/nvidia-cap30", "/dev/nvidia-caps/nvidia-cap31"},
+              {"/dev/nvidia1"}}));
 }
 
 }  // namespace

@@ -64,6 +64,8 @@ struct KubeletSources {
     GpuByUuid gpu_by_uuid;                          // unset: UUIDs stay unresolved
     InventoryGpus inventory_gpus;                   // unset: NVIDIA's GPU nodes count
     KubeletAnswers answers;                         // unset: no kubelet asked
+    // Whether the inventory has a GPU in MIG mode (unset: none known).
+    std::function<bool()> inventory_has_mig;
 };
 
 // The device number of NVIDIA's GPU node N ("/dev/nvidiaN" stat'ed on the

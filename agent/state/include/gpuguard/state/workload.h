@@ -36,11 +36,15 @@ bool in_kubepods(std::string_view proc_cgroup);
 // value without brackets is itself. Commas outside brackets separate files.
 std::vector<std::string> expand_gres_files(std::string_view value);
 
-// The device files of the node's `gpu` GRES, in gres.conf's order (the
-// order of Slurm's GRES indices): each "Name=gpu ... File=..." line whose
-// NodeName (if any) is `node` or a hostlist expression this reader does not
-// evaluate. Comments and other GRES are skipped.
-std::vector<std::string> gres_gpu_files(std::string_view gres_conf, std::string_view node);
+// The node's `gpu` GRES in gres.conf's order (the order of Slurm's GRES
+// indices), each as its device files: every file of a "Name=gpu ...
+// File=..." line is a GRES of its own; a "MultipleFiles=..." line (a MIG
+// device: its GPU's /dev/nvidiaN and its /dev/nvidia-caps access nodes)
+// is one GRES of all its files. Lines whose NodeName (if any) is `node` or
+// a hostlist expression this reader does not evaluate; comments and other
+// GRES are skipped.
+std::vector<std::vector<std::string>> gres_gpu_files(std::string_view gres_conf,
+                                                     std::string_view node);
 
 struct WorkloadReadOptions {
     std::string proc_root = "/proc";
