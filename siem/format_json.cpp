@@ -40,6 +40,7 @@ Json gpu_json(const DetectionGpu& gpu) {
     if (gpu.process_utilization_percent) {
         json["process_utilization_percent"] = number(*gpu.process_utilization_percent);
     }
+    if (gpu.mig_gpu_instance) json["mig_gpu_instance"] = *gpu.mig_gpu_instance;
     return json;
 }
 
@@ -193,6 +194,7 @@ void ecs_gpu(JsonWriter& out, const DetectionGpu& gpu) {
     if (gpu.process_utilization_percent) {
         out.member("process_utilization_percent", *gpu.process_utilization_percent);
     }
+    if (gpu.mig_gpu_instance) out.member("mig_gpu_instance", *gpu.mig_gpu_instance);
     out.end_object();
 }
 

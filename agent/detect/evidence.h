@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -203,6 +204,10 @@ struct GpuTelemetry {
     std::string vendor;
     std::optional<double> utilization_percent;
     std::vector<ProcessGpuUsage> processes;  // one per pid, the last reading wins
+    // In MIG mode: the GPU instance each listed process runs in (pid -> GI
+    // id), and for a MIG access node's entry, that node's instance.
+    std::map<uint32_t, uint32_t> mig_instances;
+    std::optional<uint32_t> node_gpu_instance;
 };
 
 struct ProcessEvidence {

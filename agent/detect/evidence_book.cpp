@@ -222,7 +222,9 @@ void EvidenceBook::record_flow(uint32_t pid, const Flow& flow) {
 
 void EvidenceBook::record_telemetry(uint64_t ts_ns, const Telemetry& telemetry,
                                     const FindProcess& find) {
-    for (const auto& device : telemetry.devices) {
+    const auto instances = instances_of(telemetry, find);
+    // The GPU's reading under each of its nodes, MIG access nodes too.
+    const auto update = [&](const std::string& device, std::optional<uint32_t> node_instance) {
         GpuTelemetry& reading = gpu_by_device_[device];  // updated in place
         reading.index = telemetry.gpu_index;
         reading.vendor = telemetry.vendor;
@@ -238,14 +240,17 @@ void EvidenceBook::record_telemetry(uint64_t ts_ns, const Telemetry& telemetry,
                 reading.processes.push_back(usage);
             }
         }
-    }
+        reading.mig_instances = instances;
+        reading.node_gpu_instance = node_instance;
+    };
+    for (const auto& device : telemetry.devices) update(device, std::nullopt);
+    for (const auto& node : telemetry.mig_nodes) update(node.device, node.gpu_instance);
     std::optional<double> power_percent;
     if (telemetry.power_watts && telemetry.power_limit_watts && *telemetry.power_limit_watts > 0) {
         power_percent = 100.0 * *telemetry.power_watts / *telemetry.power_limit_watts;
     }
     const PipeReading pipes = pipe_reading(telemetry.pipes);
     const auto listed = static_cast<uint16_t>(std::min<size_t>(telemetry.processes.size(), 65535));
-    const auto instances = instances_of(telemetry, find);
     for (const auto& usage : telemetry.processes) {
         ProcessEvidence& evidence = processes_[usage.pid];
         // On a GPU in MIG mode a process runs in one GPU instance: its
@@ -312,6 +317,11 @@ std::vector<DetectionGpu> EvidenceBook::gpus_of(const ProcessInfo& info) const {
             if (usage != reading.processes.end()) {
                 gpu.memory_used_bytes = usage->memory_bytes;
                 gpu.process_utilization_percent = usage->compute_percent;
+            }
+            gpu.mig_gpu_instance = reading.node_gpu_instance;
+            if (const auto in = reading.mig_instances.find(info.pid);
+                !gpu.mig_gpu_instance && in != reading.mig_instances.end()) {
+                gpu.mig_gpu_instance = in->second;
             }
         }
         gpus.push_back(std::move(gpu));

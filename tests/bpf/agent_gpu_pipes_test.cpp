@@ -239,9 +239,16 @@ TEST_F(AgentPipesTest, gpm_pipes_of_a_mig_slice_place_a_process_by_its_access_no
     ASSERT_TRUE(hash) << agent.stderr_text();
     EXPECT_NE(hash->dump().find("integer 70% DRAM 4% tensor 0% FP (busiest) 1%"), std::string::npos)
         << hash->dump();
+    // The alert's GPU is GPU 0's access node of instance 1.
+    const auto& gpus = (*hash)["gpuguard"]["gpus"];
+    ASSERT_EQ(gpus.size(), 1u) << hash->dump();
+    EXPECT_EQ(gpus[0]["minor"], 7) << hash->dump();
+    EXPECT_EQ(gpus[0]["index"], 0) << hash->dump();
+    EXPECT_EQ(gpus[0]["mig_gpu_instance"], 1) << hash->dump();
     const auto tensor =
         wait_for_detection(agent, trainer->pid(), "TEST-PIPES-TENSOR", time_bound(15s));
     ASSERT_TRUE(tensor) << agent.stderr_text();
+    EXPECT_EQ((*tensor)["gpuguard"]["gpus"][0]["mig_gpu_instance"], 2) << tensor->dump();
     expect_whole_output(agent,
                         {{"TEST-PIPES-HASH", hasher->pid(), "warning"},
                          {"TEST-PIPES-TENSOR", trainer->pid(), "notice"}},

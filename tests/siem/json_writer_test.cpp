@@ -136,6 +136,7 @@ Json gpu_json(const DetectionGpu& gpu) {
     if (gpu.process_utilization_percent) {
         json["process_utilization_percent"] = number(*gpu.process_utilization_percent);
     }
+    if (gpu.mig_gpu_instance) json["mig_gpu_instance"] = *gpu.mig_gpu_instance;
     return json;
 }
 
@@ -483,6 +484,7 @@ TEST(JsonWriter, EcsRecordsAreTheBytesTheDomBuilt) {
             gpu.utilization_percent = random_percent(rng);
             if (rng() % 2) gpu.memory_used_bytes = uint64_t{rng()} << 20;
             gpu.process_utilization_percent = random_percent(rng);
+            if (rng() % 2) gpu.mig_gpu_instance = rng() % 14;
             d.gpus.push_back(gpu);
         }
         d.peer = random_peer(rng);

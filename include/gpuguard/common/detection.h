@@ -79,6 +79,9 @@ struct DetectionGpu {
     std::optional<double> utilization_percent;          // whole GPU
     std::optional<uint64_t> memory_used_bytes;          // by this process
     std::optional<double> process_utilization_percent;  // by this process
+    // On a GPU in MIG mode, the GPU instance (GI id) the process runs in
+    // (NVML's, or the one whose access node it holds), or this node's.
+    std::optional<uint32_t> mig_gpu_instance;
 };
 
 // The network peer the detection concerns (a connect or a stratum session).

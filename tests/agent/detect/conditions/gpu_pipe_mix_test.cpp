@@ -206,6 +206,11 @@ TEST_F(GpuPipeMixMigTest, on_a_mig_gpu_each_process_is_judged_by_its_own_slice) 
     start_both();
     mig_samples({{kPid, 1}, {kOther, 2}});
     expect_each_judged_by_its_slice();
+    // A detection's GPU names the instance.
+    const auto gpus = book_.gpus_of(*table_.find(kOther));
+    ASSERT_EQ(gpus.size(), 1u);
+    EXPECT_EQ(gpus[0].index, 0);
+    EXPECT_EQ(gpus[0].mig_gpu_instance, 2u);
 }
 
 // NVML does not place them: the access node each holds open does (the
@@ -216,6 +221,16 @@ TEST_F(GpuPipeMixMigTest, a_process_nvml_does_not_place_is_in_the_instance_whose
     open_access_node(kOther, 76);
     mig_samples({});
     expect_each_judged_by_its_slice();
+    // A detection's GPUs: /dev/nvidia0 in the instance the node placed it
+    // in, and the access node itself, GPU 0's.
+    const auto gpus = book_.gpus_of(*table_.find(kPid));
+    ASSERT_EQ(gpus.size(), 2u);
+    EXPECT_EQ(gpus[0].minor, 0u);
+    EXPECT_EQ(gpus[0].mig_gpu_instance, 1u);
+    EXPECT_EQ(gpus[1].minor, 66u);
+    EXPECT_EQ(gpus[1].index, 0);
+    EXPECT_EQ(gpus[1].vendor, "nvidia");
+    EXPECT_EQ(gpus[1].mig_gpu_instance, 1u);
 }
 
 // Holding the nodes of two instances (a privileged process that opened
