@@ -145,6 +145,12 @@ class EvidenceBook {
 
     // The GPUs the process holds, with the latest reading of each.
     std::vector<DetectionGpu> gpus_of(const ProcessInfo& info) const;
+    // The latest reading of the GPU a node ("195:0", a MIG access node)
+    // reaches; null when no telemetry named it.
+    const GpuTelemetry* gpu_at(std::string_view device) const {
+        const auto found = gpu_by_device_.find(device);
+        return found == gpu_by_device_.end() ? nullptr : &found->second;
+    }
 
   private:
     // The first message a client sent on a loopback flow that was no proxy

@@ -213,7 +213,7 @@ TEST_F(AgentPodTest, a_pod_on_a_gpu_the_kubelet_gave_another_is_named_and_one_gi
     const auto outside = detection(stray->pid, "GG-CORR-0033");
     ASSERT_TRUE(outside) << agent.stderr_text();
     const std::string evidence = outside->dump();
-    EXPECT_NE(evidence.find("pod ml/trainer took GPU 1:5; it was given 195:0, 1:7 (the "
+    EXPECT_NE(evidence.find("pod ml/trainer took GPU 1:5 (GPU 1); it was given 195:0, 1:7 (the "
                             "kubelet's nvidia.com/gpu devices: " +
                             gpu_uuid(0) + ")"),
               std::string::npos)
@@ -226,9 +226,10 @@ TEST_F(AgentPodTest, a_pod_on_a_gpu_the_kubelet_gave_another_is_named_and_one_gi
     const auto none_given = detection(no_gpu->pid, "GG-CORR-0034");
     ASSERT_TRUE(none_given) << agent.stderr_text();
     EXPECT_EQ((*none_given)["log"]["level"], "error");
-    EXPECT_NE(none_given->dump().find("pod default/web took GPU 1:7; it was given none (the "
-                                      "kubelet's nvidia.com/gpu devices: none)"),
-              std::string::npos)
+    EXPECT_NE(
+        none_given->dump().find("pod default/web took GPU 1:7 (GPU 0); it was given none (the "
+                                "kubelet's nvidia.com/gpu devices: none)"),
+        std::string::npos)
         << none_given->dump();
 
     // A pod started after the agent's last List (every 60 s here): its
@@ -246,7 +247,7 @@ TEST_F(AgentPodTest, a_pod_on_a_gpu_the_kubelet_gave_another_is_named_and_one_gi
     const auto late_stray = start_in_cgroup(late_cgroup.dir(), {gpu_b});
     const auto late_outside = detection(late_stray->pid, "GG-CORR-0033");
     ASSERT_TRUE(late_outside) << agent.stderr_text();
-    EXPECT_NE(late_outside->dump().find("pod ml/late took GPU 1:5"), std::string::npos)
+    EXPECT_NE(late_outside->dump().find("pod ml/late took GPU 1:5 (GPU 1)"), std::string::npos)
         << late_outside->dump();
     // Asked at once: the agent's own poll is 60 s away (no labels name the
     // pod for a Get: a List answers).
@@ -265,7 +266,7 @@ TEST_F(AgentPodTest, a_pod_on_a_gpu_the_kubelet_gave_another_is_named_and_one_gi
     // the pod alike.
     const auto replayed = replay_journal();
     ASSERT_EQ(replayed.exit_code, 0) << replayed.stderr_text;
-    EXPECT_NE(replayed.stdout_text.find("pod ml/trainer took GPU 1:5"), std::string::npos)
+    EXPECT_NE(replayed.stdout_text.find("pod ml/trainer took GPU 1:5 (GPU 1)"), std::string::npos)
         << replayed.stdout_text;
     EXPECT_EQ(replayed.stdout_text.find("pod ml/keeper"), std::string::npos)
         << replayed.stdout_text;
@@ -354,7 +355,8 @@ TEST_F(AgentPodTest, a_pod_given_a_mig_slice_that_opens_another_is_named) {
     const auto keeps = start_in_cgroup(b_cgroup.dir(), {gi2_node});
     const auto outside = wait_for_detection(agent, stray->pid, "GG-CORR-0033", 15s);
     ASSERT_TRUE(outside) << agent.stderr_text();
-    EXPECT_NE(outside->dump().find("pod ml/tenant-a took GPU 1:5; it was given 195:0, 1:7 (the "
+    EXPECT_NE(outside->dump().find("pod ml/tenant-a took GPU 1:5 (GPU 0's MIG GPU instance 2); it "
+                                   "was given 195:0, 1:7 (the "
                                    "kubelet's nvidia.com/gpu devices: MIG-aaaa-1111)"),
               std::string::npos)
         << outside->dump();

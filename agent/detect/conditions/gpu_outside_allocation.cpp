@@ -75,6 +75,20 @@ class GpuOutsideAllocation final : public Condition {
             taken.push_back(number);
         }
         if (taken.empty()) return false;
+        // Each node with the GPU it reaches, where telemetry named it.
+        std::vector<std::string> named;
+        for (const std::string& number : taken) {
+            const GpuTelemetry* reading = context.book.gpu_at(number);
+            if (!reading) {
+                named.push_back(number);
+            } else if (reading->node_gpu_instance) {
+                named.push_back(number + " (GPU " + std::to_string(reading->index) +
+                                "'s MIG GPU instance " +
+                                std::to_string(*reading->node_gpu_instance) + ")");
+            } else {
+                named.push_back(number + " (GPU " + std::to_string(reading->index) + ")");
+            }
+        }
         std::string given = given_none ? std::string("none") : join(workload->allocated, ", ");
         if (workload->allocation_source == "kubelet") {
             given += " (the kubelet's nvidia.com/gpu devices: " +
@@ -86,7 +100,7 @@ class GpuOutsideAllocation final : public Condition {
         }
         in.extra.push_back(Evidence{context.ts_ns, "event", "gpu_open", "", "allocation",
                                     workload_name(*workload, context.info) + " took GPU " +
-                                        join(taken, ", ") + "; it was given " + given});
+                                        join(named, ", ") + "; it was given " + given});
         return true;
     }
 

@@ -164,6 +164,18 @@ TEST_F(GpuOutsideAllocationTest, a_pod_given_a_mig_slice_that_opens_another_slic
               std::vector<std::string>{"pod ml/tenant-a took GPU 236:75; it was given 195:0, "
                                        "236:66, 236:67 (the kubelet's nvidia.com/gpu devices: "
                                        "MIG-1111)"});
+    // With the GPU's telemetry, the node is named by its GPU and instance.
+    Telemetry telemetry;
+    telemetry.gpu_index = 3;
+    telemetry.vendor = "nvidia";
+    telemetry.devices = {"195:0"};
+    telemetry.mig_nodes = {{1, "236:66"}, {1, "236:67"}, {2, "236:75"}, {2, "236:76"}};
+    book_.record_telemetry(9 * kSecond, telemetry);
+    ASSERT_TRUE(holds(outside, "gpu_outside_allocation", kPid, kNow));
+    EXPECT_EQ(details(), std::vector<std::string>{
+                             "pod ml/tenant-a took GPU 236:75 (GPU 3's MIG GPU instance 2); it "
+                             "was given 195:0, 236:66, 236:67 (the kubelet's nvidia.com/gpu "
+                             "devices: MIG-1111)"});
 }
 
 }  // namespace
