@@ -29,6 +29,27 @@ std::vector<std::string> nvidia_device_ids(const PodResources& pod, const std::s
     return ids;
 }
 
+std::vector<std::string> gpu_claim_devices(const PodResources& pod, const std::string& container) {
+    bool known = false;
+    for (const ContainerResources& each : pod.containers) known |= each.name == container;
+    std::vector<std::string> claims;
+    for (const ContainerResources& each : pod.containers) {
+        if (known && each.name != container) continue;
+        for (const ClaimDevice& device : each.claim_devices) {
+            const std::string& driver =
+                device.driver_name.empty() ? device.class_name : device.driver_name;
+            if (driver.find("gpu") == std::string::npos) continue;
+            std::string text = driver;
+            if (!device.device_name.empty()) text += "/" + device.device_name;
+            text += " (claim " + device.claim_namespace + "/" + device.claim_name + ")";
+            if (std::find(claims.begin(), claims.end(), text) == claims.end()) {
+                claims.push_back(std::move(text));
+            }
+        }
+    }
+    return claims;
+}
+
 struct PodResourcesCache::State {
     PodResourcesCacheOptions options;
     PodResourcesClient client;

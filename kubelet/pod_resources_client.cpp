@@ -22,6 +22,18 @@ PodResources from_message(const v1::PodResources& pod) {
                 ResourceDevices{devices.resource_name(),
                                 {devices.device_ids().begin(), devices.device_ids().end()}});
         }
+        for (const v1::DynamicResource& claim : container.dynamic_resources()) {
+            for (const v1::ClaimResource& device : claim.claim_resources()) {
+                kept.claim_devices.push_back(
+                    ClaimDevice{claim.claim_namespace(), claim.claim_name(), claim.class_name(),
+                                device.driver_name(), device.pool_name(), device.device_name()});
+            }
+            // A claim without devices listed (an older kubelet's) is still a claim.
+            if (claim.claim_resources().empty()) {
+                kept.claim_devices.push_back(ClaimDevice{
+                    claim.claim_namespace(), claim.claim_name(), claim.class_name(), "", "", ""});
+            }
+        }
     }
     return out;
 }

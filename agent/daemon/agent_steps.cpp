@@ -438,14 +438,15 @@ KubeletSources Agent::Impl::kubelet_sources() {
     KubeletSources sources;
     sources.kubelet_root = options.config.kubelet.root;
     if (pod_resources) {
-        sources.gpu_ids = [cache = pod_resources.get()](
-                              const PodQuery& query) -> std::optional<std::vector<std::string>> {
+        sources.gpu_ids =
+            [cache = pod_resources.get()](const PodQuery& query) -> std::optional<KubeletGpus> {
             auto pod = cache->find(query.pod_namespace, query.name);
             if (!pod) {
                 cache->refresh_soon();  // a pod newer than the last answer: for the next GPU user
                 return std::nullopt;
             }
-            return kubelet::nvidia_device_ids(*pod, query.container);
+            return KubeletGpus{kubelet::nvidia_device_ids(*pod, query.container),
+                               kubelet::gpu_claim_devices(*pod, query.container)};
         };
     }
     // NVML's UUIDs name the GPUs and MIG instances the NVIDIA device plugin

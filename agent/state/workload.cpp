@@ -195,13 +195,21 @@ bool kubelet_allocation(Workload& workload, const WorkloadReadOptions& options) 
     if (!options.kubelet.gpu_ids || workload.pod_namespace.empty() || workload.pod_name.empty()) {
         return false;
     }
-    const auto ids = options.kubelet.gpu_ids(
+    const auto given = options.kubelet.gpu_ids(
         PodQuery{workload.pod_namespace, workload.pod_name, workload.container});
-    if (!ids) return false;
+    if (!given) return false;
     workload.allocation_source = "kubelet";
-    workload.allocation = join(*ids, ",");
-    ResolvedGpus resolved =
-        resolve_kubelet_device_ids(*ids, options.kubelet.gpu_by_uuid, options.host_root);
+    workload.allocation = join(given->device_ids, ",");
+    // GPUs a DRA claim gave: no device node the agent can name without the
+    // driver's ResourceSlice, so not judged (and never "given none").
+    if (!given->gpu_claims.empty()) {
+        if (!workload.allocation.empty()) workload.allocation += ",";
+        workload.allocation += join(given->gpu_claims, ",");
+        workload.unresolved = "GPUs given by DRA claims: " + join(given->gpu_claims, ", ");
+        return true;
+    }
+    ResolvedGpus resolved = resolve_kubelet_device_ids(
+        given->device_ids, options.kubelet.gpu_by_uuid, options.host_root);
     workload.allocated = std::move(resolved.allocated);
     workload.unresolved = std::move(resolved.unresolved);
     // The inventory's GPUs, all their nodes: a GPU's nvidia-drm render node

@@ -14,8 +14,9 @@
 // one of a pod given no GPU that opens one is GG-CORR-0034 at error; a pod
 // the kubelet lists only after the agent's last List is asked for at its
 // process's first GPU use and judged by the answer (not "given none" by its
-// environment before it). Nothing else is reported for them, and replay of
-// the journal names the pod the same.
+// environment before it); one of a pod given its GPU by a DRA claim is not
+// judged (no device node the agent can name). Nothing else is reported for
+// them, and replay of the journal names the pod the same.
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -162,15 +163,26 @@ TEST_F(AgentPodTest, a_pod_on_a_gpu_the_kubelet_gave_another_is_named_and_one_gi
         "ml",
         {ContainerResources{"main", {ResourceDevices{"nvidia.com/gpu", {gpu_uuid(1)}}}}}};
     const PodResources web{"web", "default", {ContainerResources{"nginx", {}}}};
+    // Given its GPU by a DRA claim (NVIDIA's DRA driver), not the device
+    // plugin: not judged, and not "given none".
+    const PodResources server{"llm-0",
+                              "serving",
+                              {ContainerResources{"vllm",
+                                                  {},
+                                                  {gpuguard::kubelet::ClaimDevice{
+                                                      "serving", "llm-0-gpu", "", "gpu.nvidia.com",
+                                                      "node-1", "gpu-1"}}}}};
     fs::create_directories(dir_ / "pod-resources");
     gpuguard::testing::FakeKubelet kubelet((dir_ / "pod-resources/kubelet.sock").string());
-    kubelet.set_pods({trainer, keeper, web});
+    kubelet.set_pods({trainer, keeper, web, server});
     const std::string trainer_uid = "0e1f2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b";
     const std::string keeper_uid = "1f2a3b4c-5d6e-4f70-9b0c-1d2e3f4a5b6c";
     const std::string web_uid = "2a3b4c5d-6e7f-4081-8c1d-2e3f4a5b6c7d";
     pod_directory(trainer_uid, trainer);
     pod_directory(keeper_uid, keeper);
     pod_directory(web_uid, web);
+    const std::string server_uid = "4d5e6f70-8192-43a4-8b5c-6d7e8f9a0b1c";
+    pod_directory(server_uid, server);
     std::ofstream(config_, std::ios::app)
         << "kubelet:\n  pod_resources_socket: " << (dir_ / "pod-resources/kubelet.sock").string()
         << "\n  root: " << (dir_ / "kubelet").string() << "\n  refresh_interval_s: 60\n"
@@ -189,6 +201,8 @@ TEST_F(AgentPodTest, a_pod_on_a_gpu_the_kubelet_gave_another_is_named_and_one_gi
                           ".scope");
     const PodContainerCgroup web_cgroup(cgroup.dir(),
                                         "kubepods/pod" + web_uid + "/" + std::string(64, 'c'));
+    const PodContainerCgroup server_cgroup(
+        cgroup.dir(), "kubepods/burstable/pod" + server_uid + "/" + std::string(64, '9'));
 
     const auto started = start_agent_playing(script);
     Subprocess& agent = *started;
@@ -202,6 +216,7 @@ TEST_F(AgentPodTest, a_pod_on_a_gpu_the_kubelet_gave_another_is_named_and_one_gi
     const auto stray = start_in_cgroup(trainer_cgroup.dir(), {gpu_b});
     const auto keeps = start_in_cgroup(keeper_cgroup.dir(), {gpu_b});
     const auto no_gpu = start_in_cgroup(web_cgroup.dir(), {gpu_a});
+    const auto by_claim = start_in_cgroup(server_cgroup.dir(), {gpu_b});
 
     // Each detection, whichever of the two the agent wrote first.
     const auto detection = [&](pid_t pid, const std::string& rule) {
@@ -260,7 +275,7 @@ TEST_F(AgentPodTest, a_pod_on_a_gpu_the_kubelet_gave_another_is_named_and_one_gi
                         {{"GG-CORR-0033", stray->pid, "warning"},
                          {"GG-CORR-0034", no_gpu->pid, "error"},
                          {"GG-CORR-0033", late_stray->pid, "warning"}},
-                        {stray->pid, keeps->pid, no_gpu->pid, late_stray->pid});
+                        {stray->pid, keeps->pid, no_gpu->pid, late_stray->pid, by_claim->pid});
 
     // The journal's workload events carry the kubelet's word: replay names
     // the pod alike.

@@ -27,6 +27,19 @@ void fill(v1::PodResources& message, const kubelet::PodResources& pod) {
             for (const std::string& id : devices.device_ids) given->add_device_ids(id);
             given->mutable_topology()->add_nodes()->set_id(0);
         }
+        for (const kubelet::ClaimDevice& device : container.claim_devices) {
+            v1::DynamicResource* claim = out->add_dynamic_resources();
+            claim->set_claim_namespace(device.claim_namespace);
+            claim->set_claim_name(device.claim_name);
+            claim->set_class_name(device.class_name);
+            if (device.driver_name.empty()) continue;  // an older kubelet's: the class alone
+            v1::ClaimResource* resource = claim->add_claim_resources();
+            resource->set_driver_name(device.driver_name);
+            resource->set_pool_name(device.pool_name);
+            resource->set_device_name(device.device_name);
+            resource->add_cdi_devices()->set_name("k8s." + device.driver_name + "/claim=" +
+                                                  device.claim_name + "-" + device.device_name);
+        }
         out->add_cpu_ids(2);  // fields the client does not read, as a kubelet sends them
     }
 }

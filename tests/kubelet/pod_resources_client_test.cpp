@@ -36,6 +36,23 @@ TEST(NvidiaDeviceIds, one_containers_ids_or_every_containers_when_it_is_not_name
     EXPECT_TRUE(nvidia_device_ids(pod, "sidecar").empty());  // a container given none
 }
 
+// DRA: the devices GPU drivers' claims gave, described; a NIC's claim is
+// not a GPU, and a claim an older kubelet names by its class alone is.
+TEST(GpuClaimDevices, claims_of_gpu_drivers_are_described_others_left_out) {
+    PodResources pod = trainer_pod();
+    pod.containers[0].claim_devices = {
+        ClaimDevice{"ml", "trainer-gpu", "", "gpu.nvidia.com", "node-1", "gpu-0"},
+        ClaimDevice{"ml", "trainer-net", "", "dra.net", "node-1", "eth1"}};
+    pod.containers[1].claim_devices = {
+        ClaimDevice{"ml", "old-claim", "gpu.example.com", "", "", ""}};
+    EXPECT_EQ(gpu_claim_devices(pod, "worker"),
+              std::vector<std::string>{"gpu.nvidia.com/gpu-0 (claim ml/trainer-gpu)"});
+    EXPECT_EQ(gpu_claim_devices(pod, "sidecar"),
+              std::vector<std::string>{"gpu.example.com (claim ml/old-claim)"});
+    EXPECT_EQ(gpu_claim_devices(pod, "").size(), 2u);
+    EXPECT_TRUE(gpu_claim_devices(trainer_pod(), "").empty());
+}
+
 class PodResourcesClientTest : public ::testing::Test {
   protected:
     gpuguard::testing::TempDir dir{"gg-kubelet"};
@@ -45,13 +62,28 @@ class PodResourcesClientTest : public ::testing::Test {
 TEST_F(PodResourcesClientTest, list_gives_each_containers_devices) {
     FakeKubelet kubelet(socket);
     PodResources plain{"web", "default", {ContainerResources{"nginx", {}}}};
-    kubelet.set_pods({trainer_pod(), plain});
+    // A pod given its GPU by a DRA claim (Kubernetes 1.31+'s fields), and
+    // one an older kubelet lists by the claim's class alone.
+    PodResources claimed{"llm-0",
+                         "serving",
+                         {ContainerResources{"vllm",
+                                             {},
+                                             {ClaimDevice{"serving", "llm-0-gpu", "",
+                                                          "gpu.nvidia.com", "node-1", "gpu-1"}}}}};
+    PodResources older{
+        "old-0",
+        "serving",
+        {ContainerResources{
+            "main", {}, {ClaimDevice{"serving", "old-0-gpu", "gpu.nvidia.com", "", "", ""}}}}};
+    kubelet.set_pods({trainer_pod(), plain, claimed, older});
     PodResourcesClient client(socket, 2s);
     auto pods = client.list();
     ASSERT_TRUE(pods) << pods.error().message;
-    ASSERT_EQ(pods->size(), 2u);
+    ASSERT_EQ(pods->size(), 4u);
     EXPECT_EQ((*pods)[0], trainer_pod());
     EXPECT_EQ((*pods)[1], plain);
+    EXPECT_EQ((*pods)[2], claimed);
+    EXPECT_EQ((*pods)[3], older);
     EXPECT_EQ(kubelet.list_calls(), 1);
 }
 

@@ -24,9 +24,24 @@ struct ResourceDevices {
     bool operator==(const ResourceDevices&) const = default;
 };
 
+// A device a DRA claim (resource.k8s.io) gave the container: the claim,
+// the driver that allocated it ("gpu.nvidia.com"; before Kubernetes 1.31
+// only the claim's class, "gpu.nvidia.com"), and the device by its pool and
+// name in the driver's ResourceSlice ("gpu-0").
+struct ClaimDevice {
+    std::string claim_namespace;
+    std::string claim_name;
+    std::string class_name;
+    std::string driver_name;
+    std::string pool_name;
+    std::string device_name;
+    bool operator==(const ClaimDevice&) const = default;
+};
+
 struct ContainerResources {
     std::string name;
     std::vector<ResourceDevices> devices;
+    std::vector<ClaimDevice> claim_devices{};
     bool operator==(const ContainerResources&) const = default;
 };
 
@@ -42,6 +57,13 @@ struct PodResources {
 // containers when `container` is "" or not one of them (the caller did not
 // know which); in the kubelet's order, each once.
 std::vector<std::string> nvidia_device_ids(const PodResources& pod, const std::string& container);
+
+// The devices DRA claims of GPU drivers (a driver or class name with "gpu"
+// in it: gpu.nvidia.com, gpu.amd.com, gpu.intel.com) gave the same
+// containers, each described ("gpu.nvidia.com/gpu-0 (claim ml/trainer-gpu)").
+// The agent cannot turn these into device nodes without the driver's
+// ResourceSlice (the API server's), so such an allocation is not judged.
+std::vector<std::string> gpu_claim_devices(const PodResources& pod, const std::string& container);
 
 inline constexpr const char* kDefaultPodResourcesSocket =
     "/var/lib/kubelet/pod-resources/kubelet.sock";

@@ -139,12 +139,12 @@ class ReadPodWorkload : public ::testing::Test {
 
     gpuguard::testing::TempDir dir_{"gg-podwork"};
     gpuguard::agent::WorkloadReadOptions options_;
-    std::optional<std::vector<std::string>> kubelet_answer_;
+    std::optional<gpuguard::agent::KubeletGpus> kubelet_answer_;
     std::vector<PodQuery> queries_;
 };
 
 TEST_F(ReadPodWorkload, the_kubelets_allocation_is_preferred_to_the_environment) {
-    kubelet_answer_ = std::vector<std::string>{"1"};
+    kubelet_answer_ = gpuguard::agent::KubeletGpus{{"1"}, {}};
     auto workload = gpuguard::agent::read_workload(42, options_);
     ASSERT_TRUE(workload);
     EXPECT_EQ(workload->scheduler, "kubernetes");
@@ -159,7 +159,7 @@ TEST_F(ReadPodWorkload, the_kubelets_allocation_is_preferred_to_the_environment)
 }
 
 TEST_F(ReadPodWorkload, a_pod_the_kubelet_gave_no_gpu_has_an_empty_allocation) {
-    kubelet_answer_ = std::vector<std::string>{};
+    kubelet_answer_ = gpuguard::agent::KubeletGpus{};
     gpuguard::ContainerDetails labels;
     labels.pod_namespace = "team-a";
     labels.pod_name = "notebook";
@@ -173,6 +173,21 @@ TEST_F(ReadPodWorkload, a_pod_the_kubelet_gave_no_gpu_has_an_empty_allocation) {
     EXPECT_EQ(queries_[0].pod_namespace, "team-a");
     EXPECT_EQ(queries_[0].name, "notebook");
     EXPECT_EQ(queries_[0].container, "jupyter");
+}
+
+// A pod whose GPU a DRA claim gave (NVIDIA's DRA driver): the kubelet
+// lists the claim's device, which the agent cannot turn into a device node,
+// so the allocation is not judged, and is never read as "given none".
+TEST_F(ReadPodWorkload, a_pod_given_its_gpu_by_a_dra_claim_is_not_judged) {
+    kubelet_answer_ =
+        gpuguard::agent::KubeletGpus{{}, {"gpu.nvidia.com/gpu-0 (claim ml/trainer-gpu)"}};
+    auto workload = gpuguard::agent::read_workload(42, options_);
+    ASSERT_TRUE(workload);
+    EXPECT_EQ(workload->allocation_source, "kubelet");
+    EXPECT_TRUE(workload->allocated.empty());
+    EXPECT_EQ(workload->unresolved,
+              "GPUs given by DRA claims: gpu.nvidia.com/gpu-0 (claim ml/trainer-gpu)");
+    EXPECT_EQ(workload->allocation, "gpu.nvidia.com/gpu-0 (claim ml/trainer-gpu)");
 }
 
 TEST_F(ReadPodWorkload, a_pod_the_kubelet_has_not_named_falls_back_to_its_environment) {

@@ -36,15 +36,20 @@ struct PodIdentity {
 PodIdentity pod_identity_from_kubelet_dir(const std::string& pod_dir);
 
 // The kubelet's answer for one pod's container: the device IDs of its
-// nvidia.com/gpu resources (empty: given none); nullopt when the kubelet
-// has not named the pod. `container` "" asks for every container of the
-// pod (the process's container name is not known).
+// nvidia.com/ resources and the devices DRA claims of GPU drivers gave it,
+// described (both empty: given none); nullopt when the kubelet has not
+// named the pod. `container` "" asks for every container of the pod (the
+// process's container name is not known).
 struct PodQuery {
     std::string pod_namespace;
     std::string name;
     std::string container;
 };
-using KubeletGpuIds = std::function<std::optional<std::vector<std::string>>(const PodQuery&)>;
+struct KubeletGpus {
+    std::vector<std::string> device_ids;
+    std::vector<std::string> gpu_claims;
+};
+using KubeletGpuIds = std::function<std::optional<KubeletGpus>(const PodQuery&)>;
 // Every node of the GPU with this UUID ("GPU-8f3c..."), from the agent's GPU
 // inventory (NVML): its /dev/nvidiaN ("195:0") and its nvidia-drm card and
 // render nodes, which reach the same GPU; for a MIG instance ("MIG-..."),
