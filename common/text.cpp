@@ -1,6 +1,7 @@
 #include "gpuguard/common/text.h"
 
 #include <algorithm>
+#include <charconv>
 
 namespace gpuguard {
 
@@ -14,6 +15,15 @@ std::string join(const std::vector<std::string>& parts, std::string_view separat
         out += part;
     }
     return out;
+}
+
+std::optional<uint32_t> parse_u32(std::string_view text) {
+    uint32_t value = 0;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (error != std::errc{} || end != text.data() + text.size() || text.empty()) {
+        return std::nullopt;
+    }
+    return value;
 }
 
 // No empty, "." or ".." part, no trailing slash, not below /proc: the

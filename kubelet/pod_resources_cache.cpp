@@ -13,38 +13,49 @@
 
 namespace gpuguard::kubelet {
 
-std::vector<std::string> nvidia_device_ids(const PodResources& pod, const std::string& container) {
+namespace {
+
+// The containers of `pod` a lookup reads: `container`, or every one when it
+// is "" or not among them (the caller did not know which).
+std::vector<const ContainerResources*> containers_named(const PodResources& pod,
+                                                        const std::string& container) {
     bool known = false;
     for (const ContainerResources& each : pod.containers) known |= each.name == container;
-    std::vector<std::string> ids;
+    std::vector<const ContainerResources*> chosen;
     for (const ContainerResources& each : pod.containers) {
-        if (known && each.name != container) continue;
-        for (const ResourceDevices& devices : each.devices) {
+        if (!known || each.name == container) chosen.push_back(&each);
+    }
+    return chosen;
+}
+
+void add_once(std::vector<std::string>& list, std::string item) {
+    if (std::find(list.begin(), list.end(), item) == list.end()) list.push_back(std::move(item));
+}
+
+}  // namespace
+
+std::vector<std::string> nvidia_device_ids(const PodResources& pod, const std::string& container) {
+    std::vector<std::string> ids;
+    for (const ContainerResources* each : containers_named(pod, container)) {
+        for (const ResourceDevices& devices : each->devices) {
             if (!devices.resource_name.starts_with("nvidia.com/")) continue;
-            for (const std::string& id : devices.device_ids) {
-                if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
-            }
+            for (const std::string& id : devices.device_ids) add_once(ids, id);
         }
     }
     return ids;
 }
 
 std::vector<std::string> gpu_claim_devices(const PodResources& pod, const std::string& container) {
-    bool known = false;
-    for (const ContainerResources& each : pod.containers) known |= each.name == container;
     std::vector<std::string> claims;
-    for (const ContainerResources& each : pod.containers) {
-        if (known && each.name != container) continue;
-        for (const ClaimDevice& device : each.claim_devices) {
+    for (const ContainerResources* each : containers_named(pod, container)) {
+        for (const ClaimDevice& device : each->claim_devices) {
             const std::string& driver =
                 device.driver_name.empty() ? device.class_name : device.driver_name;
             if (driver.find("gpu") == std::string::npos) continue;
             std::string text = driver;
             if (!device.device_name.empty()) text += "/" + device.device_name;
-            text += " (claim " + device.claim_namespace + "/" + device.claim_name + ")";
-            if (std::find(claims.begin(), claims.end(), text) == claims.end()) {
-                claims.push_back(std::move(text));
-            }
+            add_once(claims,
+                     text + " (claim " + device.claim_namespace + "/" + device.claim_name + ")");
         }
     }
     return claims;

@@ -1,10 +1,10 @@
 #include "gpuguard/daemon/telemetry.h"
 
 #include <algorithm>
-#include <charconv>
 
 #include "agent_impl.h"
 #include "gpuguard/common/logging.h"
+#include "gpuguard/common/text.h"
 #include "gpuguard/events/gpu_fault.h"
 
 namespace gpuguard::agent {
@@ -163,15 +163,6 @@ void add_mig(std::vector<std::string>& nodes, const backends::GpuDevice& device,
     add_once(nodes, mig.access_node);
 }
 
-std::optional<uint32_t> id_of(std::string_view text) {
-    uint32_t value = 0;
-    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (error != std::errc() || end != text.data() + text.size() || text.empty()) {
-        return std::nullopt;
-    }
-    return value;
-}
-
 }  // namespace
 
 std::vector<std::string> gpu_nodes_by_uuid(const std::vector<backends::GpuDevice>& devices,
@@ -183,8 +174,8 @@ std::vector<std::string> gpu_nodes_by_uuid(const std::vector<backends::GpuDevice
         const auto first = name.find('/');
         const auto second = name.find('/', first == std::string_view::npos ? first : first + 1);
         if (second == std::string_view::npos) return nodes;
-        const auto gi = id_of(name.substr(first + 1, second - first - 1));
-        const auto ci = id_of(name.substr(second + 1));
+        const auto gi = parse_u32(name.substr(first + 1, second - first - 1));
+        const auto ci = parse_u32(name.substr(second + 1));
         if (!gi || !ci) return nodes;
         for (const auto& device : devices) {
             if (device.uuid != name.substr(0, first)) continue;

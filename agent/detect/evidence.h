@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -204,9 +203,7 @@ struct GpuTelemetry {
     std::string vendor;
     std::optional<double> utilization_percent;
     std::vector<ProcessGpuUsage> processes;  // one per pid, the last reading wins
-    // In MIG mode: the GPU instance each listed process runs in (pid -> GI
-    // id), and for a MIG access node's entry, that node's instance.
-    std::map<uint32_t, uint32_t> mig_instances;
+    // For a MIG access node's entry, the GPU instance it opens.
     std::optional<uint32_t> node_gpu_instance;
 };
 

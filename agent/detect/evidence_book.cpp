@@ -240,11 +240,11 @@ void EvidenceBook::record_telemetry(uint64_t ts_ns, const Telemetry& telemetry,
                 reading.processes.push_back(usage);
             }
         }
-        reading.mig_instances = instances;
         reading.node_gpu_instance = node_instance;
     };
     for (const auto& device : telemetry.devices) update(device, std::nullopt);
     for (const auto& node : telemetry.mig_nodes) update(node.device, node.gpu_instance);
+    mig_instances_by_gpu_[telemetry.gpu_index] = instances;
     std::optional<double> power_percent;
     if (telemetry.power_watts && telemetry.power_limit_watts && *telemetry.power_limit_watts > 0) {
         power_percent = 100.0 * *telemetry.power_watts / *telemetry.power_limit_watts;
@@ -319,9 +319,10 @@ std::vector<DetectionGpu> EvidenceBook::gpus_of(const ProcessInfo& info) const {
                 gpu.process_utilization_percent = usage->compute_percent;
             }
             gpu.mig_gpu_instance = reading.node_gpu_instance;
-            if (const auto in = reading.mig_instances.find(info.pid);
-                !gpu.mig_gpu_instance && in != reading.mig_instances.end()) {
-                gpu.mig_gpu_instance = in->second;
+            if (const auto gpu_instances = mig_instances_by_gpu_.find(reading.index);
+                !gpu.mig_gpu_instance && gpu_instances != mig_instances_by_gpu_.end()) {
+                const auto in = gpu_instances->second.find(info.pid);
+                if (in != gpu_instances->second.end()) gpu.mig_gpu_instance = in->second;
             }
         }
         gpus.push_back(std::move(gpu));

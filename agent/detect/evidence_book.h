@@ -166,6 +166,9 @@ class EvidenceBook {
     PidMap<Flag> flagged_;
     std::set<uint32_t> gpu_holders_;                                  // pids whose held_gpu is set
     std::map<std::string, GpuTelemetry, std::less<>> gpu_by_device_;  // "195:0" -> latest reading
+    // The MIG GPU instance each process of a GPU's last reading runs in
+    // (GPU index -> pid -> GI id).
+    std::map<uint32_t, std::map<uint32_t, uint32_t>> mig_instances_by_gpu_;
     std::deque<PersistenceWrite> recent_persistence_;        // newest last, within the look-back
     std::map<std::string, GpuLoad, std::less<>> gpu_loads_;  // by GpuLoad::key
 };

@@ -1,10 +1,11 @@
 #include "gpuguard/events/gpu_devices.h"
 
 #include <cerrno>
-#include <charconv>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+
+#include "gpuguard/common/text.h"
 
 namespace gpuguard::agent {
 namespace {
@@ -19,13 +20,6 @@ bool is_gpu_driver(std::string_view name) {
         if (name == exact) return true;
     }
     return name.starts_with("nvidia-caps");  // nvidia-caps, nvidia-caps-imex-channels
-}
-
-std::optional<uint32_t> parse_u32(std::string_view text) {
-    uint32_t value = 0;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (ec != std::errc{} || end != text.data() + text.size() || text.empty()) return std::nullopt;
-    return value;
 }
 
 }  // namespace

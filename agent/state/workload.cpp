@@ -5,7 +5,6 @@
 #include "gpuguard/state/workload.h"
 
 #include <algorithm>
-#include <charconv>
 #include <map>
 
 #include <sys/stat.h>
@@ -59,15 +58,6 @@ std::string component_after(std::string_view path, std::string_view marker) {
     return std::string(path.substr(start, end == std::string_view::npos ? end : end - start));
 }
 
-std::optional<uint32_t> index_of(std::string_view text) {
-    uint32_t value = 0;
-    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (error != std::errc() || end != text.data() + text.size() || text.empty()) {
-        return std::nullopt;
-    }
-    return value;
-}
-
 std::vector<std::string> split(std::string_view text, char separator) {
     std::vector<std::string> parts;
     size_t start = 0;
@@ -105,6 +95,13 @@ std::string short_hostname() {
     return out.substr(0, out.find('.'));
 }
 
+// Appends `number` unless `numbers` has it.
+void add_once(std::vector<std::string>& numbers, const std::string& number) {
+    if (std::find(numbers.begin(), numbers.end(), number) == numbers.end()) {
+        numbers.push_back(number);
+    }
+}
+
 // Turns `value` (the indices or names the source wrote) into device numbers
 // in `workload`; `gres` numbers GRES indices (each its device numbers); GPU
 // and MIG UUIDs (what NVIDIA's container toolkit writes) go through the
@@ -120,7 +117,7 @@ void resolve(Workload& workload, const std::string& value,
     }
     if (value == "void" || value == "none" || value == "NoDevFiles") return;  // none given
     for (const std::string& item : split(value, ',')) {
-        const auto index = index_of(item);
+        const auto index = parse_u32(item);
         if (!index && (item.starts_with("GPU-") || item.starts_with("MIG-"))) {
             std::vector<std::string> nodes;
             if (options.kubelet.gpu_by_uuid) nodes = options.kubelet.gpu_by_uuid(item);
@@ -129,12 +126,7 @@ void resolve(Workload& workload, const std::string& value,
                 workload.allocated.clear();
                 return;
             }
-            for (std::string& node : nodes) {
-                if (std::find(workload.allocated.begin(), workload.allocated.end(), node) ==
-                    workload.allocated.end()) {
-                    workload.allocated.push_back(std::move(node));
-                }
-            }
+            for (const std::string& node : nodes) add_once(workload.allocated, node);
             // A UUID is all the nodes of its GPU or MIG instance: the
             // inventory's nodes are what counts as a GPU then.
             if (workload.node_gpus.empty() && options.kubelet.inventory_gpus) {
@@ -148,12 +140,7 @@ void resolve(Workload& workload, const std::string& value,
             return;
         }
         if (*index < gres.size()) {
-            for (const std::string& number : gres[*index]) {
-                if (std::find(workload.allocated.begin(), workload.allocated.end(), number) ==
-                    workload.allocated.end()) {
-                    workload.allocated.push_back(number);
-                }
-            }
+            for (const std::string& number : gres[*index]) add_once(workload.allocated, number);
             continue;
         }
         // NVIDIA's GPU nodes: /dev/nvidiaN is minor N.
@@ -232,7 +219,7 @@ SlurmCgroup slurm_cgroup_of(std::string_view proc_cgroup) {
         const bool v2 = path.find("/slurmstepd.scope/job_") != std::string_view::npos;
         if (!v2 && !slurm_v1_path(path)) continue;
         std::string job = component_after(path, "/job_");
-        if (!index_of(job)) continue;
+        if (!parse_u32(job)) continue;
         out.job_id = std::move(job);
         out.step_id = component_after(path, "/step_");
         return out;
@@ -269,8 +256,8 @@ std::vector<std::string> expand_gres_files(std::string_view value) {
         for (const auto& range : split(file.substr(open + 1, close - open - 1), ',')) {
             const size_t dash = range.find('-');
             const std::string low_text = range.substr(0, dash);
-            const auto low = index_of(low_text);
-            const auto high = dash == std::string::npos ? low : index_of(range.substr(dash + 1));
+            const auto low = parse_u32(low_text);
+            const auto high = dash == std::string::npos ? low : parse_u32(range.substr(dash + 1));
             if (!low || !high || *high < *low || *high - *low > 1024) continue;
             for (uint32_t n = *low; n <= *high; ++n) {
                 std::string digits = std::to_string(n);
@@ -395,10 +382,7 @@ std::optional<Workload> read_workload(uint32_t pid, const WorkloadReadOptions& o
                 std::string number = device_number_of(options.host_root + file);
                 if (number.empty()) continue;
                 numbers.push_back(number);
-                if (std::find(workload.node_gpus.begin(), workload.node_gpus.end(), number) ==
-                    workload.node_gpus.end()) {
-                    workload.node_gpus.push_back(std::move(number));
-                }
+                add_once(workload.node_gpus, number);
             }
         }
         const bool gres_index = std::string_view(source).starts_with("SLURM_");

@@ -1,6 +1,8 @@
 // Small text helpers every library shares.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -11,6 +13,10 @@ namespace gpuguard {
 // join(names, ", ") a list in an error message. Empty parts are kept, but no
 // separator comes before the first non-empty text.
 std::string join(const std::vector<std::string>& parts, std::string_view separator);
+
+// `text` as a decimal number that fits 32 bits, all of it digits ("7",
+// "0042"); nullopt for "", a sign, a space or anything after the digits.
+std::optional<uint32_t> parse_u32(std::string_view text);
 
 // The fields of `line` between runs of spaces and tabs (a mountinfo line, an
 // /etc/hosts line), views into it; none for a blank line.
