@@ -209,6 +209,24 @@ class AgentDetectTest : public ::testing::Test {
         std::ofstream(config_) << text;
     }
 
+    // A GPU in MIG mode's two GPU instances' access nodes, as the driver
+    // names them (mig-minors under an nvidia-caps major in a procfs tree of
+    // the test's): GPU instance 1's is the fixture's node (1:7), instance
+    // 2's the test's `gpu1` (1:5), both watched as GPU nodes. Returns the
+    // lines under backends: that point the agent's backends at that tree.
+    std::string use_mig_access_nodes() {
+        const std::string gi2_node = (dir_ / "gpu1").string();
+        EXPECT_EQ(mknod(gi2_node.c_str(), S_IFCHR | 0666, makedev(1, 5)), 0);
+        replace_in_config("extra_gpu_devices: [\"1:7\"]", "extra_gpu_devices: [\"1:7\", \"1:5\"]");
+        std::filesystem::create_directories(dir_ / "proc/driver/nvidia-caps");
+        std::filesystem::create_directories(dir_ / "sys");
+        std::ofstream(dir_ / "proc/devices") << "Character devices:\n  1 nvidia-caps\n";
+        std::ofstream(dir_ / "proc/driver/nvidia-caps/mig-minors")
+            << "config 1\nmonitor 2\ngpu0/gi1/access 7\ngpu0/gi2/access 5\n";
+        return "  sysfs_root: " + (dir_ / "sys").string() +
+               "\n  proc_root: " + (dir_ / "proc").string() + "\n";
+    }
+
     // Gives the agent a control socket in the test's directory (SetUp has none).
     void use_control_socket() {
         replace_in_config("socket: \"\"", "socket: " + (dir_ / "control.sock").string());

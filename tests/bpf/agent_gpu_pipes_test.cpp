@@ -14,12 +14,11 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-#include <sys/stat.h>
-#include <sys/sysmacros.h>
 
 #include "tests/bpf/agent_detect_fixture.h"
 #include "tests/support/fake_nvml_script.h"
@@ -101,6 +100,39 @@ class AgentPipesTest : public AgentDetectTest {
         use_fake_gpu(rules_, more_backends);
         return start_agent_playing(script);
     }
+    // On the MIG GPU of mig_script: the hasher named by its slice's hash
+    // mix and the trainer by its tensor work, nothing else for either, and
+    // the journal's replay the same. The live detections, for more checks.
+    std::pair<nlohmann::json, nlohmann::json> expect_judged_by_their_slices(Subprocess& agent,
+                                                                            pid_t hasher,
+                                                                            pid_t trainer) {
+        const auto hash = wait_for_detection(agent, hasher, "TEST-PIPES-HASH", time_bound(15s));
+        EXPECT_TRUE(hash) << agent.stderr_text();
+        if (hash) {
+            EXPECT_NE(hash->dump().find("integer 70% DRAM 4% tensor 0% FP (busiest) 1%"),
+                      std::string::npos)
+                << hash->dump();
+        }
+        const auto tensor =
+            wait_for_detection(agent, trainer, "TEST-PIPES-TENSOR", time_bound(15s));
+        EXPECT_TRUE(tensor) << agent.stderr_text();
+        if (tensor) {
+            EXPECT_NE(tensor->dump().find("tensor 40%"), std::string::npos) << tensor->dump();
+        }
+        expect_whole_output(
+            agent,
+            {{"TEST-PIPES-HASH", hasher, "warning"}, {"TEST-PIPES-TENSOR", trainer, "notice"}},
+            {hasher, trainer});
+        // The journal carries each slice's pipes and what places each
+        // process in its slice: replay judges the same.
+        const auto replayed = replay_journal(rules_);
+        EXPECT_EQ(replayed.exit_code, 0) << replayed.stderr_text;
+        EXPECT_EQ(replayed_pids(replayed, "TEST-PIPES-HASH"), std::vector<pid_t>{hasher})
+            << replayed.stdout_text.substr(0, 4000);
+        EXPECT_EQ(replayed_pids(replayed, "TEST-PIPES-TENSOR"), std::vector<pid_t>{trainer});
+        return {hash.value_or(nlohmann::json()), tensor.value_or(nlohmann::json())};
+    }
+
     const std::filesystem::path rules_ = dir_ / "pipes.yaml";
 };
 
@@ -184,41 +216,16 @@ TEST_F(AgentPipesTest, gpm_pipes_of_a_mig_slice_name_the_process_alone_in_it) {
     auto started = start_judging_pipes(script_path);
     Subprocess& agent = *started;
     ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
-
-    const auto hash = wait_for_detection(agent, hasher->pid(), "TEST-PIPES-HASH", time_bound(15s));
-    ASSERT_TRUE(hash) << agent.stderr_text();
-    EXPECT_NE(hash->dump().find("integer 70% DRAM 4% tensor 0% FP (busiest) 1%"), std::string::npos)
-        << hash->dump();
-    const auto tensor =
-        wait_for_detection(agent, trainer->pid(), "TEST-PIPES-TENSOR", time_bound(15s));
-    ASSERT_TRUE(tensor) << agent.stderr_text();
-    EXPECT_NE(tensor->dump().find("tensor 40%"), std::string::npos) << tensor->dump();
-    expect_whole_output(agent,
-                        {{"TEST-PIPES-HASH", hasher->pid(), "warning"},
-                         {"TEST-PIPES-TENSOR", trainer->pid(), "notice"}},
-                        {hasher->pid(), trainer->pid()});
-
-    // The journal carries each slice's pipes and each process's slice.
-    const auto replayed = replay_journal(rules_);
-    ASSERT_EQ(replayed.exit_code, 0) << replayed.stderr_text;
-    EXPECT_EQ(replayed_pids(replayed, "TEST-PIPES-HASH"), std::vector<pid_t>{hasher->pid()})
-        << replayed.stdout_text.substr(0, 4000);
+    expect_judged_by_their_slices(agent, hasher->pid(), trainer->pid());
 }
 
 // The same GPU where NVML's process list does not say which instance each
-// process runs in: the access node each holds open does. A driver tree of
-// the test's names GPU instance 1's node 1:7 (the fixture's GPU node) and
-// instance 2's 1:5 (mig-minors under an nvidia-caps major of 1); the
-// hasher holds the first, the trainer the second.
+// process runs in: the access node each holds open does
+// (use_mig_access_nodes: GPU instance 1's is 1:7, the fixture's GPU node,
+// instance 2's 1:5); the hasher holds the first, the trainer the second.
 TEST_F(AgentPipesTest, gpm_pipes_of_a_mig_slice_place_a_process_by_its_access_node) {
+    const std::string backends_tree = use_mig_access_nodes();
     const std::string gi2_node = (dir_ / "gpu1").string();
-    ASSERT_EQ(mknod(gi2_node.c_str(), S_IFCHR | 0666, makedev(1, 5)), 0);
-    replace_in_config("extra_gpu_devices: [\"1:7\"]", "extra_gpu_devices: [\"1:7\", \"1:5\"]");
-    std::filesystem::create_directories(dir_ / "proc/driver/nvidia-caps");
-    std::filesystem::create_directories(dir_ / "sys");
-    std::ofstream(dir_ / "proc/devices") << "Character devices:\n  1 nvidia-caps\n";
-    std::ofstream(dir_ / "proc/driver/nvidia-caps/mig-minors")
-        << "gpu0/gi1/access 7\ngpu0/gi2/access 5\n";
     const auto holding = [](const std::string& node) {
         return std::make_unique<Subprocess>(
             std::vector<std::string>{"/bin/sh", "-c", "exec 5<" + node + "; exec sleep 60"});
@@ -229,38 +236,17 @@ TEST_F(AgentPipesTest, gpm_pipes_of_a_mig_slice_place_a_process_by_its_access_no
                               {{"pid", trainer->pid()}, {"used_memory", 8ull << 30}}});
     const auto script_path = dir_ / "nvml.json";
     std::ofstream(script_path) << script.dump();
-    auto started =
-        start_judging_pipes(script_path, "  sysfs_root: " + (dir_ / "sys").string() +
-                                             "\n  proc_root: " + (dir_ / "proc").string() + "\n");
+    auto started = start_judging_pipes(script_path, backends_tree);
     Subprocess& agent = *started;
     ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
-
-    const auto hash = wait_for_detection(agent, hasher->pid(), "TEST-PIPES-HASH", time_bound(15s));
-    ASSERT_TRUE(hash) << agent.stderr_text();
-    EXPECT_NE(hash->dump().find("integer 70% DRAM 4% tensor 0% FP (busiest) 1%"), std::string::npos)
-        << hash->dump();
+    const auto [hash, tensor] = expect_judged_by_their_slices(agent, hasher->pid(), trainer->pid());
     // The alert's GPU is GPU 0's access node of instance 1.
-    const auto& gpus = (*hash)["gpuguard"]["gpus"];
-    ASSERT_EQ(gpus.size(), 1u) << hash->dump();
-    EXPECT_EQ(gpus[0]["minor"], 7) << hash->dump();
-    EXPECT_EQ(gpus[0]["index"], 0) << hash->dump();
-    EXPECT_EQ(gpus[0]["mig_gpu_instance"], 1) << hash->dump();
-    const auto tensor =
-        wait_for_detection(agent, trainer->pid(), "TEST-PIPES-TENSOR", time_bound(15s));
-    ASSERT_TRUE(tensor) << agent.stderr_text();
-    EXPECT_EQ((*tensor)["gpuguard"]["gpus"][0]["mig_gpu_instance"], 2) << tensor->dump();
-    expect_whole_output(agent,
-                        {{"TEST-PIPES-HASH", hasher->pid(), "warning"},
-                         {"TEST-PIPES-TENSOR", trainer->pid(), "notice"}},
-                        {hasher->pid(), trainer->pid()});
-
-    // The journal carries the nodes (telemetry) and the opens: replay
-    // places each process the same.
-    const auto replayed = replay_journal(rules_);
-    ASSERT_EQ(replayed.exit_code, 0) << replayed.stderr_text;
-    EXPECT_EQ(replayed_pids(replayed, "TEST-PIPES-HASH"), std::vector<pid_t>{hasher->pid()})
-        << replayed.stdout_text.substr(0, 4000);
-    EXPECT_EQ(replayed_pids(replayed, "TEST-PIPES-TENSOR"), std::vector<pid_t>{trainer->pid()});
+    const auto& gpus = hash["gpuguard"]["gpus"];
+    ASSERT_EQ(gpus.size(), 1u) << hash.dump();
+    EXPECT_EQ(gpus[0]["minor"], 7) << hash.dump();
+    EXPECT_EQ(gpus[0]["index"], 0) << hash.dump();
+    EXPECT_EQ(gpus[0]["mig_gpu_instance"], 1) << hash.dump();
+    EXPECT_EQ(tensor["gpuguard"]["gpus"][0]["mig_gpu_instance"], 2) << tensor.dump();
 }
 
 }  // namespace

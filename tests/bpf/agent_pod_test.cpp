@@ -122,6 +122,30 @@ std::string two_idle_gpus() {
 
 class AgentPodTest : public AgentDetectTest {
   protected:
+    // The kubelet (FakeKubelet's socket and the test's kubelet root, its
+    // own poll a minute apart) and the fake NVML (`backends_tree`: where
+    // its sysfs and procfs are) in the configuration.
+    void use_kubelet_and_fake_gpu(const std::string& backends_tree) {
+        std::ofstream(config_, std::ios::app)
+            << "kubelet:\n  pod_resources_socket: " << socket_.string()
+            << "\n  root: " << (dir_ / "kubelet").string() << "\n  refresh_interval_s: 60\n"
+            << "backends:\n  interval_ms: 200\n  nvml_library: \"" << GPUGUARD_FAKE_NVML_PATH
+            << "\"\n"
+            << backends_tree;
+    }
+    // The agent started on the fake NVML playing `script` and ready, with
+    // its inventory of the GPUs' UUIDs and the kubelet's first answer.
+    std::unique_ptr<Subprocess> start_with_gpus(const fs::path& script, size_t gpus,
+                                                const gpuguard::testing::FakeKubelet& kubelet) {
+        auto agent = start_agent_playing(script);
+        EXPECT_TRUE(agent->wait_for_agent_ready(30s)) << agent->stderr_text();
+        EXPECT_TRUE(wait_for_gpus(gpus, 10s)) << agent->stderr_text();
+        std::this_thread::sleep_for(500ms);  // the sample reaches the event loop's inventory
+        EXPECT_GT(kubelet.list_calls(), 0) << agent->stderr_text();
+        return agent;
+    }
+    const fs::path socket_ = dir_ / "pod-resources/kubelet.sock";
+
     // The pod's directory as the kubelet leaves it: its host name, the
     // service account volume's namespace, its containers' directories.
     void pod_directory(const std::string& uid, const PodResources& pod) {
@@ -173,7 +197,7 @@ TEST_F(AgentPodTest, a_pod_on_a_gpu_the_kubelet_gave_another_is_named_and_one_gi
                                                       "serving", "llm-0-gpu", "", "gpu.nvidia.com",
                                                       "node-1", "gpu-1"}}}}};
     fs::create_directories(dir_ / "pod-resources");
-    gpuguard::testing::FakeKubelet kubelet((dir_ / "pod-resources/kubelet.sock").string());
+    gpuguard::testing::FakeKubelet kubelet(socket_.string());
     kubelet.set_pods({trainer, keeper, web, server});
     const std::string trainer_uid = "0e1f2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b";
     const std::string keeper_uid = "1f2a3b4c-5d6e-4f70-9b0c-1d2e3f4a5b6c";
@@ -183,11 +207,7 @@ TEST_F(AgentPodTest, a_pod_on_a_gpu_the_kubelet_gave_another_is_named_and_one_gi
     pod_directory(web_uid, web);
     const std::string server_uid = "4d5e6f70-8192-43a4-8b5c-6d7e8f9a0b1c";
     pod_directory(server_uid, server);
-    std::ofstream(config_, std::ios::app)
-        << "kubelet:\n  pod_resources_socket: " << (dir_ / "pod-resources/kubelet.sock").string()
-        << "\n  root: " << (dir_ / "kubelet").string() << "\n  refresh_interval_s: 60\n"
-        << "backends:\n  interval_ms: 200\n  nvml_library: \"" << GPUGUARD_FAKE_NVML_PATH
-        << "\"\n  sysfs_root: " << (dir_ / "sys").string() << "\n";
+    use_kubelet_and_fake_gpu("  sysfs_root: " + (dir_ / "sys").string() + "\n");
 
     gpuguard::testing::TestCgroup cgroup("gg-pod");
     ASSERT_EQ(cgroup.error(), "");
@@ -204,14 +224,11 @@ TEST_F(AgentPodTest, a_pod_on_a_gpu_the_kubelet_gave_another_is_named_and_one_gi
     const PodContainerCgroup server_cgroup(
         cgroup.dir(), "kubepods/burstable/pod" + server_uid + "/" + std::string(64, '9'));
 
-    const auto started = start_agent_playing(script);
-    Subprocess& agent = *started;
-    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
     // The agent has the kubelet's first answer and NVML's GPUs (its
     // inventory of their UUIDs) before the pods use a GPU.
-    ASSERT_TRUE(wait_for_gpus(2, 10s)) << agent.stderr_text();
-    std::this_thread::sleep_for(500ms);  // the sample reaches the event loop's inventory
-    ASSERT_GT(kubelet.list_calls(), 0) << agent.stderr_text();
+    const auto started = start_with_gpus(script, 2, kubelet);
+    Subprocess& agent = *started;
+    ASSERT_FALSE(HasFailure());
 
     const auto stray = start_in_cgroup(trainer_cgroup.dir(), {gpu_b});
     const auto keeps = start_in_cgroup(keeper_cgroup.dir(), {gpu_b});
@@ -296,14 +313,8 @@ TEST_F(AgentPodTest, a_pod_on_a_gpu_the_kubelet_gave_another_is_named_and_one_gi
 // on its own node is silent.
 TEST_F(AgentPodTest, a_pod_given_a_mig_slice_that_opens_another_is_named) {
     GG_REQUIRE_PRIVILEGED();
+    const std::string backends_tree = use_mig_access_nodes();
     const std::string gi1_node = node_.string(), gi2_node = (dir_ / "gpu1").string();
-    ASSERT_EQ(mknod(gi2_node.c_str(), S_IFCHR | 0666, makedev(1, 5)), 0);
-    replace_in_config("extra_gpu_devices: [\"1:7\"]", "extra_gpu_devices: [\"1:7\", \"1:5\"]");
-    fs::create_directories(dir_ / "proc/driver/nvidia-caps");
-    fs::create_directories(dir_ / "sys");
-    std::ofstream(dir_ / "proc/devices") << "Character devices:\n  1 nvidia-caps\n";
-    std::ofstream(dir_ / "proc/driver/nvidia-caps/mig-minors")
-        << "config 1\nmonitor 2\ngpu0/gi1/access 7\ngpu0/gi2/access 5\n";
     auto script = nlohmann::json::parse(two_idle_gpus());
     script["devices"].erase(1);
     auto& gpu = script["devices"][0];
@@ -332,18 +343,13 @@ TEST_F(AgentPodTest, a_pod_given_a_mig_slice_that_opens_another_is_named) {
         {ContainerResources{"main",
                             {ResourceDevices{"nvidia.com/mig-3g.40gb", {"MIG-bbbb-2222"}}}}}};
     fs::create_directories(dir_ / "pod-resources");
-    gpuguard::testing::FakeKubelet kubelet((dir_ / "pod-resources/kubelet.sock").string());
+    gpuguard::testing::FakeKubelet kubelet(socket_.string());
     kubelet.set_pods({tenant_a, tenant_b});
     const std::string a_uid = "4c5d6e7f-8091-42a3-8e4f-5a6b7c8d9e0f";
     const std::string b_uid = "5d6e7f80-91a2-43b4-9f50-6b7c8d9e0f1a";
     pod_directory(a_uid, tenant_a);
     pod_directory(b_uid, tenant_b);
-    std::ofstream(config_, std::ios::app)
-        << "kubelet:\n  pod_resources_socket: " << (dir_ / "pod-resources/kubelet.sock").string()
-        << "\n  root: " << (dir_ / "kubelet").string() << "\n  refresh_interval_s: 60\n"
-        << "backends:\n  interval_ms: 200\n  nvml_library: \"" << GPUGUARD_FAKE_NVML_PATH
-        << "\"\n  sysfs_root: " << (dir_ / "sys").string()
-        << "\n  proc_root: " << (dir_ / "proc").string() << "\n";
+    use_kubelet_and_fake_gpu(backends_tree);
 
     gpuguard::testing::TestCgroup cgroup("gg-pod-mig");
     ASSERT_EQ(cgroup.error(), "");
@@ -352,11 +358,9 @@ TEST_F(AgentPodTest, a_pod_given_a_mig_slice_that_opens_another_is_named) {
     const PodContainerCgroup b_cgroup(
         cgroup.dir(), "kubepods/burstable/pod" + b_uid + "/" + std::string(64, 'f'));
 
-    const auto started = start_agent_playing(script_path);
+    const auto started = start_with_gpus(script_path, 1, kubelet);
     Subprocess& agent = *started;
-    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
-    ASSERT_TRUE(wait_for_gpus(1, 10s)) << agent.stderr_text();
-    std::this_thread::sleep_for(500ms);  // the sample reaches the event loop's inventory
+    ASSERT_FALSE(HasFailure());
     // `gpuguard gpus` on the same configuration names each instance's
     // access node by its device number.
     const auto gpus = gpuguard::testing::run_command(
