@@ -36,19 +36,21 @@ std::optional<Workload> HostReads::read_workload_of(uint32_t pid) const {
 }
 
 std::optional<Event> HostReads::workload_of(const Event& event) {
+    // Counted before the lookup: the refresh a lookup that misses asks for
+    // can answer before a count read after it, which would then take that
+    // answer (naming the pod) for one that did not, and wait a whole poll.
+    const KubeletAnswers& answers = options_.kubelet.answers;
+    const uint64_t answered = answers ? answers() : 0;
     auto workload = read_workload_of(event.task.pid);
     if (!workload) return std::nullopt;
     // The kubelet answers, but not yet for this pod (started since its last
     // answer; the lookup asked it again): judged once it has answered.
-    const KubeletAnswers& answers = options_.kubelet.answers;
     constexpr size_t kMaxWaitingPods = 1024;
     // (A pod not named, a host-network one without labels, the kubelet cannot place.)
-    if (answers && workload->scheduler == "kubernetes" && !workload->pod_name.empty() &&
+    if (answered > 0 && workload->scheduler == "kubernetes" && !workload->pod_name.empty() &&
         workload->allocation_source != "kubelet" && waiting_pods_.size() < kMaxWaitingPods) {
-        if (const uint64_t answered = answers(); answered > 0) {
-            waiting_pods_.push_back(WaitingPod{event.task, answered});
-            workload->unresolved = "the kubelet has not named its pod yet (asked again)";
-        }
+        waiting_pods_.push_back(WaitingPod{event.task, answered});
+        workload->unresolved = "the kubelet has not named its pod yet (asked again)";
     }
     return Event{event.ts_ns, event.task, std::move(*workload)};
 }

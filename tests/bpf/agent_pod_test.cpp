@@ -272,7 +272,7 @@ TEST_F(AgentPodTest, a_pod_on_a_gpu_the_kubelet_gave_another_is_named_and_one_gi
         "ml",
         {ContainerResources{"main", {ResourceDevices{"nvidia.com/gpu", {gpu_uuid(0)}}}}}};
     const std::string late_uid = "3b4c5d6e-7f80-4192-9d2e-3f4a5b6c7d8e";
-    kubelet.set_pods({trainer, keeper, web, late});
+    kubelet.set_pods({trainer, keeper, web, server, late});
     pod_directory(late_uid, late);
     const PodContainerCgroup late_cgroup(
         cgroup.dir(), "kubepods/burstable/pod" + late_uid + "/" + std::string(64, 'd'));
