@@ -6,6 +6,7 @@
 #include <fstream>
 #include <thread>
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <signal.h>
@@ -138,11 +139,14 @@ TEST_F(AgentDetectTest, gpu_kill_process_name_file_kills_miner_x_and_spares_trai
     Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
     ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
 
-    // Joins the cgroup, opens the GPU, waits on a FIFO nobody writes.
-    const std::string script = "echo 0 > " + cgroup.dir() + "/cgroup.procs && exec 5<>" +
-                               node_.string() + " 6<>" + (dir_ / "idle").string() +
-                               " && read -t 30 -u 6";
+    // Waits for the test's word on its own FIFO, joins the cgroup, opens the
+    // GPU, waits on a FIFO nobody writes.
     auto start = [&](const char* name) {
+        const auto go = dir_ / (std::string("go-") + name);
+        if (mkfifo(go.c_str(), 0600) != 0) return pid_t{-1};
+        const std::string script = "read -t 30 < " + go.string() + " && echo 0 > " + cgroup.dir() +
+                                   "/cgroup.procs && exec 5<>" + node_.string() + " 6<>" +
+                                   (dir_ / "idle").string() + " && read -t 30 -u 6";
         const std::string program = (bin / name).string();
         const pid_t pid = fork();
         if (pid == 0) {
@@ -151,10 +155,40 @@ TEST_F(AgentDetectTest, gpu_kill_process_name_file_kills_miner_x_and_spares_trai
         }
         return pid;
     };
+    // Non-blocking, so a child that died before its read fails the test
+    // instead of hanging it.
+    auto release = [&](const char* name) {
+        const auto go = dir_ / (std::string("go-") + name);
+        for (int attempt = 0; attempt < 500; ++attempt) {
+            const int fd = open(go.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+            if (fd >= 0) {
+                const bool written = write(fd, "go\n", 3) == 3;
+                close(fd);
+                return written;
+            }
+            std::this_thread::sleep_for(10ms);
+        }
+        return false;
+    };
     OwnChild trainer(start("trainer"));
     OwnChild miner(start("miner-x"));
     ASSERT_GT(trainer.pid, 0);
     ASSERT_GT(miner.pid, 0);
+    // Its name is already a miner's at exec (GG-CORR-0012), in the host's root
+    // cgroup, which the test's allowlist keeps safe: that kill is withheld.
+    // Only then does it move (a slow agent, as under the sanitizers, would
+    // otherwise judge the exec after the move and kill it off the GPU).
+    const auto withheld = wait_for_output(
+        alerts,
+        [&](const nlohmann::json& record) {
+            return record["gpuguard"]["record"] == "enforcement" &&
+                   record["process"]["pid"] == miner.pid &&
+                   record["gpuguard"]["enforcement"]["outcome"] == "withheld";
+        },
+        10s);
+    ASSERT_TRUE(withheld) << file_bytes(alerts) << agent.stderr_text();
+    ASSERT_TRUE(release("trainer"));
+    ASSERT_TRUE(release("miner-x"));
     auto detection = wait_for_detection(agent, miner.pid, "GG-CORR-0001", 5s);
     ASSERT_TRUE(detection) << agent.stderr_text();
     EXPECT_EQ((*detection)["event"]["action"], "kill");
@@ -163,9 +197,7 @@ TEST_F(AgentDetectTest, gpu_kill_process_name_file_kills_miner_x_and_spares_trai
         << detection->dump();
     ASSERT_TRUE(miner.wait_exit(5s)) << "miner-x was not stopped\n" << agent.stderr_text();
     EXPECT_TRUE(WIFSIGNALED(miner.status) && WTERMSIG(miner.status) == SIGTERM) << miner.status;
-    // Its name was already a miner's at exec (GG-CORR-0012), before it moved
-    // into the test's cgroup: that kill was withheld (the test's allowlist
-    // keeps the host's root cgroup safe); GG-CORR-0001's, on the GPU, killed it.
+    // GG-CORR-0001's kill, on the GPU in the test's cgroup, stopped it.
     const auto outcome = wait_for_output(
         alerts,
         [&](const nlohmann::json& record) {
