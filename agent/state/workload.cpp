@@ -115,6 +115,17 @@ void resolve(Workload& workload, const std::string& value,
         workload.unresolved = "all GPUs";
         return;
     }
+    // NVIDIA's CDI specifications (the device plugin's CDI strategies, its
+    // DRA driver, the GPU Operator with CDI, podman's --device
+    // nvidia.com/gpu=N) set "void" so that the legacy runtime hook injects
+    // nothing: the GPUs are the runtime's device edits, which this variable
+    // does not name. Only the kubelet can say which they were.
+    if (value == "void" && workload.allocation_source == "NVIDIA_VISIBLE_DEVICES") {
+        workload.unresolved =
+            "NVIDIA_VISIBLE_DEVICES=void: its GPUs, if any, came by CDI, which the variable "
+            "does not name";
+        return;
+    }
     if (value == "void" || value == "none" || value == "NoDevFiles") return;  // none given
     for (const std::string& item : split(value, ',')) {
         const auto index = parse_u32(item);

@@ -186,6 +186,22 @@ TEST_F(ReadWorkload,
     EXPECT_TRUE(workload->allocated.empty());
     EXPECT_NE(workload->unresolved.find("MIG-dead"), std::string::npos);
 
+    // NVIDIA's CDI specifications write "void" (the runtime's device edits
+    // gave the GPUs): not "given none", which it is for the legacy hook.
+    process(pod, "NVIDIA_VISIBLE_DEVICES=void\0CUDA_VISIBLE_DEVICES=0\0"s);
+    workload = read_workload(42, options_);
+    ASSERT_TRUE(workload);
+    EXPECT_EQ(workload->allocation_source, "NVIDIA_VISIBLE_DEVICES");
+    EXPECT_EQ(workload->allocation, "void");
+    EXPECT_TRUE(workload->allocated.empty());
+    EXPECT_NE(workload->unresolved.find("came by CDI"), std::string::npos);
+    process(pod, "NVIDIA_VISIBLE_DEVICES=none\0"s);
+    workload = read_workload(42, options_);
+    ASSERT_TRUE(workload);
+    EXPECT_EQ(workload->allocation, "none");
+    EXPECT_TRUE(workload->allocated.empty());
+    EXPECT_EQ(workload->unresolved, "");
+
     process(pod, "PATH=/bin\0"s);  // given none
     workload = read_workload(42, options_);
     ASSERT_TRUE(workload);
