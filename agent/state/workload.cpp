@@ -115,12 +115,14 @@ void resolve(Workload& workload, const std::string& value,
         workload.unresolved = "all GPUs";
         return;
     }
-    // NVIDIA's CDI specifications (the device plugin's CDI strategies, its
-    // DRA driver, the GPU Operator with CDI, podman's --device
-    // nvidia.com/gpu=N) set "void" so that the legacy runtime hook injects
-    // nothing: the GPUs are the runtime's device edits, which this variable
-    // does not name. Only the kubelet can say which they were.
-    if (value == "void" && workload.allocation_source == "NVIDIA_VISIBLE_DEVICES") {
+    // In a pod, NVIDIA's CDI specifications (the device plugin's CDI
+    // strategies, its DRA driver, the GPU Operator with CDI) set "void" so
+    // that the legacy runtime hook injects nothing: the GPUs are the
+    // runtime's device edits, which this variable does not name. Only the
+    // kubelet can say which they were. (In a Slurm job, enroot writes "void"
+    // for a job given no GPU: none given there.)
+    if (value == "void" && workload.allocation_source == "NVIDIA_VISIBLE_DEVICES" &&
+        workload.scheduler == "kubernetes") {
         workload.unresolved =
             "NVIDIA_VISIBLE_DEVICES=void: its GPUs, if any, came by CDI, which the variable "
             "does not name";

@@ -195,6 +195,13 @@ TEST_F(ReadWorkload,
     EXPECT_EQ(workload->allocation, "void");
     EXPECT_TRUE(workload->allocated.empty());
     EXPECT_NE(workload->unresolved.find("came by CDI"), std::string::npos);
+    // In a Slurm job it is enroot's word for a job given no GPU.
+    process(kSlurmCgroupV2, "SLURM_JOB_ID=4242\0NVIDIA_VISIBLE_DEVICES=void\0"s);
+    workload = read_workload(42, options_);
+    ASSERT_TRUE(workload);
+    EXPECT_EQ(workload->scheduler, "slurm");
+    EXPECT_EQ(workload->allocation, "void");
+    EXPECT_EQ(workload->unresolved, "");
     process(pod, "NVIDIA_VISIBLE_DEVICES=none\0"s);
     workload = read_workload(42, options_);
     ASSERT_TRUE(workload);
