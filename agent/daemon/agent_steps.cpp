@@ -437,6 +437,7 @@ void Agent::Impl::open_kubelet() {
 KubeletSources Agent::Impl::kubelet_sources() {
     KubeletSources sources;
     sources.kubelet_root = options.config.kubelet.root;
+    sources.infrastructure_namespaces = options.config.kubelet.gpu_infrastructure_namespaces;
     if (pod_resources) {
         sources.gpu_ids =
             [cache = pod_resources.get()](const PodQuery& query) -> std::optional<KubeletGpus> {

@@ -262,7 +262,8 @@ void read_metrics(const ConfigReader& reader, const YAML::Node& node, MetricsCon
 
 void read_kubelet(const ConfigReader& reader, const YAML::Node& node, KubeletConfig& kubelet) {
     reader.check_keys(node, "kubelet",
-                      {"pod_resources_socket", "root", "refresh_interval_s", "call_timeout_ms"});
+                      {"pod_resources_socket", "root", "refresh_interval_s", "call_timeout_ms",
+                       "gpu_infrastructure_namespaces"});
     const auto absolute = [&](const char* key, std::string& value, bool may_be_empty) {
         const auto item = node[key];
         if (!item) return;
@@ -288,6 +289,22 @@ void read_kubelet(const ConfigReader& reader, const YAML::Node& node, KubeletCon
     };
     bounded("refresh_interval_s", kubelet.refresh_interval_s, 1, 3600);
     bounded("call_timeout_ms", kubelet.call_timeout_ms, 100, 60000);
+    if (const auto list = node["gpu_infrastructure_namespaces"]) {
+        const std::string key = "kubelet.gpu_infrastructure_namespaces";
+        read_string_list(reader, list, key, kubelet.gpu_infrastructure_namespaces);
+        for (size_t i = 0; i < list.size(); ++i) {
+            const std::string& glob = kubelet.gpu_infrastructure_namespaces[i];
+            // A namespace is a DNS label: lowercase letters, digits and '-'.
+            const bool label =
+                !glob.empty() && glob.size() <= 63 &&
+                glob.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-*?[]!") ==
+                    std::string::npos;
+            if (!label) {
+                reader.fail_at(list[i], key + "[" + std::to_string(i) + "]",
+                               "'" + glob + "' is not a namespace or a glob of one");
+            }
+        }
+    }
 }
 
 void read_control(const ConfigReader& reader, const YAML::Node& node, ControlConfig& control) {

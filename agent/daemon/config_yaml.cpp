@@ -74,6 +74,8 @@ std::string config_to_yaml(const Config& config) {
     out << YAML::Key << "root" << YAML::Value << YAML::DoubleQuoted << config.kubelet.root;
     out << YAML::Key << "refresh_interval_s" << YAML::Value << config.kubelet.refresh_interval_s;
     out << YAML::Key << "call_timeout_ms" << YAML::Value << config.kubelet.call_timeout_ms;
+    out << YAML::Key << "gpu_infrastructure_namespaces" << YAML::Value << YAML::Flow
+        << config.kubelet.gpu_infrastructure_namespaces;
     out << YAML::EndMap;
     out << YAML::Key << "process_table" << YAML::Value << YAML::BeginMap;
     out << YAML::Key << "max_entries" << YAML::Value << config.process_table.max_entries;

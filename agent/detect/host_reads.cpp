@@ -48,7 +48,9 @@ std::optional<Event> HostReads::workload_of(const Event& event) {
     constexpr size_t kMaxWaitingPods = 1024;
     // (A pod not named, a host-network one without labels, the kubelet cannot place.)
     if (answered > 0 && workload->scheduler == "kubernetes" && !workload->pod_name.empty() &&
-        workload->allocation_source != "kubelet" && waiting_pods_.size() < kMaxWaitingPods) {
+        workload->allocation_source != "kubelet" &&
+        workload->allocation_source != kGpuInfrastructureSource &&
+        waiting_pods_.size() < kMaxWaitingPods) {
         waiting_pods_.push_back(WaitingPod{event.task, answered});
         workload->unresolved = "the kubelet has not named its pod yet (asked again)";
     }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <map>
 
+#include <fnmatch.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -189,6 +190,23 @@ void name_pod(Workload& workload, std::string_view cgroup, const ContainerDetail
     }
 }
 
+// A pod of the GPU infrastructure (its namespace one of
+// infrastructure_namespaces): named, its allocation unresolved, whatever
+// the kubelet or its environment say.
+bool infrastructure_pod(Workload& workload, const WorkloadReadOptions& options) {
+    if (workload.pod_namespace.empty()) return false;
+    for (const std::string& glob : options.kubelet.infrastructure_namespaces) {
+        if (fnmatch(glob.c_str(), workload.pod_namespace.c_str(), 0) != 0) continue;
+        workload.allocation_source = kGpuInfrastructureSource;
+        workload.allocation = workload.pod_namespace;
+        workload.unresolved = "a pod of the GPU infrastructure (namespace " +
+                              workload.pod_namespace + " matches '" + glob +
+                              "', kubelet.gpu_infrastructure_namespaces): not judged";
+        return true;
+    }
+    return false;
+}
+
 // The kubelet's allocation for the pod, preferred to any environment's;
 // false when the kubelet was not asked or has not named the pod.
 bool kubelet_allocation(Workload& workload, const WorkloadReadOptions& options) {
@@ -366,6 +384,7 @@ std::optional<Workload> read_workload(uint32_t pid, const WorkloadReadOptions& o
     }
     if (workload.scheduler == "kubernetes") {
         name_pod(workload, *cgroup, labels, options);
+        if (infrastructure_pod(workload, options)) return workload;
         if (kubelet_allocation(workload, options)) return workload;
     }
     const bool env_is_the_jobs =

@@ -15,8 +15,10 @@
 // the kubelet lists only after the agent's last List is asked for at its
 // process's first GPU use and judged by the answer (not "given none" by its
 // environment before it); one of a pod given its GPU by a DRA claim is not
-// judged (no device node the agent can name). Nothing else is reported for
-// them, and replay of the journal names the pod the same.
+// judged (no device node the agent can name); nor is the GPU Operator's
+// DCGM exporter, given none and opening both GPUs, in its gpu-operator
+// namespace. Nothing else is reported for them, and replay of the journal
+// names the pod the same.
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -196,9 +198,14 @@ TEST_F(AgentPodTest, a_pod_on_a_gpu_the_kubelet_gave_another_is_named_and_one_gi
                                                   {gpuguard::kubelet::ClaimDevice{
                                                       "serving", "llm-0-gpu", "", "gpu.nvidia.com",
                                                       "node-1", "gpu-1"}}}}};
+    // The GPU Operator's DCGM exporter: asks the device plugin for nothing
+    // and opens every GPU; in gpu-operator, one of the default
+    // kubelet.gpu_infrastructure_namespaces: not judged.
+    const PodResources exporter{
+        "nvidia-dcgm-exporter-7xk2p", "gpu-operator", {ContainerResources{"exporter", {}}}};
     fs::create_directories(dir_ / "pod-resources");
     gpuguard::testing::FakeKubelet kubelet(socket_.string());
-    kubelet.set_pods({trainer, keeper, web, server});
+    kubelet.set_pods({trainer, keeper, web, server, exporter});
     const std::string trainer_uid = "0e1f2a3b-4c5d-4e6f-8a9b-0c1d2e3f4a5b";
     const std::string keeper_uid = "1f2a3b4c-5d6e-4f70-9b0c-1d2e3f4a5b6c";
     const std::string web_uid = "2a3b4c5d-6e7f-4081-8c1d-2e3f4a5b6c7d";
@@ -207,6 +214,8 @@ TEST_F(AgentPodTest, a_pod_on_a_gpu_the_kubelet_gave_another_is_named_and_one_gi
     pod_directory(web_uid, web);
     const std::string server_uid = "4d5e6f70-8192-43a4-8b5c-6d7e8f9a0b1c";
     pod_directory(server_uid, server);
+    const std::string exporter_uid = "5e6f7081-92a3-44b5-9c6d-7e8f9a0b1c2d";
+    pod_directory(exporter_uid, exporter);
     use_kubelet_and_fake_gpu("  sysfs_root: " + (dir_ / "sys").string() + "\n");
 
     gpuguard::testing::TestCgroup cgroup("gg-pod");
@@ -223,6 +232,8 @@ TEST_F(AgentPodTest, a_pod_on_a_gpu_the_kubelet_gave_another_is_named_and_one_gi
                                         "kubepods/pod" + web_uid + "/" + std::string(64, 'c'));
     const PodContainerCgroup server_cgroup(
         cgroup.dir(), "kubepods/burstable/pod" + server_uid + "/" + std::string(64, '9'));
+    const PodContainerCgroup exporter_cgroup(
+        cgroup.dir(), "kubepods/burstable/pod" + exporter_uid + "/" + std::string(64, '8'));
 
     // The agent has the kubelet's first answer and NVML's GPUs (its
     // inventory of their UUIDs) before the pods use a GPU.
@@ -234,6 +245,7 @@ TEST_F(AgentPodTest, a_pod_on_a_gpu_the_kubelet_gave_another_is_named_and_one_gi
     const auto keeps = start_in_cgroup(keeper_cgroup.dir(), {gpu_b});
     const auto no_gpu = start_in_cgroup(web_cgroup.dir(), {gpu_a});
     const auto by_claim = start_in_cgroup(server_cgroup.dir(), {gpu_b});
+    const auto monitor = start_in_cgroup(exporter_cgroup.dir(), {gpu_a, gpu_b});
 
     // Each detection, whichever of the two the agent wrote first.
     const auto detection = [&](pid_t pid, const std::string& rule) {
@@ -272,7 +284,7 @@ TEST_F(AgentPodTest, a_pod_on_a_gpu_the_kubelet_gave_another_is_named_and_one_gi
         "ml",
         {ContainerResources{"main", {ResourceDevices{"nvidia.com/gpu", {gpu_uuid(0)}}}}}};
     const std::string late_uid = "3b4c5d6e-7f80-4192-9d2e-3f4a5b6c7d8e";
-    kubelet.set_pods({trainer, keeper, web, server, late});
+    kubelet.set_pods({trainer, keeper, web, server, exporter, late});
     pod_directory(late_uid, late);
     const PodContainerCgroup late_cgroup(
         cgroup.dir(), "kubepods/burstable/pod" + late_uid + "/" + std::string(64, 'd'));
@@ -288,11 +300,12 @@ TEST_F(AgentPodTest, a_pod_on_a_gpu_the_kubelet_gave_another_is_named_and_one_gi
     // The process on its own GPU: given time to be judged (its open came
     // with the others'), then the whole output.
     std::this_thread::sleep_for(1s);
-    expect_whole_output(agent,
-                        {{"GG-CORR-0033", stray->pid, "warning"},
-                         {"GG-CORR-0034", no_gpu->pid, "error"},
-                         {"GG-CORR-0033", late_stray->pid, "warning"}},
-                        {stray->pid, keeps->pid, no_gpu->pid, late_stray->pid, by_claim->pid});
+    expect_whole_output(
+        agent,
+        {{"GG-CORR-0033", stray->pid, "warning"},
+         {"GG-CORR-0034", no_gpu->pid, "error"},
+         {"GG-CORR-0033", late_stray->pid, "warning"}},
+        {stray->pid, keeps->pid, no_gpu->pid, late_stray->pid, by_claim->pid, monitor->pid});
 
     // The journal's workload events carry the kubelet's word: replay names
     // the pod alike.

@@ -155,6 +155,71 @@ TEST(Config, show_output_loads_back_to_the_same_values) {
     EXPECT_EQ(again->sensor.extra_gpu_devices, original->sensor.extra_gpu_devices);
 }
 
+// kubelet: the embedded file's values are the struct's; every key is read,
+// shown by `config show` and loaded back; bad values name the key and line.
+TEST(Config, kubelet_keys_are_read_shown_and_checked) {
+    auto embedded = load_config_text(default_config_yaml(), "<default>");
+    ASSERT_TRUE(embedded.ok()) << embedded.error().message;
+    const KubeletConfig defaults;
+    EXPECT_EQ(embedded->kubelet.pod_resources_socket, defaults.pod_resources_socket);
+    EXPECT_EQ(embedded->kubelet.root, defaults.root);
+    EXPECT_EQ(embedded->kubelet.refresh_interval_s, defaults.refresh_interval_s);
+    EXPECT_EQ(embedded->kubelet.call_timeout_ms, defaults.call_timeout_ms);
+    EXPECT_EQ(embedded->kubelet.gpu_infrastructure_namespaces,
+              defaults.gpu_infrastructure_namespaces);
+    EXPECT_EQ(defaults.gpu_infrastructure_namespaces.front(), "kube-system");
+
+    auto config = load_config_text(R"(
+kubelet:
+  pod_resources_socket: ""
+  root: /srv/kubelet
+  refresh_interval_s: 5
+  call_timeout_ms: 500
+  gpu_infrastructure_namespaces: [gpu-operator, "ops-*"]
+)",
+                                   "k.yaml");
+    ASSERT_TRUE(config.ok()) << config.error().message;
+    EXPECT_EQ(config->kubelet.pod_resources_socket, "");
+    EXPECT_EQ(config->kubelet.root, "/srv/kubelet");
+    EXPECT_EQ(config->kubelet.refresh_interval_s, 5u);
+    EXPECT_EQ(config->kubelet.call_timeout_ms, 500u);
+    EXPECT_EQ(config->kubelet.gpu_infrastructure_namespaces,
+              (std::vector<std::string>{"gpu-operator", "ops-*"}));
+    auto again = load_config_text(config_to_yaml(*config), "shown.yaml");
+    ASSERT_TRUE(again.ok()) << again.error().message;
+    EXPECT_EQ(again->kubelet.gpu_infrastructure_namespaces,
+              config->kubelet.gpu_infrastructure_namespaces);
+    EXPECT_EQ(again->kubelet.root, "/srv/kubelet");
+    // An empty list judges every namespace's pods.
+    auto none = load_config_text("kubelet:\n  gpu_infrastructure_namespaces: []\n", "k.yaml");
+    ASSERT_TRUE(none.ok()) << none.error().message;
+    EXPECT_TRUE(none->kubelet.gpu_infrastructure_namespaces.empty());
+
+    struct Case {
+        const char* yaml;
+        const char* expected;
+    } cases[] = {
+        {"kubelet:\n  gpu_infrastructure_namespaces: gpu-operator\n",
+         "k.yaml:2:34: kubelet.gpu_infrastructure_namespaces: must be a list of strings"},
+        {"kubelet:\n  gpu_infrastructure_namespaces: [gpu-operator, GPU_Ops]\n",
+         "k.yaml:2:49: kubelet.gpu_infrastructure_namespaces[1]: 'GPU_Ops' is not a namespace "
+         "or a glob of one"},
+        {"kubelet:\n  gpu_infrastructure_namespaces: [\"\"]\n",
+         "kubelet.gpu_infrastructure_namespaces[0]: '' is not a namespace"},
+        {"kubelet:\n  root: var/lib/kubelet\n",
+         "k.yaml:2:9: kubelet.root: 'var/lib/kubelet' is not absolute"},
+        {"kubelet:\n  refresh_interval_s: 0\n",
+         "k.yaml:2:23: kubelet.refresh_interval_s: 0 is not 1-3600"},
+        {"kubelet:\n  call_timeout: 5\n", "k.yaml:2:3: kubelet.call_timeout: unknown key"},
+    };
+    for (const auto& c : cases) {
+        auto bad = load_config_text(c.yaml, "k.yaml");
+        ASSERT_FALSE(bad.ok()) << c.yaml;
+        EXPECT_NE(bad.error().message.find(c.expected), std::string::npos)
+            << "yaml: " << c.yaml << "\nmessage: " << bad.error().message;
+    }
+}
+
 TEST(Config, backends_and_metrics_defaults_match_the_embedded_file) {
     auto config = load_config_text(default_config_yaml(), "<default>");
     ASSERT_TRUE(config.ok()) << config.error().message;

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -60,8 +61,9 @@ class HostReadsKubeletTest : public ::testing::Test {
     // A kubelet whose lookups see `listed_` and count `answers_`; when
     // `answer_during_lookup_`, a lookup that misses is answered at once,
     // before the lookup returns, as the refresh thread can.
-    HostReads make_host_reads() {
+    HostReads make_host_reads(std::vector<std::string> infrastructure = {}) {
         HostReadOptions options{.proc_root = (dir_.path() / "proc").string()};
+        options.kubelet.infrastructure_namespaces = std::move(infrastructure);
         options.kubelet.gpu_ids = [this](const PodQuery& query) -> std::optional<KubeletGpus> {
             ++lookups_;
             if (listed_ && query.name == "trainer-0") return KubeletGpus{{"1"}, {}};
@@ -139,6 +141,20 @@ TEST_F(HostReadsKubeletTest, a_process_that_exited_while_waiting_is_dropped) {
     ++answers_;
     EXPECT_TRUE(host.workloads_after_refresh(kTs + 2).empty());
     EXPECT_EQ(lookups_, 1);
+}
+
+// A pod of the GPU infrastructure is not judged by its allocation: nothing
+// to wait for.
+TEST_F(HostReadsKubeletTest, a_pod_of_the_gpu_infrastructure_does_not_wait) {
+    HostReads host = make_host_reads(/*infrastructure=*/{"ml"});
+    const auto first = host.workload_of(Event{kTs, task(), Exec{}});
+    ASSERT_TRUE(first);
+    EXPECT_EQ(workload(*first).allocation_source, kGpuInfrastructureSource);
+    EXPECT_NE(workload(*first).unresolved.find("GPU infrastructure"), std::string::npos);
+    listed_ = true;
+    ++answers_;
+    EXPECT_TRUE(host.workloads_after_refresh(kTs + 1).empty());
+    EXPECT_EQ(lookups_, 0);
 }
 
 // Without a kubelet that has answered (none asked, or none yet), nothing

@@ -190,6 +190,36 @@ TEST_F(ReadPodWorkload, a_pod_given_its_gpu_by_a_dra_claim_is_not_judged) {
     EXPECT_EQ(workload->allocation, "gpu.nvidia.com/gpu-0 (claim ml/trainer-gpu)");
 }
 
+// The GPU Operator's pods (its driver's persistenced, the device plugin,
+// the DCGM exporter) open every GPU and ask the device plugin for none: in
+// a namespace of kubelet.gpu_infrastructure_namespaces they are named and
+// their allocation is not judged, whatever the kubelet says.
+TEST_F(ReadPodWorkload, a_pod_of_the_gpu_infrastructure_is_named_and_not_judged) {
+    kubelet_answer_ = gpuguard::agent::KubeletGpus{};  // given none
+    options_.kubelet.infrastructure_namespaces = {"kube-system", "gpu-*"};
+    gpuguard::ContainerDetails labels;
+    labels.pod_namespace = "gpu-operator";
+    labels.pod_name = "nvidia-dcgm-exporter-7xk2p";
+    labels.kube_container = "nvidia-dcgm-exporter";
+    auto workload = gpuguard::agent::read_workload(42, options_, labels);
+    ASSERT_TRUE(workload);
+    EXPECT_EQ(workload->pod_name, "nvidia-dcgm-exporter-7xk2p");
+    EXPECT_EQ(workload->allocation_source, gpuguard::agent::kGpuInfrastructureSource);
+    EXPECT_EQ(workload->allocation, "gpu-operator");
+    EXPECT_TRUE(workload->allocated.empty());
+    EXPECT_EQ(workload->unresolved,
+              "a pod of the GPU infrastructure (namespace gpu-operator matches 'gpu-*', "
+              "kubelet.gpu_infrastructure_namespaces): not judged");
+    EXPECT_TRUE(queries_.empty());
+    // The same pod in a tenant's namespace (the directory's "ml"): the kubelet's word.
+    workload = gpuguard::agent::read_workload(42, options_);
+    ASSERT_TRUE(workload);
+    EXPECT_EQ(workload->pod_namespace, "ml");
+    EXPECT_EQ(workload->allocation_source, "kubelet");
+    EXPECT_EQ(workload->unresolved, "");
+    EXPECT_EQ(queries_.size(), 1u);
+}
+
 TEST_F(ReadPodWorkload, a_pod_the_kubelet_has_not_named_falls_back_to_its_environment) {
     auto workload = gpuguard::agent::read_workload(42, options_);
     ASSERT_TRUE(workload);

@@ -54,6 +54,15 @@ struct KubeletConfig {
     std::string root = "/var/lib/kubelet";  // its pod directories, pods/<uid>/
     uint32_t refresh_interval_s = 30;       // List every this often, 1 .. 3600
     uint32_t call_timeout_ms = 2000;        // each call's deadline, 100 .. 60000
+    // Globs on pod namespaces whose pods are the GPU infrastructure (the GPU
+    // Operator's driver, device plugin, DCGM exporter, validators; the
+    // clouds' in kube-system): they open every GPU without the device
+    // plugin, so their allocation is not judged. Only cluster admins can
+    // create pods there.
+    std::vector<std::string> gpu_infrastructure_namespaces = {
+        "kube-system",          "gpu-operator",          "nvidia-gpu-operator",
+        "nvidia-device-plugin", "nvidia-dra-driver-gpu", "gke-managed-system",
+        "kube-amd-gpu"};
 };
 
 struct ProcessTableConfig {

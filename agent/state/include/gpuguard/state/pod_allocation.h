@@ -71,7 +71,15 @@ struct KubeletSources {
     KubeletAnswers answers;                         // unset: no kubelet asked
     // Whether the inventory has a GPU in MIG mode (unset: none known).
     std::function<bool()> inventory_has_mig;
+    // Globs on a pod's namespace whose pods are the GPU infrastructure (the
+    // GPU Operator's driver, device plugin, DCGM and validators): they open
+    // every GPU without asking the device plugin, so their allocation is
+    // not judged (kubelet.gpu_infrastructure_namespaces).
+    std::vector<std::string> infrastructure_namespaces;
 };
+
+// The allocation_source of a pod in one of infrastructure_namespaces.
+inline constexpr std::string_view kGpuInfrastructureSource = "gpu_infrastructure_namespace";
 
 // The device number of NVIDIA's GPU node N ("/dev/nvidiaN" stat'ed on the
 // host, else 195:N, the driver's fixed major and minor N).
