@@ -138,6 +138,11 @@ inline void read_string_list(const ConfigReader& reader, const YAML::Node& list,
     }
 }
 
+// `sensor:`, `backends:`, `kubelet:` (config_host.cpp).
+void read_sensor(const ConfigReader& reader, const YAML::Node& node, SensorConfig& sensor);
+void read_backends(const ConfigReader& reader, const YAML::Node& node, BackendsConfig& backends);
+void read_kubelet(const ConfigReader& reader, const YAML::Node& node, KubeletConfig& kubelet);
+
 // `outputs:` (config_outputs.cpp).
 void read_outputs(const ConfigReader& reader, const YAML::Node& node,
                   std::vector<siem::SinkConfig>& outputs);
