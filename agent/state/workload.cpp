@@ -190,6 +190,59 @@ void name_pod(Workload& workload, std::string_view cgroup, const ContainerDetail
     }
 }
 
+// NVIDIA's device plugin with DEVICE_LIST_STRATEGY=volume-mounts (the
+// hardened setting, where the runtime ignores the variable's device list)
+// writes this directory into NVIDIA_VISIBLE_DEVICES and bind-mounts
+// /dev/null at <dir>/<device ID> for each device it gave: the IDs the
+// kubelet lists. The container's root may show /var/run as /run.
+constexpr std::string_view kVolumeMountsDir = "/var/run/nvidia-container-devices";
+
+bool volume_mounts_dir(std::string_view value) {
+    if (value.ends_with('/')) value.remove_suffix(1);
+    return value == kVolumeMountsDir || value == kVolumeMountsDir.substr(4);
+}
+
+// The device IDs mounted under kVolumeMountsDir in /proc/PID/mountinfo's
+// text (each line's fifth field is the mount point, in the process's root).
+std::vector<std::string> volume_mount_device_ids(std::string_view mountinfo) {
+    std::vector<std::string> ids;
+    for (const std::string& line : split(mountinfo, '\n')) {
+        const std::vector<std::string> fields = split(line, ' ');
+        if (fields.size() < 5) continue;
+        std::string_view point = fields[4];
+        for (const std::string_view dir : {kVolumeMountsDir, kVolumeMountsDir.substr(4)}) {
+            if (!point.starts_with(dir) || point.size() <= dir.size() + 1 ||
+                point[dir.size()] != '/') {
+                continue;
+            }
+            const std::string id(point.substr(dir.size() + 1));
+            if (id.find('/') == std::string::npos) add_once(ids, id);
+        }
+    }
+    return ids;
+}
+
+// The allocation the volume-mounts strategy gave the process whose /proc
+// directory is `proc_dir`, as the kubelet's device IDs are resolved.
+void resolve_volume_mounts(Workload& workload, const std::string& value,
+                           const std::string& proc_dir, const WorkloadReadOptions& options) {
+    workload.allocation = value;
+    auto mountinfo = read_file(proc_dir + "/mountinfo");
+    const std::vector<std::string> ids =
+        mountinfo ? volume_mount_device_ids(*mountinfo) : std::vector<std::string>{};
+    if (ids.empty()) {
+        workload.unresolved = "NVIDIA_VISIBLE_DEVICES=" + value +
+                              " (the device plugin's volume-mounts) but no device mounted there";
+        return;
+    }
+    workload.allocation += " (" + join(ids, ",") + ")";
+    ResolvedGpus resolved =
+        resolve_kubelet_device_ids(ids, options.kubelet.gpu_by_uuid, options.host_root);
+    workload.allocated = std::move(resolved.allocated);
+    workload.unresolved = std::move(resolved.unresolved);
+    if (options.kubelet.inventory_gpus) workload.node_gpus = options.kubelet.inventory_gpus();
+}
+
 // A pod of the GPU infrastructure (its namespace one of
 // infrastructure_namespaces): named, its allocation unresolved, whatever
 // the kubelet or its environment say.
@@ -416,6 +469,11 @@ std::optional<Workload> read_workload(uint32_t pid, const WorkloadReadOptions& o
                 numbers.push_back(number);
                 add_once(workload.node_gpus, number);
             }
+        }
+        if (workload.scheduler == "kubernetes" &&
+            std::string_view(source) == "NVIDIA_VISIBLE_DEVICES" && volume_mounts_dir(*value)) {
+            resolve_volume_mounts(workload, *value, dir, options);
+            break;
         }
         const bool gres_index = std::string_view(source).starts_with("SLURM_");
         // Without gres.conf's files (AutoDetect) Slurm's indices count MIG

@@ -30,7 +30,9 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -96,6 +98,38 @@ std::unique_ptr<OwnChild> start_in_cgroup(const std::string& cgroup_dir,
         procs << 0;  // "0": the writer itself
         procs.flush();
         if (!procs.good()) _exit(2);
+        execl("/bin/sh", "sh", "-c", script.c_str(), static_cast<char*>(nullptr));
+        _exit(3);
+    }
+    return std::make_unique<OwnChild>(pid);
+}
+
+// As start_in_cgroup, for a container of NVIDIA's device plugin under its
+// volume-mounts strategy: NVIDIA_VISIBLE_DEVICES names the directory, and
+// in a mount namespace of its own (a tmpfs over /run) /dev/null is bound
+// at /run/nvidia-container-devices/<id> for each of `device_ids`.
+std::unique_ptr<OwnChild> start_with_volume_mounts(const std::string& cgroup_dir,
+                                                   const std::vector<std::string>& device_ids,
+                                                   const std::string& node) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+        std::ofstream procs(cgroup_dir + "/cgroup.procs");
+        procs << 0;
+        procs.flush();
+        if (!procs.good()) _exit(2);
+        if (unshare(CLONE_NEWNS) != 0 ||
+            mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+            mount("gg-run", "/run", "tmpfs", 0, "size=64k") != 0 ||
+            mkdir("/run/nvidia-container-devices", 0755) != 0) {
+            _exit(4);
+        }
+        for (const auto& id : device_ids) {
+            const std::string path = "/run/nvidia-container-devices/" + id;
+            std::ofstream(path).flush();
+            if (mount("/dev/null", path.c_str(), nullptr, MS_BIND, nullptr) != 0) _exit(5);
+        }
+        setenv("NVIDIA_VISIBLE_DEVICES", "/var/run/nvidia-container-devices", 1);
+        const std::string script = "exec 5<" + node + "; exec sleep 60";
         execl("/bin/sh", "sh", "-c", script.c_str(), static_cast<char*>(nullptr));
         _exit(3);
     }
@@ -297,15 +331,33 @@ TEST_F(AgentPodTest, a_pod_on_a_gpu_the_kubelet_gave_another_is_named_and_one_gi
     // pod for a Get: a List answers).
     EXPECT_GE(kubelet.list_calls(), 2);
 
+    // A pod the kubelet never lists (its socket another kubelet's, say),
+    // given GPU 0 by the device plugin's volume-mounts strategy: judged by
+    // the mounts under the directory its NVIDIA_VISIBLE_DEVICES names.
+    const std::string mounted_uid = "6f708192-a3b4-45c6-8d7e-8f9a0b1c2d3e";
+    pod_directory(mounted_uid, PodResources{"mounted", "batch", {ContainerResources{"job", {}}}});
+    const PodContainerCgroup mounted_cgroup(
+        cgroup.dir(), "kubepods/burstable/pod" + mounted_uid + "/" + std::string(64, '7'));
+    const auto mounted = start_with_volume_mounts(mounted_cgroup.dir(), {gpu_uuid(0)}, gpu_b);
+    const auto mounted_outside = detection(mounted->pid, "GG-CORR-0033");
+    ASSERT_TRUE(mounted_outside) << agent.stderr_text();
+    EXPECT_NE(mounted_outside->dump().find(
+                  "pod batch/mounted took GPU 1:5 (GPU 1); it was given 195:0, 1:7 "
+                  "(NVIDIA_VISIBLE_DEVICES=/var/run/nvidia-container-devices (" +
+                  gpu_uuid(0) + "))"),
+              std::string::npos)
+        << mounted_outside->dump();
+
     // The process on its own GPU: given time to be judged (its open came
     // with the others'), then the whole output.
     std::this_thread::sleep_for(1s);
-    expect_whole_output(
-        agent,
-        {{"GG-CORR-0033", stray->pid, "warning"},
-         {"GG-CORR-0034", no_gpu->pid, "error"},
-         {"GG-CORR-0033", late_stray->pid, "warning"}},
-        {stray->pid, keeps->pid, no_gpu->pid, late_stray->pid, by_claim->pid, monitor->pid});
+    expect_whole_output(agent,
+                        {{"GG-CORR-0033", stray->pid, "warning"},
+                         {"GG-CORR-0034", no_gpu->pid, "error"},
+                         {"GG-CORR-0033", late_stray->pid, "warning"},
+                         {"GG-CORR-0033", mounted->pid, "warning"}},
+                        {stray->pid, keeps->pid, no_gpu->pid, late_stray->pid, by_claim->pid,
+                         monitor->pid, mounted->pid});
 
     // The journal's workload events carry the kubelet's word: replay names
     // the pod alike.

@@ -217,6 +217,62 @@ TEST_F(ReadWorkload,
     EXPECT_EQ(workload->unresolved, "");
 }
 
+// NVIDIA's device plugin with DEVICE_LIST_STRATEGY=volume-mounts: the
+// variable names a directory; the devices given are the mounts under it
+// (/dev/null bind-mounted at one path per device ID), read from the
+// process's mountinfo and resolved as the kubelet's IDs are.
+TEST_F(ReadWorkload, a_pods_volume_mounted_device_list_is_its_allocation) {
+    const std::string pod = "0::/kubepods.slice/kubepods-pod0f1e.slice/cri-containerd-0a1b.scope\n";
+    options_.kubelet.gpu_by_uuid = [](const std::string& uuid) -> std::vector<std::string> {
+        if (uuid == "GPU-8f3c0d2e-aa") return {"195:1", "226:129"};
+        return {};
+    };
+    options_.kubelet.inventory_gpus = [] {
+        return std::vector<std::string>{"195:0", "226:128", "195:1", "226:129"};
+    };
+    process(pod, "NVIDIA_VISIBLE_DEVICES=/var/run/nvidia-container-devices\0"s);
+    // The container's root shows /var/run as /run (a symlink in the image).
+    std::ofstream(dir_ / "proc/42/mountinfo")
+        << "1203 1190 0:312 / / rw,relatime - overlay overlay rw,lowerdir=/l\n"
+           "1210 1203 0:5 /null /run/nvidia-container-devices/GPU-8f3c0d2e-aa rw,nosuid - "
+           "devtmpfs udev rw,size=4096k\n"
+           "1211 1203 0:5 /null /run/nvidia-container-devices/GPU-8f3c0d2e-aa rw,nosuid - "
+           "devtmpfs udev rw\n"
+           "1212 1203 0:5 /nvidia1 /dev/nvidia1 rw,nosuid - devtmpfs udev rw\n";
+    auto workload = read_workload(42, options_);
+    ASSERT_TRUE(workload);
+    EXPECT_EQ(workload->allocation_source, "NVIDIA_VISIBLE_DEVICES");
+    EXPECT_EQ(workload->allocation, "/var/run/nvidia-container-devices (GPU-8f3c0d2e-aa)");
+    EXPECT_EQ(workload->unresolved, "");
+    EXPECT_EQ(workload->allocated, (std::vector<std::string>{"195:1", "226:129"}));
+    EXPECT_EQ(workload->node_gpus.size(), 4u);
+
+    // Indices (DEVICE_ID_STRATEGY=index) are /dev/nvidiaN.
+    std::ofstream(dir_ / "proc/42/mountinfo", std::ios::trunc)
+        << "1210 1203 0:5 /null /var/run/nvidia-container-devices/0 rw - devtmpfs udev rw\n"
+           "1211 1203 0:5 /null /var/run/nvidia-container-devices/2 rw - devtmpfs udev rw\n";
+    workload = read_workload(42, options_);
+    ASSERT_TRUE(workload);
+    EXPECT_EQ(workload->allocation, "/var/run/nvidia-container-devices (0,2)");
+    EXPECT_EQ(workload->allocated, (std::vector<std::string>{"1:3", "1:7"}));
+
+    // Nothing mounted there, or a UUID the inventory lacks: not judged.
+    std::ofstream(dir_ / "proc/42/mountinfo", std::ios::trunc)
+        << "1203 1190 0:312 / / rw,relatime - overlay overlay rw\n";
+    workload = read_workload(42, options_);
+    ASSERT_TRUE(workload);
+    EXPECT_TRUE(workload->allocated.empty());
+    EXPECT_EQ(workload->unresolved,
+              "NVIDIA_VISIBLE_DEVICES=/var/run/nvidia-container-devices (the device plugin's "
+              "volume-mounts) but no device mounted there");
+    std::ofstream(dir_ / "proc/42/mountinfo", std::ios::trunc)
+        << "1210 1203 0:5 /null /var/run/nvidia-container-devices/GPU-dead rw - devtmpfs udev rw\n";
+    workload = read_workload(42, options_);
+    ASSERT_TRUE(workload);
+    EXPECT_TRUE(workload->allocated.empty());
+    EXPECT_NE(workload->unresolved.find("GPU-dead"), std::string::npos);
+}
+
 TEST_F(ReadWorkload, a_process_outside_any_job_or_pod_has_none) {
     process("0::/user.slice/user-1000.slice/session-3.scope\n", "CUDA_VISIBLE_DEVICES=0\0"s);
     EXPECT_FALSE(read_workload(42, options_));
