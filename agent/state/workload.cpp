@@ -190,6 +190,19 @@ void name_pod(Workload& workload, std::string_view cgroup, const ContainerDetail
     }
 }
 
+// The device plugin's device IDs (the kubelet's, or the volume-mounts'
+// names) as `workload`'s allocation; what counts as a GPU is then the
+// inventory's GPUs, all their nodes: a GPU's nvidia-drm render node is that
+// GPU as much as its /dev/nvidiaN.
+void allocate_device_ids(Workload& workload, const std::vector<std::string>& ids,
+                         const WorkloadReadOptions& options) {
+    ResolvedGpus resolved =
+        resolve_kubelet_device_ids(ids, options.kubelet.gpu_by_uuid, options.host_root);
+    workload.allocated = std::move(resolved.allocated);
+    workload.unresolved = std::move(resolved.unresolved);
+    if (options.kubelet.inventory_gpus) workload.node_gpus = options.kubelet.inventory_gpus();
+}
+
 // NVIDIA's device plugin with DEVICE_LIST_STRATEGY=volume-mounts (the
 // hardened setting, where the runtime ignores the variable's device list)
 // writes this directory into NVIDIA_VISIBLE_DEVICES and bind-mounts
@@ -236,11 +249,7 @@ void resolve_volume_mounts(Workload& workload, const std::string& value,
         return;
     }
     workload.allocation += " (" + join(ids, ",") + ")";
-    ResolvedGpus resolved =
-        resolve_kubelet_device_ids(ids, options.kubelet.gpu_by_uuid, options.host_root);
-    workload.allocated = std::move(resolved.allocated);
-    workload.unresolved = std::move(resolved.unresolved);
-    if (options.kubelet.inventory_gpus) workload.node_gpus = options.kubelet.inventory_gpus();
+    allocate_device_ids(workload, ids, options);
 }
 
 // A pod of the GPU infrastructure (its namespace one of
@@ -279,13 +288,7 @@ bool kubelet_allocation(Workload& workload, const WorkloadReadOptions& options) 
         workload.unresolved = "GPUs given by DRA claims: " + join(given->gpu_claims, ", ");
         return true;
     }
-    ResolvedGpus resolved = resolve_kubelet_device_ids(
-        given->device_ids, options.kubelet.gpu_by_uuid, options.host_root);
-    workload.allocated = std::move(resolved.allocated);
-    workload.unresolved = std::move(resolved.unresolved);
-    // The inventory's GPUs, all their nodes: a GPU's nvidia-drm render node
-    // is that GPU as much as its /dev/nvidiaN.
-    if (options.kubelet.inventory_gpus) workload.node_gpus = options.kubelet.inventory_gpus();
+    allocate_device_ids(workload, given->device_ids, options);
     return true;
 }
 
