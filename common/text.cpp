@@ -89,4 +89,10 @@ std::vector<std::string_view> split_fields(std::string_view line) {
     return fields;
 }
 
+bool namespace_glob(std::string_view glob) {
+    return !glob.empty() && glob.size() <= 63 &&
+           glob.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-*?[]!") ==
+               std::string_view::npos;
+}
+
 }  // namespace gpuguard

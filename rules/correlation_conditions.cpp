@@ -9,6 +9,7 @@
 
 #include <date/tz.h>
 
+#include "gpuguard/common/text.h"
 #include "gpuguard/rules/correlation.h"
 #include "rules/correlation_reader.h"
 
@@ -426,9 +427,37 @@ ScopeCondition RuleReader::read_scope(const YAML::Node& node, const std::string&
     if (!diag_.check_keys(
             node, where,
             {"users", "not_users", "groups", "not_groups", "containers", "container_ids",
-             "not_container_ids", "container_names", "not_container_names", "not_comm"})) {
+             "not_container_ids", "container_names", "not_container_names", "container_images",
+             "not_container_images", "pod_namespaces", "not_pod_namespaces", "exe_paths",
+             "not_exe_paths", "not_comm"})) {
         return scope;
     }
+    // Each list under its key, its entries checked by `valid` (what an entry
+    // must be, for the error) where one is given.
+    const auto list = [&](const char* key, std::vector<std::string>& out,
+                          bool (*valid)(std::string_view) = nullptr, const char* what = "") {
+        const YAML::Node items = node[key];
+        if (!items) return;
+        const std::string path = where + "." + key;
+        size_t index = 0;
+        for (auto& [text, item] : diag_.scalar_list(items, path)) {
+            if (valid && !valid(text)) {
+                diag_.error(
+                    item, path + "[" + std::to_string(index) + "]: '" + text + "' is not " + what);
+            } else {
+                out.push_back(text);
+            }
+            ++index;
+        }
+    };
+    const auto absolute = [](std::string_view glob) { return glob.starts_with('/'); };
+    list("container_images", scope.container_images);
+    list("not_container_images", scope.not_container_images);
+    list("pod_namespaces", scope.pod_namespaces, namespace_glob, "a namespace or a glob of one");
+    list("not_pod_namespaces", scope.not_pod_namespaces, namespace_glob,
+         "a namespace or a glob of one");
+    list("exe_paths", scope.exe_paths, absolute, "an absolute path or a glob of one");
+    list("not_exe_paths", scope.not_exe_paths, absolute, "an absolute path or a glob of one");
     if (node["users"]) scope.users = globs(node["users"], where + ".users");
     if (node["not_users"]) {
         scope.not_users = globs(node["not_users"], where + ".not_users");

@@ -40,6 +40,12 @@ void diff_scope(const CorrelationRule& before, const CorrelationRule& after, Tru
               diff.allowlist_added, diff.other_changes);
     list_diff(id + "not_container_names", was.not_container_names, now.not_container_names,
               diff.allowlist_added, diff.other_changes);
+    list_diff(id + "not_container_images", was.not_container_images, now.not_container_images,
+              diff.allowlist_added, diff.other_changes);
+    list_diff(id + "not_pod_namespaces", was.not_pod_namespaces, now.not_pod_namespaces,
+              diff.allowlist_added, diff.other_changes);
+    list_diff(id + "not_exe_paths", was.not_exe_paths, now.not_exe_paths, diff.allowlist_added,
+              diff.other_changes);
     list_diff(id + "not_comm", was.not_comm, now.not_comm, diff.allowlist_added,
               diff.other_changes);
 }

@@ -9,6 +9,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "config_reader.h"
+#include "gpuguard/common/text.h"
 #include "gpuguard/daemon/config.h"
 
 namespace gpuguard::agent {
@@ -236,12 +237,7 @@ void read_kubelet(const ConfigReader& reader, const YAML::Node& node, KubeletCon
         read_string_list(reader, list, key, kubelet.gpu_infrastructure_namespaces);
         for (size_t i = 0; i < list.size(); ++i) {
             const std::string& glob = kubelet.gpu_infrastructure_namespaces[i];
-            // A namespace is a DNS label: lowercase letters, digits and '-'.
-            const bool label =
-                !glob.empty() && glob.size() <= 63 &&
-                glob.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-*?[]!") ==
-                    std::string::npos;
-            if (!label) {
+            if (!namespace_glob(glob)) {
                 reader.fail_at(list[i], key + "[" + std::to_string(i) + "]",
                                "'" + glob + "' is not a namespace or a glob of one");
             }

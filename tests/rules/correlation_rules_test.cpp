@@ -180,61 +180,6 @@ TEST(CorrelationRules, BadTimeWindowsAndProcessCapsNameTheirLine) {
     EXPECT_NE(message.find("max_gpu_processes"), std::string::npos) << message;
 }
 
-TEST(CorrelationRules, ScopesByGroupAndContainerAndDryRunPerRule) {
-    auto parsed = parse_correlation_rules(R"(rules:
-  - id: SITE-G
-    name: Students over 8 GiB, on trial
-    severity: warning
-    action: kill
-    dry_run: true
-    when:
-      gpu_held: true
-      scope: {groups: ["2000", students], not_groups: [staff],
-              container_ids: ["c0ffee*"], not_container_ids: ["docker://c0ffee00*"],
-              container_names: [batch-*], not_container_names: [batch-test]}
-      gpu_memory_above: 8GiB
-  - id: SITE-H
-    name: enforced
-    severity: warning
-    action: kill
-    when: {gpu_held: true}
-)",
-                                          "site.yaml");
-    ASSERT_TRUE(parsed) << parsed.error().message;
-    ASSERT_EQ(parsed->size(), 2u);
-    const CorrelationRule& rule = (*parsed)[0];
-    EXPECT_TRUE(rule.dry_run);
-    EXPECT_FALSE((*parsed)[1].dry_run) << "dry_run is off unless a rule says so";
-    ASSERT_TRUE(rule.scope);
-    EXPECT_EQ(rule.scope->groups, (std::vector<std::string>{"2000", "students"}));
-    EXPECT_EQ(rule.scope->not_groups, std::vector<std::string>{"staff"});
-    EXPECT_EQ(rule.scope->container_ids, std::vector<std::string>{"c0ffee*"});
-    EXPECT_EQ(rule.scope->not_container_ids, std::vector<std::string>{"docker://c0ffee00*"});
-    EXPECT_EQ(rule.scope->container_names, std::vector<std::string>{"batch-*"});
-    EXPECT_EQ(rule.scope->not_container_names, std::vector<std::string>{"batch-test"});
-
-    auto bad = parse_correlation_rules(R"(rules:
-  - id: SITE-B
-    name: bad
-    severity: warning
-    dry_run: sometimes
-    when:
-      gpu_held: true
-      scope: {group: [x]}
-)",
-                                       "bad.yaml");
-    ASSERT_FALSE(bad);
-    EXPECT_NE(bad.error().message.find(
-                  "bad.yaml:5:14: rules[0] (SITE-B).dry_run: must be true or false, got "
-                  "'sometimes'"),
-              std::string::npos)
-        << bad.error().message;
-    EXPECT_NE(bad.error().message.find("bad.yaml:8:15: rules[0] (SITE-B).when.scope: unknown key "
-                                       "'group'"),
-              std::string::npos)
-        << bad.error().message;
-}
-
 TEST(CorrelationRules, PriorityGuardSectionSetsThresholdsAndPriorities) {
     testing::TempDir dir;
     const auto first = dir.path() / "guard.yaml";

@@ -66,7 +66,8 @@ TEST(TrustDiff, correlation_rules_disabled_lowered_put_in_dry_run_or_scoped_out)
     const auto after = correlation_of(
         "rules:\n  - id: SITE-0001\n    name: site rule\n    severity: notice\n"
         "    action: alert\n    dry_run: true\n"
-        "    when: {gpu_held: true, scope: {not_comm: [xmrig]}}\n"
+        "    when: {gpu_held: true, scope: {not_comm: [xmrig], not_pod_namespaces: [serving],\n"
+        "           not_container_images: ['nvcr.io/*'], not_exe_paths: ['/opt/*']}}\n"
         "  - id: SITE-0002\n    name: other\n    severity: warning\n    enabled: false\n"
         "    when: {gpu_held: true}\n");
     const TrustDiff diff = diff_correlation_rules(before, after);
@@ -74,7 +75,11 @@ TEST(TrustDiff, correlation_rules_disabled_lowered_put_in_dry_run_or_scoped_out)
     EXPECT_TRUE(diff.actions_lowered[0].starts_with("SITE-0001 action kill -> alert"));
     EXPECT_TRUE(diff.actions_lowered[1].starts_with("SITE-0001 dry_run false -> true"));
     EXPECT_TRUE(diff.actions_lowered[2].starts_with("SITE-0001 severity critical -> notice"));
-    EXPECT_EQ(diff.allowlist_added, std::vector<std::string>{"SITE-0001 scope.not_comm + xmrig"});
+    EXPECT_EQ(diff.allowlist_added,
+              (std::vector<std::string>{"SITE-0001 scope.not_container_images + nvcr.io/*",
+                                        "SITE-0001 scope.not_pod_namespaces + serving",
+                                        "SITE-0001 scope.not_exe_paths + /opt/*",
+                                        "SITE-0001 scope.not_comm + xmrig"}));
     EXPECT_EQ(diff.rules_disabled, std::vector<std::string>{"SITE-0002 disabled (other)"});
     EXPECT_TRUE(diff_correlation_rules(after, before).rules_disabled.empty());
 }

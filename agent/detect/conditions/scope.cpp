@@ -1,11 +1,13 @@
 // scope: who and where the rule applies to — users, groups, containers by
-// id or name, host or container, process names exempt (not_comm). A name is
-// exempt only while its executable is what the name claims: once the
-// executable's scan says a package owns it unchanged (or the host has no
-// package database) and no YARA rule hit it. An executable no package owns,
-// one changed since its package installed it, or one YARA flags under an
-// exempt name is judged after all, and the detection says why
-// (docs/detections.md, "Exemptions").
+// id, name or image, pods by namespace, host or container, executables by
+// path, process names exempt (not_comm). A name is exempt only while its
+// executable is what the name claims: once the executable's scan says a
+// package owns it unchanged (or the host has no package database) and no
+// YARA rule hit it. An executable no package owns, one changed since its
+// package installed it, or one YARA flags under an exempt name is judged
+// after all, and the detection says why (docs/detections.md,
+// "Exemptions"). An exempt executable path likewise, once YARA hits the
+// file or it was deleted under the running process.
 #include <algorithm>
 #include <unordered_map>
 
@@ -40,6 +42,22 @@ bool container_matches(const std::vector<std::string>& globs, const ProcessInfo&
     });
 }
 
+bool matches_a_glob(const std::vector<std::string>& globs, const std::string& text, int flags = 0) {
+    return !text.empty() && std::any_of(globs.begin(), globs.end(), [&](const std::string& glob) {
+        return fnmatch(glob.c_str(), text.c_str(), flags) == 0;
+    });
+}
+
+constexpr std::string_view kDeleted = " (deleted)";
+
+// The executable's path as exe_paths' globs see it: without the " (deleted)"
+// the kernel adds to a file removed under the running process.
+std::string exe_path_of(const ProcessInfo& info) {
+    std::string_view exe = info.exe;
+    if (exe.ends_with(kDeleted)) exe.remove_suffix(kDeleted.size());
+    return std::string(exe);
+}
+
 bool in_scope(const rules::ScopeCondition& scope, const ProcessInfo& info) {
     if (!scope.users.empty() && !user_matches(scope.users, info)) return false;
     if (user_matches(scope.not_users, info)) return false;
@@ -57,6 +75,19 @@ bool in_scope(const rules::ScopeCondition& scope, const ProcessInfo& info) {
     };
     if (!scope.container_names.empty() && !name_matches(scope.container_names)) return false;
     if (name_matches(scope.not_container_names)) return false;
+    const std::string& image = info.container_details.image;  // "" on the host
+    if (!scope.container_images.empty() && !matches_a_glob(scope.container_images, image))
+        return false;
+    if (matches_a_glob(scope.not_container_images, image)) return false;
+    const std::string& pod_namespace = info.container_details.pod_namespace;
+    if (!scope.pod_namespaces.empty() && !matches_a_glob(scope.pod_namespaces, pod_namespace)) {
+        return false;
+    }
+    if (matches_a_glob(scope.not_pod_namespaces, pod_namespace)) return false;
+    if (!scope.exe_paths.empty() &&
+        !matches_a_glob(scope.exe_paths, exe_path_of(info), FNM_PATHNAME)) {
+        return false;
+    }
     switch (scope.containers) {
         case rules::ContainerScope::kAny:
             return true;
@@ -79,6 +110,17 @@ std::string exemption_refused(const ProcessEvidence& evidence) {
         return "its executable " + path + " is not the file " + evidence.package + " installed";
     }
     if (evidence.exe_yara_hit) return "YARA rules hit its executable " + path;
+    return "";
+}
+
+// Why an exempt executable path does not exempt this process; "" when it
+// does. A package upgrade that replaced the file under it leaves the path
+// exempt (the package's file is there now); any other deletion does not.
+std::string path_exemption_refused(const ProcessInfo& info, const ProcessEvidence& evidence) {
+    if (info.exe.ends_with(kDeleted) && info.exe_package.empty()) {
+        return "its executable was deleted since it started";
+    }
+    if (evidence.exe_yara_hit) return "YARA rules hit its executable " + evidence.exe_path;
     return "";
 }
 
@@ -120,6 +162,7 @@ class Scope final : public Condition {
     std::string_view name() const override { return "scope"; }
     bool holds(const ConditionContext& context, RuleInputs& in) const override {
         if (!in_scope(scope_, context.info)) return false;
+        if (!exempt_path(context, in)) return false;
         const std::string& comm = context.info.comm;
         const std::string* exempt_name = exempt_names_.first_match(comm);
         if (!exempt_name) return true;
@@ -132,6 +175,24 @@ class Scope final : public Condition {
     }
 
   private:
+    // Whether the process stays in scope past not_exe_paths: no glob matches
+    // its executable's path, or one does but the file is not to be trusted
+    // (the evidence says why).
+    bool exempt_path(const ConditionContext& context, RuleInputs& in) const {
+        const std::string path = exe_path_of(context.info);
+        const auto glob = std::find_if(
+            scope_.not_exe_paths.begin(), scope_.not_exe_paths.end(), [&](const std::string& g) {
+                return fnmatch(g.c_str(), path.c_str(), FNM_PATHNAME) == 0;
+            });
+        if (path.empty() || glob == scope_.not_exe_paths.end()) return true;
+        const std::string refused = path_exemption_refused(context.info, context.evidence);
+        if (refused.empty()) return false;
+        in.extra.push_back(
+            Evidence{context.evidence.scanned_ns, "event", "exe_scan", "", "exemption",
+                     "path " + path + " is exempt (not_exe_paths " + *glob + "), but " + refused});
+        return true;
+    }
+
     rules::ScopeCondition scope_;
     NameExemptions exempt_names_;
 };

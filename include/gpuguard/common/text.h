@@ -31,4 +31,9 @@ std::string normal_path(std::string_view path);
 // Whether normal_path(path) is `path` itself (most executables' paths).
 bool is_normal_path(std::string_view path);
 
+// Whether `glob` can match a Kubernetes namespace: a DNS label (lowercase
+// letters, digits and '-', at most 63) with fnmatch's wildcards ('*', '?',
+// "[...]") allowed; "GPU_Ops" and "" cannot.
+bool namespace_glob(std::string_view glob);
+
 }  // namespace gpuguard

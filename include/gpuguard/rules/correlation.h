@@ -133,6 +133,20 @@ struct ScopeCondition {
     // podman, CRI-O; read on the live host, unknown in replay).
     std::vector<std::string> container_names;
     std::vector<std::string> not_container_names;
+    // Globs over the container's image as its runtime names it
+    // ("nvcr.io/nvidia/tritonserver:*"); host processes and containers
+    // whose image is unknown match none.
+    std::vector<std::string> container_images;
+    std::vector<std::string> not_container_images;
+    // Globs over the namespace of the pod the process runs in (from the
+    // runtime's labels or the kubelet's pod directory); a process in no pod
+    // matches none.
+    std::vector<std::string> pod_namespaces;
+    std::vector<std::string> not_pod_namespaces;
+    // Globs over the executable's path, '*' not crossing '/'. An exempt path
+    // exempts only while no YARA rule hits the executable.
+    std::vector<std::string> exe_paths;
+    std::vector<std::string> not_exe_paths;
     // Globs over the process name (comm) exempt: tools that only mention a
     // miner's options or URL (grep, an editor) are not running one.
     std::vector<std::string> not_comm;

@@ -1,7 +1,9 @@
 // scope (agent/detect/conditions/scope.cpp): who and where a rule applies
 // to — users and groups by name or id, host or container, containers by id
-// glob (bare or "runtime://id") and by name glob, process names exempt. It
-// narrows the other conditions and adds no evidence of its own.
+// glob (bare or "runtime://id"), by name and by image glob, pods by
+// namespace glob, executables by path glob, process names exempt. It
+// narrows the other conditions and adds no evidence of its own, but for an
+// exemption it refuses.
 //
 // The table reads no host here: a user's name comes from a process_snapshot,
 // a group's never (gids only, as in replay), and a container's name from a
@@ -40,6 +42,11 @@ class ScopeTest : public ConditionTest {
                         const std::string& name) {
         ContainerDetails details;
         details.name = name;
+        describe_container(id, runtime, details);
+    }
+    // A journaled container event with what its runtime says of it.
+    void describe_container(const std::string& id, const std::string& runtime,
+                            const ContainerDetails& details) {
         Event event;
         event.ts_ns = kSecond;
         event.task = TaskInfo{1, 1, 0, 0, 0, 0, "gpuguard"};
@@ -232,6 +239,92 @@ TEST_F(ScopeTest, the_exemption_named_is_the_first_glob_in_the_lists_order) {
     // Neither kind matches.
     exec(kOther, "/usr/bin/curly");
     EXPECT_TRUE(in(scoped("{not_comm: [curl, 'c?rl', '[a-b]url']}"), kOther));
+}
+
+TEST_F(ScopeTest, container_images_and_pod_namespaces_by_glob) {
+    ContainerDetails triton;
+    triton.image = "nvcr.io/nvidia/tritonserver:24.08-py3";
+    triton.pod_namespace = "serving";
+    triton.pod_name = "triton-0";
+    describe_container(coffee_, "containerd", triton);
+    snapshot(kPid, "tritonserver", 1000, 1000, "", coffee_, "containerd");
+    ContainerDetails batch;  // a container of no pod the labels name
+    batch.image = "docker.io/library/python:3.12";
+    describe_container(beef_, "containerd", batch);
+    snapshot(kOther, "python3", 1000, 1000, "", beef_, "containerd");
+    exec(kHost, "/usr/bin/trainer");
+
+    const auto images = scoped("{container_images: ['nvcr.io/nvidia/*']}");
+    EXPECT_TRUE(in(images, kPid));
+    EXPECT_FALSE(in(images, kOther));
+    EXPECT_FALSE(in(images, kHost));  // a host process has no image
+    EXPECT_FALSE(in(scoped("{container_images: ['nvcr.io/nvidia/pytorch:*']}"), kPid));
+    const auto not_images = scoped("{not_container_images: ['nvcr.io/nvidia/tritonserver:*']}");
+    EXPECT_FALSE(in(not_images, kPid));
+    EXPECT_TRUE(in(not_images, kOther));
+    EXPECT_TRUE(in(not_images, kHost));
+
+    const auto pods = scoped("{pod_namespaces: ['serv*', team-a]}");
+    EXPECT_TRUE(in(pods, kPid));
+    EXPECT_FALSE(in(pods, kOther));  // in no pod (yet)
+    EXPECT_FALSE(in(pods, kHost));
+    const auto not_pods = scoped("{not_pod_namespaces: [serving]}");
+    EXPECT_FALSE(in(not_pods, kPid));
+    EXPECT_TRUE(in(not_pods, kOther));
+    EXPECT_TRUE(in(not_pods, kHost));
+
+    // A pod the runtime's labels do not name, named by the kubelet's pod
+    // directory at its first GPU use (a workload event): in from then on.
+    Workload workload;
+    workload.scheduler = "kubernetes";
+    workload.pod_namespace = "team-a";
+    workload.pod_name = "sd-worker-1";
+    apply(2 * kSecond, kOther, "python3", workload);
+    EXPECT_TRUE(in(pods, kOther));
+    EXPECT_FALSE(in(scoped("{not_pod_namespaces: ['team-*']}"), kOther));
+}
+
+TEST_F(ScopeTest, exe_paths_by_glob_and_an_exempt_path_only_while_its_file_is_trusted) {
+    exec(kPid, "/opt/triton/bin/tritonserver");
+    exec(kOther, "/opt/triton/bin/tools/perf_analyzer");
+    exec(kHost, "/tmp/tritonserver");
+    const auto paths = scoped("{exe_paths: ['/opt/triton/bin/*']}");
+    EXPECT_TRUE(in(paths, kPid));
+    EXPECT_FALSE(in(paths, kOther));  // '*' does not cross '/'
+    EXPECT_FALSE(in(paths, kHost));
+
+    const auto exempt = scoped("{not_exe_paths: ['/opt/triton/bin/*', /usr/bin/python3]}");
+    EXPECT_FALSE(holds(exempt, "scope", kPid, 5 * kSecond));
+    EXPECT_TRUE(in(exempt, kOther));
+    EXPECT_TRUE(in(exempt, kHost));
+    // A file no package owns is what such a path usually holds: still exempt.
+    scope_scanned(evidence(kPid), "/opt/triton/bin/tritonserver", "unowned", false);
+    EXPECT_FALSE(holds(exempt, "scope", kPid, 5 * kSecond));
+    // YARA hits the file at the exempt path: judged after all, and said why.
+    scope_scanned(evidence(kPid), "/opt/triton/bin/tritonserver", "unowned", true);
+    ASSERT_TRUE(holds(exempt, "scope", kPid, 5 * kSecond));
+    ASSERT_EQ(in_.extra.size(), 1u);
+    EXPECT_EQ(in_.extra[0].field, "exemption");
+    EXPECT_EQ(in_.extra[0].detail,
+              "path /opt/triton/bin/tritonserver is exempt (not_exe_paths /opt/triton/bin/*), "
+              "but YARA rules hit its executable /opt/triton/bin/tritonserver");
+
+    // Deleted under the running process: the path no longer says what runs.
+    constexpr uint32_t kDeleted = 303;
+    exec(kDeleted, "/usr/bin/python3 (deleted)");
+    ASSERT_TRUE(holds(exempt, "scope", kDeleted, 5 * kSecond));
+    EXPECT_EQ(details(), std::vector<std::string>{"path /usr/bin/python3 is exempt (not_exe_paths "
+                                                  "/usr/bin/python3), but its executable was "
+                                                  "deleted since it started"});
+    EXPECT_TRUE(in(scoped("{exe_paths: [/usr/bin/python3]}"), kDeleted));  // still its path
+    // ... unless a package upgrade replaced it (the package's file is there).
+    ProcessSnapshot upgraded;
+    upgraded.exe = "/usr/bin/python3 (deleted)";
+    upgraded.exe_package = "dpkg:python3.11-minimal";
+    upgraded.argv = {"python3"};
+    apply(3 * kSecond, kDeleted, "python3", upgraded);
+    ASSERT_EQ(table_.find(kDeleted)->exe_package, "dpkg:python3.11-minimal");
+    EXPECT_FALSE(holds(exempt, "scope", kDeleted, 5 * kSecond));
 }
 
 }  // namespace
