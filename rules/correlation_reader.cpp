@@ -226,7 +226,32 @@ std::vector<std::string> RuleReader::globs(const YAML::Node& node, const std::st
     return out;
 }
 
+std::optional<Severity> RuleReader::severity(const YAML::Node& map, const std::string& where,
+                                             bool required) {
+    const auto text = string(map, "severity", where, required);
+    if (!text) return std::nullopt;
+    if (auto parsed = parse_severity(*text)) return parsed;
+    diag_.error(map["severity"], where + ".severity: unknown severity '" + *text +
+                                     "' (emergency, alert, critical, error, warning, notice, "
+                                     "info, debug)");
+    return std::nullopt;
+}
+
+std::optional<std::string> RuleReader::action(const YAML::Node& map, const std::string& where) {
+    const auto text = string(map, "action", where, false);
+    if (!text) return std::nullopt;
+    if (std::find_if(std::begin(kActions), std::end(kActions),
+                     [&](const char* name) { return *text == name; }) != std::end(kActions)) {
+        return text;
+    }
+    diag_.error(map["action"], where + ".action: unknown action '" + *text +
+                                   "' (alert, kill, kill_now, block_ip, deny_gpu, pause, "
+                                   "from_signatures)");
+    return std::nullopt;
+}
+
 CorrelationRule RuleReader::read_rule(const YAML::Node& node, const std::string& path) {
+    if (node.IsMap() && node["override"]) return read_override(node, path);
     CorrelationRule rule;
     rule.source = diag_.line_of(node);
     if (!diag_.check_keys(node, path,
@@ -243,16 +268,7 @@ CorrelationRule RuleReader::read_rule(const YAML::Node& node, const std::string&
             rule.description.pop_back();
         }
     }
-    if (auto severity = string(node, "severity", where, true)) {
-        if (auto parsed = parse_severity(*severity)) {
-            rule.severity = *parsed;
-        } else {
-            diag_.error(node["severity"],
-                        where + ".severity: unknown severity '" + *severity +
-                            "' (emergency, alert, critical, error, warning, notice, info, "
-                            "debug)");
-        }
-    }
+    if (auto value = severity(node, where, true)) rule.severity = *value;
     if (const YAML::Node mitre = node["mitre"]) {
         if (diag_.check_keys(mitre, where + ".mitre", {"id", "name", "tactic"})) {
             if (auto value = string(mitre, "id", where + ".mitre", true)) rule.mitre_id = *value;
@@ -264,16 +280,7 @@ CorrelationRule RuleReader::read_rule(const YAML::Node& node, const std::string&
             }
         }
     }
-    if (auto action = string(node, "action", where, false)) {
-        if (std::find_if(std::begin(kActions), std::end(kActions),
-                         [&](const char* name) { return *action == name; }) == std::end(kActions)) {
-            diag_.error(node["action"], where + ".action: unknown action '" + *action +
-                                            "' (alert, kill, kill_now, block_ip, deny_gpu, pause, "
-                                            "from_signatures)");
-        } else {
-            rule.action = *action;
-        }
-    }
+    if (auto value = action(node, where)) rule.action = *value;
     if (const YAML::Node window = node["window"]) {
         if (auto value = duration(window, where + ".window")) rule.window = *value;
     }
@@ -494,12 +501,25 @@ Result<std::vector<CorrelationRule>> builtin_correlation_rules() {
 Result<std::vector<CorrelationRule>> load_correlation_rules(const std::vector<std::string>& files) {
     auto rules = builtin_correlation_rules();
     if (!rules) return rules;
-    const std::string problems =
+    std::string override_problems;
+    std::string problems =
         for_each_file(files, parse_correlation_rules, [&](std::vector<CorrelationRule> parsed) {
             for (auto& rule : parsed) {
                 auto existing = std::find_if(rules->begin(), rules->end(), [&](const auto& known) {
                     return known.id == rule.id;
                 });
+                if (rule.override_of) {
+                    const std::string why = existing == rules->end()
+                                                ? "no rule " + rule.id +
+                                                      " to override (none built in, none " +
+                                                      "in an earlier file)"
+                                                : apply_override(*rule.override_of, *existing);
+                    if (!why.empty()) {
+                        override_problems += (override_problems.empty() ? "" : "\n") + rule.source +
+                                             ": " + rule.id + ".override: " + why;
+                    }
+                    continue;
+                }
                 if (existing != rules->end()) {
                     *existing = std::move(rule);
                 } else {
@@ -507,6 +527,9 @@ Result<std::vector<CorrelationRule>> load_correlation_rules(const std::vector<st
                 }
             }
         });
+    if (!override_problems.empty()) {
+        problems += (problems.empty() ? "" : "\n") + override_problems;
+    }
     if (!problems.empty()) return fail(ErrorCode::kParse, problems);
     return rules;
 }

@@ -61,6 +61,11 @@ class RuleReader {
     std::optional<bool> boolean(const YAML::Node& node, const std::string& path);
     std::vector<std::string> globs(const YAML::Node& node, const std::string& path);
     CorrelationRule read_rule(const YAML::Node& node, const std::string& path);
+    std::optional<Severity> severity(const YAML::Node& map, const std::string& where,
+                                     bool required);
+    std::optional<std::string> action(const YAML::Node& map, const std::string& where);
+    // correlation_override.cpp: an `{id, override: {...}}` entry.
+    CorrelationRule read_override(const YAML::Node& node, const std::string& path);
     void read_confidence(const YAML::Node& node, const std::string& path, CorrelationRule& rule);
     std::shared_ptr<const SupportingSignals> read_supporting(const YAML::Node& node,
                                                              const std::string& path);

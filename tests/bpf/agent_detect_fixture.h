@@ -398,15 +398,17 @@ class AgentDetectTest : public ::testing::Test {
         return known();
     }
 
-    // The idle program exec'd as `comm` holding the fake GPU node open (with
-    // `env` besides); its pid once it holds it (-1 when it never did in 5 s).
-    pid_t start_idle_holder(const std::string& comm, std::vector<std::string> env = {}) {
+    // The idle program (or a copy of it at `executable`) exec'd as `comm`
+    // holding the fake GPU node open (with `env` besides); its pid once it
+    // holds it (-1 when it never did in 5 s).
+    pid_t start_idle_holder(const std::string& comm, std::vector<std::string> env = {},
+                            const std::filesystem::path& executable = GPUGUARD_IDLE_PROCESS) {
         const auto names = dir_ / "idle-names";
         std::filesystem::create_directories(names);
         const auto link = names / comm;
         std::error_code ec;
         std::filesystem::remove(link, ec);
-        std::filesystem::create_symlink(GPUGUARD_IDLE_PROCESS, link);
+        std::filesystem::create_symlink(executable, link);
         const std::string node = node_.string();
         env.push_back("GG_HOLD=" + node);
         const pid_t pid = spawn_process(link.string(), {comm}, "/", env);

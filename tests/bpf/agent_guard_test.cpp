@@ -73,6 +73,72 @@ TEST_F(AgentDetectTest, guard_policy_kills_a_process_over_its_memory_limit) {
     expect_whole_output(agent, {{"SITE-GUARD-MEM", hog.pid, "warning"}}, {hog.pid, modest.pid});
 }
 
+// A site override of a built-in rule, live: GG-CORR-0008 (GPU memory
+// hoarding) raised to error and scoped out of one executable path, with no
+// copy of the rule. Two copies of the idle program hold the fake GPU, one
+// under the exempt serving/bin/, one under batch/bin/; both take 19.5 GiB
+// more at 3 % compute. Only the batch one is reported, at the override's
+// severity; a replay of the journal with the same file says the same.
+TEST_F(AgentDetectTest, a_site_override_scopes_a_built_in_rule_out_of_one_executable_path) {
+    const auto copy_to = [&](const std::string& where) {
+        const auto path = dir_ / where;
+        std::filesystem::create_directories(path.parent_path());
+        std::filesystem::copy_file(GPUGUARD_IDLE_PROCESS, path);
+        return path;
+    };
+    OwnChild served(start_idle_holder("gg-served", {}, copy_to("serving/bin/gg-served")));
+    OwnChild batch(start_idle_holder("gg-batch", {}, copy_to("batch/bin/gg-batch")));
+    OwnChild canary(start_child("gg-canary", {}));
+    for (pid_t pid : {served.pid, batch.pid, canary.pid}) ASSERT_GT(pid, 0);
+    const auto step_file = dir_ / "nvml-step";
+    std::ofstream(step_file) << "0\n";
+    const auto hoarding = [&](uint64_t each) {
+        return gpuguard::testing::FakeH100{
+            .gpu_utilization = 10,
+            .memory_utilization = 60,
+            .memory_used = each * 2 + (2ull << 30),
+            .processes = {
+                {served.pid, each, 3}, {batch.pid, each, 3}, {canary.pid, 2ull << 30, 3}}};
+    };
+    const auto script = dir_ / "nvml.json";
+    std::ofstream(script) << gpuguard::testing::fake_nvml_script(
+        {hoarding(1ull << 30), hoarding(41ull << 29)}, step_file.string());
+    const auto site = dir_ / "site.yaml";
+    std::ofstream(site) << "rules:\n"
+                           "  - id: SITE-CANARY\n"
+                           "    name: Over 1 GiB (the test's canary)\n"
+                           "    severity: notice\n"
+                           "    when: {gpu_held: true, gpu_memory_above: 1GiB}\n"
+                           "  - id: GG-CORR-0008\n"
+                           "    override:\n"
+                           "      severity: error\n"
+                           "      scope: {not_exe_paths: ['"
+                        << (dir_ / "serving/bin/*").string() << "']}\n";
+    use_fake_gpu(site);
+    auto started = start_agent_playing(script);
+    Subprocess& agent = *started;
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
+    ASSERT_TRUE(wait_for_detection(agent, canary.pid, "SITE-CANARY", 10s)) << agent.stderr_text();
+
+    std::ofstream(step_file) << "1\n";
+    const auto detection = wait_for_detection(agent, batch.pid, "GG-CORR-0008", 10s);
+    ASSERT_TRUE(detection) << agent.stderr_text();
+    EXPECT_EQ((*detection)["log"]["level"], "error") << detection->dump();
+    // The served copy's reading past 1 GiB (its canary notice, in the whole
+    // output below) was judged for GG-CORR-0008 too: it was not reported.
+    const std::vector<gpuguard::testing::ExpectedDetection> expected = {
+        {"SITE-CANARY", canary.pid, "notice"},
+        {"SITE-CANARY", served.pid, "notice"},
+        {"SITE-CANARY", batch.pid, "notice"},
+        {"GG-CORR-0008", batch.pid, "error"}};
+    expect_whole_output(agent, expected, {served.pid, batch.pid, canary.pid});
+
+    const auto replayed = replay_journal(site);
+    ASSERT_EQ(replayed.exit_code, 0) << replayed.stderr_text;
+    EXPECT_EQ(replayed_pids(replayed, "GG-CORR-0008"), std::vector<pid_t>{batch.pid})
+        << replayed.stdout_text.substr(0, 4000);
+}
+
 // A priority_guard section pausing above 80 % and resuming below 50 %, with
 // `limits` (its max_pause and cooldown lines), gg-high over gg-low.
 std::string priority_policy(const std::string& limits) {

@@ -38,6 +38,39 @@ TEST(RulesCli, check_prints_one_error_per_line_and_exits_1) {
         << result.stderr_text;
 }
 
+// Correlation rule files (rules.correlation_files) checked before they are
+// deployed: each entry named with what it does, or every problem with its
+// file and line and exit 1.
+TEST(RulesCli, check_correlation_names_each_entry_or_every_problem) {
+    TempDir dir;
+    const std::string site = (dir / "site.yaml").string();
+    const std::string more = (dir / "more.yaml").string();
+    std::ofstream(site) << "rules:\n  - id: GG-CORR-0013\n    override:\n"
+                           "      scope: {not_pod_namespaces: [sd-queue]}\n"
+                           "  - id: SITE-0001\n    name: site\n    severity: notice\n"
+                           "    when: {gpu_held: true}\n";
+    std::ofstream(more) << "rules:\n  - id: GG-CORR-0031\n    override: {enabled: false}\n"
+                           "  - id: GG-CORR-0005\n    name: copied\n    severity: notice\n"
+                           "    when: {gpu_held: true}\n";
+    const auto result = run_command({kBinary, "rules", "check", "--correlation", site, more});
+    EXPECT_EQ(result.exit_code, 0) << result.stderr_text;
+    EXPECT_NE(result.stdout_text.find(site + ": OK\n  GG-CORR-0013: override (" + site +
+                                      ":2)\n  SITE-0001: added (" + site + ":5)\n" + more +
+                                      ": OK\n  GG-CORR-0031: override (" + more +
+                                      ":2)\n  GG-CORR-0005: replaces the rule (" + more + ":4)\n"),
+              std::string::npos)
+        << result.stdout_text;
+    EXPECT_NE(result.stdout_text.find("correlation rules ("), std::string::npos);
+
+    std::ofstream(more) << "rules:\n  - id: GG-CORR-0113\n    override: {enabled: false}\n";
+    const auto bad = run_command({kBinary, "rules", "check", "--correlation", site, more});
+    EXPECT_EQ(bad.exit_code, 1);
+    EXPECT_EQ(bad.stderr_text, more + ":2: GG-CORR-0113.override: no rule GG-CORR-0113 to " +
+                                   "override (none built in, none in an earlier file)\n");
+    const auto miner_rules = run_command({kBinary, "rules", "check", site});
+    EXPECT_EQ(miner_rules.exit_code, 1) << "without --correlation a correlation file is refused";
+}
+
 TEST(RulesCli, list_prints_the_effective_set_with_overrides) {
     TempDir dir;
     std::ofstream(dir / "miner-rules.yaml")

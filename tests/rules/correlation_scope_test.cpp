@@ -1,8 +1,13 @@
 // What a site's correlation rule file says of who a rule applies to: its
-// scope's keys read and checked, each problem with its file, line and key.
+// scope's keys read and checked, each problem with its file, line and key;
+// and overrides, which tune a rule known before the file without copying it.
+#include <algorithm>
+#include <fstream>
+
 #include <gtest/gtest.h>
 
 #include "gpuguard/rules/correlation.h"
+#include "tests/support/temp_dir.h"
 
 namespace gpuguard::rules {
 namespace {
@@ -104,6 +109,125 @@ TEST(CorrelationRules, ScopesByImagePodNamespaceAndExecutablePath) {
           "namespace or a glob of one",
           "bad.yaml:8:59: rules[0] (SITE-B).when.scope.container_images: must be a list"}) {
         EXPECT_NE(message.find(expected), std::string::npos) << expected << "\n" << message;
+    }
+}
+
+// The rules load_correlation_rules makes of these files' texts, in order.
+Result<std::vector<CorrelationRule>> load_texts(const testing::TempDir& dir,
+                                                const std::vector<std::string>& texts) {
+    std::vector<std::string> paths;
+    for (const std::string& text : texts) {
+        paths.push_back((dir / ("site" + std::to_string(paths.size()) + ".yaml")).string());
+        std::ofstream(paths.back()) << text;
+    }
+    return load_correlation_rules(paths);
+}
+
+const CorrelationRule& rule_of(const std::vector<CorrelationRule>& rules, const std::string& id) {
+    const auto found = std::find_if(rules.begin(), rules.end(),
+                                    [&](const CorrelationRule& rule) { return rule.id == id; });
+    if (found == rules.end()) throw std::runtime_error("no rule " + id);
+    return *found;
+}
+
+TEST(CorrelationOverrides, change_a_known_rule_in_place_and_add_to_its_scope) {
+    testing::TempDir dir;
+    auto builtin = builtin_correlation_rules();
+    ASSERT_TRUE(builtin);
+    const CorrelationRule& quiet = rule_of(*builtin, "GG-CORR-0013");
+    ASSERT_FALSE(quiet.scope) << "the test assumes the built-in rule has no scope";
+    const CorrelationRule& rdp = rule_of(*builtin, "GG-CORR-0001");
+
+    auto rules = load_texts(dir, {R"(rules:
+  - id: GG-CORR-0013
+    override:
+      scope: {not_pod_namespaces: [sd-queue], not_exe_paths: [/opt/celery/bin/python3]}
+      severity: error
+      dry_run: true
+  - id: GG-CORR-0001
+    override: {enabled: false}
+  - id: SITE-0001
+    name: site rule
+    severity: warning
+    when: {gpu_held: true, scope: {not_users: [root]}}
+)",
+                                  R"(rules:
+  - id: GG-CORR-0013
+    override: {scope: {not_pod_namespaces: [render-farm], containers: container}, window: 2h}
+  - id: SITE-0001
+    override: {action: kill, scope: {not_users: ["0"]}}
+)"});
+    ASSERT_TRUE(rules) << rules.error().message;
+    EXPECT_EQ(rules->size(), builtin->size() + 1) << "an override adds no rule";
+
+    const CorrelationRule& tuned = rule_of(*rules, "GG-CORR-0013");
+    EXPECT_EQ(tuned.severity, Severity::kError);
+    EXPECT_TRUE(tuned.dry_run);
+    EXPECT_EQ(tuned.window, std::chrono::hours(2));
+    EXPECT_EQ(tuned.action, quiet.action);  // what no override set stays the rule's own
+    EXPECT_EQ(tuned.description, quiet.description);
+    EXPECT_TRUE(tuned.opaque_peer);
+    ASSERT_TRUE(tuned.scope);
+    EXPECT_EQ(tuned.scope->not_pod_namespaces,
+              (std::vector<std::string>{"sd-queue", "render-farm"}));
+    EXPECT_EQ(tuned.scope->not_exe_paths, std::vector<std::string>{"/opt/celery/bin/python3"});
+    EXPECT_EQ(tuned.scope->containers, ContainerScope::kContainer);
+    EXPECT_FALSE(rule_of(*rules, "GG-CORR-0001").enabled);
+    EXPECT_EQ(rule_of(*rules, "GG-CORR-0001").name, rdp.name);
+
+    const CorrelationRule& site = rule_of(*rules, "SITE-0001");  // an earlier file's rule
+    EXPECT_EQ(site.action, "kill");
+    EXPECT_EQ(site.scope->not_users, (std::vector<std::string>{"root", "0"}));
+    EXPECT_EQ(site.scope->containers, ContainerScope::kAny) << "containers not named: kept";
+}
+
+TEST(CorrelationOverrides, mistakes_are_named_by_file_line_and_key) {
+    testing::TempDir dir;
+    // An unknown id, a severity under the rule's counter (GG-CORR-0013's
+    // counter lowers it to a notice), and a rule judged per GPU scoped.
+    auto unknown = load_texts(dir, {R"(rules:
+  - id: GG-CORR-9999
+    override: {enabled: false}
+  - id: GG-CORR-0013
+    override: {severity: info}
+  - id: GG-CORR-0026
+    override: {scope: {not_users: [root]}}
+)"});
+    ASSERT_FALSE(unknown);
+    const std::string& message = unknown.error().message;
+    const std::string file = (dir / "site0.yaml").string();
+    for (const std::string& expected :
+         {file + ":2: GG-CORR-9999.override: no rule GG-CORR-9999 to override (none built in, "
+                 "none in an earlier file)",
+          file + ":4: GG-CORR-0013.override: severity info is below its counter's notice",
+          file + ":6: GG-CORR-0026.override: a rule judged per GPU (unexplained_gpu_load) has "
+                 "no process to scope"}) {
+        EXPECT_NE(message.find(expected), std::string::npos) << expected << "\n" << message;
+    }
+
+    auto bad = parse_correlation_rules(R"(rules:
+  - id: GG-CORR-0013
+    name: copied
+    override: {enabled: false}
+  - id: GG-CORR-0005
+    override: {}
+  - id: GG-CORR-0009
+    override: {action: stop, severity: loud, when: {gpu_held: true}}
+  - id: GG-CORR-0012
+    override: {scope: {pod_namespaces: [Prod]}, dry_run: maybe}
+)",
+                                       "site.yaml");
+    ASSERT_FALSE(bad);
+    for (const char* expected :
+         {"site.yaml:3:5: rules[0] (GG-CORR-0013): unknown key 'name' (known: id, override)",
+          "site.yaml:6:15: rules[1] (GG-CORR-0005).override: must set one or more of enabled, "
+          "dry_run, severity, action, window, scope",
+          "site.yaml:8:46: rules[2] (GG-CORR-0009).override: unknown key 'when'",
+          "site.yaml:10:41: rules[3] (GG-CORR-0012).override.scope.pod_namespaces[0]: 'Prod' is "
+          "not a namespace or a glob of one",
+          "site.yaml:10:58: rules[3] (GG-CORR-0012).override.dry_run: must be true or false"}) {
+        EXPECT_NE(bad.error().message.find(expected), std::string::npos) << expected << "\n"
+                                                                         << bad.error().message;
     }
 }
 

@@ -114,6 +114,32 @@ TEST_F(GuardPolicyWatcherTest, a_broken_change_is_reported_and_other_files_are_i
     EXPECT_TRUE(has_rule("SITE-FIXED"));
 }
 
+// An override is applied at every reload; one that names no known rule is
+// a rejected change like a parse error, and the last good rules stay.
+TEST_F(GuardPolicyWatcherTest, an_override_reloads_and_a_bad_one_is_rejected) {
+    replace_file(guard_, "rules:\n  - id: GG-CORR-0013\n    override: {dry_run: true}\n");
+    ASSERT_TRUE(wait_for([&] { return reloaded_ >= 1; }, 2000ms)) << "no reload";
+    const auto dry_run_of = [&](const std::string& id) {
+        std::lock_guard lock(mutex_);
+        return std::find_if(last_.rules.begin(), last_.rules.end(),
+                            [&](const auto& rule) { return rule.id == id; })
+            ->dry_run;
+    };
+    EXPECT_TRUE(dry_run_of("GG-CORR-0013"));
+    EXPECT_FALSE(dry_run_of("GG-CORR-0012"));
+    replace_file(guard_, "rules:\n  - id: GG-CORR-0113\n    override: {dry_run: true}\n");
+    ASSERT_TRUE(wait_for([&] { return !errors_.empty(); }, 2000ms)) << "the rejection not reported";
+    {
+        std::lock_guard lock(mutex_);
+        EXPECT_NE(errors_[0].find(guard_.string() + ":2: GG-CORR-0113.override: no rule " +
+                                  "GG-CORR-0113 to override"),
+                  std::string::npos)
+            << errors_[0];
+        EXPECT_EQ(reloaded_, 1) << "a rejected change must not be applied";
+    }
+    EXPECT_EQ(watcher_->rejected(), 1u);
+}
+
 TEST(GuardPolicyWatcher, without_files_it_watches_nothing_and_a_missing_directory_fails) {
     auto idle = GuardPolicyWatcher::start({}, {});
     ASSERT_TRUE(idle) << idle.error().message;

@@ -254,6 +254,20 @@ inline constexpr const char* kConditionKeys[] = {"gpu_held",
                                                  "agent_tamper",
                                                  "trust_change"};
 
+// A site file's change to a rule known before it (built-in, or an earlier
+// file's), so that a site does not copy a rule to tune it: what is set
+// replaces the rule's own, and the scope's lists are added to its scope's
+// (`containers` replaces). A rule file entry `{id, override: {...}}`.
+struct RuleOverride {
+    std::optional<bool> enabled;
+    std::optional<bool> dry_run;
+    std::optional<Severity> severity;
+    std::optional<std::string> action;
+    std::optional<std::chrono::seconds> window;
+    std::optional<ScopeCondition> scope;
+    bool scope_sets_containers = false;  // the override's scope names `containers`
+};
+
 struct CorrelationRule {
     std::string id;  // GG-CORR-NNNN for the built-in rules
     std::string name;
@@ -384,7 +398,14 @@ struct CorrelationRule {
     double min_confidence = 0.0;
 
     std::string source;  // "file:line"
+    // Set for an override entry: no rule of its own, a change to the rule
+    // of its id that load_correlation_rules applies.
+    std::shared_ptr<const RuleOverride> override_of;
 };
+
+// `override` applied to `rule` (its id's rule); "" when it applied, else
+// why not ("severity info is below its counter's notice").
+std::string apply_override(const RuleOverride& override, CorrelationRule& rule);
 
 // Guard mode's priorities (a `priority_guard:` section of a guard policy
 // file): when a GPU's utilisation exceeds `pause_above_percent`, the
@@ -494,7 +515,8 @@ Result<std::vector<CorrelationRule>> builtin_correlation_rules();
 std::string_view builtin_correlation_rules_yaml();
 
 // Built-in rules, then each file in order: a rule with a known id replaces
-// it, a new id is appended, `enabled: false` turns one off.
+// it, a new id is appended, `enabled: false` turns one off, an override
+// changes the rule of its id known so far (an unknown id is an error).
 Result<std::vector<CorrelationRule>> load_correlation_rules(const std::vector<std::string>& files);
 
 // "90s", "5m", "2h", "1d" -> seconds.
