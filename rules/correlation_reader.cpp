@@ -514,7 +514,9 @@ Result<std::vector<CorrelationRule>> load_correlation_rules(const std::vector<st
                                                       " to override (none built in, none " +
                                                       "in an earlier file)"
                                                 : apply_override(*rule.override_of, *existing);
-                    if (!why.empty()) {
+                    if (why.empty()) {
+                        existing->overridden_at.push_back(rule.source);
+                    } else {
                         override_problems += (override_problems.empty() ? "" : "\n") + rule.source +
                                              ": " + rule.id + ".override: " + why;
                     }

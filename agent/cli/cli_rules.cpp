@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "gpuguard/common/logging.h"
+#include "gpuguard/common/text.h"
 #include "gpuguard/rules/correlation.h"
 #include "gpuguard/rules/rules.h"
 
@@ -101,6 +102,60 @@ int run_check_correlation(const RulesCommand& command) {
     return 0;
 }
 
+// "not_pod_namespaces [sd-queue], containers container": the scope's
+// lists that are set, in the order rule files write them.
+std::string scope_text(const rules::ScopeCondition& scope) {
+    std::string text;
+    const auto add = [&](const char* key, const std::vector<std::string>& values) {
+        if (values.empty()) return;
+        text += (text.empty() ? "" : ", ") + std::string(key) + " [" + join(values, ", ") + "]";
+    };
+    add("users", scope.users);
+    add("not_users", scope.not_users);
+    add("groups", scope.groups);
+    add("not_groups", scope.not_groups);
+    add("container_ids", scope.container_ids);
+    add("not_container_ids", scope.not_container_ids);
+    add("container_names", scope.container_names);
+    add("not_container_names", scope.not_container_names);
+    add("container_images", scope.container_images);
+    add("not_container_images", scope.not_container_images);
+    add("pod_namespaces", scope.pod_namespaces);
+    add("not_pod_namespaces", scope.not_pod_namespaces);
+    add("exe_paths", scope.exe_paths);
+    add("not_exe_paths", scope.not_exe_paths);
+    add("not_comm", scope.not_comm);
+    if (scope.containers != rules::ContainerScope::kAny) {
+        text += (text.empty() ? "" : ", ") + std::string("containers ") +
+                (scope.containers == rules::ContainerScope::kHost ? "host" : "container");
+    }
+    return text;
+}
+
+// The correlation rules the agent would run with these files: one line per
+// rule (where it comes from, each override applied to it), its scope below.
+int run_list_correlation(const RulesCommand& command) {
+    auto loaded = rules::load_guard_policies(command.files);
+    if (!loaded) {
+        std::cerr << loaded.error().message << "\n";
+        return 1;
+    }
+    std::cout << "# files: built-in correlation rules";
+    for (const auto& file : command.files) std::cout << ", " << file;
+    std::cout << "\n";
+    std::printf("%-14s %-9s %-15s %-3s %-3s %-34s %s\n", "ID", "SEVERITY", "ACTION", "DRY", "ON",
+                "ORIGIN", "NAME");
+    for (const auto& rule : loaded->rules) {
+        std::string origin = rule.source.starts_with("builtin:") ? "builtin" : rule.source;
+        for (const auto& at : rule.overridden_at) origin += ", override " + at;
+        std::printf("%-14s %-9s %-15s %-3s %-3s %-34s %s\n", rule.id.c_str(),
+                    to_string(rule.severity), rule.action.c_str(), rule.dry_run ? "yes" : "no",
+                    rule.enabled ? "yes" : "no", origin.c_str(), rule.name.c_str());
+        if (rule.scope) std::cout << "    scope: " << scope_text(*rule.scope) << "\n";
+    }
+    return 0;
+}
+
 std::string allowlist_summary(const rules::Allowlist& allowlist) {
     return std::to_string(allowlist.users.size()) + " users, " +
            std::to_string(allowlist.exe_paths.size()) + " exe paths, " +
@@ -163,9 +218,18 @@ void add_rules_command(CLI::App& app, Context& context) {
     list->add_option("--file", command->main_file, "main rule file")->capture_default_str();
     list->add_option("--dir", command->drop_in_dir, "drop-in directory (*.yaml)")
         ->capture_default_str();
+    list->add_flag("--correlation", command->correlation,
+                   "the correlation rules instead, with these correlation files over them");
+    list->add_option("files", command->files, "correlation rule files (with --correlation)");
     list->callback([&context, command] {
         set_log_level(context.log_level.empty() ? "warn" : context.log_level);
-        context.exit_code = run_list(*command);
+        if (!command->correlation && !command->files.empty()) {
+            std::cerr << "rules list: files are correlation files: add --correlation\n";
+            context.exit_code = 2;
+            return;
+        }
+        context.exit_code =
+            command->correlation ? run_list_correlation(*command) : run_list(*command);
     });
 }
 

@@ -71,6 +71,45 @@ TEST(RulesCli, check_correlation_names_each_entry_or_every_problem) {
     EXPECT_EQ(miner_rules.exit_code, 1) << "without --correlation a correlation file is refused";
 }
 
+// What the agent runs with these correlation files: each rule's severity,
+// action, dry run, whether it is on, where it comes from (each override
+// applied to it) and its scope.
+TEST(RulesCli, list_correlation_shows_each_rule_its_overrides_and_scope) {
+    TempDir dir;
+    const std::string site = (dir / "site.yaml").string();
+    std::ofstream(site) << "rules:\n  - id: GG-CORR-0013\n    override:\n"
+                           "      scope: {not_pod_namespaces: [sd-queue], containers: container}\n"
+                           "      dry_run: true\n      severity: error\n"
+                           "  - id: GG-CORR-0031\n    override: {enabled: false}\n";
+    const auto result = run_command({kBinary, "rules", "list", "--correlation", site});
+    ASSERT_EQ(result.exit_code, 0) << result.stderr_text;
+    const std::string& out = result.stdout_text;
+    EXPECT_NE(out.find("# files: built-in correlation rules, " + site + "\n"), std::string::npos);
+    const auto line_of = [&](const std::string& id) {
+        const auto at = out.find("\n" + id + " ");
+        return at == std::string::npos ? std::string()
+                                       : out.substr(at + 1, out.find('\n', at + 1) - at - 1);
+    };
+    const std::string quiet = line_of("GG-CORR-0013");
+    EXPECT_TRUE(
+        quiet.starts_with("GG-CORR-0013   error     alert           yes yes builtin, "
+                          "override " +
+                          site + ":2"))
+        << out;
+    EXPECT_NE(out.find(quiet + "\n    scope: not_pod_namespaces [sd-queue], containers "
+                               "container\n"),
+              std::string::npos)
+        << out;
+    EXPECT_NE(line_of("GG-CORR-0031").find(" no  builtin, override " + site + ":7"),
+              std::string::npos)
+        << out;
+    EXPECT_NE(line_of("GG-CORR-0001").find(" yes builtin "), std::string::npos) << out;
+
+    const auto without_flag = run_command({kBinary, "rules", "list", site});
+    EXPECT_EQ(without_flag.exit_code, 2);
+    EXPECT_NE(without_flag.stderr_text.find("add --correlation"), std::string::npos);
+}
+
 TEST(RulesCli, list_prints_the_effective_set_with_overrides) {
     TempDir dir;
     std::ofstream(dir / "miner-rules.yaml")

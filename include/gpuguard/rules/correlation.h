@@ -398,6 +398,8 @@ struct CorrelationRule {
     double min_confidence = 0.0;
 
     std::string source;  // "file:line"
+    // "file:line" of each override applied to it, in order.
+    std::vector<std::string> overridden_at;
     // Set for an override entry: no rule of its own, a change to the rule
     // of its id that load_correlation_rules applies.
     std::shared_ptr<const RuleOverride> override_of;
