@@ -126,9 +126,12 @@ void CorrelatorImpl::raise(const CorrelationRule& rule, const ProcessInfo& info,
     // says: a drop-in that allowlists its own writer must not hide itself.
     if (!allowlisted && !rule.trust_change) {
         // The sha256 is known once the executable's exe_scan came back.
-        rules::ProcessIdentity identity{
-            info.user,      static_cast<int64_t>(info.uid),           info.exe,
-            process.sha256, info.container ? info.container->id : "", ""};
+        rules::ProcessIdentity identity{info.user,
+                                        static_cast<int64_t>(info.uid),
+                                        info.exe,
+                                        process.sha256,
+                                        info.container ? info.container->id : "",
+                                        info.container ? info.container_details.name : ""};
         allowlisted = rule_set_->allowlisted(identity);
     }
     if (!rule.trust_change && *allowlisted) {

@@ -179,6 +179,7 @@ class Scope final : public Condition {
     // its executable's path, or one does but the file is not to be trusted
     // (the evidence says why).
     bool exempt_path(const ConditionContext& context, RuleInputs& in) const {
+        if (scope_.not_exe_paths.empty()) return true;  // most scopes: no path copied
         const std::string path = exe_path_of(context.info);
         const auto glob = std::find_if(
             scope_.not_exe_paths.begin(), scope_.not_exe_paths.end(), [&](const std::string& g) {

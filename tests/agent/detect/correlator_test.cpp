@@ -409,8 +409,9 @@ TEST_F(CorrelatorTest, GuardPolicyViolationCarriesThePolicysActionAndDryRun) {
 }
 
 // Scope by container name: the live table reads the name from the
-// runtime's state; only the matching container's process is judged.
-TEST(CorrelatorScope, ContainerNamesScopeAGuardPolicy) {
+// runtime's state; only the matching container's process is judged, and
+// an allowlist entry that names the container spares it.
+TEST(CorrelatorScope, ContainerNamesScopeAGuardPolicyAndAllowlistByName) {
     testing::TempDir host("gg-host");
     const auto make = [&](uint32_t pid, const std::string& id, const std::string& name) {
         const auto dir = host.path() / "proc" / std::to_string(pid);
@@ -464,6 +465,17 @@ TEST(CorrelatorScope, ContainerNamesScopeAGuardPolicy) {
     EXPECT_EQ(out[0].rule_id, "SITE-GUARD-NAME");
     EXPECT_EQ(out[0].process.pid, 701u);
     EXPECT_EQ(table.get(702)->container_details.name, "notebook-2");
+
+    // miner-rules.yaml's allowlist.containers takes a name glob too: the
+    // same reading judged with the batch containers allowlisted by name.
+    auto allowing =
+        Correlator::create(*policy, rule_set("allowlist:\n  containers: ['batch-*']\n"), table);
+    ASSERT_TRUE(allowing) << allowing.error().message;
+    std::vector<Detection> allowed;
+    telemetry.ts_ns = 3 * kSecond;
+    (*allowing)->observe(telemetry, allowed);
+    EXPECT_TRUE(allowed.empty()) << allowed.size();
+    EXPECT_GT((*allowing)->stats().allowlisted, 0u);
 }
 
 // YARA: the correlator asks for a scan at a process's first GPU use (or
