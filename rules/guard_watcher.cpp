@@ -1,7 +1,8 @@
 // GuardPolicyWatcher: hot reload of `rules.correlation_files` (guard
 // policies and site correlation rules), the RuleSetWatcher pattern: inotify
 // on the directories holding the files (an editor's write-and-rename is
-// seen), a short debounce, then a reload of every file. A rejected reload
+// seen; a ConfigMap volume's `..data` swap too), a short debounce, then a
+// reload of every file. A rejected reload
 // changes nothing: the caller keeps the last good policies.
 #include <atomic>
 #include <cerrno>
@@ -51,10 +52,13 @@ struct GuardPolicyWatcher::Impl {
     static constexpr uint32_t kMask =
         IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_CREATE | IN_DELETE | IN_ATTRIB;
 
+    // One of the files, or a Kubernetes ConfigMap volume's `..data` link,
+    // which kubelet swaps on an update while the files' own links stay.
     bool relevant(const inotify_event& event) const {
         if (event.len == 0) return false;
         const auto found = names_by_watch.find(event.wd);
-        return found != names_by_watch.end() && found->second.contains(event.name);
+        if (found == names_by_watch.end()) return false;
+        return found->second.contains(event.name) || std::string_view(event.name) == "..data";
     }
 
     void reload() {

@@ -9,7 +9,8 @@
 #    plain manifests are the chart's, regenerated with
 #    `bash tests/deploy/chart_test.sh --build DIR --write`);
 #  - the ConfigMap's gpuguard.yaml and miner-rules.yaml pass the agent's own
-#    `config check` and `rules check`;
+#    `config check` and `rules check`, and correlationRules' correlation.yaml,
+#    loaded by the config, `rules check --correlation`;
 #  - other documented values render too (no ServiceAccount, extra
 #    arguments, labels, a nodeSelector instead of the affinity), and the
 #    chart refuses an empty image.repository, a probe port that is not the
@@ -58,8 +59,9 @@ fi
 diff -u "$manifests" "$scratch/manifests.yaml" >&2 ||
     fail "deploy/kubernetes/gpuguard.yaml is not the chart's output (rerun with --write)"
 
-# The ConfigMap's files, checked by the agent itself.
-python3 - "$scratch/rendered.yaml" "$scratch" <<'EOF' || fail "no ConfigMap data in the output"
+# The ConfigMap's files KEY... of the rendered FILE, written into DIR.
+extract_configmap() {
+    python3 - "$@" <<'EOF'
 import sys
 # The documents are plain; the ConfigMap's data are literal blocks at a
 # 4-space indent: cut them out without a YAML library.
@@ -67,7 +69,7 @@ text = open(sys.argv[1]).read()
 for doc in text.split("\n---\n"):
     if "\nkind: ConfigMap\n" not in doc:
         continue
-    for key in ("gpuguard.yaml", "miner-rules.yaml"):
+    for key in sys.argv[3:]:
         lines, inside = [], False
         for line in doc.split("\n"):
             if line == f"  {key}: |":
@@ -80,6 +82,11 @@ for doc in text.split("\n---\n"):
         assert lines, key
         open(f"{sys.argv[2]}/{key}", "w").write("\n".join(lines) + "\n")
 EOF
+}
+
+# The ConfigMap's files, checked by the agent itself.
+extract_configmap "$scratch/rendered.yaml" "$scratch" gpuguard.yaml miner-rules.yaml ||
+    fail "no ConfigMap data in the output"
 if [[ -x $build/agent/gpuguard ]]; then
     "$build/agent/gpuguard" config check "$scratch/gpuguard.yaml" >&2 ||
         fail "the ConfigMap's gpuguard.yaml fails gpuguard config check"
@@ -100,6 +107,10 @@ podLabels: {team: security}
 minerRules:
   process_name: "miner*"
   default_action: kill
+correlationRules:
+  rules:
+    - id: GG-CORR-0034
+      override: {scope: {not_pod_namespaces: [monitoring]}}
 EOF
 CHART_CHECK_GPU_SCHEDULING=0 render -check -f "$scratch/other.yaml" >"$scratch/other-rendered.yaml" ||
     fail "the other documented values do not render and check"
@@ -109,6 +120,19 @@ for expected in 'image: registry.example/security/gpuguard:0.1.0-1' '- "--log-le
     grep -qF -- "$expected" "$scratch/other-rendered.yaml" || fail "no '$expected' in the output"
 done
 grep -q "nodeAffinity" "$scratch/other-rendered.yaml" && fail "nodeAffinity: null left an affinity"
+# correlationRules: a correlation.yaml beside the config, which loads it,
+# and both pass the agent's checks.
+mkdir "$scratch/other"
+extract_configmap "$scratch/other-rendered.yaml" "$scratch/other" gpuguard.yaml correlation.yaml ||
+    fail "correlationRules made no correlation.yaml in the ConfigMap"
+grep -qF 'correlation_files:' "$scratch/other/gpuguard.yaml" &&
+    grep -qF -- '- /etc/gpuguard/correlation.yaml' "$scratch/other/gpuguard.yaml" ||
+    fail "correlationRules did not set rules.correlation_files: $(cat "$scratch/other/gpuguard.yaml")"
+grep -qF 'main_file: /etc/gpuguard/miner-rules.yaml' "$scratch/other/gpuguard.yaml" ||
+    fail "correlationRules lost the other rules keys"
+"$build/agent/gpuguard" rules check --correlation "$scratch/other/correlation.yaml" >&2 ||
+    fail "the ConfigMap's correlation.yaml fails gpuguard rules check --correlation"
+grep -q 'correlation' "$scratch/rendered.yaml" && fail "the documented values made correlation rules"
 
 # Refusals, each with its message.
 if render --set image.repository= >/dev/null 2>"$scratch/err"; then fail "an empty image.repository rendered"; fi

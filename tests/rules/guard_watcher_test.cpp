@@ -140,6 +140,44 @@ TEST_F(GuardPolicyWatcherTest, an_override_reloads_and_a_bad_one_is_rejected) {
     EXPECT_EQ(watcher_->rejected(), 1u);
 }
 
+// A correlation file in a Kubernetes ConfigMap volume (the Helm chart's
+// correlationRules): kubelet updates it by swapping the `..data` link, the
+// file's own link never changes, and the update is reloaded.
+TEST(GuardPolicyWatcher, a_configmap_update_is_reloaded) {
+    namespace fs = std::filesystem;
+    TempDir volume;
+    const auto generation = [&](const std::string& name, const std::string& id) {
+        fs::create_directories(volume / name);
+        std::ofstream(volume / name / "correlation.yaml") << rule_file(id);
+        fs::create_symlink(name, volume / "..data_tmp");
+        fs::rename(volume / "..data_tmp", volume / "..data");
+        if (!fs::is_symlink(volume / "correlation.yaml")) {
+            fs::create_symlink("..data/correlation.yaml", volume / "correlation.yaml");
+        }
+    };
+    generation("..2026_11_29_11_00_00.1", "SITE-FIRST");
+    std::mutex mutex;
+    std::condition_variable changed;
+    std::vector<std::string> ids;
+    GuardPolicyWatcher::Callbacks callbacks;
+    callbacks.on_reload = [&](GuardPolicies policies) {
+        std::lock_guard lock(mutex);
+        for (const auto& rule : policies.rules) ids.push_back(rule.id);
+        changed.notify_all();
+    };
+    auto watcher =
+        GuardPolicyWatcher::start({(volume / "correlation.yaml").string()}, callbacks, 50ms);
+    ASSERT_TRUE(watcher) << watcher.error().message;
+
+    generation("..2026_11_29_11_01_00.2", "SITE-SECOND");
+    fs::remove_all(volume / "..2026_11_29_11_00_00.1");
+    std::unique_lock lock(mutex);
+    ASSERT_TRUE(changed.wait_for(lock, 2s, [&] { return !ids.empty(); }))
+        << "the ..data swap was not seen";
+    EXPECT_NE(std::find(ids.begin(), ids.end(), "SITE-SECOND"), ids.end());
+    EXPECT_EQ(std::find(ids.begin(), ids.end(), "SITE-FIRST"), ids.end());
+}
+
 TEST(GuardPolicyWatcher, without_files_it_watches_nothing_and_a_missing_directory_fails) {
     auto idle = GuardPolicyWatcher::start({}, {});
     ASSERT_TRUE(idle) << idle.error().message;
