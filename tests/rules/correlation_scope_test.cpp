@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "gpuguard/rules/correlation.h"
+#include "gpuguard/rules/trust_diff.h"
 #include "tests/support/temp_dir.h"
 
 namespace gpuguard::rules {
@@ -179,6 +180,36 @@ TEST(CorrelationOverrides, change_a_known_rule_in_place_and_add_to_its_scope) {
     EXPECT_EQ(site.action, "kill");
     EXPECT_EQ(site.scope->not_users, (std::vector<std::string>{"root", "0"}));
     EXPECT_EQ(site.scope->containers, ContainerScope::kAny) << "containers not named: kept";
+}
+
+// What an override widens is a change to the agent's trust like an edited
+// copy's: the reload's diff (GG-CORR-0030) names each exemption added, the
+// action or severity lowered and the rule turned off.
+TEST(CorrelationOverrides, what_an_override_widens_is_a_trust_change) {
+    testing::TempDir dir;
+    auto before = builtin_correlation_rules();
+    ASSERT_TRUE(before);
+    auto after = load_texts(dir, {R"(rules:
+  - id: GG-CORR-0013
+    override: {severity: notice, scope: {not_pod_namespaces: [sd-queue]}}
+  - id: GG-CORR-0012
+    override: {action: alert}
+  - id: GG-CORR-0001
+    override: {enabled: false}
+)"});
+    ASSERT_TRUE(after) << after.error().message;
+    const TrustDiff diff = diff_correlation_rules(*before, *after);
+    EXPECT_EQ(diff.allowlist_added,
+              std::vector<std::string>{"GG-CORR-0013 scope.not_pod_namespaces + sd-queue"});
+    EXPECT_EQ(diff.rules_disabled.size(), 1u);
+    EXPECT_TRUE(diff.rules_disabled[0].starts_with("GG-CORR-0001 disabled"))
+        << diff.rules_disabled[0];
+    std::string lowered;
+    for (const auto& line : diff.actions_lowered) lowered += line + "\n";
+    EXPECT_NE(lowered.find("GG-CORR-0013 severity warning -> notice"), std::string::npos)
+        << lowered;
+    EXPECT_NE(lowered.find("GG-CORR-0012 action from_signatures -> alert"), std::string::npos)
+        << lowered;
 }
 
 TEST(CorrelationOverrides, mistakes_are_named_by_file_line_and_key) {
