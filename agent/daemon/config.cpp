@@ -85,22 +85,6 @@ void read_control(const ConfigReader& reader, const YAML::Node& node, ControlCon
 }
 
 // A map's integer keys, each within its bounds.
-struct BoundedField {
-    const char* key;
-    uint32_t* value;
-    uint32_t min;
-    uint32_t max;
-};
-void read_bounded(const ConfigReader& reader, const YAML::Node& node, const std::string& prefix,
-                  std::initializer_list<BoundedField> fields) {
-    for (const auto& field : fields) {
-        if (const auto value = node[field.key]) {
-            *field.value =
-                reader.bounded<uint32_t>(value, prefix + "." + field.key, field.min, field.max);
-        }
-    }
-}
-
 void read_process_table(const ConfigReader& reader, const YAML::Node& node,
                         ProcessTableConfig& table) {
     reader.check_keys(

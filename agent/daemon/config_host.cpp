@@ -219,19 +219,9 @@ void read_kubelet(const ConfigReader& reader, const YAML::Node& node, KubeletCon
     };
     absolute("pod_resources_socket", kubelet.pod_resources_socket, true);
     absolute("root", kubelet.root, false);
-    const auto bounded = [&](const char* key, uint32_t& value, uint32_t low, uint32_t high) {
-        const auto item = node[key];
-        if (!item) return;
-        const std::string name = std::string("kubelet.") + key;
-        value = reader.scalar<uint32_t>(item, name, "a positive integer");
-        if (value < low || value > high) {
-            reader.fail_at(item, name,
-                           std::to_string(value) + " is not " + std::to_string(low) + "-" +
-                               std::to_string(high));
-        }
-    };
-    bounded("refresh_interval_s", kubelet.refresh_interval_s, 1, 3600);
-    bounded("call_timeout_ms", kubelet.call_timeout_ms, 100, 60000);
+    read_bounded(reader, node, "kubelet",
+                 {{"refresh_interval_s", &kubelet.refresh_interval_s, 1, 3600},
+                  {"call_timeout_ms", &kubelet.call_timeout_ms, 100, 60000}});
     if (const auto list = node["gpu_infrastructure_namespaces"]) {
         const std::string key = "kubelet.gpu_infrastructure_namespaces";
         read_string_list(reader, list, key, kubelet.gpu_infrastructure_namespaces);

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <initializer_list>
 #include <set>
 #include <sstream>
 #include <string_view>
@@ -146,5 +147,25 @@ void read_kubelet(const ConfigReader& reader, const YAML::Node& node, KubeletCon
 // `outputs:` (config_outputs.cpp).
 void read_outputs(const ConfigReader& reader, const YAML::Node& node,
                   std::vector<siem::SinkConfig>& outputs);
+
+// One integer key of a section and its bounds, for read_bounded.
+struct BoundedField {
+    const char* key;
+    uint32_t* value;
+    uint32_t min;
+    uint32_t max;
+};
+
+// Each of `fields` that `node` (the section `prefix`) sets, read within its
+// bounds; the error names the value's file:line and "prefix.key".
+inline void read_bounded(const ConfigReader& reader, const YAML::Node& node,
+                         const std::string& prefix, std::initializer_list<BoundedField> fields) {
+    for (const auto& field : fields) {
+        if (const auto value = node[field.key]) {
+            *field.value =
+                reader.bounded<uint32_t>(value, prefix + "." + field.key, field.min, field.max);
+        }
+    }
+}
 
 }  // namespace gpuguard::agent

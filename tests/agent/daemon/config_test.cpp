@@ -209,7 +209,7 @@ kubelet:
         {"kubelet:\n  root: var/lib/kubelet\n",
          "k.yaml:2:9: kubelet.root: 'var/lib/kubelet' is not absolute"},
         {"kubelet:\n  refresh_interval_s: 0\n",
-         "k.yaml:2:23: kubelet.refresh_interval_s: 0 is not 1-3600"},
+         "k.yaml:2:23: kubelet.refresh_interval_s: 0 is not between 1 and 3600"},
         {"kubelet:\n  call_timeout: 5\n", "k.yaml:2:3: kubelet.call_timeout: unknown key"},
     };
     for (const auto& c : cases) {
