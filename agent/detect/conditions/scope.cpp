@@ -76,8 +76,9 @@ bool in_scope(const rules::ScopeCondition& scope, const ProcessInfo& info) {
     if (!scope.container_names.empty() && !name_matches(scope.container_names)) return false;
     if (name_matches(scope.not_container_names)) return false;
     const std::string& image = info.container_details.image;  // "" on the host
-    if (!scope.container_images.empty() && !matches_a_glob(scope.container_images, image))
+    if (!scope.container_images.empty() && !matches_a_glob(scope.container_images, image)) {
         return false;
+    }
     if (matches_a_glob(scope.not_container_images, image)) return false;
     const std::string& pod_namespace = info.container_details.pod_namespace;
     if (!scope.pod_namespaces.empty() && !matches_a_glob(scope.pod_namespaces, pod_namespace)) {
@@ -162,7 +163,7 @@ class Scope final : public Condition {
     std::string_view name() const override { return "scope"; }
     bool holds(const ConditionContext& context, RuleInputs& in) const override {
         if (!in_scope(scope_, context.info)) return false;
-        if (!exempt_path(context, in)) return false;
+        if (!not_exempt_by_path(context, in)) return false;
         const std::string& comm = context.info.comm;
         const std::string* exempt_name = exempt_names_.first_match(comm);
         if (!exempt_name) return true;
@@ -178,7 +179,7 @@ class Scope final : public Condition {
     // Whether the process stays in scope past not_exe_paths: no glob matches
     // its executable's path, or one does but the file is not to be trusted
     // (the evidence says why).
-    bool exempt_path(const ConditionContext& context, RuleInputs& in) const {
+    bool not_exempt_by_path(const ConditionContext& context, RuleInputs& in) const {
         if (scope_.not_exe_paths.empty()) return true;  // most scopes: no path copied
         const std::string path = exe_path_of(context.info);
         const auto glob = std::find_if(
