@@ -14,6 +14,7 @@
 #include "gpuguard/common/text.h"
 #include "gpuguard/rules/correlation.h"
 #include "gpuguard/rules/rules.h"
+#include "gpuguard/rules/trust_diff.h"
 
 namespace gpuguard::agent::cli {
 namespace {
@@ -99,6 +100,17 @@ int run_check_correlation(const RulesCommand& command) {
                                        [](const auto& rule) { return rule.enabled; });
     std::cout << loaded->rules.size() << " correlation rules (" << enabled << " enabled)"
               << (loaded->priority ? ", priority_guard set" : "") << "\n";
+    // What a reviewer of the change should see first: what these files let
+    // through that the built-in rules do not (the agent raises GG-CORR-0030
+    // for the same once they are deployed).
+    const rules::TrustDiff diff = rules::diff_correlation_rules(*builtin, loaded->rules);
+    if (diff.widens()) {
+        std::cout << "widens the built-in rules:\n";
+        for (const auto* lines :
+             {&diff.allowlist_added, &diff.actions_lowered, &diff.rules_disabled}) {
+            for (const auto& line : *lines) std::cout << "  " << line << "\n";
+        }
+    }
     return 0;
 }
 

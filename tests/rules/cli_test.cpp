@@ -49,18 +49,29 @@ TEST(RulesCli, check_correlation_names_each_entry_or_every_problem) {
                            "      scope: {not_pod_namespaces: [sd-queue]}\n"
                            "  - id: SITE-0001\n    name: site\n    severity: notice\n"
                            "    when: {gpu_held: true}\n";
-    std::ofstream(more) << "rules:\n  - id: GG-CORR-0031\n    override: {enabled: false}\n"
-                           "  - id: GG-CORR-0005\n    name: copied\n    severity: notice\n"
-                           "    when: {gpu_held: true}\n";
+    std::ofstream(more)
+        << "rules:\n  - id: GG-CORR-0031\n    override: {enabled: false}\n"
+           "  - id: GG-CORR-0001\n    name: copied\n    severity: notice\n    action: alert\n"
+           "    when: {gpu_held: true}\n";
     const auto result = run_command({kBinary, "rules", "check", "--correlation", site, more});
     EXPECT_EQ(result.exit_code, 0) << result.stderr_text;
     EXPECT_NE(result.stdout_text.find(site + ": OK\n  GG-CORR-0013: override (" + site +
                                       ":2)\n  SITE-0001: added (" + site + ":5)\n" + more +
                                       ": OK\n  GG-CORR-0031: override (" + more +
-                                      ":2)\n  GG-CORR-0005: replaces the rule (" + more + ":4)\n"),
+                                      ":2)\n  GG-CORR-0001: replaces the rule (" + more + ":4)\n"),
               std::string::npos)
         << result.stdout_text;
     EXPECT_NE(result.stdout_text.find("correlation rules ("), std::string::npos);
+    // What the files relax, for whoever reviews them: the exemption added,
+    // the rule turned off, the copied rule's lowered severity.
+    const auto widens = result.stdout_text.find("widens the built-in rules:\n");
+    ASSERT_NE(widens, std::string::npos) << result.stdout_text;
+    const std::string relaxed = result.stdout_text.substr(widens);
+    for (const char* expected :
+         {"\n  GG-CORR-0013 scope.not_pod_namespaces + sd-queue\n", "\n  GG-CORR-0031 disabled",
+          "\n  GG-CORR-0001 action from_signatures -> alert"}) {
+        EXPECT_NE(relaxed.find(expected), std::string::npos) << expected << "\n" << relaxed;
+    }
 
     std::ofstream(more) << "rules:\n  - id: GG-CORR-0113\n    override: {enabled: false}\n";
     const auto bad = run_command({kBinary, "rules", "check", "--correlation", site, more});
