@@ -3,7 +3,8 @@
 // warning (GG-CORR-0030) naming the shell and the diff, replayed from the
 // journal alike; the same drop-in written by a maintainer hook under the
 // real dpkg is the package manager's (the notice GG-CORR-0031, never
-// GG-CORR-0030); a kill lowered to an alert is a warning with the diff;
+// GG-CORR-0030); a kill lowered to an alert is a warning with the diff, and
+// so is a correlation file's override that scopes a built-in rule out;
 // any write by a process another rule flagged (a miner, GG-CORR-0001) is
 // critical (GG-CORR-0032).
 #include <chrono>
@@ -180,6 +181,29 @@ TEST_F(AgentTrustFilesTest, an_action_lowered_from_kill_to_alert_is_a_warning_wi
               std::string::npos)
         << evidence;
     EXPECT_EQ(evidence.find("allowlist added"), std::string::npos) << evidence;
+    expect_whole_output(agent, {{"GG-CORR-0030", shell, "warning"}}, {shell});
+}
+
+// A correlation file's override that scopes a built-in rule out of a
+// namespace widens the agent's trust like an edited copy: the shell that
+// wrote it is a warning naming the exemption added.
+TEST_F(AgentTrustFilesTest, an_override_scoping_a_rule_out_written_by_a_shell_is_a_warning) {
+    const fs::path correlation = dir_ / "site-correlation.yaml";
+    std::ofstream(correlation) << "rules:\n  - id: GG-CORR-0013\n    override: {dry_run: true}\n";
+    use_fake_gpu(correlation);
+    Subprocess agent({GPUGUARD_BINARY, "run", "--config", config_.string(), "--json"});
+    ASSERT_TRUE(agent.wait_for_agent_ready(30s)) << agent.stderr_text();
+    const pid_t shell =
+        run_writer({"/bin/sh", "-c",
+                    "printf 'rules:\\n  - id: GG-CORR-0013\\n    override: {dry_run: true, scope: "
+                    "{not_pod_namespaces: [sd-queue]}}\\n' > " +
+                        correlation.string()});
+
+    auto detection = wait_for_detection(agent, shell, "GG-CORR-0030", 10s);
+    ASSERT_TRUE(detection) << agent.stderr_text();
+    const std::string evidence = evidence_of(*detection);
+    EXPECT_NE(evidence.find("GG-CORR-0013 scope.not_pod_namespaces + sd-queue"), std::string::npos)
+        << evidence;
     expect_whole_output(agent, {{"GG-CORR-0030", shell, "warning"}}, {shell});
 }
 
