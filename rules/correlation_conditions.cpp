@@ -424,21 +424,20 @@ void RuleReader::read_gpu_index_not_in(const YAML::Node& node, const std::string
 
 ScopeCondition RuleReader::read_scope(const YAML::Node& node, const std::string& where) {
     ScopeCondition scope;
-    if (!diag_.check_keys(
-            node, where,
-            {"users", "not_users", "groups", "not_groups", "containers", "container_ids",
-             "not_container_ids", "container_names", "not_container_names", "container_images",
-             "not_container_images", "pod_namespaces", "not_pod_namespaces", "exe_paths",
-             "not_exe_paths", "not_comm"})) {
-        return scope;
-    }
+    static const std::vector<const char*> keys = [] {
+        std::vector<const char*> all;
+        for (const ScopeList& list : kScopeLists) all.push_back(list.key);
+        all.push_back("containers");
+        return all;
+    }();
+    if (!diag_.check_keys(node, where, keys)) return scope;
     // Each list under its key, its entries checked by `valid` (what an entry
     // must be, for the error) where one is given.
-    const auto list = [&](const char* key, std::vector<std::string>& out,
-                          bool (*valid)(std::string_view) = nullptr, const char* what = "") {
-        const YAML::Node items = node[key];
+    const auto read_list = [&](std::string_view key, std::vector<std::string>& out,
+                               bool (*valid)(std::string_view), const char* what) {
+        const YAML::Node items = node[std::string(key)];
         if (!items) return;
-        const std::string path = where + "." + key;
+        const std::string path = where + "." + std::string(key);
         size_t index = 0;
         for (auto& [text, item] : diag_.scalar_list(items, path)) {
             if (valid && !valid(text)) {
@@ -451,34 +450,15 @@ ScopeCondition RuleReader::read_scope(const YAML::Node& node, const std::string&
         }
     };
     const auto absolute = [](std::string_view glob) { return glob.starts_with('/'); };
-    list("container_images", scope.container_images);
-    list("not_container_images", scope.not_container_images);
-    list("pod_namespaces", scope.pod_namespaces, namespace_glob, "a namespace or a glob of one");
-    list("not_pod_namespaces", scope.not_pod_namespaces, namespace_glob,
-         "a namespace or a glob of one");
-    list("exe_paths", scope.exe_paths, absolute, "an absolute path or a glob of one");
-    list("not_exe_paths", scope.not_exe_paths, absolute, "an absolute path or a glob of one");
-    if (node["users"]) scope.users = globs(node["users"], where + ".users");
-    if (node["not_users"]) {
-        scope.not_users = globs(node["not_users"], where + ".not_users");
-    }
-    if (node["groups"]) scope.groups = globs(node["groups"], where + ".groups");
-    if (node["not_groups"]) {
-        scope.not_groups = globs(node["not_groups"], where + ".not_groups");
-    }
-    if (node["container_ids"]) {
-        scope.container_ids = globs(node["container_ids"], where + ".container_ids");
-    }
-    if (node["container_names"]) {
-        scope.container_names = globs(node["container_names"], where + ".container_names");
-    }
-    if (node["not_container_names"]) {
-        scope.not_container_names =
-            globs(node["not_container_names"], where + ".not_container_names");
-    }
-    if (node["not_comm"]) scope.not_comm = globs(node["not_comm"], where + ".not_comm");
-    if (node["not_container_ids"]) {
-        scope.not_container_ids = globs(node["not_container_ids"], where + ".not_container_ids");
+    for (const ScopeList& list : kScopeLists) {
+        const std::string_view key = list.key;
+        if (key.ends_with("pod_namespaces")) {
+            read_list(key, scope.*list.member, namespace_glob, "a namespace or a glob of one");
+        } else if (key.ends_with("exe_paths")) {
+            read_list(key, scope.*list.member, absolute, "an absolute path or a glob of one");
+        } else {
+            read_list(key, scope.*list.member, nullptr, "");
+        }
     }
     if (auto text = string(node, "containers", where, false)) {
         if (*text == "any") {

@@ -17,21 +17,7 @@ void append(std::vector<std::string>& to, const std::vector<std::string>& more) 
 }
 
 void widen(ScopeCondition& scope, const ScopeCondition& more, bool sets_containers) {
-    append(scope.users, more.users);
-    append(scope.not_users, more.not_users);
-    append(scope.groups, more.groups);
-    append(scope.not_groups, more.not_groups);
-    append(scope.container_ids, more.container_ids);
-    append(scope.not_container_ids, more.not_container_ids);
-    append(scope.container_names, more.container_names);
-    append(scope.not_container_names, more.not_container_names);
-    append(scope.container_images, more.container_images);
-    append(scope.not_container_images, more.not_container_images);
-    append(scope.pod_namespaces, more.pod_namespaces);
-    append(scope.not_pod_namespaces, more.not_pod_namespaces);
-    append(scope.exe_paths, more.exe_paths);
-    append(scope.not_exe_paths, more.not_exe_paths);
-    append(scope.not_comm, more.not_comm);
+    for (const ScopeList& list : kScopeLists) append(scope.*list.member, more.*list.member);
     if (sets_containers) scope.containers = more.containers;
 }
 

@@ -32,22 +32,11 @@ void diff_scope(const CorrelationRule& before, const CorrelationRule& after, Tru
     const ScopeCondition& was = before.scope ? *before.scope : none;
     const ScopeCondition& now = after.scope ? *after.scope : none;
     const std::string id = after.id + " scope.";
-    list_diff(id + "not_users", was.not_users, now.not_users, diff.allowlist_added,
-              diff.other_changes);
-    list_diff(id + "not_groups", was.not_groups, now.not_groups, diff.allowlist_added,
-              diff.other_changes);
-    list_diff(id + "not_container_ids", was.not_container_ids, now.not_container_ids,
-              diff.allowlist_added, diff.other_changes);
-    list_diff(id + "not_container_names", was.not_container_names, now.not_container_names,
-              diff.allowlist_added, diff.other_changes);
-    list_diff(id + "not_container_images", was.not_container_images, now.not_container_images,
-              diff.allowlist_added, diff.other_changes);
-    list_diff(id + "not_pod_namespaces", was.not_pod_namespaces, now.not_pod_namespaces,
-              diff.allowlist_added, diff.other_changes);
-    list_diff(id + "not_exe_paths", was.not_exe_paths, now.not_exe_paths, diff.allowlist_added,
-              diff.other_changes);
-    list_diff(id + "not_comm", was.not_comm, now.not_comm, diff.allowlist_added,
-              diff.other_changes);
+    for (const ScopeList& list : kScopeLists) {
+        if (!std::string_view(list.key).starts_with("not_")) continue;  // narrowing, not widening
+        list_diff(id + list.key, was.*list.member, now.*list.member, diff.allowlist_added,
+                  diff.other_changes);
+    }
 }
 
 }  // namespace

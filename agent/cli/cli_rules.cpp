@@ -122,21 +122,7 @@ std::string scope_text(const rules::ScopeCondition& scope) {
         if (values.empty()) return;
         text += (text.empty() ? "" : ", ") + std::string(key) + " [" + join(values, ", ") + "]";
     };
-    add("users", scope.users);
-    add("not_users", scope.not_users);
-    add("groups", scope.groups);
-    add("not_groups", scope.not_groups);
-    add("container_ids", scope.container_ids);
-    add("not_container_ids", scope.not_container_ids);
-    add("container_names", scope.container_names);
-    add("not_container_names", scope.not_container_names);
-    add("container_images", scope.container_images);
-    add("not_container_images", scope.not_container_images);
-    add("pod_namespaces", scope.pod_namespaces);
-    add("not_pod_namespaces", scope.not_pod_namespaces);
-    add("exe_paths", scope.exe_paths);
-    add("not_exe_paths", scope.not_exe_paths);
-    add("not_comm", scope.not_comm);
+    for (const rules::ScopeList& list : rules::kScopeLists) add(list.key, scope.*list.member);
     if (scope.containers != rules::ContainerScope::kAny) {
         text += (text.empty() ? "" : ", ") + std::string("containers ") +
                 (scope.containers == rules::ContainerScope::kHost ? "host" : "container");

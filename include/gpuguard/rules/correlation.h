@@ -152,6 +152,30 @@ struct ScopeCondition {
     std::vector<std::string> not_comm;
 };
 
+// Every list key of a rule's `scope:` and the member it fills, in the order
+// rule files write them: the reader, an override's additions, `gpuguard
+// rules list` and the trust diff (the not_ lists) all walk this one table.
+struct ScopeList {
+    const char* key;
+    std::vector<std::string> ScopeCondition::*member;
+};
+inline constexpr ScopeList kScopeLists[] = {
+    {"users", &ScopeCondition::users},
+    {"not_users", &ScopeCondition::not_users},
+    {"groups", &ScopeCondition::groups},
+    {"not_groups", &ScopeCondition::not_groups},
+    {"container_ids", &ScopeCondition::container_ids},
+    {"not_container_ids", &ScopeCondition::not_container_ids},
+    {"container_names", &ScopeCondition::container_names},
+    {"not_container_names", &ScopeCondition::not_container_names},
+    {"container_images", &ScopeCondition::container_images},
+    {"not_container_images", &ScopeCondition::not_container_images},
+    {"pod_namespaces", &ScopeCondition::pod_namespaces},
+    {"not_pod_namespaces", &ScopeCondition::not_pod_namespaces},
+    {"exe_paths", &ScopeCondition::exe_paths},
+    {"not_exe_paths", &ScopeCondition::not_exe_paths},
+    {"not_comm", &ScopeCondition::not_comm}};
+
 // Wall-clock window in a time zone: the condition holds while the event's
 // time falls on one of `days` between `from` and `to` (local time). A window
 // whose `to` is not after `from` runs past midnight: it belongs to the day it
