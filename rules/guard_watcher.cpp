@@ -58,7 +58,7 @@ struct GuardPolicyWatcher::Impl {
         if (event.len == 0) return false;
         const auto found = names_by_watch.find(event.wd);
         if (found == names_by_watch.end()) return false;
-        return found->second.contains(event.name) || std::string_view(event.name) == "..data";
+        return found->second.contains(event.name) || is_configmap_swap(event.name);
     }
 
     void reload() {

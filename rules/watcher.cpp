@@ -70,11 +70,6 @@ struct RuleSetWatcher::Impl {
         }
     }
 
-    // A Kubernetes ConfigMap (or Secret) volume: its files are symlinks
-    // through `..data`, which kubelet swaps (a rename of `..data_tmp`) to a
-    // new directory on every update; the files' own names see no event.
-    static bool is_configmap_swap(std::string_view name) { return name == "..data"; }
-
     // True when the event concerns a rule file (or the drop-in directory).
     bool relevant(const inotify_event& event) {
         if (event.wd == drop_in_watch) {

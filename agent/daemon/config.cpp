@@ -84,7 +84,6 @@ void read_control(const ConfigReader& reader, const YAML::Node& node, ControlCon
     }
 }
 
-// A map's integer keys, each within its bounds.
 void read_process_table(const ConfigReader& reader, const YAML::Node& node,
                         ProcessTableConfig& table) {
     reader.check_keys(

@@ -108,11 +108,8 @@ Result<ConfigFileWatch> ConfigFileWatch::start(const std::filesystem::path& file
 }
 
 bool ConfigFileWatch::changed() {
-    // A Kubernetes ConfigMap volume's file is a symlink through `..data`,
-    // which kubelet renames over on each update: the file's name sees no event.
     return drain_inotify(inotify_fd_.get(), [&](const inotify_event& event) {
-        return event.len > 0 &&
-               (file_name_ == event.name || std::string_view(event.name) == "..data");
+        return event.len > 0 && (file_name_ == event.name || is_configmap_swap(event.name));
     });
 }
 

@@ -220,9 +220,9 @@ bool volume_mounts_dir(std::string_view value) {
 std::vector<std::string> volume_mount_device_ids(std::string_view mountinfo) {
     std::vector<std::string> ids;
     for (const std::string& line : split(mountinfo, '\n')) {
-        const std::vector<std::string> fields = split(line, ' ');
+        const std::vector<std::string_view> fields = split_fields(line);
         if (fields.size() < 5) continue;
-        std::string_view point = fields[4];
+        const std::string_view point = fields[4];
         for (const std::string_view dir : {kVolumeMountsDir, kVolumeMountsDir.substr(4)}) {
             if (!point.starts_with(dir) || point.size() <= dir.size() + 1 ||
                 point[dir.size()] != '/') {

@@ -42,6 +42,7 @@ bool container_matches(const std::vector<std::string>& globs, const ProcessInfo&
     });
 }
 
+// Whether any of `globs` matches `text`; an unknown ("") text matches none.
 bool matches_a_glob(const std::vector<std::string>& globs, const std::string& text, int flags = 0) {
     return !text.empty() && std::any_of(globs.begin(), globs.end(), [&](const std::string& glob) {
         return fnmatch(glob.c_str(), text.c_str(), flags) == 0;
@@ -67,14 +68,11 @@ bool in_scope(const rules::ScopeCondition& scope, const ProcessInfo& info) {
         return false;
     }
     if (container_matches(scope.not_container_ids, info)) return false;
-    const auto name_matches = [&](const std::vector<std::string>& globs) {
-        return !info.container_details.name.empty() &&
-               std::any_of(globs.begin(), globs.end(), [&](const std::string& glob) {
-                   return fnmatch(glob.c_str(), info.container_details.name.c_str(), 0) == 0;
-               });
-    };
-    if (!scope.container_names.empty() && !name_matches(scope.container_names)) return false;
-    if (name_matches(scope.not_container_names)) return false;
+    const std::string& name = info.container_details.name;  // "" unknown or on the host
+    if (!scope.container_names.empty() && !matches_a_glob(scope.container_names, name)) {
+        return false;
+    }
+    if (matches_a_glob(scope.not_container_names, name)) return false;
     const std::string& image = info.container_details.image;  // "" on the host
     if (!scope.container_images.empty() && !matches_a_glob(scope.container_images, image)) {
         return false;

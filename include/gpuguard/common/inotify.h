@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <string_view>
 
 #include <sys/inotify.h>
 #include <unistd.h>
@@ -10,6 +11,12 @@
 namespace gpuguard {
 
 using InotifyFilter = std::function<bool(const inotify_event&)>;
+
+// Whether an event's name is a Kubernetes ConfigMap (or Secret) volume's
+// `..data` link, which kubelet swaps (a rename of `..data_tmp`) to a new
+// directory on every update: the files, links through it, see no event of
+// their own, so every watcher of such a file watches this name too.
+inline bool is_configmap_swap(std::string_view name) { return name == "..data"; }
 
 // Reads every pending event of the non-blocking `inotify_fd`; true when
 // `relevant` accepts one of them (each is shown to it).
